@@ -1,0 +1,62 @@
+# The one entry point. Every target creates .venv and installs what it needs on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ENV ?= dev
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help demo test test-fast lint synth bench deploy diff bootstrap constraints clean
+
+help: ## Show the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements/constraints.txt requirements/dev.in requirements/runtime.in
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	@echo "Installing pinned dependencies into $(VENV) (first run only)..."
+	@$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt -r requirements/dev.in
+	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@touch $@
+
+demo: $(STAMP) ## Run Rebound locally against the embedded AWS stand-in and show the retry loop working
+	$(VENV)/bin/rebound local demo
+
+test: $(STAMP) ## Run every test: unit, property, integration, end-to-end and infrastructure gates
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP) ## Everything except the infrastructure gates
+	$(PY) -m pytest -q -m "not infra"
+
+lint: $(STAMP) ## ruff and mypy
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy functions cli localcloud infra
+
+synth: $(STAMP) ## Synthesize every environment's stack into cdk.out/ (no Docker, no AWS access)
+	$(PY) infra/app.py
+
+bench: $(STAMP) ## Benchmarks; figures go to bench/results.json
+	$(PY) -m rebound_local.bench --out bench/results.json
+
+deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials)
+	npx --yes aws-cdk@2 deploy --context env=$(ENV) --require-approval broadening
+
+diff: $(STAMP) ## Show what a deploy would change: make diff ENV=dev
+	npx --yes aws-cdk@2 diff --context env=$(ENV)
+
+bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev
+	npx --yes aws-cdk@2 bootstrap --context env=$(ENV)
+
+constraints: ## Re-resolve and re-pin every dependency into requirements/constraints.txt
+	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin && .venv-pin/bin/pip install -q -U pip && .venv-pin/bin/pip install -q -r requirements/dev.in
+	{ echo "# Every version this project installs, pinned. Regenerate with 'make constraints'."; \
+	  echo "# Lambda bundles use requirements/runtime.in with these pins (see infra/rebound_infra/bundling.py)."; \
+	  .venv-pin/bin/pip freeze | grep -v '^-e' | sort -f; } > requirements/constraints.txt
+	rm -rf .venv-pin
+
+clean: ## Remove build output (keeps .venv)
+	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache bench/results.json

@@ -1,0 +1,598 @@
+"""DynamoDB persistence: tasks, runs, audit chains, the outbox, work orders, idempotency keys, policies.
+
+Every change to a run or a work order is written by ``UnitOfWork.commit`` as one
+``TransactWriteItems``: the item itself (guarded by its audit sequence number, an optimistic
+lock), the next record of its audit chain (a conditional put, so the chain can only grow), and
+the outbox events that announce the change. The state, its audit record and its events therefore
+commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound.adapters.errors import translate
+from rebound.domain.audit import GENESIS, next_record, run_changes
+from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.events import DomainEvent
+from rebound.domain.ids import outbox_event_id, run_subject
+from rebound.domain.jsonutil import dumps
+from rebound.domain.models import AuditRecord, Run, RunState, Task, TaskState, WorkOrder, WorkOrderState
+from rebound.domain.timefmt import iso
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
+
+Item = dict[str, Any]
+
+_SER = TypeSerializer()
+_DESER = TypeDeserializer()
+MAX_TRANSACTION_ITEMS = 100
+OUTBOX_TTL = timedelta(days=2)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, set):
+        return sorted(_plain(v) for v in value)
+    return value
+
+
+def to_item(data: Mapping[str, Any]) -> Item:
+    """A DynamoDB item from JSON-compatible data; ``None`` values are left out (sparse indexes)."""
+    normalized = json.loads(dumps(data), parse_float=Decimal)
+    return {key: _SER.serialize(value) for key, value in normalized.items() if value is not None}
+
+
+def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: _plain(_DESER.deserialize(value)) for key, value in item.items()}
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    task: Task
+    version: int
+    updated_at: str
+    schedule_names: tuple[str, ...] = ()
+    audit_seq: int = 0
+    audit_head: str = GENESIS
+
+    @property
+    def paused(self) -> bool:
+        return self.task.state is TaskState.PAUSED
+
+
+@dataclass
+class UnitOfWork:
+    """Collects changes and commits them as one transaction."""
+
+    store: DynamoStore
+    actor: str
+    at: datetime
+    items: list[TransactWriteItemTypeDef] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    audit_records: list[AuditRecord] = field(default_factory=list)
+    _events: int = 0
+    _owned: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    # --- owned subjects: the item holds its chain head --------------------------------------
+    def save_run(
+        self,
+        before: Run | None,
+        after: Run,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> Run:
+        """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
+
+        Saving the same run again in this unit of work (create, then claim) adds another audit
+        record and replaces the staged item; the write stays guarded by the first ``before``.
+        """
+        staged = after.model_copy(update={"updated_at": self.at})
+        record = self._audit(
+            run_subject(after.run_id),
+            before.audit_seq if before else 0,
+            before.audit_head if before else GENESIS,
+            action,
+            before.state.value if before else None,
+            staged.state.value,
+            {**(evidence or {}), "changes": run_changes(before, staged)},
+        )
+        saved = staged.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
+        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        return saved
+
+    def save_work_order(
+        self,
+        before: WorkOrder | None,
+        after: WorkOrder,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> WorkOrder:
+        record = self._audit(
+            f"workorder#{after.work_order_id}",
+            before.audit_seq if before else 0,
+            before.audit_head if before else GENESIS,
+            action,
+            before.state.value if before else None,
+            after.state.value,
+            evidence or {},
+        )
+        saved = after.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
+        self._stage_owned(
+            "workorders", "work_order_id", after.work_order_id, saved.model_dump(mode="json"), before
+        )
+        return saved
+
+    # --- unowned subjects (a malformed message, a policy): the chain itself is the guard ------
+    def append_audit(
+        self,
+        subject: str,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+    ) -> AuditRecord:
+        seq, prev = head if head is not None else self.store.audit_head(subject)
+        return self._audit(subject, seq, prev, action, from_state, to_state, evidence or {})
+
+    def emit(self, event: DomainEvent, subject: str) -> None:
+        seq = self.audit_records[-1].seq if self.audit_records else 0
+        event_id = outbox_event_id(subject, seq, self._events)
+        self._events += 1
+        item = {
+            "event_id": event_id,
+            "detail_type": event.detail_type.value,
+            "source": self.store.event_source,
+            "detail": dumps({**event.detail, "event_id": event_id}),
+            "subject": subject,
+            "created_at": iso(self.at),
+            "expires_at": int((self.at + OUTBOX_TTL).timestamp()),
+        }
+        self._stage(
+            {
+                "Put": {
+                    "TableName": self.store.tables["outbox"],
+                    "Item": to_item(item),
+                    "ConditionExpression": "attribute_not_exists(event_id)",
+                }
+            },
+            f"event {event.detail_type.value}",
+        )
+
+    def put_unique(self, table: str, data: Mapping[str, Any], key_attr: str) -> None:
+        """Stage a put that fails the transaction if the key exists already."""
+        self._stage(
+            {
+                "Put": {
+                    "TableName": self.store.tables[table],
+                    "Item": to_item(data),
+                    "ConditionExpression": f"attribute_not_exists({key_attr})",
+                }
+            },
+            f"{table} {data.get(key_attr)}",
+        )
+
+    def put(
+        self,
+        table: str,
+        data: Mapping[str, Any],
+        label: str,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> None:
+        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data)}
+        if condition:
+            op["ConditionExpression"] = condition
+        if values:
+            op["ExpressionAttributeValues"] = to_item(values)
+        if names:
+            op["ExpressionAttributeNames"] = dict(names)
+        self._stage({"Put": op}, label)  # type: ignore[typeddict-item]
+
+    def commit(self) -> None:
+        if not self.items:
+            return
+        if len(self.items) > MAX_TRANSACTION_ITEMS:
+            raise OperationalError(f"a change of {len(self.items)} items exceeds the transaction limit")
+        self.store.transact(self.items, self.labels)
+
+    # --- internals ----------------------------------------------------------------------------
+    def _audit(
+        self,
+        subject: str,
+        prev_seq: int,
+        prev_hash: str,
+        action: str,
+        from_state: str | None,
+        to_state: str | None,
+        evidence: dict[str, Any],
+    ) -> AuditRecord:
+        staged = [a for a in self.audit_records if a.subject == subject]
+        if staged:
+            prev_seq, prev_hash = staged[-1].seq, staged[-1].hash
+        record = next_record(
+            subject=subject,
+            prev_seq=prev_seq,
+            prev_hash=prev_hash,
+            at=self.at,
+            actor=self.actor,
+            action=action,
+            from_state=from_state,
+            to_state=to_state,
+            evidence=evidence,
+        )
+        self.audit_records.append(record)
+        self._stage(
+            {
+                "Put": {
+                    "TableName": self.store.tables["audit"],
+                    "Item": to_item(record.model_dump(mode="json")),
+                    "ConditionExpression": "attribute_not_exists(subject)",
+                }
+            },
+            f"audit {subject} #{record.seq}",
+        )
+        return record
+
+    def _stage_owned(
+        self, table: str, key_attr: str, key: str, data: dict[str, Any], before: Run | WorkOrder | None
+    ) -> None:
+        slot = (table, key)
+        if slot in self._owned:
+            put = self.items[self._owned[slot]]["Put"]
+            put["Item"] = to_item(data)  # type: ignore[typeddict-item]
+            return
+        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data)}
+        if before is None:
+            op["ConditionExpression"] = f"attribute_not_exists({key_attr})"
+        else:
+            op["ConditionExpression"] = "audit_seq = :seq"
+            op["ExpressionAttributeValues"] = {":seq": {"N": str(before.audit_seq)}}
+        self._owned[slot] = len(self.items)
+        self._stage({"Put": op}, f"{table} {key}")  # type: ignore[typeddict-item]
+
+    def _stage(self, op: TransactWriteItemTypeDef, label: str) -> None:
+        self.items.append(op)
+        self.labels.append(label)
+
+
+class DynamoStore:
+    """Every read and write Rebound makes to DynamoDB."""
+
+    def __init__(
+        self, client: DynamoDBClient, tables: Mapping[str, str], event_source: str = "rebound"
+    ) -> None:
+        self.client = client
+        self.tables = dict(tables)
+        self.event_source = event_source
+
+    def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
+        return UnitOfWork(self, actor, at)
+
+    # --- low level --------------------------------------------------------------------------
+    def _call(self, doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        try:
+            return fn(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, doing) from exc
+
+    def transact(self, items: list[TransactWriteItemTypeDef], labels: list[str]) -> None:
+        doing = "commit " + ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
+        try:
+            self.client.transact_write_items(TransactItems=items)
+        except ClientError as exc:
+            err = translate(exc, doing)
+            if isinstance(err, Conflict):
+                reasons = exc.response.get("CancellationReasons", [])  # type: ignore[attr-defined]
+                failed = [
+                    labels[i] for i, reason in enumerate(reasons) if reason.get("Code") not in (None, "None")
+                ]
+                err.details["failed"] = failed
+            raise err from exc
+        except BotoCoreError as exc:
+            raise translate(exc, doing) from exc
+
+    def _get(self, table: str, key: Mapping[str, Any], consistent: bool = True) -> dict[str, Any] | None:
+        resp = self._call(
+            f"read {table}",
+            self.client.get_item,
+            TableName=self.tables[table],
+            Key=to_item(key),
+            ConsistentRead=consistent,
+        )
+        item = resp.get("Item")
+        return from_item(item) if item else None
+
+    def _query(self, table: str, doing: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        kwargs["TableName"] = self.tables[table]
+        limit = kwargs.pop("max_items", None)
+        seen = 0
+        while True:
+            resp = self._call(doing, self.client.query, **kwargs)
+            for item in resp.get("Items", []):
+                yield from_item(item)
+                seen += 1
+                if limit is not None and seen >= limit:
+                    return
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def _scan(self, table: str, doing: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        kwargs["TableName"] = self.tables[table]
+        while True:
+            resp = self._call(doing, self.client.scan, **kwargs)
+            for item in resp.get("Items", []):
+                yield from_item(item)
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    # --- tasks ------------------------------------------------------------------------------
+    def get_task(self, task_id: str) -> StoredTask | None:
+        data = self._get("tasks", {"task_id": task_id})
+        return _stored_task(data) if data else None
+
+    def list_tasks(self) -> list[StoredTask]:
+        return sorted((_stored_task(d) for d in self._scan("tasks", "list tasks")), key=lambda s: s.task.id)
+
+    def save_task(
+        self,
+        task: Task,
+        *,
+        previous: StoredTask | None,
+        actor: str,
+        at: datetime,
+        action: str,
+        schedule_names: tuple[str, ...] = (),
+        evidence: dict[str, Any] | None = None,
+    ) -> StoredTask:
+        """Create or replace a task definition, guarded by its version, with an audit record."""
+        uow = self.unit_of_work(actor, at)
+        subject = f"task#{task.id}"
+        record = uow.append_audit(
+            subject,
+            action=action,
+            head=(previous.audit_seq, previous.audit_head) if previous else (0, GENESIS),
+            from_state=previous.task.state.value if previous else None,
+            to_state=task.state.value,
+            evidence={**(evidence or {}), "definition": task.model_dump(mode="json", exclude_defaults=True)},
+        )
+        stored = StoredTask(
+            task=task,
+            version=(previous.version + 1) if previous else 1,
+            updated_at=iso(at),
+            schedule_names=schedule_names,
+            audit_seq=record.seq,
+            audit_head=record.hash,
+        )
+        data = {
+            "task_id": task.id,
+            "tenant": task.tenant,
+            "state": task.state.value,
+            "definition": task.model_dump(mode="json"),
+            "version": stored.version,
+            "updated_at": stored.updated_at,
+            "schedule_names": list(schedule_names),
+            "audit_seq": stored.audit_seq,
+            "audit_head": stored.audit_head,
+        }
+        if previous is None:
+            uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
+        else:
+            uow.put("tasks", data, f"task {task.id}", "version = :v", {":v": previous.version})
+        uow.commit()
+        return stored
+
+    # --- runs -------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run | None:
+        data = self._get("runs", {"run_id": run_id})
+        return Run.model_validate(data) if data else None
+
+    def runs_for_task(
+        self,
+        task_id: str,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        newest_first: bool = True,
+        limit: int | None = None,
+    ) -> list[Run]:
+        cond = "task_id = :t"
+        values: dict[str, Any] = {":t": task_id}
+        if since and until:
+            cond += " AND scheduled_for BETWEEN :a AND :b"
+            values.update({":a": iso(since), ":b": iso(until)})
+        elif since:
+            cond += " AND scheduled_for >= :a"
+            values[":a"] = iso(since)
+        elif until:
+            cond += " AND scheduled_for <= :b"
+            values[":b"] = iso(until)
+        items = self._query(
+            "runs",
+            f"list runs of {task_id}",
+            IndexName="by_task",
+            KeyConditionExpression=cond,
+            ExpressionAttributeValues=to_item(values),
+            ScanIndexForward=not newest_first,
+            max_items=limit,
+        )
+        return [Run.model_validate(d) for d in items]
+
+    def runs_in_state(
+        self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
+    ) -> list[Run]:
+        cond = "#s = :s"
+        values: dict[str, Any] = {":s": state.value}
+        if updated_before is not None:
+            cond += " AND updated_at < :u"
+            values[":u"] = iso(updated_before)
+        items = self._query(
+            "runs",
+            f"list {state.value} runs",
+            IndexName="by_state",
+            KeyConditionExpression=cond,
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues=to_item(values),
+            max_items=limit,
+        )
+        return [Run.model_validate(d) for d in items]
+
+    def scan_runs(self) -> Iterator[Run]:
+        for data in self._scan("runs", "scan runs"):
+            yield Run.model_validate(data)
+
+    # --- audit ------------------------------------------------------------------------------
+    def audit_trail(self, subject: str) -> list[AuditRecord]:
+        items = self._query(
+            "audit",
+            f"read audit trail of {subject}",
+            KeyConditionExpression="subject = :s",
+            ExpressionAttributeValues={":s": {"S": subject}},
+            ConsistentRead=True,
+        )
+        return [AuditRecord.model_validate(d) for d in items]
+
+    def audit_head(self, subject: str) -> tuple[int, str]:
+        resp = self._call(
+            f"read audit head of {subject}",
+            self.client.query,
+            TableName=self.tables["audit"],
+            KeyConditionExpression="subject = :s",
+            ExpressionAttributeValues={":s": {"S": subject}},
+            ScanIndexForward=False,
+            Limit=1,
+            ConsistentRead=True,
+        )
+        items = resp.get("Items", [])
+        if not items:
+            return 0, GENESIS
+        last = from_item(items[0])
+        return int(last["seq"]), str(last["hash"])
+
+    def audit_subjects(self) -> list[str]:
+        seen: set[str] = set()
+        for data in self._scan("audit", "list audit subjects", ProjectionExpression="subject"):
+            seen.add(str(data["subject"]))
+        return sorted(seen)
+
+    # --- work orders ------------------------------------------------------------------------
+    def get_work_order(self, work_order_id: str) -> WorkOrder | None:
+        data = self._get("workorders", {"work_order_id": work_order_id})
+        return WorkOrder.model_validate(data) if data else None
+
+    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]:
+        if state is None:
+            items = self._scan("workorders", "list work orders")
+        else:
+            items = self._query(
+                "workorders",
+                f"list {state.value} work orders",
+                IndexName="by_state",
+                KeyConditionExpression="#s = :s",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={":s": {"S": state.value}},
+            )
+        return sorted((WorkOrder.model_validate(d) for d in items), key=lambda w: w.opened_at)
+
+    # --- idempotency keys -------------------------------------------------------------------
+    def claim_key(
+        self, key: str, at: datetime, ttl: timedelta, data: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Record ``key`` unless it exists and has not expired. True if this call recorded it."""
+        item = {"pk": key, "created_at": iso(at), "expires_at": int((at + ttl).timestamp()), **(data or {})}
+        try:
+            self.client.put_item(
+                TableName=self.tables["idempotency"],
+                Item=to_item(item),
+                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
+                ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
+            )
+        except ClientError as exc:
+            err = translate(exc, f"claim {key}")
+            if isinstance(err, Conflict):
+                return False
+            raise err from exc
+        return True
+
+    def get_key(self, key: str) -> dict[str, Any] | None:
+        return self._get("idempotency", {"pk": key})
+
+    def release_key(self, key: str) -> None:
+        self._call(
+            "release key",
+            self.client.delete_item,
+            TableName=self.tables["idempotency"],
+            Key=to_item({"pk": key}),
+        )
+
+    # --- policies ---------------------------------------------------------------------------
+    def latest_policy(self, name: str) -> dict[str, Any] | None:
+        items = list(
+            self._query(
+                "policies",
+                f"read policy {name}",
+                KeyConditionExpression="#n = :n",
+                ExpressionAttributeNames={"#n": "name"},
+                ExpressionAttributeValues={":n": {"S": name}},
+                ScanIndexForward=False,
+                Limit=1,
+                max_items=1,
+            )
+        )
+        return items[0] if items else None
+
+    def policy_versions(self, name: str) -> list[dict[str, Any]]:
+        return list(
+            self._query(
+                "policies",
+                f"read policy history of {name}",
+                KeyConditionExpression="#n = :n",
+                ExpressionAttributeNames={"#n": "name"},
+                ExpressionAttributeValues={":n": {"S": name}},
+            )
+        )
+
+    def stored_policy_names(self) -> list[str]:
+        return sorted(
+            {
+                str(d["name"])
+                for d in self._scan(
+                    "policies",
+                    "list policies",
+                    ProjectionExpression="#n",
+                    ExpressionAttributeNames={"#n": "name"},
+                )
+            }
+        )
+
+
+def _stored_task(data: dict[str, Any]) -> StoredTask:
+    return StoredTask(
+        task=Task.model_validate(data["definition"]),
+        version=int(data["version"]),
+        updated_at=str(data["updated_at"]),
+        schedule_names=tuple(data.get("schedule_names") or ()),
+        audit_seq=int(data.get("audit_seq", 0)),
+        audit_head=str(data.get("audit_head", GENESIS)),
+    )

@@ -1,0 +1,127 @@
+"""SQS: the execution (delay) queue and its dead-letter queue."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound.adapters.errors import translate
+from rebound.domain.jsonutil import dumps
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
+
+MAX_DELAY_S = 900
+
+
+def message_attributes(values: Mapping[str, Any]) -> dict[str, MessageAttributeValueTypeDef]:
+    out: dict[str, MessageAttributeValueTypeDef] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[name] = {"DataType": "String", "StringValue": str(value).lower()}
+        elif isinstance(value, int | float):
+            out[name] = {"DataType": "Number", "StringValue": str(value)}
+        else:
+            out[name] = {"DataType": "String", "StringValue": str(value)[:1024] or "-"}
+    return out
+
+
+def read_attributes(raw: Mapping[str, Any]) -> dict[str, str]:
+    """Message attributes as plain strings, from either the SQS API or a Lambda event record."""
+    out: dict[str, str] = {}
+    for name, value in raw.items():
+        text = value.get("StringValue", value.get("stringValue"))
+        if text is not None:
+            out[name] = str(text)
+    return out
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    message_id: str
+    delay_s: int
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    message_id: str
+    body: str
+    receipt_handle: str
+    receive_count: int
+    sent_at_ms: int
+    attributes: dict[str, str]
+
+
+class Queues:
+    def __init__(self, client: SQSClient, urls: Mapping[str, str]) -> None:
+        self.client = client
+        self.urls = dict(urls)
+
+    def send(
+        self,
+        queue: str,
+        body: Mapping[str, Any] | str,
+        *,
+        delay_s: float = 0,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> SentMessage:
+        delay = min(max(math.ceil(delay_s), 0), MAX_DELAY_S)
+        text = body if isinstance(body, str) else dumps(body)
+        try:
+            resp = self.client.send_message(
+                QueueUrl=self.urls[queue],
+                MessageBody=text,
+                DelaySeconds=delay,
+                MessageAttributes=message_attributes(attributes or {}),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"send to the {queue} queue") from exc
+        return SentMessage(resp["MessageId"], delay)
+
+    def release(self, queue: str, receipt_handle: str) -> None:
+        """Make an in-flight message visible again now, so another invocation can take it."""
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.urls[queue], ReceiptHandle=receipt_handle, VisibilityTimeout=0
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"release a message on the {queue} queue") from exc
+
+    def peek(self, queue: str, max_messages: int, visibility_s: int = 30) -> list[PeekedMessage]:
+        """Read up to ``max_messages`` without deleting them; they reappear after ``visibility_s``."""
+        out: list[PeekedMessage] = []
+        while len(out) < max_messages:
+            try:
+                resp = self.client.receive_message(
+                    QueueUrl=self.urls[queue],
+                    MaxNumberOfMessages=min(10, max_messages - len(out)),
+                    VisibilityTimeout=visibility_s,
+                    WaitTimeSeconds=0,
+                    MessageAttributeNames=["All"],
+                    MessageSystemAttributeNames=["All"],
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, f"read the {queue} queue") from exc
+            batch = resp.get("Messages", [])
+            if not batch:
+                break
+            for msg in batch:
+                system = msg.get("Attributes", {})
+                out.append(
+                    PeekedMessage(
+                        message_id=msg["MessageId"],
+                        body=msg.get("Body", ""),
+                        receipt_handle=msg["ReceiptHandle"],
+                        receive_count=int(system.get("ApproximateReceiveCount", "1")),
+                        sent_at_ms=int(system.get("SentTimestamp", "0")),
+                        attributes=read_attributes(msg.get("MessageAttributes", {})),
+                    )
+                )
+        return out

@@ -1,0 +1,153 @@
+"""EventBridge Scheduler: one-time retry schedules and task schedules, all targeting the execution queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound.adapters.errors import error_code, translate
+from rebound.domain.jsonutil import dumps
+
+if TYPE_CHECKING:
+    from mypy_boto3_scheduler import EventBridgeSchedulerClient
+
+SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+
+
+@dataclass(frozen=True)
+class ScheduleTarget:
+    queue_arn: str
+    role_arn: str
+    dead_letter_arn: str | None = None
+    max_retry_attempts: int = 185
+    max_event_age_s: int = 86400
+
+
+def at_expression(when: datetime) -> str:
+    """``at(yyyy-mm-ddThh:mm:ss)`` in UTC; Scheduler has one-second resolution, so round up."""
+    when = when.astimezone(UTC)
+    if when.microsecond:
+        when = when.replace(microsecond=0) + timedelta(seconds=1)
+    return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
+
+
+class Schedules:
+    def __init__(self, client: EventBridgeSchedulerClient, group: str, target: ScheduleTarget) -> None:
+        self.client = client
+        self.group = group
+        self.target = target
+
+    def _target(self, payload: dict[str, Any]) -> dict[str, Any]:
+        target: dict[str, Any] = {
+            "Arn": self.target.queue_arn,
+            "RoleArn": self.target.role_arn,
+            "Input": dumps(payload),
+            "RetryPolicy": {
+                "MaximumRetryAttempts": self.target.max_retry_attempts,
+                "MaximumEventAgeInSeconds": self.target.max_event_age_s,
+            },
+        }
+        if self.target.dead_letter_arn:
+            target["DeadLetterConfig"] = {"Arn": self.target.dead_letter_arn}
+        return target
+
+    def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool:
+        """Create a one-time ``at()`` schedule that deletes itself. False if it exists already."""
+        try:
+            self.client.create_schedule(
+                Name=name,
+                GroupName=self.group,
+                ScheduleExpression=at_expression(when),
+                ScheduleExpressionTimezone="UTC",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                Target=self._target(payload),  # type: ignore[arg-type]
+                ActionAfterCompletion="DELETE",
+                State="ENABLED",
+                Description="Rebound retry",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConflictException":
+                return False
+            raise translate(exc, f"create schedule {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"create schedule {name}") from exc
+        return True
+
+    def put_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        enabled: bool = True,
+        window_minutes: int | None = None,
+        description: str = "",
+    ) -> str:
+        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``."""
+        window: dict[str, Any] = (
+            {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window_minutes}
+            if window_minutes
+            else {"Mode": "OFF"}
+        )
+        args: dict[str, Any] = {
+            "Name": name,
+            "GroupName": self.group,
+            "ScheduleExpression": expression,
+            "ScheduleExpressionTimezone": timezone,
+            "FlexibleTimeWindow": window,
+            "Target": self._target(payload),
+            "State": "ENABLED" if enabled else "DISABLED",
+            "Description": description[:512],
+        }
+        try:
+            current = self.client.get_schedule(Name=name, GroupName=self.group)
+        except ClientError as exc:
+            if error_code(exc) != "ResourceNotFoundException":
+                raise translate(exc, f"read schedule {name}") from exc
+            current = None
+        except BotoCoreError as exc:
+            raise translate(exc, f"read schedule {name}") from exc
+        try:
+            if current is None:
+                self.client.create_schedule(**args)
+                return "created"
+            same = (
+                current.get("ScheduleExpression") == expression
+                and current.get("ScheduleExpressionTimezone") == timezone
+                and current.get("State") == args["State"]
+                and current.get("Target", {}).get("Input") == args["Target"]["Input"]
+                and current.get("FlexibleTimeWindow", {}).get("Mode") == window["Mode"]
+                and current.get("FlexibleTimeWindow", {}).get("MaximumWindowInMinutes")
+                == window.get("MaximumWindowInMinutes")
+            )
+            if same:
+                return "unchanged"
+            self.client.update_schedule(**args)
+            return "updated"
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"write schedule {name}") from exc
+
+    def delete(self, name: str) -> bool:
+        try:
+            self.client.delete_schedule(Name=name, GroupName=self.group)
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return False
+            raise translate(exc, f"delete schedule {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"delete schedule {name}") from exc
+        return True
+
+    def get(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.get_schedule(Name=name, GroupName=self.group))
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise translate(exc, f"read schedule {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"read schedule {name}") from exc

@@ -1,0 +1,1 @@
+"""The domain core: pure Python and pydantic, no AWS imports."""

@@ -1,0 +1,55 @@
+"""Identifiers that derive from what they identify, so that repeating a request finds the same thing."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+
+from rebound.domain.timefmt import compact
+
+_EVENT_ID = re.compile(r"[^A-Za-z0-9_.-]")
+
+
+def _digest(*parts: str, length: int = 16) -> str:
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:length]
+
+
+def scheduled_run_id(task_id: str, fire_time: datetime) -> str:
+    """The retry key of a scheduled run: task + logical fire time."""
+    return f"{task_id}:{compact(fire_time)}"
+
+
+def event_run_id(task_id: str, event_id: str) -> str:
+    return f"{task_id}:evt-{_EVENT_ID.sub('_', event_id)[:64]}"
+
+
+def manual_run_id(task_id: str, at: datetime, token: str) -> str:
+    return f"{task_id}:manual-{compact(at)}-{_digest(token, length=8)}"
+
+
+def work_order_id(subject: str) -> str:
+    """Exactly one work order per subject: the id is a function of the subject."""
+    return f"wo-{_digest(subject)}"
+
+
+def retry_dispatch_reference(run_id: str, attempt: int) -> str:
+    """Names the dispatch of ``attempt``; also the one-time schedule's name (<= 64 chars)."""
+    return f"retry-{_digest(run_id)}-{attempt}"
+
+
+def task_schedule_name(task_id: str, index: int = 0) -> str:
+    """The EventBridge Scheduler schedule of a task (a task may need several)."""
+    return f"task-{task_id}" if index == 0 else f"task-{task_id}-{index}"
+
+
+def run_subject(run_id: str) -> str:
+    return f"run#{run_id}"
+
+
+def message_subject(message_id: str) -> str:
+    return f"msg#{message_id}"
+
+
+def outbox_event_id(subject: str, seq: int, index: int) -> str:
+    return f"{subject}#{seq}#{index}"

@@ -1,0 +1,430 @@
+"""Pydantic models of the domain: tasks, runs, retry policies, audit records and work orders."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rebound.domain import cron
+from rebound.domain.durations import Seconds, parse_rate
+from rebound.domain.timefmt import UtcDatetime
+
+TASK_ID_PATTERN = r"^[a-z0-9_-]{1,48}$"
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,47}$"
+ERROR_CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
+MAX_PAYLOAD_BYTES = 256 * 1024
+MAX_TASK_TIMEOUT_S = 270
+"""The executor function runs for at most 300 s; an attempt must fit inside it with margin."""
+
+TaskId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
+Tenant = Annotated[str, Field(pattern=TENANT_PATTERN)]
+ErrorCode = Annotated[str, Field(pattern=ERROR_CODE_PATTERN)]
+
+
+class Strict(BaseModel):
+    """Refuses unknown keys so that a typo in a file is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------------- retry policies
+
+
+class JitterMode(StrEnum):
+    NONE = "none"
+    FULL = "full"
+    EQUAL = "equal"
+    DECORRELATED = "decorrelated"
+
+
+class Severity(StrEnum):
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    CRITICAL = "critical"
+
+
+class RetryPolicy(Strict):
+    """A complete, resolved retry policy. The behaviour lives in ``rebound.domain.retry``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "default"
+    version: int = Field(default=0, ge=0)
+    max_attempts: int = Field(ge=1, le=100)
+    base_delay: Annotated[Seconds, Field(gt=0)]
+    multiplier: float = Field(ge=1.0, le=10.0)
+    max_delay: Annotated[Seconds, Field(gt=0)]
+    max_age: Annotated[Seconds, Field(gt=0)] | None = None
+    jitter: JitterMode = JitterMode.NONE
+    retryable_errors: tuple[ErrorCode, ...] = ()
+    terminal_errors: tuple[ErrorCode, ...] = ()
+    severity: Severity = Severity.HIGH
+    runbook_url: str | None = None
+
+    @model_validator(mode="after")
+    def _cap_not_below_base(self) -> RetryPolicy:
+        if self.max_delay < self.base_delay:
+            raise ValueError(
+                f"max_delay ({self.max_delay:g}s) must not be below base_delay ({self.base_delay:g}s)"
+            )
+        overlap = set(self.retryable_errors) & set(self.terminal_errors)
+        if overlap:
+            raise ValueError(f"error codes listed as both retryable and terminal: {sorted(overlap)}")
+        return self
+
+    def should_schedule_retry(self, attempt: int) -> bool:
+        from rebound.domain.retry import should_schedule_retry
+
+        return should_schedule_retry(self, attempt)
+
+    def delay_for_attempt(self, attempt: int) -> float:
+        from rebound.domain.retry import delay_for_attempt
+
+        return delay_for_attempt(self, attempt)
+
+
+POLICY_FIELDS = frozenset(RetryPolicy.model_fields) - {"name", "version"}
+
+
+class PolicyOverride(Strict):
+    """A task's inline ``retry_policy`` mapping: a named policy to start from plus the keys it changes."""
+
+    extends: str = "default"
+    max_attempts: int | None = None
+    base_delay: Seconds | None = None
+    multiplier: float | None = None
+    max_delay: Seconds | None = None
+    max_age: Seconds | None = None
+    jitter: JitterMode | None = None
+    retryable_errors: tuple[ErrorCode, ...] | None = None
+    terminal_errors: tuple[ErrorCode, ...] | None = None
+    severity: Severity | None = None
+    runbook_url: str | None = None
+
+    def changes(self) -> dict[str, Any]:
+        return self.model_dump(exclude={"extends"}, exclude_none=True, mode="json")
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+class ScheduleSpec(Strict):
+    """When a task fires: exactly one of ``cron`` (Unix 5-field), ``rate``, ``at`` or ``aws``.
+
+    ``aws`` takes an EventBridge Scheduler expression as is: ``cron(0 9 ? * MON-FRI *)``,
+    ``rate(5 minutes)`` or ``at(2026-03-07T10:00:00)``. ``timezone`` is an IANA zone.
+    """
+
+    cron: str | None = None
+    rate: str | None = None
+    at: UtcDatetime | None = None
+    aws: str | None = None
+    timezone: str = "UTC"
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {value!r}") from exc
+        return value
+
+    @field_validator("cron")
+    @classmethod
+    def _valid_cron(cls, value: str | None) -> str | None:
+        return None if value is None else cron.validate_unix_cron(value)
+
+    @field_validator("aws")
+    @classmethod
+    def _valid_aws(cls, value: str | None) -> str | None:
+        if value is not None:
+            cron.parse_schedule_expression(value.strip())
+            return value.strip()
+        return None
+
+    @field_validator("rate")
+    @classmethod
+    def _valid_rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rate(value)
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ScheduleSpec:
+        given = [key for key in ("cron", "rate", "at", "aws") if getattr(self, key) is not None]
+        if len(given) != 1:
+            raise ValueError(f"give exactly one of cron, rate, at or aws (got {', '.join(given) or 'none'})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return next(key for key in ("cron", "rate", "at", "aws") if getattr(self, key) is not None)
+
+
+class SimBehavior(Strict):
+    """What the built-in simulated target does. One primary behaviour; ``duration_s`` may join any."""
+
+    ok: bool | None = None
+    fail_first: int | None = Field(default=None, ge=0)
+    always_fail: bool | None = None
+    terminal_error: ErrorCode | None = None
+    fail_rate: float | None = Field(default=None, ge=0.0, le=1.0)
+    seed: int | None = None
+    hang: bool | None = None
+    duration_s: float | None = Field(default=None, ge=0.0)
+
+    @model_validator(mode="after")
+    def _one_behavior(self) -> SimBehavior:
+        primary = [
+            key
+            for key in ("ok", "fail_first", "always_fail", "terminal_error", "fail_rate", "hang")
+            if getattr(self, key) not in (None, False)
+        ]
+        if len(primary) > 1:
+            raise ValueError(f"give one behavior, not {primary}")
+        if self.seed is not None and self.fail_rate is None:
+            raise ValueError("seed only applies to fail_rate")
+        if not primary and self.duration_s is None:
+            self.ok = True
+        return self
+
+
+class SimTarget(Strict):
+    type: Literal["sim"]
+    behavior: SimBehavior = Field(default_factory=lambda: SimBehavior(ok=True))
+
+
+class LambdaTarget(Strict):
+    type: Literal["lambda"]
+    function: str = Field(min_length=1, description="function name or ARN")
+    qualifier: str | None = None
+
+
+class HttpTarget(Strict):
+    type: Literal["http"]
+    url: str = Field(pattern=r"^https?://")
+    secret: str | None = Field(
+        default=None, description="SSM parameter name or Secrets Manager ARN holding the HMAC key"
+    )
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+Target = Annotated[SimTarget | LambdaTarget | HttpTarget, Field(discriminator="type")]
+
+
+class TaskState(StrEnum):
+    ACTIVE = "active"
+    PAUSED = "paused"
+
+
+class Task(Strict):
+    """A task definition, exactly as written in a task file."""
+
+    id: TaskId
+    tenant: Tenant
+    description: str = ""
+    schedule: ScheduleSpec | None = None
+    event: dict[str, Any] | None = Field(
+        default=None, description="an EventBridge event pattern that triggers the task"
+    )
+    target: Target
+    payload: dict[str, Any] = Field(default_factory=dict)
+    retry_policy: str | PolicyOverride = "default"
+    timeout_s: int = Field(default=60, ge=1, le=MAX_TASK_TIMEOUT_S)
+    state: TaskState = TaskState.ACTIVE
+
+    @field_validator("payload")
+    @classmethod
+    def _payload_fits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        from rebound.domain.jsonutil import canonical_bytes
+
+        size = len(canonical_bytes(value))
+        if size > MAX_PAYLOAD_BYTES:
+            raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} (256 KiB)")
+        return value
+
+    @field_validator("event")
+    @classmethod
+    def _pattern_is_mapping(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None and not value:
+            raise ValueError("an event pattern needs at least one key, such as source or detail-type")
+        return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> Task:
+        if self.schedule is not None and self.event is not None:
+            raise ValueError("give schedule or event, not both")
+        return self
+
+    @property
+    def policy_name(self) -> str:
+        return self.retry_policy if isinstance(self.retry_policy, str) else self.retry_policy.extends
+
+
+class TaskFile(Strict):
+    tasks: list[Task]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> TaskFile:
+        seen: set[str] = set()
+        for task in self.tasks:
+            if task.id in seen:
+                raise ValueError(f"task id {task.id!r} appears more than once")
+            seen.add(task.id)
+        return self
+
+
+# --------------------------------------------------------------------------- runs
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DEAD_LETTERED = "dead_lettered"
+    REPLAYED = "replayed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    EVENT = "event"
+    MANUAL = "manual"
+
+
+class AttemptOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+
+
+class Attempt(BaseModel):
+    n: int = Field(ge=1)
+    started_at: UtcDatetime
+    ended_at: UtcDatetime | None = None
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    error_code: str | None = None
+    error_message: str | None = None
+    retryable: bool | None = None
+    duration_ms: int | None = None
+
+
+class Run(BaseModel):
+    """One logical execution of a task, identified by task and logical fire time."""
+
+    run_id: str
+    task_id: str
+    tenant: str
+    trigger: Trigger
+    scheduled_for: UtcDatetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    state: RunState = RunState.PENDING
+    attempt: int = Field(default=0, ge=0, description="attempts started, over the run's whole life")
+    budget_start: int = Field(default=0, ge=0, description="value of attempt when the current budget began")
+    budget_started_at: UtcDatetime | None = None
+    attempts: list[Attempt] = Field(default_factory=list)
+    lease_expires_at: UtcDatetime | None = None
+    lease_owner: str | None = None
+    next_retry_at: UtcDatetime | None = None
+    dispatch_reference: str | None = None
+    last_error_code: str | None = None
+    last_error_message: str | None = None
+    last_error_retryable: bool | None = None
+    dead_lettered_at: UtcDatetime | None = None
+    dead_letter_reason: str | None = None
+    work_order_id: str | None = None
+    dlq_message_id: str | None = None
+    policy_ref: str | None = None
+    event_detail: dict[str, Any] | None = None
+    audit_seq: int = 0
+    audit_head: str = "0" * 64
+
+    @property
+    def attempts_in_budget(self) -> int:
+        return self.attempt - self.budget_start
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+# --------------------------------------------------------------------------- audit
+
+
+class AuditRecord(BaseModel):
+    """One link of a subject's hash chain. ``hash`` covers every other field."""
+
+    subject: str
+    seq: int = Field(ge=1)
+    at: UtcDatetime
+    actor: str
+    action: str
+    from_state: str | None = None
+    to_state: str | None = None
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    prev_hash: str
+    hash: str
+
+
+# --------------------------------------------------------------------------- work orders
+
+
+class WorkOrderState(StrEnum):
+    OPEN = "open"
+    ACKNOWLEDGED = "acknowledged"
+    RESOLVED = "resolved"
+
+
+class Resolution(StrEnum):
+    REPLAYED = "replayed"
+    SKIPPED = "skipped"
+    FIXED = "fixed"
+    CANCELLED = "cancelled"
+
+
+class DeliveryStatus(StrEnum):
+    DELIVERED = "delivered"
+    FAILED = "failed"
+
+
+class Delivery(BaseModel):
+    channel: str
+    status: DeliveryStatus
+    at: UtcDatetime
+    attempts: int = 1
+    detail: str = ""
+
+
+class WorkOrder(BaseModel):
+    work_order_id: str
+    subject: str
+    run_id: str | None = None
+    task_id: str | None = None
+    tenant: str | None = None
+    state: WorkOrderState = WorkOrderState.OPEN
+    severity: Severity = Severity.HIGH
+    reason: str
+    error_code: str | None = None
+    attempts: int = 0
+    runbook_url: str | None = None
+    message_id: str | None = None
+    opened_at: UtcDatetime
+    acknowledged_at: UtcDatetime | None = None
+    acknowledged_by: str | None = None
+    resolved_at: UtcDatetime | None = None
+    resolved_by: str | None = None
+    resolution: Resolution | None = None
+    note: str | None = None
+    deliveries: list[Delivery] = Field(default_factory=list)
+    audit_seq: int = 0
+    audit_head: str = "0" * 64

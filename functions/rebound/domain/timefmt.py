@@ -1,0 +1,43 @@
+"""UTC timestamps, serialized one way everywhere so that they sort as strings (DynamoDB range keys)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, PlainSerializer
+
+
+def iso(value: datetime) -> str:
+    """``2026-03-07T02:00:00.000Z``: fixed width, millisecond precision, always UTC."""
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def compact(value: datetime) -> str:
+    """``20260307T020000Z``: for identifiers."""
+    return value.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def parse_utc(value: Any) -> datetime:
+    """An aware UTC datetime from an ISO string, an epoch number or a datetime."""
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        parsed = datetime.fromtimestamp(float(value), tz=UTC)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text.endswith("Z"):
+            text = text[:-1] + "+00:00"
+        try:
+            parsed = datetime.fromisoformat(text)
+        except ValueError as exc:
+            raise ValueError(f"expected an ISO 8601 timestamp, got {value!r}") from exc
+    else:
+        raise ValueError(f"expected a timestamp, got {value!r}")
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp {value!r} has no time zone; add 'Z' or an offset")
+    return parsed.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, BeforeValidator(parse_utc), PlainSerializer(iso, return_type=str)]

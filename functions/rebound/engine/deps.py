@@ -1,0 +1,39 @@
+"""Everything the engine needs, wired once per Lambda container (or once per local runtime)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from rebound.adapters.bus import Bus
+from rebound.adapters.dynamo import DynamoStore
+from rebound.adapters.queues import Queues
+from rebound.adapters.schedules import Schedules
+from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes
+from rebound.settings import Settings
+from rebound.targets.base import Targets
+
+if TYPE_CHECKING:
+    from rebound.adapters.notify import Notifier
+    from rebound.engine.policies import PolicyService
+
+
+@dataclass
+class Deps:
+    settings: Settings
+    clock: Clock
+    store: DynamoStore
+    queues: Queues
+    schedules: Schedules
+    bus: Bus
+    targets: Targets
+    notifier: Notifier
+    policies: PolicyService
+    metrics: Metrics
+    faults: CrashPoints = field(default_factory=NoCrashes)
+
+    def rng(self, run_id: str, attempt: int) -> random.Random:
+        from rebound.domain.retry import jitter_rng
+
+        return jitter_rng(self.settings.jitter_seed, run_id, attempt)

@@ -1,0 +1,178 @@
+"""Open exactly one work order per dead-lettered subject, and notify until every channel delivered.
+
+The work order's id is a function of the subject (``run#...`` or ``msg#...``) and it is written
+with a conditional put, so duplicate or concurrent deliveries of ``task.dead_lettered`` open one
+work order. Each notification attempt is recorded on the work order; a failed channel makes the
+event be redelivered, and only channels that have not delivered are tried again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rebound.adapters.notify import DeliveryFailed, Notification
+from rebound.domain import events as ev
+from rebound.domain.errors import Conflict, OperationalError, ReboundError
+from rebound.domain.ids import work_order_id
+from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
+from rebound.domain.timefmt import parse_utc
+from rebound.engine import telemetry as m
+from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
+
+
+class Escalation:
+    def __init__(self, deps: Deps, actor: str = "escalation") -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.clock = deps.clock
+        self.actor = actor
+
+    def on_dead_lettered(self, detail: dict[str, Any]) -> WorkOrder:
+        subject = str(detail["subject"])
+        order_id = work_order_id(subject)
+        order = self.store.get_work_order(order_id)
+        if order is None:
+            try:
+                order = self._open(order_id, detail)
+            except ReboundError as exc:
+                self.deps.metrics.count(m.WORKORDER_FAILURE)
+                log.error(
+                    "work order could not be created",
+                    extra={"subject": subject, "work_order_id": order_id, "error": exc.message},
+                )
+                raise
+        return self.notify(order)
+
+    def _open(self, order_id: str, detail: dict[str, Any]) -> WorkOrder:
+        for _ in range(3):
+            existing = self.store.get_work_order(order_id)
+            if existing is not None:
+                return existing
+            now = self.clock.now()
+            run = self.store.get_run(detail["run_id"]) if detail.get("run_id") else None
+            stored = self.store.get_task(run.task_id) if run else None
+            policy = self.deps.policies.for_task(stored.task if stored else None)
+            order = WorkOrder(
+                work_order_id=order_id,
+                subject=str(detail["subject"]),
+                run_id=detail.get("run_id"),
+                task_id=detail.get("task_id"),
+                tenant=detail.get("tenant"),
+                severity=Severity(detail.get("severity") or policy.severity.value),
+                reason=str(detail.get("reason") or "dead_lettered"),
+                error_code=detail.get("error_code"),
+                attempts=int(detail.get("attempts") or 0),
+                runbook_url=policy.runbook_url
+                or f"{self.deps.settings.runbook_base_url}/dead-lettered-run.md",
+                message_id=detail.get("message_id"),
+                opened_at=now,
+            )
+            uow = self.store.unit_of_work(self.actor, now)
+            saved = uow.save_work_order(
+                None,
+                order,
+                action="opened",
+                evidence={
+                    "subject": order.subject,
+                    "reason": order.reason,
+                    "dead_lettered_at": detail.get("dead_lettered_at"),
+                    "event_id": detail.get("event_id"),
+                },
+            )
+            if run is not None and run.work_order_id is None:
+                uow.save_run(
+                    run,
+                    run.model_copy(update={"work_order_id": order_id}),
+                    action="work-order-opened",
+                    evidence={"work_order_id": order_id, "severity": order.severity.value},
+                )
+            elif run is None:
+                uow.append_audit(
+                    order.subject, action="work-order-opened", evidence={"work_order_id": order_id}
+                )
+            uow.emit(ev.workorder_created(saved), f"workorder#{order_id}")
+            try:
+                uow.commit()
+            except Conflict:
+                continue
+            self.deps.metrics.count(m.WORKORDER_OPENED)
+            self.deps.metrics.count(m.RETRY_ESCALATED)
+            lag = (
+                (now - parse_utc(detail["dead_lettered_at"])).total_seconds()
+                if detail.get("dead_lettered_at")
+                else 0
+            )
+            log.warning(
+                "work order opened",
+                extra={
+                    "work_order_id": order_id,
+                    "subject": order.subject,
+                    "severity": order.severity.value,
+                    "seconds_after_dead_letter": round(lag, 3),
+                },
+            )
+            return saved
+        raise OperationalError(
+            f"could not open work order {order_id}: the run kept changing", subject=detail["subject"]
+        )
+
+    def notify(self, order: WorkOrder) -> WorkOrder:
+        """Deliver to every channel that has not delivered yet; raise if any still fails."""
+        delivered = {d.channel for d in order.deliveries if d.status is DeliveryStatus.DELIVERED}
+        pending = [c for c in self.deps.notifier.channels if c.name not in delivered]
+        if not pending:
+            return order
+        note = Notification(order, self.deps.settings.environment)
+        tries = {d.channel: d.attempts for d in order.deliveries}
+        new: list[Delivery] = []
+        failed: list[str] = []
+        for channel in pending:
+            now = self.clock.now()
+            try:
+                detail = channel.send(note)
+                new.append(
+                    Delivery(
+                        channel=channel.name,
+                        status=DeliveryStatus.DELIVERED,
+                        at=now,
+                        attempts=tries.get(channel.name, 0) + 1,
+                        detail=detail,
+                    )
+                )
+            except DeliveryFailed as exc:
+                failed.append(channel.name)
+                new.append(
+                    Delivery(
+                        channel=channel.name,
+                        status=DeliveryStatus.FAILED,
+                        at=now,
+                        attempts=tries.get(channel.name, 0) + 1,
+                        detail=exc.detail,
+                    )
+                )
+        kept = [d for d in order.deliveries if d.channel not in {n.channel for n in new}]
+        after = order.model_copy(update={"deliveries": kept + new})
+        uow = self.store.unit_of_work(self.actor, self.clock.now())
+        saved = uow.save_work_order(
+            order,
+            after,
+            action="notified",
+            evidence={
+                d.channel: {"status": d.status.value, "attempt": d.attempts, "detail": d.detail} for d in new
+            },
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            saved = self.store.get_work_order(order.work_order_id) or order
+        if failed:
+            self.deps.metrics.count(m.NOTIFICATION_FAILURE, len(failed))
+            raise OperationalError(
+                f"notification failed for {', '.join(failed)}; will retry",
+                work_order_id=order.work_order_id,
+                channels=failed,
+            )
+        return saved

@@ -1,0 +1,93 @@
+"""The messages on the execution queue. Anything else is refused to the DLQ with its reason."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.models import TASK_ID_PATTERN
+from rebound.domain.timefmt import UtcDatetime
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    v: Literal[1] = 1
+
+
+class FireMessage(_Message):
+    """A schedule fired. Scheduler fills ``scheduled_time`` from ``<aws.scheduler.scheduled-time>``."""
+
+    kind: Literal["fire"]
+    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    scheduled_time: UtcDatetime
+
+
+class EventMessage(_Message):
+    """An event on the bus matched an event-triggered task."""
+
+    kind: Literal["event"]
+    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    event_id: str = Field(min_length=1, max_length=128)
+    time: UtcDatetime
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class AttemptMessage(_Message):
+    """Run attempt ``attempt`` of an existing run (a retry)."""
+
+    kind: Literal["attempt"]
+    run_id: str = Field(min_length=1)
+    attempt: int = Field(ge=1)
+
+
+class ReplayMessage(_Message):
+    """Replay a dead-lettered run with a fresh attempt budget (also what a console redrive delivers)."""
+
+    kind: Literal["replay"]
+    run_id: str = Field(min_length=1)
+    actor: str = "console-redrive"
+    task_id: str | None = None
+    reason: str | None = None
+    attempts: int | None = None
+    error_code: str | None = None
+    dead_lettered_at: str | None = None
+
+
+class ManualMessage(_Message):
+    """An operator or service asked for a run now."""
+
+    kind: Literal["manual"]
+    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    run_id: str = Field(min_length=1)
+    requested_at: UtcDatetime
+    actor: str = "api"
+
+
+ExecutionMessage = Annotated[
+    FireMessage | EventMessage | AttemptMessage | ReplayMessage | ManualMessage, Field(discriminator="kind")
+]
+_ADAPTER: TypeAdapter[ExecutionMessage] = TypeAdapter(ExecutionMessage)
+
+
+def parse_execution_message(body: str) -> ExecutionMessage:
+    """Parse a queue message body; ``ValidationFailed`` says exactly what is wrong with it."""
+    try:
+        data = json.loads(body)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise ValidationFailed(f"message body is not JSON: {exc}", reason="not_json") from None
+    if not isinstance(data, dict):
+        raise ValidationFailed("message body is JSON but not an object", reason="not_an_object")
+    try:
+        return _ADAPTER.validate_python(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(
+            str(p) for p in err["loc"] if p not in {"fire", "event", "attempt", "replay", "manual"}
+        )
+        raise ValidationFailed(
+            f"message does not match the execution schema: {where or 'body'}: {err['msg']}",
+            reason="schema_mismatch",
+        ) from None

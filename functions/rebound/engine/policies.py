@@ -1,0 +1,86 @@
+"""Effective retry policies: the file's version 0, or the latest version an operator stored."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from rebound.adapters.dynamo import DynamoStore
+from rebound.config.loader import PolicyBook, build_policy
+from rebound.domain.errors import Conflict, PolicyNotFound, ValidationFailed
+from rebound.domain.models import POLICY_FIELDS, RetryPolicy, Task
+from rebound.domain.timefmt import iso
+
+
+class PolicyService:
+    def __init__(self, store: DynamoStore, book: PolicyBook) -> None:
+        self.store = store
+        self.book = book
+
+    def names(self) -> list[str]:
+        return sorted(set(self.book.names()) | set(self.store.stored_policy_names()))
+
+    def _spec(self, name: str) -> tuple[dict[str, Any], int]:
+        stored = self.store.latest_policy(name)
+        if stored is not None:
+            return dict(stored["spec"]), int(stored["version"])
+        if name in self.book.named:
+            return dict(self.book.named[name]), 0
+        raise PolicyNotFound(f"unknown retry policy {name!r}; known: {', '.join(self.names())}", name=name)
+
+    def effective(self, name: str) -> RetryPolicy:
+        spec, version = self._spec(name)
+        return build_policy(name, self.book.defaults, spec, version, f"policy {name}")
+
+    def for_task(self, task: Task | None) -> RetryPolicy:
+        """The policy a task's next retry decision uses. Unknown tasks get ``default``."""
+        if task is None:
+            return self.effective("default")
+        spec = task.retry_policy
+        if isinstance(spec, str):
+            return self.effective(spec)
+        base = self.effective(spec.extends)
+        merged = {**base.model_dump(mode="json", exclude={"name", "version"}), **spec.changes()}
+        return build_policy(base.name, {}, merged, base.version, f"task {task.id} retry_policy")
+
+    def set(self, name: str, changes: dict[str, Any], *, actor: str, at: datetime) -> RetryPolicy:
+        """Store a new version of a named policy with ``changes`` applied, audited."""
+        unknown = sorted(set(changes) - POLICY_FIELDS)
+        if unknown:
+            raise ValidationFailed(
+                f"unknown policy key(s): {', '.join(unknown)}; valid keys: {', '.join(sorted(POLICY_FIELDS))}",
+                key_path=unknown[0],
+            )
+        spec, version = self._spec(name)
+        new_spec = {**spec, **changes}
+        policy = build_policy(name, self.book.defaults, new_spec, version + 1, f"policy {name}")
+        uow = self.store.unit_of_work(actor, at)
+        record = uow.append_audit(
+            f"policy#{name}",
+            action="policy-changed",
+            evidence={
+                "from_version": version,
+                "to_version": version + 1,
+                "changes": changes,
+                "spec": new_spec,
+            },
+        )
+        uow.put(
+            "policies",
+            {
+                "name": name,
+                "version": version + 1,
+                "spec": new_spec,
+                "updated_at": iso(at),
+                "updated_by": actor,
+                "audit_seq": record.seq,
+            },
+            f"policy {name} v{version + 1}",
+            "attribute_not_exists(#n)",
+            names={"#n": "name"},
+        )
+        try:
+            uow.commit()
+        except Conflict as exc:
+            raise Conflict(f"policy {name} changed while you edited it; read it again", name=name) from exc
+        return policy

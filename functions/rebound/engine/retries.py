@@ -1,0 +1,337 @@
+"""After a failed attempt: schedule the next one, or dead-letter the run.
+
+The decision is recorded first (state, audit record and ``task.retry.scheduled`` event in one
+transaction), then dispatched. A crash between the two leaves the run ``retry_scheduled`` with its
+plan; the redelivered event, or the sweeper's stale-plan check, dispatches it again. Dispatch is
+idempotent: the one-time schedule's name derives from (run, attempt), and a duplicate queue
+message loses the executor's claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from rebound.domain import events as ev
+from rebound.domain.errors import Conflict, ReboundError
+from rebound.domain.ids import message_subject, retry_dispatch_reference
+from rebound.domain.models import AttemptOutcome, RetryPolicy, Run, RunState
+from rebound.domain.retry import decide_retry
+from rebound.domain.states import ensure_transition
+from rebound.domain.timefmt import iso
+from rebound.engine import telemetry as m
+from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_DELAY_S = 900
+INVALID_MESSAGE = "INVALID_MESSAGE"
+
+
+def via_for(delay_s: float) -> str:
+    return "delay_queue" if delay_s <= MAX_QUEUE_DELAY_S else "scheduler"
+
+
+class RetryScheduler:
+    def __init__(self, deps: Deps, actor: str = "retry-scheduler") -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.clock = deps.clock
+        self.actor = actor
+
+    def on_failed(self, run_id: str, attempt: int) -> str:
+        """Handle ``task.execution.failed`` for (run, attempt). Safe to call any number of times."""
+        run = self.store.get_run(run_id)
+        if run is None:
+            log.error("failed event for an unknown run", extra={"run_id": run_id})
+            return "unknown-run"
+        if run.attempt != attempt:
+            return "stale"
+        if run.state is RunState.RETRY_SCHEDULED:
+            self.dispatch(run)
+            return "redispatched"
+        if run.state is RunState.DEAD_LETTERED and run.dlq_message_id is None:
+            DeadLetters(self.deps, self.actor).send_to_dlq(run)
+            return "dlq-resent"
+        if run.state is not RunState.FAILED:
+            return "stale"
+        return self.decide(run)
+
+    def decide(self, run: Run) -> str:
+        stored = self.store.get_task(run.task_id)
+        policy = self.deps.policies.for_task(stored.task if stored else None)
+        now = self.clock.now()
+        retryable = bool(run.last_error_retryable) if run.last_error_retryable is not None else True
+        decision = decide_retry(
+            run,
+            policy,
+            error_code=run.last_error_code,
+            retryable=retryable,
+            now=now,
+            rng=self.deps.rng(run.run_id, run.attempt),
+        )
+        if not decision.retry:
+            DeadLetters(self.deps, self.actor).dead_letter(run, decision.reason, policy)
+            return "dead-lettered"
+        assert decision.next_retry_at is not None
+        reference = retry_dispatch_reference(run.run_id, run.attempt + 1)
+        via = via_for(decision.delay_s)
+        planned = run.model_copy(
+            update={
+                "state": RunState.RETRY_SCHEDULED,
+                "next_retry_at": decision.next_retry_at,
+                "dispatch_reference": reference,
+                "policy_ref": f"{policy.name}@v{policy.version}",
+            }
+        )
+        ensure_transition(run.state, planned.state, run.run_id)
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            run,
+            planned,
+            action="retry-scheduled",
+            evidence={
+                "attempt": run.attempt + 1,
+                "next_retry_at": iso(decision.next_retry_at),
+                "outcome": _outcome(run),
+                "dispatch_reference": reference,
+                "delay_s": round(decision.delay_s, 3),
+                "via": via,
+                "policy": f"{policy.name}@v{policy.version}",
+                "error_code": run.last_error_code,
+            },
+        )
+        subject = f"run#{run.run_id}"
+        uow.emit(ev.execution_updated(saved, run.state, now), subject)
+        uow.emit(ev.retry_scheduled(saved, delay_s=decision.delay_s, via=via), subject)
+        try:
+            uow.commit()
+        except Conflict:
+            return "stale"
+        self.deps.metrics.count(m.RETRY_SCHEDULED)
+        self.dispatch(saved)
+        return "retry-scheduled"
+
+    def dispatch(self, run: Run) -> str:
+        """Put the planned attempt on its way: the delay queue, or a one-time schedule."""
+        assert run.next_retry_at is not None and run.dispatch_reference is not None
+        delay = max((run.next_retry_at - self.clock.now()).total_seconds(), 0.0)
+        body: dict[str, Any] = {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": run.attempt + 1}
+        try:
+            if delay <= MAX_QUEUE_DELAY_S:
+                self.deps.queues.send(
+                    "execution",
+                    body,
+                    delay_s=delay,
+                    attributes={"dispatch_reference": run.dispatch_reference},
+                )
+                via = "delay_queue"
+            else:
+                self.deps.schedules.create_one_time(run.dispatch_reference, run.next_retry_at, body)
+                via = "scheduler"
+        except ReboundError:
+            self.deps.metrics.count(m.SCHEDULING_FAILURE)
+            raise
+        self.deps.metrics.count(m.SCHEDULING_SUCCESS)
+        log.info(
+            "retry dispatched",
+            extra={"run_id": run.run_id, "attempt": run.attempt + 1, "via": via, "delay_s": round(delay, 3)},
+        )
+        return via
+
+
+def _outcome(run: Run) -> str:
+    attempt = run.current_attempt
+    if attempt is None:
+        return "refused"
+    return attempt.outcome.value if attempt.outcome is not AttemptOutcome.RUNNING else "failed"
+
+
+class DeadLetters:
+    """The one way a run becomes dead-lettered, whichever path found it."""
+
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.clock = deps.clock
+        self.actor = actor
+
+    def dead_letter(
+        self,
+        run: Run,
+        reason: str,
+        policy: RetryPolicy,
+        *,
+        send: bool = True,
+        message_id: str | None = None,
+        error_code: str | None = None,
+    ) -> Run | None:
+        """Record ``dead_lettered`` with its evidence and event; then put the run in the DLQ.
+
+        ``send=False`` is the crash path: SQS already moved the message to the DLQ, where it stays.
+        """
+        now = self.clock.now()
+        after = run.model_copy(
+            update={
+                "state": RunState.DEAD_LETTERED,
+                "dead_lettered_at": now,
+                "dead_letter_reason": reason,
+                "next_retry_at": None,
+                "lease_expires_at": None,
+                "lease_owner": None,
+                "policy_ref": f"{policy.name}@v{policy.version}",
+                "dlq_message_id": message_id,
+                "last_error_code": error_code or run.last_error_code,
+            }
+        )
+        ensure_transition(run.state, after.state, run.run_id)
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            run,
+            after,
+            action="dead-lettered",
+            evidence={
+                "attempt": run.attempt,
+                "outcome": _outcome(run),
+                "dead_lettered_at": iso(now),
+                "reason": reason,
+                "error_code": after.last_error_code,
+                "path": "explicit" if send else "redrive_policy",
+                "policy": f"{policy.name}@v{policy.version}",
+            },
+        )
+        subject = f"run#{run.run_id}"
+        uow.emit(ev.execution_updated(saved, run.state, now), subject)
+        uow.emit(
+            ev.dead_lettered(
+                subject=subject,
+                run=saved,
+                reason=reason,
+                at=now,
+                error_code=after.last_error_code,
+                severity=policy.severity.value,
+                message_id=message_id,
+            ),
+            subject,
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return None
+        self.deps.metrics.count(m.RETRY_DLQ)
+        log.warning(
+            "run dead-lettered",
+            extra={
+                "run_id": run.run_id,
+                "task_id": run.task_id,
+                "tenant_id": run.tenant,
+                "reason": reason,
+                "error_code": run.last_error_code,
+                "retry_count": max(run.attempt - 1, 0),
+                "status": "dead_lettered",
+            },
+        )
+        if send:
+            return self.send_to_dlq(saved)
+        return saved
+
+    def send_to_dlq(self, run: Run) -> Run:
+        """Put a dead-lettered run's replay message in the DLQ and record its message id."""
+        assert run.dead_lettered_at is not None
+        body = {
+            "v": 1,
+            "kind": "replay",
+            "run_id": run.run_id,
+            "task_id": run.task_id,
+            "reason": run.dead_letter_reason,
+            "attempts": run.attempt,
+            "error_code": run.last_error_code,
+            "dead_lettered_at": iso(run.dead_lettered_at),
+        }
+        sent = self.deps.queues.send(
+            "dlq",
+            body,
+            attributes={
+                "run_id": run.run_id,
+                "task_id": run.task_id,
+                "tenant": run.tenant,
+                "attempts": run.attempt,
+                "error_code": run.last_error_code or "NONE",
+                "reason": run.dead_letter_reason,
+                "dead_lettered_at": iso(run.dead_lettered_at),
+            },
+        )
+        now = self.clock.now()
+        uow = self.store.unit_of_work(self.actor, now)
+        recorded = uow.save_run(
+            run,
+            run.model_copy(update={"dlq_message_id": sent.message_id}),
+            action="dlq-message-sent",
+            evidence={"dlq_message_id": sent.message_id},
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            # The run moved on (an operator replayed it already); the message is a harmless extra.
+            log.info("dlq message id not recorded: run changed", extra={"run_id": run.run_id})
+            return run
+        return recorded
+
+    def dead_letter_message(
+        self,
+        *,
+        message_id: str,
+        body: str,
+        receive_count: int,
+        reason: str,
+        detail: str,
+        send: bool,
+    ) -> bool:
+        """A message that names no run Rebound can act on. Returns False if it was recorded before."""
+        now = self.clock.now()
+        subject = message_subject(message_id)
+        dlq_message_id = message_id
+        if send:
+            dlq_message_id = self.deps.queues.send(
+                "dlq",
+                body,
+                attributes={
+                    "run_id": None,
+                    "attempts": receive_count,
+                    "error_code": INVALID_MESSAGE,
+                    "reason": f"{reason}: {detail}"[:256],
+                    "dead_lettered_at": iso(now),
+                    "source_message_id": message_id,
+                },
+            ).message_id
+        uow = self.store.unit_of_work(self.actor, now)
+        uow.append_audit(
+            subject,
+            action="dead-lettered",
+            head=(0, "0" * 64),
+            to_state="dead_lettered",
+            evidence={
+                "reason": reason,
+                "detail": detail,
+                "outcome": "refused",
+                "dead_lettered_at": iso(now),
+                "dlq_message_id": dlq_message_id,
+                "path": "explicit" if send else "redrive_policy",
+                "body_sha256": hashlib.sha256(body.encode()).hexdigest(),
+                "body_preview": body[:200],
+                "receive_count": receive_count,
+            },
+        )
+        uow.emit(
+            ev.dead_lettered(
+                subject=subject, reason=reason, at=now, error_code=INVALID_MESSAGE, message_id=message_id
+            ),
+            subject,
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return False
+        self.deps.metrics.count(m.RETRY_DLQ)
+        return True

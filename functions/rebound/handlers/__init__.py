@@ -1,0 +1,1 @@
+"""Lambda entry points. Each parses its event, calls the engine, and shapes the response."""

@@ -1,0 +1,23 @@
+"""Outbox relay: the outbox table's stream in, events on the bus out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from rebound import wiring
+from rebound.engine.outbox import relay
+from rebound.handlers.observability import logger_for, metrics_for
+
+logger = logger_for("outbox-relay")
+metrics = metrics_for("outbox_relay")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    retry_from = relay(event.get("Records", []), wiring.deps().bus)
+    if retry_from:
+        logger.warning("events not accepted by the bus; retrying", extra={"sequence_number": retry_from[0]})
+    return {"batchItemFailures": [{"itemIdentifier": seq} for seq in retry_from]}

@@ -1,0 +1,34 @@
+"""Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from rebound import wiring
+from rebound.engine.retries import RetryScheduler
+from rebound.handlers.observability import logger_for, metrics_for
+
+logger = logger_for("retry-scheduler")
+metrics = metrics_for("retry_scheduler")
+
+
+@logger.inject_lambda_context(clear_state=True)
+@metrics.log_metrics(capture_cold_start_metric=True)
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    scheduler = RetryScheduler(wiring.deps())
+
+    def record_handler(record: SQSRecord) -> str:
+        detail = json.loads(record.body)["detail"]
+        return scheduler.on_failed(str(detail["run_id"]), int(detail["attempt"]))
+
+    return process_partial_response(
+        event=event,
+        record_handler=record_handler,
+        processor=BatchProcessor(event_type=EventType.SQS),
+        context=context,
+    )

@@ -1,0 +1,1 @@
+"""The operations layer: what operators can do, shared by the CLI and the ops API."""

@@ -1,0 +1,55 @@
+"""How a task's trigger becomes EventBridge Scheduler schedules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rebound.domain import cron
+from rebound.domain.durations import parse_rate
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.ids import task_schedule_name
+from rebound.domain.models import ScheduleSpec, Task
+
+FIRE_TEMPLATE_TIME = "<aws.scheduler.scheduled-time>"
+
+
+@dataclass(frozen=True)
+class PlannedSchedule:
+    name: str
+    expression: str
+    timezone: str
+
+
+def scheduler_expressions(spec: ScheduleSpec) -> list[str]:
+    """The Scheduler expressions that fire exactly when the task's schedule says."""
+    if spec.cron is not None:
+        try:
+            return [f"cron({e})" if not e.startswith("cron(") else e for e in cron.unix_to_aws(spec.cron)]
+        except cron.CronError as exc:
+            raise ValidationFailed(str(exc), key_path="schedule.cron") from None
+    if spec.rate is not None:
+        seconds = parse_rate(spec.rate)
+        return [f"rate({spec.rate.strip()})"] if seconds else []
+    if spec.at is not None:
+        return [f"at({spec.at.astimezone(_zone(spec.timezone)).strftime('%Y-%m-%dT%H:%M:%S')})"]
+    assert spec.aws is not None
+    return [spec.aws]
+
+
+def _zone(name: str):  # type: ignore[no-untyped-def]
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
+def planned_schedules(task: Task) -> list[PlannedSchedule]:
+    if task.schedule is None:
+        return []
+    return [
+        PlannedSchedule(task_schedule_name(task.id, i), expression, task.schedule.timezone)
+        for i, expression in enumerate(scheduler_expressions(task.schedule))
+    ]
+
+
+def fire_payload(task_id: str) -> dict[str, object]:
+    return {"v": 1, "kind": "fire", "task_id": task_id, "scheduled_time": FIRE_TEMPLATE_TIME}

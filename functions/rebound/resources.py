@@ -1,0 +1,266 @@
+"""The one definition of Rebound's AWS resources.
+
+The CDK stack (``infra/rebound_infra``) and the local cloud (``localcloud/rebound_local``) both
+build from these specs, and the DynamoDB store reads its key names from them, so production,
+tests and the laptop cannot drift apart. Nothing here imports boto3 or CDK.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+KeyType = Literal["S", "N"]
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: KeyType = "S"
+
+
+@dataclass(frozen=True)
+class Index:
+    name: str
+    partition: Key
+    sort: Key | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    logical: str
+    partition: Key
+    sort: Key | None = None
+    indexes: tuple[Index, ...] = ()
+    ttl_attribute: str | None = None
+    stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
+    append_only: bool = False
+    purpose: str = ""
+
+    @property
+    def env_var(self) -> str:
+        return f"REBOUND_TABLE_{self.logical.upper()}"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    logical: str
+    visibility_timeout_s: int = 30
+    retention_s: int = 4 * 86400
+    dead_letter: str | None = None
+    max_receive_count: int | None = None
+    receive_wait_s: int = 0
+    purpose: str = ""
+
+    @property
+    def env_prefix(self) -> str:
+        return f"REBOUND_QUEUE_{self.logical.upper()}"
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    logical: str
+    handler: str
+    timeout_s: int
+    memory_mb: int = 256
+    queue: str | None = None
+    batch_size: int = 10
+    max_concurrency: int | None = None
+    stream_table: str | None = None
+    every_minute: bool = False
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    logical: str
+    detail_types: tuple[str, ...]
+    queue: str
+    purpose: str = ""
+
+
+@dataclass(frozen=True)
+class ResourceSpec:
+    tables: tuple[TableSpec, ...]
+    queues: tuple[QueueSpec, ...]
+    functions: tuple[FunctionSpec, ...]
+    rules: tuple[RuleSpec, ...]
+    bus_logical: str = "bus"
+    schedule_group_logical: str = "schedules"
+    topic_logical: str = "alerts"
+    event_source: str = "rebound"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def table(self, logical: str) -> TableSpec:
+        return next(t for t in self.tables if t.logical == logical)
+
+    def queue(self, logical: str) -> QueueSpec:
+        return next(q for q in self.queues if q.logical == logical)
+
+    def function(self, logical: str) -> FunctionSpec:
+        return next(f for f in self.functions if f.logical == logical)
+
+
+# Executor timeout drives the execution queue's visibility timeout: AWS recommends >= 6x.
+EXECUTOR_TIMEOUT_S = 120
+EXECUTION_VISIBILITY_S = 6 * EXECUTOR_TIMEOUT_S
+HANDLER_TIMEOUT_S = 60
+MAX_RECEIVE_COUNT = 5
+DLQ_RETENTION_S = 14 * 86400
+
+TASKS = TableSpec(
+    "tasks",
+    Key("task_id"),
+    indexes=(Index("by_tenant", Key("tenant"), Key("task_id")),),
+    purpose="task definitions and their state (active or paused)",
+)
+RUNS = TableSpec(
+    "runs",
+    Key("run_id"),
+    indexes=(
+        Index("by_task", Key("task_id"), Key("scheduled_for")),
+        Index("by_state", Key("state"), Key("updated_at")),
+    ),
+    purpose="the run ledger: one item per logical run, with its attempts",
+)
+AUDIT = TableSpec(
+    "audit",
+    Key("subject"),
+    Key("seq", "N"),
+    append_only=True,
+    purpose="append-only hash chains, one per run, work order, task or policy",
+)
+OUTBOX = TableSpec(
+    "outbox",
+    Key("event_id"),
+    ttl_attribute="expires_at",
+    stream="NEW_IMAGE",
+    purpose="events written in the same transaction as the state change they describe",
+)
+WORKORDERS = TableSpec(
+    "workorders",
+    Key("work_order_id"),
+    indexes=(Index("by_state", Key("state"), Key("opened_at")),),
+    purpose="one work order per dead-lettered run",
+)
+IDEMPOTENCY = TableSpec(
+    "idempotency",
+    Key("pk"),
+    ttl_attribute="expires_at",
+    purpose="idempotency keys, leases and locks, each expiring by TTL",
+)
+POLICIES = TableSpec(
+    "policies",
+    Key("name"),
+    Key("version", "N"),
+    purpose="versioned retry policies changed at run time",
+)
+
+EXECUTION_DLQ = QueueSpec(
+    "dlq", retention_s=DLQ_RETENTION_S, purpose="runs that exhausted or refused retries"
+)
+EXECUTION = QueueSpec(
+    "execution",
+    visibility_timeout_s=EXECUTION_VISIBILITY_S,
+    retention_s=4 * 86400,
+    dead_letter="dlq",
+    max_receive_count=MAX_RECEIVE_COUNT,
+    purpose="the delay queue: schedule fires and retries (DelaySeconds <= 900)",
+)
+CONTROL_DLQ = QueueSpec(
+    "control_dlq", retention_s=DLQ_RETENTION_S, purpose="events the handlers could not process"
+)
+RETRY = QueueSpec(
+    "retry",
+    visibility_timeout_s=6 * HANDLER_TIMEOUT_S,
+    dead_letter="control_dlq",
+    max_receive_count=MAX_RECEIVE_COUNT,
+    purpose="task.execution.failed events for the retry scheduler",
+)
+ESCALATION = QueueSpec(
+    "escalation",
+    visibility_timeout_s=6 * HANDLER_TIMEOUT_S,
+    dead_letter="control_dlq",
+    max_receive_count=MAX_RECEIVE_COUNT,
+    purpose="task.dead_lettered events for escalation",
+)
+SCHEDULER_DLQ = QueueSpec(
+    "scheduler_dlq", retention_s=DLQ_RETENTION_S, purpose="schedule invocations Scheduler could not deliver"
+)
+
+SPEC = ResourceSpec(
+    tables=(TASKS, RUNS, AUDIT, OUTBOX, WORKORDERS, IDEMPOTENCY, POLICIES),
+    queues=(EXECUTION_DLQ, EXECUTION, CONTROL_DLQ, RETRY, ESCALATION, SCHEDULER_DLQ),
+    functions=(
+        FunctionSpec(
+            "executor",
+            "rebound.handlers.executor.lambda_handler",
+            EXECUTOR_TIMEOUT_S,
+            512,
+            queue="execution",
+            batch_size=10,
+            max_concurrency=50,
+            purpose="claims and runs attempts",
+        ),
+        FunctionSpec(
+            "retry_scheduler",
+            "rebound.handlers.retry_scheduler.lambda_handler",
+            HANDLER_TIMEOUT_S,
+            queue="retry",
+            batch_size=10,
+            max_concurrency=10,
+            purpose="retries or dead-letters failed runs",
+        ),
+        FunctionSpec(
+            "escalation",
+            "rebound.handlers.escalation.lambda_handler",
+            HANDLER_TIMEOUT_S,
+            queue="escalation",
+            batch_size=10,
+            max_concurrency=5,
+            purpose="opens work orders and notifies",
+        ),
+        FunctionSpec(
+            "outbox_relay",
+            "rebound.handlers.outbox_relay.lambda_handler",
+            HANDLER_TIMEOUT_S,
+            stream_table="outbox",
+            batch_size=50,
+            purpose="publishes outbox events to the bus",
+        ),
+        FunctionSpec(
+            "sweeper",
+            "rebound.handlers.sweeper.lambda_handler",
+            HANDLER_TIMEOUT_S * 4,
+            512,
+            every_minute=True,
+            purpose="expired leases, stale plans, DLQ arrivals without a work order",
+        ),
+    ),
+    rules=(
+        RuleSpec(
+            "failed_runs", ("task.execution.failed",), "retry", "failed attempts go to the retry scheduler"
+        ),
+        RuleSpec("dead_letters", ("task.dead_lettered",), "escalation", "dead letters open work orders"),
+    ),
+)
+
+ENV_ENVIRONMENT = "REBOUND_ENV"
+ENV_BUS = "REBOUND_BUS_NAME"
+ENV_SCHEDULE_GROUP = "REBOUND_SCHEDULE_GROUP"
+ENV_SCHEDULER_ROLE = "REBOUND_SCHEDULER_ROLE_ARN"
+ENV_TOPIC = "REBOUND_TOPIC_ARN"
+ENV_EVENT_SOURCE = "REBOUND_EVENT_SOURCE"
+ENV_JITTER_SEED = "REBOUND_JITTER_SEED"
+ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
+ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
+
+
+def resources_parameter(env: str) -> str:
+    """The SSM parameter that records every resource name of an environment, for the CLI."""
+    return f"/rebound/{env}/resources"
+
+
+def local_name(env: str, logical: str) -> str:
+    """Physical names on the local cloud (on AWS, CloudFormation names them)."""
+    return f"rebound-{env}-{logical.replace('_', '-')}"

@@ -1,0 +1,140 @@
+"""Settings of a Lambda function, read from its environment once at cold start and validated.
+
+The names of the environment variables come from ``rebound.resources``; the CDK stack sets them
+on AWS, and the local runtime sets the same ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rebound import resources as r
+from rebound.domain.errors import ConfigError
+
+
+class QueueRef(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    url: str
+    arn: str
+    name: str
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    environment: str = Field(min_length=1)
+    tables: dict[str, str]
+    queues: dict[str, QueueRef]
+    bus_name: str
+    schedule_group: str
+    scheduler_role_arn: str
+    topic_arn: str | None = None
+    event_source: str = "rebound"
+    jitter_seed: int | None = None
+    runbook_base_url: str = "docs/runbooks"
+    config_dir: Path
+
+    def table(self, logical: str) -> str:
+        return self.tables[logical]
+
+    def queue(self, logical: str) -> QueueRef:
+        return self.queues[logical]
+
+
+def default_config_dir() -> Path:
+    """``config/tasks`` in a checkout; ``rebound/_config`` inside a Lambda bundle."""
+    bundled = Path(__file__).parent / "_config"
+    if bundled.is_dir():
+        return bundled
+    return Path(__file__).resolve().parents[2] / "config" / "tasks"
+
+
+def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    missing: list[str] = []
+
+    def need(name: str) -> str:
+        value = env.get(name, "")
+        if not value:
+            missing.append(name)
+        return value
+
+    tables = {t.logical: need(t.env_var) for t in r.SPEC.tables}
+    queues = {
+        q.logical: QueueRef(
+            url=need(f"{q.env_prefix}_URL"),
+            arn=need(f"{q.env_prefix}_ARN"),
+            name=need(f"{q.env_prefix}_NAME"),
+        )
+        for q in r.SPEC.queues
+    }
+    data = {
+        "environment": need(r.ENV_ENVIRONMENT),
+        "tables": tables,
+        "queues": queues,
+        "bus_name": need(r.ENV_BUS),
+        "schedule_group": need(r.ENV_SCHEDULE_GROUP),
+        "scheduler_role_arn": need(r.ENV_SCHEDULER_ROLE),
+        "topic_arn": env.get(r.ENV_TOPIC) or None,
+        "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
+        "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
+        "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
+        "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
+    }
+    if missing:
+        raise ConfigError("environment", ", ".join(missing), "required variables are not set")
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ConfigError("environment", ".".join(map(str, first["loc"])), first["msg"]) from None
+
+
+def settings_to_env(settings: Settings) -> dict[str, str]:
+    """The environment that ``settings_from_env`` reads back into ``settings``."""
+    out = {
+        r.ENV_ENVIRONMENT: settings.environment,
+        r.ENV_BUS: settings.bus_name,
+        r.ENV_SCHEDULE_GROUP: settings.schedule_group,
+        r.ENV_SCHEDULER_ROLE: settings.scheduler_role_arn,
+        r.ENV_EVENT_SOURCE: settings.event_source,
+        r.ENV_RUNBOOK_BASE: settings.runbook_base_url,
+        r.ENV_CONFIG_DIR: str(settings.config_dir),
+    }
+    if settings.topic_arn:
+        out[r.ENV_TOPIC] = settings.topic_arn
+    if settings.jitter_seed is not None:
+        out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
+    for spec in r.SPEC.tables:
+        out[spec.env_var] = settings.tables[spec.logical]
+    for q in r.SPEC.queues:
+        ref = settings.queues[q.logical]
+        out[f"{q.env_prefix}_URL"], out[f"{q.env_prefix}_ARN"], out[f"{q.env_prefix}_NAME"] = (
+            ref.url,
+            ref.arn,
+            ref.name,
+        )
+    return out
+
+
+def resources_document(settings: Settings) -> dict[str, Any]:
+    """What the SSM resources parameter holds; the CLI rebuilds ``Settings`` from it."""
+    return {
+        "environment": settings.environment,
+        "tables": settings.tables,
+        "queues": {k: v.model_dump() for k, v in settings.queues.items()},
+        "bus_name": settings.bus_name,
+        "schedule_group": settings.schedule_group,
+        "scheduler_role_arn": settings.scheduler_role_arn,
+        "topic_arn": settings.topic_arn,
+        "event_source": settings.event_source,
+    }
+
+
+def settings_from_document(doc: dict[str, Any], config_dir: Path | None = None) -> Settings:
+    return Settings.model_validate({**doc, "config_dir": config_dir or default_config_dir()})

@@ -1,0 +1,39 @@
+"""The built-in simulated target, for demos and tests. Deterministic for a given run and attempt."""
+
+from __future__ import annotations
+
+import hashlib
+
+from rebound.domain.models import SimTarget
+from rebound.engine.ports import Clock
+from rebound.targets.base import TIMEOUT, Invocation, Outcome
+
+SIM_FAILURE = "SIM_FAILURE"
+
+
+def _unit_interval(seed: int, run_id: str, attempt: int) -> float:
+    digest = hashlib.sha256(f"{seed}:{run_id}:{attempt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class SimInvoker:
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+
+    def invoke(self, target: SimTarget, call: Invocation) -> Outcome:
+        b = target.behavior
+        available = (call.deadline - self.clock.now()).total_seconds()
+        if b.hang or (b.duration_s is not None and b.duration_s > available):
+            self.clock.sleep(max(available, 0.0))
+            return Outcome.failure(TIMEOUT, f"sim target ran past its {available:.0f}s deadline")
+        if b.duration_s:
+            self.clock.sleep(b.duration_s)
+        if b.terminal_error:
+            return Outcome.failure(b.terminal_error, "sim target raised a terminal error", retryable=False)
+        if b.always_fail:
+            return Outcome.failure(SIM_FAILURE, f"sim target always fails (attempt {call.attempt})")
+        if b.fail_first is not None and call.attempt <= b.fail_first:
+            return Outcome.failure(SIM_FAILURE, f"sim target fails its first {b.fail_first} attempts")
+        if b.fail_rate is not None and _unit_interval(b.seed or 0, call.run_id, call.attempt) < b.fail_rate:
+            return Outcome.failure(SIM_FAILURE, f"sim target failed at rate {b.fail_rate}")
+        return Outcome.success({"sim": "ok", "attempt": call.attempt})

@@ -1,0 +1,88 @@
+"""Build the engine's dependencies once per Lambda container, at first use (never at import).
+
+The local runtime and the tests install their own ``Deps`` with ``use()``: same handlers, other
+clock, metrics sink and fault points.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from rebound.adapters.bus import Bus
+from rebound.adapters.dynamo import DynamoStore
+from rebound.adapters.notify import Notifier, SnsChannel
+from rebound.adapters.queues import Queues
+from rebound.adapters.schedules import Schedules, ScheduleTarget
+from rebound.config.loader import load_policy_book
+from rebound.engine.deps import Deps
+from rebound.engine.policies import PolicyService
+from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes, PowertoolsMetrics, SystemClock
+from rebound.settings import Settings, settings_from_env
+from rebound.targets.base import Targets
+from rebound.targets.registry import default_targets
+
+AWS_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
+
+_lock = threading.Lock()
+_deps: Deps | None = None
+
+
+def deps() -> Deps:
+    """The container's dependencies, built on first call from the environment."""
+    global _deps
+    if _deps is None:
+        with _lock:
+            if _deps is None:
+                _deps = build_deps(settings_from_env())
+    return _deps
+
+
+def use(value: Deps | None) -> None:
+    """Install (or with ``None`` forget) the dependencies every handler will use."""
+    global _deps
+    with _lock:
+        _deps = value
+
+
+def build_deps(
+    settings: Settings,
+    *,
+    session: boto3.session.Session | None = None,
+    clock: Clock | None = None,
+    metrics: Metrics | None = None,
+    faults: CrashPoints | None = None,
+    targets: Targets | None = None,
+    client_kwargs: dict[str, Any] | None = None,
+) -> Deps:
+    session = session or boto3.session.Session()
+    kwargs: dict[str, Any] = {"config": AWS_CONFIG, **(client_kwargs or {})}
+    clock = clock or SystemClock()
+    store = DynamoStore(session.client("dynamodb", **kwargs), settings.tables, settings.event_source)
+    queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
+    schedules = Schedules(
+        session.client("scheduler", **kwargs),
+        settings.schedule_group,
+        ScheduleTarget(
+            queue_arn=settings.queue("execution").arn,
+            role_arn=settings.scheduler_role_arn,
+            dead_letter_arn=settings.queue("scheduler_dlq").arn,
+        ),
+    )
+    channels = [SnsChannel(session.client("sns", **kwargs), settings.topic_arn)] if settings.topic_arn else []
+    return Deps(
+        settings=settings,
+        clock=clock,
+        store=store,
+        queues=queues,
+        schedules=schedules,
+        bus=Bus(session.client("events", **kwargs), settings.bus_name),
+        targets=targets or default_targets(session, clock, kwargs),
+        notifier=Notifier(channels),
+        policies=PolicyService(store, load_policy_book(settings.config_dir)),
+        metrics=metrics or PowertoolsMetrics(environment=settings.environment),
+        faults=faults or NoCrashes(),
+    )

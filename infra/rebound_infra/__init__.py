@@ -1,0 +1,1 @@
+"""The CDK app: stacks, constructs, and the resource definitions the local cloud shares."""

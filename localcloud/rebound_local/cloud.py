@@ -1,0 +1,91 @@
+"""The embedded AWS stand-in: moto in server mode on 127.0.0.1, in this process.
+
+It runs in this process so that the runtime can play the parts of AWS that moto does not
+(Scheduler firing, Lambda event source mappings, the stream-to-bus relay) directly against the
+same backends, while any AWS client (the AWS CLI, boto3, the ``rebound`` CLI) talks to it over
+HTTP at ``endpoint_url``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import boto3
+
+from rebound_local import motopatch
+from rebound_local.provision import ACCOUNT, REGION
+
+LOCAL_CREDENTIALS = {"aws_access_key_id": "rebound-local", "aws_secret_access_key": "rebound-local"}
+
+
+class LocalCloud:
+    def __init__(self, port: int = 0, clock: Callable[[], datetime] | None = None) -> None:
+        self.port = port
+        self._clock = clock
+        self._server: Any = None
+        self.endpoint_url = ""
+
+    def start(self) -> str:
+        # moto reads these when a backend is first touched; set them before anything else.
+        os.environ.setdefault("MOTO_ALLOW_NONEXISTENT_REGION", "true")
+        os.environ["MOTO_ACCOUNT_ID"] = ACCOUNT
+        motopatch.install()
+        motopatch.set_clock(self._clock)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no access log on the terminal
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.port = int(port)
+        self.endpoint_url = f"http://{host}:{port}"
+        return self.endpoint_url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+        motopatch.set_clock(None)
+
+    def session(self) -> boto3.session.Session:
+        return boto3.session.Session(region_name=REGION, **LOCAL_CREDENTIALS)
+
+    def client(self, service: str) -> Any:
+        return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
+
+    # --- direct access to moto's backends, for the parts AWS plays itself --------------------
+    @staticmethod
+    def sqs_backend() -> Any:
+        from moto.sqs.models import sqs_backends
+
+        return sqs_backends[ACCOUNT][REGION]
+
+    @staticmethod
+    def dynamodb_backend() -> Any:
+        from moto.dynamodb.models import dynamodb_backends
+
+        return dynamodb_backends[ACCOUNT][REGION]
+
+    @staticmethod
+    def scheduler_backend() -> Any:
+        from moto.scheduler.models import scheduler_backends
+
+        return scheduler_backends[ACCOUNT][REGION]
+
+    @staticmethod
+    def events_backend() -> Any:
+        from moto.events.models import events_backends
+
+        return events_backends[ACCOUNT][REGION]
+
+
+def reset_moto() -> None:
+    """Forget every resource, in every service (between tests that share the process)."""
+    from moto.core.base_backend import BackendDict
+
+    with motopatch.LOCK:
+        BackendDict.reset()

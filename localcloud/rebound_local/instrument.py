@@ -1,0 +1,182 @@
+"""What the local runtime records and injects: metrics, AWS calls, target calls, faults.
+
+Nothing here changes handler code. Metrics and target calls are recorded by wrapping the engine's
+ports; AWS calls are counted, and throttling injected, with botocore event hooks on the clients
+the handlers use. A throttled call gets a real ``ThrottlingException`` response, so botocore's
+own retry mode handles it exactly as it would on AWS.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import boto3
+from botocore.awsrequest import AWSResponse
+from rebound.engine.ports import Clock
+from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
+
+
+class RecordingMetrics:
+    """Counts and observations, as the handlers' EMF metrics would show them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+        self.observations: dict[str, list[float]] = defaultdict(list)
+
+    def count(self, name: str, value: float = 1.0) -> None:
+        with self._lock:
+            self.counts[name] += value
+
+    def observe(self, name: str, value: float, unit: str = "Milliseconds") -> None:
+        with self._lock:
+            self.observations[name].append(value)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            out: dict[str, Any] = {name: value for name, value in sorted(self.counts.items())}
+            for name, values in sorted(self.observations.items()):
+                if values:
+                    ordered = sorted(values)
+                    out[name] = {
+                        "count": len(values),
+                        "avg": round(sum(values) / len(values), 3),
+                        "p50": ordered[len(ordered) // 2],
+                        "p99": ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+                        "max": ordered[-1],
+                    }
+            return out
+
+
+class SimulatedCrash(BaseException):
+    """The invocation dies here, as a Lambda does on a crash or timeout: no cleanup, no response.
+
+    A ``BaseException`` so that no handler's ``except Exception`` can swallow it.
+    """
+
+
+@dataclass
+class CrashPlan:
+    points: frozenset[str] = frozenset()
+    rate: float = 0.0
+    seed: int = 0
+    crashes: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._lock = threading.Lock()
+
+    def reached(self, point: str) -> None:
+        if point not in self.points or self.rate <= 0:
+            return
+        with self._lock:
+            hit = self._rng.random() < self.rate
+            if hit:
+                self.crashes[point] += 1
+        if hit:
+            raise SimulatedCrash(point)
+
+
+@dataclass(frozen=True)
+class TargetCall:
+    run_id: str
+    task_id: str
+    attempt: int
+    at: datetime
+    ok: bool
+    error_code: str | None
+
+
+class RecordingTargets(Targets):
+    """Targets that also remember every real call, for the 'no target twice' invariant."""
+
+    def __init__(self, inner: Targets, clock: Clock) -> None:
+        super().__init__(inner.invokers)
+        self.clock = clock
+        self.calls: list[TargetCall] = []
+        self._lock = threading.Lock()
+
+    def invoke(self, target: TargetSpec, call: Invocation) -> Outcome:
+        started = self.clock.now()
+        outcome = super().invoke(target, call)
+        with self._lock:
+            self.calls.append(
+                TargetCall(call.run_id, call.task_id, call.attempt, started, outcome.ok, outcome.error_code)
+            )
+        return outcome
+
+
+class AwsCalls:
+    """Counts every API call a session's clients make, as ``service:Operation``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+
+    def attach(self, session: boto3.session.Session) -> None:
+        session.events.register("before-call", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        key = f"{model.service_model.service_name}:{model.name}"
+        with self._lock:
+            self.counts[key] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(sorted(self.counts.items()))
+
+
+# The service ids botocore uses in event names, for the service names users write.
+_EVENT_SERVICE = {"events": "eventbridge", "eventbridge": "eventbridge"}
+_THROTTLE_CODE = {"dynamodb": "ProvisionedThroughputExceededException"}
+
+
+class Throttler:
+    """Answers a share of calls with a throttling error, per ``service:Operation``.
+
+    Registered on ``before-send``, which fires once per HTTP attempt, so botocore's retry mode
+    sees each injected throttle and retries it as it would on AWS.
+    """
+
+    def __init__(self, rates: Mapping[str, float], seed: int = 0) -> None:
+        self.rates = {k: float(v) for k, v in rates.items()}
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.injected: Counter[str] = Counter()
+
+    def attach(self, session: boto3.session.Session) -> None:
+        for key, rate in self.rates.items():
+            service, _, operation = key.partition(":")
+            if rate <= 0 or not operation:
+                continue
+            event = f"before-send.{_EVENT_SERVICE.get(service, service)}.{operation}"
+            session.events.register(event, self._handler(key, service))
+
+    def _handler(self, key: str, service: str) -> Any:
+        def maybe_throttle(request: Any, **_: Any) -> AWSResponse | None:
+            with self._lock:
+                if self._rng.random() >= self.rates[key]:
+                    return None
+                self.injected[key] += 1
+            code = _THROTTLE_CODE.get(service, "ThrottlingException")
+            body = ('{"__type":"%s","message":"Rate exceeded (injected by the simulator)"}' % code).encode()
+            headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
+            return AWSResponse(request.url, 400, headers, _Raw(body))
+
+        return maybe_throttle
+
+
+class _Raw:
+    """The minimal raw-stream interface botocore reads a response body through."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, **_: Any) -> Sequence[bytes]:
+        return [self._body]

@@ -1,0 +1,174 @@
+"""Create Rebound's resources on the local cloud from ``rebound.resources.SPEC``.
+
+The CDK stack builds from the same spec; ``tests/infra/test_one_definition.py`` compares what
+this creates with the synthesized template. Provisioning is idempotent: running it again on a
+restored state finds what exists and creates what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+from rebound import resources as r
+from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+def _table_args(spec: r.TableSpec, name: str) -> dict[str, Any]:
+    keys = [spec.partition] + ([spec.sort] if spec.sort else [])
+    attrs: dict[str, str] = {k.name: k.type for k in keys}
+    for index in spec.indexes:
+        attrs[index.partition.name] = index.partition.type
+        if index.sort:
+            attrs[index.sort.name] = index.sort.type
+    args: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [{"AttributeName": n, "AttributeType": t} for n, t in attrs.items()],
+        "KeySchema": [{"AttributeName": spec.partition.name, "KeyType": "HASH"}]
+        + ([{"AttributeName": spec.sort.name, "KeyType": "RANGE"}] if spec.sort else []),
+        "SSESpecification": {"Enabled": True},
+    }
+    if spec.indexes:
+        args["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": i.name,
+                "KeySchema": [{"AttributeName": i.partition.name, "KeyType": "HASH"}]
+                + ([{"AttributeName": i.sort.name, "KeyType": "RANGE"}] if i.sort else []),
+                "Projection": {"ProjectionType": "ALL"},
+            }
+            for i in spec.indexes
+        ]
+    if spec.stream:
+        args["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream}
+    return args
+
+
+def queue_attributes(spec: r.QueueSpec, arns: dict[str, str]) -> dict[str, str]:
+    attrs = {
+        "VisibilityTimeout": str(spec.visibility_timeout_s),
+        "MessageRetentionPeriod": str(spec.retention_s),
+        "ReceiveMessageWaitTimeSeconds": str(spec.receive_wait_s),
+        "SqsManagedSseEnabled": "true",
+    }
+    if spec.dead_letter:
+        attrs["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": arns[spec.dead_letter], "maxReceiveCount": spec.max_receive_count}
+        )
+    return attrs
+
+
+def event_pattern(rule: r.RuleSpec, source: str) -> dict[str, Any]:
+    return {"source": [source], "detail-type": list(rule.detail_types)}
+
+
+def provision(session: boto3.session.Session, endpoint_url: str | None, env: str = "local") -> Settings:
+    kw: dict[str, Any] = {"region_name": REGION}
+    if endpoint_url:
+        kw["endpoint_url"] = endpoint_url
+    ddb = session.client("dynamodb", **kw)
+    sqs = session.client("sqs", **kw)
+    events = session.client("events", **kw)
+    scheduler = session.client("scheduler", **kw)
+    sns = session.client("sns", **kw)
+    iam = session.client("iam", **kw)
+    ssm = session.client("ssm", **kw)
+
+    tables: dict[str, str] = {}
+    existing_tables = set(ddb.list_tables().get("TableNames", []))
+    for spec in r.SPEC.tables:
+        name = r.local_name(env, spec.logical)
+        tables[spec.logical] = name
+        if name in existing_tables:
+            continue
+        ddb.create_table(**_table_args(spec, name))
+        if spec.ttl_attribute:
+            ddb.update_time_to_live(
+                TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
+            )
+        ddb.update_continuous_backups(
+            TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
+
+    queues: dict[str, QueueRef] = {}
+    arns: dict[str, str] = {}
+    # Dead-letter queues first: their ARNs go into the redrive policies.
+    ordered = sorted(r.SPEC.queues, key=lambda q: q.dead_letter is not None)
+    for spec in ordered:
+        name = r.local_name(env, spec.logical)
+        url = sqs.create_queue(QueueName=name, Attributes=queue_attributes(spec, arns))["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        arns[spec.logical] = arn
+        queues[spec.logical] = QueueRef(url=url, arn=arn, name=name)
+
+    bus = r.local_name(env, r.SPEC.bus_logical)
+    try:
+        events.create_event_bus(Name=bus)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceAlreadyExistsException":
+            raise
+    for rule in r.SPEC.rules:
+        rule_name = r.local_name(env, rule.logical)
+        events.put_rule(
+            Name=rule_name,
+            EventBusName=bus,
+            EventPattern=json.dumps(event_pattern(rule, r.SPEC.event_source)),
+            State="ENABLED",
+            Description=rule.purpose,
+        )
+        events.put_targets(
+            Rule=rule_name, EventBusName=bus, Targets=[{"Id": rule.queue, "Arn": arns[rule.queue]}]
+        )
+
+    group = r.local_name(env, r.SPEC.schedule_group_logical)
+    try:
+        scheduler.create_schedule_group(Name=group)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ConflictException":
+            raise
+
+    role_name = r.local_name(env, "scheduler-role")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Service": "scheduler.amazonaws.com"},
+                "Action": "sts:AssumeRole",
+            }
+        ],
+    }
+    try:
+        role_arn = iam.create_role(RoleName=role_name, AssumeRolePolicyDocument=json.dumps(trust))["Role"][
+            "Arn"
+        ]
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "EntityAlreadyExists":
+            raise
+        role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
+
+    topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
+
+    settings = Settings(
+        environment=env,
+        tables=tables,
+        queues=queues,
+        bus_name=bus,
+        schedule_group=group,
+        scheduler_role_arn=role_arn,
+        topic_arn=topic_arn,
+        event_source=r.SPEC.event_source,
+        config_dir=default_config_dir(),
+    )
+    ssm.put_parameter(
+        Name=r.resources_parameter(env),
+        Value=json.dumps(resources_document(settings)),
+        Type="String",
+        Overwrite=True,
+    )
+    return settings
