@@ -57,6 +57,19 @@ class LocalCloud:
     def client(self, service: str) -> Any:
         return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
 
+    def attach_inproc(self, session: boto3.session.Session) -> None:
+        """Route this session's clients straight into the same moto backends, without HTTP.
+
+        Clients of this session must be created without ``endpoint_url``: moto recognises the
+        regular AWS endpoints. Everything else (the lock, the clock, the backends) is shared with
+        the HTTP endpoint, so both transports see one cloud.
+        """
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        stubber = BotocoreStubber()
+        stubber.enabled = True
+        session.events.register("before-send", stubber)
+
     # --- direct access to moto's backends, for the parts AWS plays itself --------------------
     @staticmethod
     def sqs_backend() -> Any:

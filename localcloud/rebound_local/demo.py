@@ -62,10 +62,12 @@ def _run(
         Panel.fit(
             f"[bold]Rebound local demo[/bold]\n"
             f"AWS stand-in (moto, server mode): [cyan]{stack.cloud.endpoint_url}[/cyan]  region us-east-1\n"
-            f"Queues: execution -> DLQ after {_max_receive(stack)} receives; retry and escalation queues fed by bus rules\n"
+            f"Queues: execution -> DLQ after {_max_receive(stack)} receives; "
+            "retry and escalation queues fed by bus rules\n"
             f"Tables: {', '.join(sorted(s.tables))}\n"
             f"Bus: {s.bus_name}   Schedule group: {s.schedule_group}\n"
-            f"Virtual clock starts {DEMO_START:%Y-%m-%d %H:%M} UTC and runs {int(DEMO_DURATION.total_seconds() // 60)} min",
+            f"Virtual clock starts {DEMO_START:%Y-%m-%d %H:%M} UTC "
+            f"and runs {int(DEMO_DURATION.total_seconds() // 60)} min",
             title="make demo",
         )
     )
@@ -76,8 +78,9 @@ def _run(
     for task in tasks:
         sched = task.schedule
         when = f"cron '{sched.cron}' {sched.timezone}" if sched and sched.cron else str(sched)
+        target = task.target.model_dump(mode="json", exclude={"type"}, exclude_none=True)
         console.print(
-            f"  registered [bold]{task.id}[/bold] ({task.tenant}): {when}; target {task.target.model_dump(mode='json', exclude={'type'}, exclude_none=True)}"
+            f"  registered [bold]{task.id}[/bold] ({task.tenant}): {when}; {task.target.type} target {target}"
         )
     console.print(
         f"  {len(result.created)} tasks, {result.schedules_written} EventBridge Scheduler schedules\n"

@@ -8,6 +8,7 @@ own retry mode handles it exactly as it would on AWS.
 
 from __future__ import annotations
 
+import json
 import random
 import threading
 from collections import Counter, defaultdict
@@ -40,7 +41,7 @@ class RecordingMetrics:
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
-            out: dict[str, Any] = {name: value for name, value in sorted(self.counts.items())}
+            out: dict[str, Any] = dict(sorted(self.counts.items()))
             for name, values in sorted(self.observations.items()):
                 if values:
                     ordered = sorted(values)
@@ -123,7 +124,9 @@ class AwsCalls:
         session.events.register("before-call", self._count)
 
     def _count(self, model: Any, **_: Any) -> None:
-        key = f"{model.service_model.service_name}:{model.name}"
+        self.record(f"{model.service_model.service_name}:{model.name}")
+
+    def record(self, key: str) -> None:
         with self._lock:
             self.counts[key] += 1
 
@@ -158,14 +161,24 @@ class Throttler:
             event = f"before-send.{_EVENT_SERVICE.get(service, service)}.{operation}"
             session.events.register(event, self._handler(key, service))
 
+    def hit(self, key: str) -> bool:
+        """Whether this attempt at ``key`` (``service:Operation``) is throttled."""
+        rate = self.rates.get(key, 0.0)
+        if rate <= 0:
+            return False
+        with self._lock:
+            if self._rng.random() >= rate:
+                return False
+            self.injected[key] += 1
+        return True
+
     def _handler(self, key: str, service: str) -> Any:
         def maybe_throttle(request: Any, **_: Any) -> AWSResponse | None:
-            with self._lock:
-                if self._rng.random() >= self.rates[key]:
-                    return None
-                self.injected[key] += 1
+            if not self.hit(key):
+                return None
             code = _THROTTLE_CODE.get(service, "ThrottlingException")
-            body = ('{"__type":"%s","message":"Rate exceeded (injected by the simulator)"}' % code).encode()
+            message = "Rate exceeded (injected by the simulator)"
+            body = json.dumps({"__type": code, "message": message}).encode()
             headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
             return AWSResponse(request.url, 400, headers, _Raw(body))
 

@@ -17,6 +17,7 @@ Two drivers: ``run_virtual`` (a discrete-event clock; hours pass in seconds) and
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import threading
@@ -195,10 +196,9 @@ class LocalRuntime:
             with motopatch.LOCK:
                 for message_id, receipt in receipts.items():
                     if message_id not in failed:
-                        try:
+                        # A duplicate delivery may have deleted it already.
+                        with contextlib.suppress(Exception):
                             backend.delete_message(mapping.queue_name, receipt)
-                        except Exception:  # already deleted by a duplicate delivery
-                            pass
         except BaseException as exc:  # a bug in the runtime itself must not vanish in a thread
             self._errors.append(exc)
         finally:

@@ -15,11 +15,16 @@ from rebound.wiring import build_deps
 
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud
+from rebound_local.direct import DirectSession
 from rebound_local.instrument import AwsCalls, CrashPlan, RecordingMetrics, RecordingTargets, Throttler
 from rebound_local.provision import provision
 from rebound_local.runtime import LocalRuntime
 
 # Powertools reads these when the handler modules are imported and when they flush.
+TRANSPORTS = ("http", "inproc", "direct")
+"""How the in-runtime handlers reach moto: over HTTP (like any client), in-process through
+botocore, or straight into moto's backends for the hot-path calls (see rebound_local.direct)."""
+
 LOCAL_POWERTOOLS_ENV = {
     "POWERTOOLS_METRICS_DISABLED": "true",  # metrics are recorded by the runtime instead of printed as EMF
     "POWERTOOLS_SERVICE_NAME": "rebound-local",
@@ -92,6 +97,7 @@ def start_local(
     jitter_seed: int | None = None,
     log_file: Path | None = None,
     max_workers: int = 32,
+    transport: str = "http",
 ) -> LocalStack:
     for key, value in LOCAL_POWERTOOLS_ENV.items():
         os.environ.setdefault(key, value)
@@ -103,12 +109,19 @@ def start_local(
     if jitter_seed is not None:
         settings = settings.model_copy(update={"jitter_seed": jitter_seed})
 
-    session = cloud.session()
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    session: Any = cloud.session()
+    client_kwargs: dict[str, Any] = {"endpoint_url": endpoint}
     aws_calls = AwsCalls()
     aws_calls.attach(session)
     throttler = Throttler(faults.throttle, seed=faults.seed)
     throttler.attach(session)
-    client_kwargs = {"endpoint_url": endpoint}
+    if transport != "http":
+        cloud.attach_inproc(session)
+        client_kwargs = {}
+    if transport == "direct":
+        session = DirectSession(session, aws_calls, throttler)
     metrics = RecordingMetrics()
     targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
     crashes = CrashPlan(faults.crash_points, faults.crash_rate, faults.seed)

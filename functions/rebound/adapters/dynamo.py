@@ -52,14 +52,56 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def to_item(data: Mapping[str, Any]) -> Item:
-    """A DynamoDB item from JSON-compatible data; ``None`` values are left out (sparse indexes)."""
-    normalized = json.loads(dumps(data), parse_float=Decimal)
-    return {key: _SER.serialize(value) for key, value in normalized.items() if value is not None}
+# Items keep as top-level attributes only what DynamoDB itself uses: keys, index keys, and the
+# attributes conditions and TTL read. Everything else travels in one JSON document, ``doc``.
+# Attribute names count towards item size and write units, so small flat items are also the
+# cheap ones; nothing ever queries inside the document.
+DOC = "doc"
+TOP_LEVEL: dict[str, frozenset[str]] = {
+    "tasks": frozenset({"task_id", "tenant", "state", "version"}),
+    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq"}),
+    "audit": frozenset({"subject", "seq"}),
+    "outbox": frozenset(
+        {"event_id", "detail_type", "source", "detail", "subject", "created_at", "expires_at"}
+    ),
+    "workorders": frozenset({"work_order_id", "state", "opened_at", "audit_seq"}),
+    "idempotency": frozenset({"pk", "expires_at"}),
+    "policies": frozenset({"name", "version"}),
+}
+
+
+def _dynamo_value(value: Any) -> Any:
+    """JSON-compatible value -> what TypeSerializer accepts (Decimal instead of float)."""
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _dynamo_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_dynamo_value(v) for v in value]
+    return value
+
+
+def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
+    """A DynamoDB item; with ``table``, the attributes DynamoDB does not use go into ``doc``.
+
+    ``None`` values are left out, so sparse indexes stay sparse.
+    """
+    flat: dict[str, Any] = {key: value for key, value in data.items() if value is not None}
+    if table is not None:
+        keep = TOP_LEVEL[table]
+        doc = {key: value for key, value in flat.items() if key not in keep}
+        flat = {key: value for key, value in flat.items() if key in keep}
+        if doc:
+            flat[DOC] = dumps(doc)
+    return {key: _SER.serialize(_dynamo_value(value)) for key, value in flat.items()}
 
 
 def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    return {key: _plain(_DESER.deserialize(value)) for key, value in item.items()}
+    out = {key: _plain(_DESER.deserialize(value)) for key, value in item.items()}
+    doc = out.pop(DOC, None)
+    if isinstance(doc, str):
+        out.update(json.loads(doc))
+    return out
 
 
 @dataclass(frozen=True)
@@ -97,8 +139,12 @@ class UnitOfWork:
         *,
         action: str,
         evidence: dict[str, Any] | None = None,
+        from_state: RunState | None = None,
     ) -> Run:
         """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
+
+        ``from_state`` names the state left when ``before`` is ``None`` (a run created and moved
+        on in one write).
 
         Saving the same run again in this unit of work (create, then claim) adds another audit
         record and replaces the staged item; the write stays guarded by the first ``before``.
@@ -109,7 +155,7 @@ class UnitOfWork:
             before.audit_seq if before else 0,
             before.audit_head if before else GENESIS,
             action,
-            before.state.value if before else None,
+            before.state.value if before else (from_state.value if from_state else None),
             staged.state.value,
             {**(evidence or {}), "changes": run_changes(before, staged)},
         )
@@ -171,7 +217,7 @@ class UnitOfWork:
             {
                 "Put": {
                     "TableName": self.store.tables["outbox"],
-                    "Item": to_item(item),
+                    "Item": to_item(item, "outbox"),
                     "ConditionExpression": "attribute_not_exists(event_id)",
                 }
             },
@@ -184,7 +230,7 @@ class UnitOfWork:
             {
                 "Put": {
                     "TableName": self.store.tables[table],
-                    "Item": to_item(data),
+                    "Item": to_item(data, table),
                     "ConditionExpression": f"attribute_not_exists({key_attr})",
                 }
             },
@@ -200,7 +246,7 @@ class UnitOfWork:
         values: Mapping[str, Any] | None = None,
         names: Mapping[str, str] | None = None,
     ) -> None:
-        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data)}
+        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
         if condition:
             op["ConditionExpression"] = condition
         if values:
@@ -246,7 +292,7 @@ class UnitOfWork:
             {
                 "Put": {
                     "TableName": self.store.tables["audit"],
-                    "Item": to_item(record.model_dump(mode="json")),
+                    "Item": to_item(record.model_dump(mode="json"), "audit"),
                     "ConditionExpression": "attribute_not_exists(subject)",
                 }
             },
@@ -260,9 +306,9 @@ class UnitOfWork:
         slot = (table, key)
         if slot in self._owned:
             put = self.items[self._owned[slot]]["Put"]
-            put["Item"] = to_item(data)  # type: ignore[typeddict-item]
+            put["Item"] = to_item(data, table)  # type: ignore[typeddict-item]
             return
-        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data)}
+        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
         if before is None:
             op["ConditionExpression"] = f"attribute_not_exists({key_attr})"
         else:
@@ -524,7 +570,7 @@ class DynamoStore:
         try:
             self.client.put_item(
                 TableName=self.tables["idempotency"],
-                Item=to_item(item),
+                Item=to_item(item, "idempotency"),
                 ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
                 ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
             )

@@ -127,14 +127,14 @@ class Executor:
         remaining_s: float,
     ) -> str:
         stored = self.store.get_task(task_id)
-        existing = self.store.get_run(run_id)
-        if existing is not None:
-            if existing.state is RunState.PENDING and existing.attempt == 0 and stored is not None:
-                return self._claim_and_run(existing, existing, stored, remaining_s)
-            log.info(
-                "duplicate delivery: run exists", extra={"run_id": run_id, "state": existing.state.value}
-            )
-            return "duplicate"
+        if stored is None or stored.task.state is TaskState.PAUSED:
+            # Rare paths: check first whether this run exists already (a duplicate delivery).
+            existing = self.store.get_run(run_id)
+            if existing is not None:
+                log.info(
+                    "duplicate delivery: run exists", extra={"run_id": run_id, "state": existing.state.value}
+                )
+                return "duplicate"
         now = self.clock.now()
         run = Run(
             run_id=run_id,
@@ -151,8 +151,18 @@ class Executor:
             return self._unknown_task(run)
         if stored.task.state is TaskState.PAUSED:
             return self._skip_paused(run)
+        # The common path creates and claims in one conditional transaction, without reading
+        # first; if the run exists already, the condition fails and we look at what is there.
         result = self._claim_and_run(None, run, stored, remaining_s)
-        return "duplicate" if result == "claim-lost" else result
+        if result != "claim-lost":
+            return result
+        existing = self.store.get_run(run_id)
+        if existing is not None and existing.state is RunState.PENDING and existing.attempt == 0:
+            result = self._claim_and_run(existing, existing, stored, remaining_s)
+            if result != "claim-lost":
+                return result
+        log.info("duplicate delivery: run exists", extra={"run_id": run_id})
+        return "duplicate"
 
     def _unknown_task(self, run: Run) -> str:
         """A fire for a task nobody registered: a terminal failure, escalated like any other."""
@@ -267,20 +277,21 @@ class Executor:
         ensure_transition(run.state, RunState.RUNNING, run.run_id)
         subject = f"run#{run.run_id}"
         uow = self.store.unit_of_work("executor", now)
-        base = run
-        if before is None:
-            base = uow.save_run(None, run, action="created", evidence={"trigger": run.trigger.value})
-            uow.emit(ev.execution_updated(base, None, now), subject)
+        # A new run is created pending and claimed in the same atomic write; one audit record
+        # and one event describe both (``created: true``), as nothing could observe it pending.
         claimed = uow.save_run(
-            base,
+            before,
             running,
             action="attempt-started",
             evidence={
                 "attempt": n,
+                "created": before is None,
+                "trigger": run.trigger.value,
                 "lease_expires_at": iso(running.lease_expires_at or now),
                 "deadline_s": round(attempt_s, 3),
                 "lease_owner": self.request_id,
             },
+            from_state=run.state,
         )
         uow.emit(ev.execution_updated(claimed, run.state, now), subject)
         try:

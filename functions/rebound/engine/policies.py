@@ -47,9 +47,9 @@ class PolicyService:
         """Store a new version of a named policy with ``changes`` applied, audited."""
         unknown = sorted(set(changes) - POLICY_FIELDS)
         if unknown:
+            valid = ", ".join(sorted(POLICY_FIELDS))
             raise ValidationFailed(
-                f"unknown policy key(s): {', '.join(unknown)}; valid keys: {', '.join(sorted(POLICY_FIELDS))}",
-                key_path=unknown[0],
+                f"unknown policy key(s): {', '.join(unknown)}; valid keys: {valid}", key_path=unknown[0]
             )
         spec, version = self._spec(name)
         new_spec = {**spec, **changes}

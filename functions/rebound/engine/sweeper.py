@@ -85,9 +85,9 @@ class Sweeper:
     def expire_leases(self, report: SweepReport) -> None:
         now = self.clock.now()
         for run in self.store.runs_in_state(RunState.RUNNING):
-            if run.lease_expires_at is not None and run.lease_expires_at < now:
-                if self.fail_expired(run):
-                    report.leases_expired.append(run.run_id)
+            expired = run.lease_expires_at is not None and run.lease_expires_at < now
+            if expired and self.fail_expired(run):
+                report.leases_expired.append(run.run_id)
 
     def fail_expired(self, run: Run) -> bool:
         """Fail a running attempt whose lease ran out, with ``TIMEOUT``; it is then retried."""

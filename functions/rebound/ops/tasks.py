@@ -72,7 +72,7 @@ class TaskOps:
         self.actor = actor
 
     def validate(self, task: Task) -> None:
-        """Refuse what would fail at run time: unknown policies, invalid overrides, untranslatable schedules."""
+        """Refuse what would fail at run time: unknown policies, bad overrides, untranslatable schedules."""
         try:
             self.deps.policies.for_task(task)
         except PolicyNotFound as exc:

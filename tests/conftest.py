@@ -1,0 +1,91 @@
+"""Shared fixtures.
+
+``aws``: moto in-process (``mock_aws``) with Rebound's moto patches, fake credentials, us-east-1.
+``settings``: every resource provisioned from ``rebound.resources.SPEC``, as the local cloud does.
+``clock``: a manual clock; moto's SQS delays and visibility timeouts follow it.
+``deps``: the engine's dependencies on top of those, with recording metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import boto3
+import pytest
+from rebound.engine.deps import Deps
+from rebound.settings import Settings
+from rebound_local import motopatch
+from rebound_local.instrument import RecordingMetrics
+
+START = datetime(2026, 3, 7, 9, 0, tzinfo=UTC)
+
+
+class ManualClock:
+    """Time stands still until a test moves it; ``sleep`` moves it."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self._now = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> datetime:
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when
+
+
+@pytest.fixture
+def clock() -> Iterator[ManualClock]:
+    manual = ManualClock()
+    motopatch.install()
+    motopatch.set_clock(manual.now)
+    yield manual
+    motopatch.set_clock(None)
+
+
+@pytest.fixture
+def aws(clock: ManualClock) -> Iterator[boto3.session.Session]:
+    from moto import mock_aws
+
+    keys = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1"
+    )
+    os.environ.pop("AWS_ENDPOINT_URL", None)
+    with mock_aws():
+        yield boto3.session.Session(region_name="us-east-1")
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture
+def settings(aws: boto3.session.Session) -> Settings:
+    from rebound_local.provision import provision
+
+    return provision(aws, None, "test")
+
+
+@pytest.fixture
+def metrics() -> RecordingMetrics:
+    return RecordingMetrics()
+
+
+@pytest.fixture
+def deps(
+    aws: boto3.session.Session, settings: Settings, clock: ManualClock, metrics: RecordingMetrics
+) -> Deps:
+    from rebound.wiring import build_deps
+
+    return build_deps(settings, session=aws, clock=clock, metrics=metrics)
