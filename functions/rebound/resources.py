@@ -107,6 +107,9 @@ EXECUTION_VISIBILITY_S = 6 * EXECUTOR_TIMEOUT_S
 HANDLER_TIMEOUT_S = 60
 MAX_RECEIVE_COUNT = 5
 DLQ_RETENTION_S = 14 * 86400
+# API Gateway ends an integration after 29 s; the ops API answers within that.
+OPS_API_TIMEOUT_S = 29
+OPS_API_FUNCTION = "ops_api"
 
 TASKS = TableSpec(
     "tasks",
@@ -236,6 +239,12 @@ SPEC = ResourceSpec(
             every_minute=True,
             purpose="expired leases, stale plans, DLQ arrivals without a work order",
         ),
+        FunctionSpec(
+            OPS_API_FUNCTION,
+            "rebound.handlers.ops_api.lambda_handler",
+            OPS_API_TIMEOUT_S,
+            purpose="the operations API behind API Gateway (IAM authorization)",
+        ),
     ),
     rules=(
         RuleSpec(
@@ -254,6 +263,8 @@ ENV_EVENT_SOURCE = "REBOUND_EVENT_SOURCE"
 ENV_JITTER_SEED = "REBOUND_JITTER_SEED"
 ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
 ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
+ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
+ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
 
 
 def resources_parameter(env: str) -> str:

@@ -34,6 +34,12 @@ class Settings(BaseModel):
     schedule_group: str
     scheduler_role_arn: str
     topic_arn: str | None = None
+    pagerduty_secret: str | None = Field(
+        default=None, description="SSM parameter or Secrets Manager ARN holding the PagerDuty routing key"
+    )
+    slack_secret: str | None = Field(
+        default=None, description="SSM parameter or Secrets Manager ARN holding the Slack webhook URL"
+    )
     event_source: str = "rebound"
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
@@ -81,6 +87,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "schedule_group": need(r.ENV_SCHEDULE_GROUP),
         "scheduler_role_arn": need(r.ENV_SCHEDULER_ROLE),
         "topic_arn": env.get(r.ENV_TOPIC) or None,
+        "pagerduty_secret": env.get(r.ENV_PAGERDUTY_SECRET) or None,
+        "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
@@ -108,6 +116,10 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
     }
     if settings.topic_arn:
         out[r.ENV_TOPIC] = settings.topic_arn
+    if settings.pagerduty_secret:
+        out[r.ENV_PAGERDUTY_SECRET] = settings.pagerduty_secret
+    if settings.slack_secret:
+        out[r.ENV_SLACK_SECRET] = settings.slack_secret
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
     for spec in r.SPEC.tables:

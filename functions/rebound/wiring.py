@@ -14,9 +14,10 @@ from botocore.config import Config
 
 from rebound.adapters.bus import Bus
 from rebound.adapters.dynamo import DynamoStore
-from rebound.adapters.notify import Notifier, SnsChannel
+from rebound.adapters.notify import Notifier, notification_channels
 from rebound.adapters.queues import Queues
 from rebound.adapters.schedules import Schedules, ScheduleTarget
+from rebound.adapters.secrets import SecretResolver
 from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
@@ -72,7 +73,15 @@ def build_deps(
             dead_letter_arn=settings.queue("scheduler_dlq").arn,
         ),
     )
-    channels = [SnsChannel(session.client("sns", **kwargs), settings.topic_arn)] if settings.topic_arn else []
+    channels = notification_channels(
+        sns=session.client("sns", **kwargs) if settings.topic_arn else None,
+        topic_arn=settings.topic_arn,
+        secrets=SecretResolver(
+            lambda: session.client("ssm", **kwargs), lambda: session.client("secretsmanager", **kwargs)
+        ),
+        pagerduty_secret=settings.pagerduty_secret,
+        slack_secret=settings.slack_secret,
+    )
     return Deps(
         settings=settings,
         clock=clock,

@@ -306,7 +306,7 @@ class UnitOfWork:
         slot = (table, key)
         if slot in self._owned:
             put = self.items[self._owned[slot]]["Put"]
-            put["Item"] = to_item(data, table)  # type: ignore[typeddict-item]
+            put["Item"] = to_item(data, table)
             return
         op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
         if before is None:
@@ -349,7 +349,7 @@ class DynamoStore:
         except ClientError as exc:
             err = translate(exc, doing)
             if isinstance(err, Conflict):
-                reasons = exc.response.get("CancellationReasons", [])  # type: ignore[attr-defined]
+                reasons = exc.response.get("CancellationReasons", [])
                 failed = [
                     labels[i] for i, reason in enumerate(reasons) if reason.get("Code") not in (None, "None")
                 ]

@@ -33,7 +33,7 @@ def translate(exc: Exception, doing: str) -> ReboundError:
         if code == "ConditionalCheckFailedException":
             return Conflict(f"{doing}: the record changed underneath us", aws_code=code)
         if code == "TransactionCanceledException":
-            reasons = [str(r.get("Code", "")) for r in exc.response.get("CancellationReasons", [])]  # type: ignore[attr-defined]
+            reasons = [str(r.get("Code", "")) for r in exc.response.get("CancellationReasons", [])]
             if "ConditionalCheckFailed" in reasons or "TransactionConflict" in reasons:
                 return Conflict(f"{doing}: the record changed underneath us", aws_code=code, reasons=reasons)
             if any(reason in ("ThrottlingError", "ProvisionedThroughputExceeded") for reason in reasons):

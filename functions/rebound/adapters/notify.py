@@ -2,22 +2,53 @@
 
 Each channel either delivers or raises ``DeliveryFailed``; the escalation records every attempt
 on the work order and retries the channels that failed. Secrets never reach a log line.
+
+- ``SnsChannel`` publishes the notification body as JSON.
+- ``PagerDutyChannel`` sends an Events API v2 ``trigger`` whose ``dedup_key`` is the work order id,
+  so a retried delivery updates the same alert instead of paging twice. The routing key comes
+  from a secret (SSM or Secrets Manager, see ``rebound.adapters.secrets``).
+- ``SlackChannel`` posts a short Block Kit message to an incoming webhook whose URL is the secret.
+
+A delivery's ``detail`` (and a ``DeliveryFailed``'s) is stored on the work order: it carries the
+status and the receiver's short answer, with any secret value replaced by ``[redacted]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import http.client
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rebound.adapters.secrets import SecretResolver
+from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import WorkOrder
+from rebound.domain.models import Severity, WorkOrder
 from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
+
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PAGERDUTY_URL = "https://events.pagerduty.com/v2/enqueue"
+PAGERDUTY_SEVERITY = {
+    Severity.LOW: "info",
+    Severity.MEDIUM: "warning",
+    Severity.HIGH: "error",
+    Severity.CRITICAL: "critical",
+}
+"""Rebound severity to the Events API v2 ``payload.severity``."""
+HTTP_TIMEOUT_S = 10.0
+REDACTED = "[redacted]"
+MAX_DETAIL = 300
 
 
 class DeliveryFailed(Exception):
@@ -34,10 +65,21 @@ class Notification:
 
     @property
     def subject(self) -> str:
-        what = self.order.task_id or "unparseable message"
-        return f"[Rebound {self.environment}] {self.order.severity.value.upper()}: {what} dead-lettered ({self.order.reason})"[
-            :100
-        ]
+        o = self.order
+        what = o.task_id or "unparseable message"
+        text = f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered ({o.reason})"
+        return text[:100]
+
+    @property
+    def summary(self) -> str:
+        """A one-line summary without the subject's 100-character limit."""
+        o = self.order
+        what = o.task_id or "unparseable message"
+        error = f", {o.error_code}" if o.error_code else ""
+        return (
+            f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered "
+            f"({o.reason}{error}) after {o.attempts} attempt{'s' if o.attempts != 1 else ''}"
+        )
 
     def body(self) -> dict[str, Any]:
         o = self.order
@@ -96,3 +138,255 @@ class Notifier:
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)
+
+
+# --------------------------------------------------------------------------- webhooks
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer to report, not a place to re-send a secret to."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _redact(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, REDACTED)
+    return text
+
+
+def _post_json(
+    channel: str, url: str, document: dict[str, Any], timeout_s: float, secrets: Sequence[str]
+) -> tuple[int, bytes]:
+    """POST ``document``; the status and up to 64 KiB of the answer, whatever the status.
+
+    Raises ``DeliveryFailed`` with ``TIMEOUT`` or ``CONNECTION_ERROR`` when there is no answer.
+    """
+    data = dumps(document).encode()
+    headers = {"Content-Type": "application/json", "User-Agent": "Rebound-Notify/1"}
+    opener = urllib.request.build_opener(_NoRedirects)
+    try:
+        request = urllib.request.Request(url, data=data, method="POST", headers=headers)
+        with opener.open(request, timeout=timeout_s) as response:
+            return int(response.status), response.read(65536)
+    except urllib.error.HTTPError as exc:
+        try:
+            return int(exc.code), exc.read(65536)
+        except (OSError, http.client.HTTPException):
+            return int(exc.code), b""
+        finally:
+            exc.close()
+    except TimeoutError as exc:
+        raise DeliveryFailed(channel, f"TIMEOUT after {timeout_s:g}s") from exc
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, TimeoutError):
+            raise DeliveryFailed(channel, f"TIMEOUT after {timeout_s:g}s") from exc
+        reason = _redact(str(exc.reason), secrets)[:MAX_DETAIL]
+        raise DeliveryFailed(channel, f"CONNECTION_ERROR: {reason}") from exc
+    except (OSError, http.client.HTTPException) as exc:
+        raise DeliveryFailed(channel, f"CONNECTION_ERROR: {type(exc).__name__}") from exc
+    except ValueError as exc:  # a malformed URL
+        raise DeliveryFailed(channel, f"invalid endpoint: {type(exc).__name__}") from exc
+
+
+def _answer(raw: bytes, secrets: Sequence[str]) -> str:
+    return _redact(raw.decode(errors="replace").strip(), secrets)[:MAX_DETAIL]
+
+
+def _is_link(url: str | None) -> bool:
+    return bool(url) and str(url).startswith(("https://", "http://"))
+
+
+class PagerDutyChannel:
+    """Events API v2: one ``trigger`` per work order, deduplicated by the work order id."""
+
+    name = "pagerduty"
+
+    def __init__(
+        self,
+        secrets: SecretResolver,
+        routing_key_secret: str,
+        *,
+        url: str = DEFAULT_PAGERDUTY_URL,
+        source: str | None = None,
+        timeout_s: float = HTTP_TIMEOUT_S,
+    ) -> None:
+        self.secrets = secrets
+        self.routing_key_secret = routing_key_secret
+        self.url = url
+        self.source = source
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:
+        return f"PagerDutyChannel(url={self.url!r}, secret={self.routing_key_secret!r})"
+
+    def event(self, note: Notification, routing_key: str) -> dict[str, Any]:
+        o = note.order
+        payload: dict[str, Any] = {
+            "summary": note.summary[:1024],
+            "source": self.source or f"rebound-{note.environment}",
+            "severity": PAGERDUTY_SEVERITY[o.severity],
+            "timestamp": iso(o.opened_at),
+            "component": o.task_id or "rebound",
+            "class": o.reason,
+            "custom_details": note.body(),
+        }
+        if o.tenant:
+            payload["group"] = o.tenant
+        event: dict[str, Any] = {
+            "routing_key": routing_key,
+            "event_action": "trigger",
+            "dedup_key": o.work_order_id,
+            "client": "Rebound",
+            "payload": payload,
+        }
+        if _is_link(o.runbook_url):
+            event["links"] = [{"href": o.runbook_url, "text": "Runbook"}]
+        return event
+
+    def send(self, note: Notification) -> str:
+        try:
+            routing_key = self.secrets.get(self.routing_key_secret)
+        except OperationalError as exc:
+            raise DeliveryFailed(self.name, f"routing key unavailable: {exc.message}") from None
+        status, raw = _post_json(
+            self.name, self.url, self.event(note, routing_key), self.timeout_s, [routing_key]
+        )
+        if 200 <= status < 300:
+            log.info(
+                "pagerduty event accepted",
+                extra={"work_order_id": note.order.work_order_id, "status": status},
+            )
+            return f"HTTP {status}, dedup_key {note.order.work_order_id}"
+        if status in (400, 401, 403, 404):
+            self.secrets.forget(self.routing_key_secret)  # a rotated key is read again next time
+        detail = _pagerduty_error(raw, [routing_key]) or _answer(raw, [routing_key])
+        raise DeliveryFailed(self.name, f"HTTP {status}" + (f": {detail}" if detail else ""))
+
+
+def _pagerduty_error(raw: bytes, secrets: Sequence[str]) -> str:
+    try:
+        answer = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if not isinstance(answer, dict):
+        return ""
+    parts = [str(answer.get("message") or ""), *map(str, answer.get("errors") or [])]
+    return _redact("; ".join(p for p in parts if p), secrets)[:MAX_DETAIL]
+
+
+def _mrkdwn(text: object) -> str:
+    """Slack's three control characters, escaped."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class SlackChannel:
+    """An incoming webhook; the webhook URL (it holds the token) is the secret."""
+
+    name = "slack"
+
+    def __init__(
+        self, secrets: SecretResolver, webhook_secret: str, *, timeout_s: float = HTTP_TIMEOUT_S
+    ) -> None:
+        self.secrets = secrets
+        self.webhook_secret = webhook_secret
+        self.timeout_s = timeout_s
+
+    def __repr__(self) -> str:
+        return f"SlackChannel(secret={self.webhook_secret!r})"
+
+    def message(self, note: Notification) -> dict[str, Any]:
+        o = note.order
+        what = o.task_id or "unparseable message"
+        fields = [
+            ("Severity", o.severity.value),
+            ("Environment", note.environment),
+            ("Task", what),
+            ("Tenant", o.tenant or "-"),
+            ("Reason", o.reason),
+            ("Error", o.error_code or "-"),
+            ("Attempts", str(o.attempts)),
+            ("Run", o.run_id or "-"),
+        ]
+        runbook = (
+            f"<{o.runbook_url}|Runbook>"
+            if _is_link(o.runbook_url)
+            else f"Runbook: `{_mrkdwn(o.runbook_url)}`"
+            if o.runbook_url
+            else "No runbook"
+        )
+        return {
+            "text": note.summary,
+            "blocks": [
+                {
+                    "type": "header",
+                    "text": {
+                        "type": "plain_text",
+                        "text": f"{o.severity.value.upper()}: {what} dead-lettered"[:150],
+                    },
+                },
+                {
+                    "type": "section",
+                    "fields": [
+                        {"type": "mrkdwn", "text": f"*{label}*\n{_mrkdwn(value)[:1900]}"}
+                        for label, value in fields
+                    ],
+                },
+                {
+                    "type": "section",
+                    "text": {
+                        "type": "mrkdwn",
+                        "text": f"{runbook}  |  next: `rebound workorders show {_mrkdwn(o.work_order_id)}`",
+                    },
+                },
+                {
+                    "type": "context",
+                    "elements": [
+                        {
+                            "type": "mrkdwn",
+                            "text": f"Work order `{_mrkdwn(o.work_order_id)}` opened {iso(o.opened_at)}",
+                        }
+                    ],
+                },
+            ],
+        }
+
+    def send(self, note: Notification) -> str:
+        try:
+            url = self.secrets.get(self.webhook_secret)
+        except OperationalError as exc:
+            raise DeliveryFailed(self.name, f"webhook URL unavailable: {exc.message}") from None
+        if not _is_link(url):
+            raise DeliveryFailed(self.name, f"the secret {self.webhook_secret} does not hold an http(s) URL")
+        # The URL is the secret; its last path segment is the token, so hide that on its own too.
+        token = url.rstrip("/").rsplit("/", 1)[-1]
+        hidden = [url, token] if len(token) >= 8 else [url]
+        status, raw = _post_json(self.name, url, self.message(note), self.timeout_s, hidden)
+        answer = _answer(raw, hidden)
+        if 200 <= status < 300:
+            log.info("slack message posted", extra={"work_order_id": note.order.work_order_id})
+            return f"HTTP {status}" + (f": {answer}" if answer else "")
+        if status in (403, 404, 410):
+            self.secrets.forget(self.webhook_secret)  # a revoked webhook may have been replaced
+        raise DeliveryFailed(self.name, f"HTTP {status}" + (f": {answer}" if answer else ""))
+
+
+def notification_channels(
+    *,
+    sns: SNSClient | None,
+    topic_arn: str | None,
+    secrets: SecretResolver,
+    pagerduty_secret: str | None,
+    slack_secret: str | None,
+) -> list[Channel]:
+    """The channels that are configured, in delivery order: SNS, PagerDuty, Slack."""
+    channels: list[Channel] = []
+    if sns is not None and topic_arn:
+        channels.append(SnsChannel(sns, topic_arn))
+    if pagerduty_secret:
+        channels.append(PagerDutyChannel(secrets, pagerduty_secret))
+    if slack_secret:
+        channels.append(SlackChannel(secrets, slack_secret))
+    return channels

@@ -102,10 +102,15 @@ class PolicyBook:
 
 
 def build_policy(
-    name: str, defaults: Mapping[str, Any], spec: Mapping[str, Any], version: int = 0, file: str = "<policy>"
+    name: str,
+    defaults: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    version: int = 0,
+    file: str = "<policy>",
+    prefix: tuple[int | str, ...] = (),
 ) -> RetryPolicy:
     merged = {**defaults, **spec, "name": name, "version": version}
-    return _validate(RetryPolicy, merged, file, (name,))
+    return _validate(RetryPolicy, merged, file, (*prefix, name))
 
 
 def load_policy_book(config_dir: Path | str) -> PolicyBook:
@@ -135,7 +140,7 @@ def load_policy_book(config_dir: Path | str) -> PolicyBook:
                     str(policies_file), f"policies.{name}.{key}", "unknown key (check the spelling)"
                 )
         named[str(name)] = dict(spec)
-        build_policy(str(name), defaults, spec, 0, f"{policies_file}: policies")
+        build_policy(str(name), defaults, spec, 0, str(policies_file), ("policies",))
     if "default" not in named:
         raise ConfigError(str(policies_file), "policies", "a policy named 'default' is required")
     return PolicyBook(defaults=dict(defaults), named=named, source=str(policies_file))

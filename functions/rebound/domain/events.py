@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.domain.models import Run, RunState, WorkOrder
 from rebound.domain.timefmt import iso
@@ -23,10 +25,98 @@ class EventType(StrEnum):
     WORKORDER_CREATED = "workorder.created"
 
 
+class _Detail(BaseModel):
+    """Every event's detail names itself with ``event_id`` (added when it is written to the outbox)."""
+
+    model_config = ConfigDict(extra="forbid")
+    event_id: str | None = Field(default=None, description="unique per event; consumers dedupe on it")
+
+
+class _RunDetail(_Detail):
+    run_id: str
+    task_id: str
+    tenant: str
+    scheduled_for: str = Field(description="the run's logical fire time, ISO 8601 UTC")
+
+
+class ExecutionUpdated(_RunDetail):
+    """A run changed state."""
+
+    state: str
+    previous_state: str | None
+    attempt: int = Field(ge=0)
+    at: str
+
+
+class ExecutionFailed(_RunDetail):
+    """An attempt failed (or a run was refused before any attempt). The retry scheduler decides next."""
+
+    attempt: int = Field(ge=0)
+    error_code: str | None
+    error_message: str | None
+    retryable: bool
+    outcome: str = Field(description="failed | timeout | refused")
+    at: str
+
+
+class RetryScheduled(_RunDetail):
+    """The next attempt is planned."""
+
+    attempt: int = Field(ge=2, description="the attempt that will run")
+    next_retry_at: str
+    delay_s: float = Field(ge=0)
+    via: Literal["delay_queue", "scheduler"]
+    dispatch_reference: str | None
+
+
+class DeadLettered(_Detail):
+    """A run (or an unusable message) was dead-lettered. Escalation opens a work order."""
+
+    subject: str = Field(description="run#<run_id> or msg#<message_id>")
+    run_id: str | None
+    task_id: str | None
+    tenant: str | None
+    scheduled_for: str | None = None
+    attempts: int = Field(ge=0)
+    reason: str
+    error_code: str | None
+    dead_lettered_at: str
+    severity: str
+    message_id: str | None
+
+
+class WorkOrderCreated(_Detail):
+    work_order_id: str
+    subject: str
+    run_id: str | None
+    task_id: str | None
+    tenant: str | None
+    severity: str
+    reason: str
+    error_code: str | None
+    runbook_url: str | None
+    opened_at: str
+
+
+DETAIL_MODELS: dict[EventType, type[_Detail]] = {
+    EventType.EXECUTION_UPDATED: ExecutionUpdated,
+    EventType.EXECUTION_FAILED: ExecutionFailed,
+    EventType.RETRY_SCHEDULED: RetryScheduled,
+    EventType.DEAD_LETTERED: DeadLettered,
+    EventType.WORKORDER_CREATED: WorkOrderCreated,
+}
+
+
 @dataclass(frozen=True)
 class DomainEvent:
     detail_type: EventType
     detail: dict[str, Any]
+
+    @classmethod
+    def of(cls, detail_type: EventType, **fields: Any) -> DomainEvent:
+        """Build and validate the detail against its model, so no event leaves with a wrong shape."""
+        model = DETAIL_MODELS[detail_type].model_validate(fields)
+        return cls(detail_type, model.model_dump(mode="json", exclude={"event_id"}))
 
 
 def _run_fields(run: Run) -> dict[str, Any]:
@@ -39,46 +129,40 @@ def _run_fields(run: Run) -> dict[str, Any]:
 
 
 def execution_updated(run: Run, previous: RunState | None, at: datetime) -> DomainEvent:
-    return DomainEvent(
+    return DomainEvent.of(
         EventType.EXECUTION_UPDATED,
-        {
-            **_run_fields(run),
-            "state": run.state.value,
-            "previous_state": previous.value if previous else None,
-            "attempt": run.attempt,
-            "at": iso(at),
-        },
+        **_run_fields(run),
+        state=run.state.value,
+        previous_state=previous.value if previous else None,
+        attempt=run.attempt,
+        at=iso(at),
     )
 
 
 def execution_failed(run: Run, *, retryable: bool, at: datetime) -> DomainEvent:
     attempt = run.current_attempt
-    return DomainEvent(
+    return DomainEvent.of(
         EventType.EXECUTION_FAILED,
-        {
-            **_run_fields(run),
-            "attempt": run.attempt,
-            "error_code": run.last_error_code,
-            "error_message": run.last_error_message,
-            "retryable": retryable,
-            "outcome": attempt.outcome.value if attempt else "failed",
-            "at": iso(at),
-        },
+        **_run_fields(run),
+        attempt=run.attempt,
+        error_code=run.last_error_code,
+        error_message=run.last_error_message,
+        retryable=retryable,
+        outcome=attempt.outcome.value if attempt else "refused",
+        at=iso(at),
     )
 
 
 def retry_scheduled(run: Run, *, delay_s: float, via: str) -> DomainEvent:
     assert run.next_retry_at is not None
-    return DomainEvent(
+    return DomainEvent.of(
         EventType.RETRY_SCHEDULED,
-        {
-            **_run_fields(run),
-            "attempt": run.attempt + 1,
-            "next_retry_at": iso(run.next_retry_at),
-            "delay_s": round(delay_s, 3),
-            "via": via,
-            "dispatch_reference": run.dispatch_reference,
-        },
+        **_run_fields(run),
+        attempt=run.attempt + 1,
+        next_retry_at=iso(run.next_retry_at),
+        delay_s=round(delay_s, 3),
+        via=via,
+        dispatch_reference=run.dispatch_reference,
     )
 
 
@@ -92,35 +176,47 @@ def dead_lettered(
     severity: str = "high",
     message_id: str | None = None,
 ) -> DomainEvent:
-    detail: dict[str, Any] = {
+    fields: dict[str, Any] = {
         "subject": subject,
         "reason": reason,
         "error_code": error_code,
         "dead_lettered_at": iso(at),
         "severity": severity,
         "message_id": message_id,
+        "run_id": None,
+        "task_id": None,
+        "tenant": None,
+        "attempts": 0,
     }
     if run is not None:
-        detail.update(_run_fields(run))
-        detail["attempts"] = run.attempt
-    else:
-        detail.update({"run_id": None, "task_id": None, "tenant": None, "attempts": 0})
-    return DomainEvent(EventType.DEAD_LETTERED, detail)
+        fields.update(_run_fields(run))
+        fields["attempts"] = run.attempt
+    return DomainEvent.of(EventType.DEAD_LETTERED, **fields)
 
 
 def workorder_created(order: WorkOrder) -> DomainEvent:
-    return DomainEvent(
+    return DomainEvent.of(
         EventType.WORKORDER_CREATED,
-        {
-            "work_order_id": order.work_order_id,
-            "subject": order.subject,
-            "run_id": order.run_id,
-            "task_id": order.task_id,
-            "tenant": order.tenant,
-            "severity": order.severity.value,
-            "reason": order.reason,
-            "error_code": order.error_code,
-            "runbook_url": order.runbook_url,
-            "opened_at": iso(order.opened_at),
-        },
+        work_order_id=order.work_order_id,
+        subject=order.subject,
+        run_id=order.run_id,
+        task_id=order.task_id,
+        tenant=order.tenant,
+        severity=order.severity.value,
+        reason=order.reason,
+        error_code=order.error_code,
+        runbook_url=order.runbook_url,
+        opened_at=iso(order.opened_at),
     )
+
+
+def json_schemas() -> dict[str, dict[str, Any]]:
+    """The JSON Schema of each event's ``detail``, keyed by detail type (``events/schemas/``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for detail_type, model in DETAIL_MODELS.items():
+        schema = model.model_json_schema()
+        schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+        schema["$id"] = f"rebound/events/{detail_type.value}.json"
+        schema["title"] = detail_type.value
+        out[detail_type.value] = schema
+    return out

@@ -91,3 +91,12 @@ def parse_execution_message(body: str) -> ExecutionMessage:
             f"message does not match the execution schema: {where or 'body'}: {err['msg']}",
             reason="schema_mismatch",
         ) from None
+
+
+def execution_message_schema() -> dict[str, Any]:
+    """JSON Schema of a message body on the execution queue (``events/schemas/``)."""
+    schema = _ADAPTER.json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "rebound/events/execution-message.json"
+    schema["title"] = "Rebound execution queue message"
+    return schema

@@ -1,16 +1,66 @@
-"""The invokers available to the executor."""
+"""The invokers available to the executor, built once per container (never at import)."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+import threading
+from typing import TYPE_CHECKING, Any
 
 import boto3
+from botocore.config import Config
 
+from rebound.adapters.secrets import SecretResolver
 from rebound.engine.ports import Clock
 from rebound.targets.base import TargetInvoker, Targets
+from rebound.targets.http_target import HttpInvoker
+from rebound.targets.lambda_target import LambdaClientFactory, LambdaInvoker
 from rebound.targets.sim import SimInvoker
+
+if TYPE_CHECKING:
+    from mypy_boto3_lambda import LambdaClient
+
+MAX_CONNECT_TIMEOUT_S = 5
+MAX_LAMBDA_CLIENTS = 16
 
 
 def default_targets(session: boto3.session.Session, clock: Clock, client_kwargs: dict[str, Any]) -> Targets:
-    invokers: dict[str, TargetInvoker] = {"sim": SimInvoker(clock)}
+    secrets = SecretResolver(
+        lambda: session.client("ssm", **client_kwargs),
+        lambda: session.client("secretsmanager", **client_kwargs),
+    )
+    invokers: dict[str, TargetInvoker] = {
+        "sim": SimInvoker(clock),
+        "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
+        "http": HttpInvoker(secrets, clock),
+    }
     return Targets(invokers)
+
+
+def lambda_clients(session: boto3.session.Session, client_kwargs: dict[str, Any]) -> LambdaClientFactory:
+    """Lambda clients by read timeout, rounded up to whole seconds; the last few built are kept.
+
+    Each has SDK retries off (one attempt: the retry policy decides, and a retried ``Invoke`` after
+    a read timeout would run the function twice) and inherits the rest of ``client_kwargs``.
+    """
+    base: Config | None = client_kwargs.get("config")
+    rest = {k: v for k, v in client_kwargs.items() if k != "config"}
+    built: dict[int, LambdaClient] = {}
+    lock = threading.Lock()
+
+    def client_for(seconds: float) -> LambdaClient:
+        whole = max(1, math.ceil(seconds))
+        with lock:
+            client = built.get(whole)
+            if client is None:
+                own = Config(
+                    read_timeout=whole,
+                    connect_timeout=min(whole, MAX_CONNECT_TIMEOUT_S),
+                    retries={"mode": "standard", "total_max_attempts": 1},
+                )
+                client = session.client("lambda", config=base.merge(own) if base else own, **rest)
+                if len(built) >= MAX_LAMBDA_CLIENTS:
+                    del built[next(iter(built))]
+                built[whole] = client
+            return client
+
+    return client_for
