@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
+
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
@@ -89,3 +90,22 @@ def deps(
     from rebound.wiring import build_deps
 
     return build_deps(settings, session=aws, clock=clock, metrics=metrics)
+
+
+@pytest.fixture
+def wired(deps: Deps) -> Iterator[Deps]:
+    """``deps`` installed as what the Lambda handlers use (``rebound.wiring.deps()``)."""
+    from rebound import wiring
+
+    wiring.use(deps)
+    yield deps
+    wiring.use(None)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _quiet_powertools() -> None:
+    """Handlers' metrics are recorded by the tests' sink; Powertools need not print EMF."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    from rebound_local.stack import quiet_powertools_metrics
+
+    quiet_powertools_metrics()

@@ -102,7 +102,9 @@ class ResourceSpec:
 
 
 # Executor timeout drives the execution queue's visibility timeout: AWS recommends >= 6x.
-EXECUTOR_TIMEOUT_S = 120
+# An attempt runs inside one executor invocation, so the longest task timeout (MAX_TASK_TIMEOUT_S
+# in rebound.domain.models, 270 s) plus a safety margin must fit in it.
+EXECUTOR_TIMEOUT_S = 300
 EXECUTION_VISIBILITY_S = 6 * EXECUTOR_TIMEOUT_S
 HANDLER_TIMEOUT_S = 60
 MAX_RECEIVE_COUNT = 5
@@ -192,7 +194,21 @@ SCHEDULER_DLQ = QueueSpec(
 )
 
 SPEC = ResourceSpec(
-    tables=(TASKS, RUNS, AUDIT, OUTBOX, WORKORDERS, IDEMPOTENCY, POLICIES),
+    tables=(
+        TASKS,
+        RUNS,
+        AUDIT,
+        OUTBOX,
+        WORKORDERS,
+        IDEMPOTENCY,
+        POLICIES,
+        TableSpec(
+            "dlq_archive",
+            Key("message_id"),
+            ttl_attribute="expires_at",
+            purpose="DLQ messages kept beyond SQS retention (rebound dlq archive), redrivable from here",
+        ),
+    ),
     queues=(EXECUTION_DLQ, EXECUTION, CONTROL_DLQ, RETRY, ESCALATION, SCHEDULER_DLQ),
     functions=(
         FunctionSpec(
@@ -201,7 +217,7 @@ SPEC = ResourceSpec(
             EXECUTOR_TIMEOUT_S,
             512,
             queue="execution",
-            batch_size=10,
+            batch_size=5,
             max_concurrency=50,
             purpose="claims and runs attempts",
         ),

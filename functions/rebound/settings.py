@@ -145,6 +145,8 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "scheduler_role_arn": settings.scheduler_role_arn,
         "topic_arn": settings.topic_arn,
         "event_source": settings.event_source,
+        "pagerduty_secret": settings.pagerduty_secret,
+        "slack_secret": settings.slack_secret,
     }
 
 

@@ -30,15 +30,27 @@ def policies(draw: st.DrawFn) -> RetryPolicy:
 
 
 @settings(max_examples=300, deadline=None)
-@given(p=policies(), attempt=st.integers(min_value=1, max_value=10_000), seed=st.integers(), prev=st.floats(0, 1e7))
+@given(
+    p=policies(),
+    attempt=st.integers(min_value=1, max_value=10_000),
+    seed=st.integers(),
+    prev=st.floats(0, 1e7),
+)
 def test_a_delay_never_exceeds_the_cap(p: RetryPolicy, attempt: int, seed: int, prev: float) -> None:
     delay = delay_for_attempt(p, attempt, random.Random(seed), prev)
     assert 0.0 <= delay <= p.max_delay
 
 
 @settings(max_examples=300, deadline=None)
-@given(p=policies(), attempt=st.integers(min_value=1, max_value=10_000), seed=st.integers(), prev=st.floats(0, 1e7))
-def test_each_jitter_mode_stays_inside_its_documented_bounds(p: RetryPolicy, attempt: int, seed: int, prev: float) -> None:
+@given(
+    p=policies(),
+    attempt=st.integers(min_value=1, max_value=10_000),
+    seed=st.integers(),
+    prev=st.floats(0, 1e7),
+)
+def test_each_jitter_mode_stays_inside_its_documented_bounds(
+    p: RetryPolicy, attempt: int, seed: int, prev: float
+) -> None:
     d = capped_delay(p, attempt)
     delay = delay_for_attempt(p, attempt, random.Random(seed), prev)
     if p.jitter is JitterMode.NONE:
@@ -56,8 +68,16 @@ def test_each_jitter_mode_stays_inside_its_documented_bounds(p: RetryPolicy, att
 @given(p=policies(), seed=st.integers())
 def test_attempts_never_exceed_max_attempts(p: RetryPolicy, seed: int) -> None:
     """Fail every attempt, follow every decision: the run is given up at exactly max_attempts."""
-    run = Run(run_id="r", task_id="t", tenant="x", trigger=Trigger.SCHEDULE, scheduled_for=T0,
-              created_at=T0, updated_at=T0, budget_started_at=T0)
+    run = Run(
+        run_id="r",
+        task_id="t",
+        tenant="x",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=T0,
+        created_at=T0,
+        updated_at=T0,
+        budget_started_at=T0,
+    )
     now = T0
     rng = random.Random(seed)
     while True:

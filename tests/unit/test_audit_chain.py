@@ -17,8 +17,15 @@ def chain(n: int) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     seq, head = 0, GENESIS
     for i in range(n):
-        rec = next_record(subject="run#r", prev_seq=seq, prev_hash=head, at=T0 + timedelta(seconds=i),
-                          actor="executor", action=f"step-{i}", evidence={"i": i, "delay_s": 60.0})
+        rec = next_record(
+            subject="run#r",
+            prev_seq=seq,
+            prev_hash=head,
+            at=T0 + timedelta(seconds=i),
+            actor="executor",
+            action=f"step-{i}",
+            evidence={"i": i, "delay_s": 60.0},
+        )
         records.append(rec)
         seq, head = rec.seq, rec.hash
     return records
@@ -56,16 +63,34 @@ def test_integral_floats_hash_like_the_integers_dynamodb_gives_back() -> None:
 
 
 def test_rebuilding_from_changes_reproduces_the_run() -> None:
-    created = Run(run_id="r", task_id="t", tenant="acme", trigger=Trigger.SCHEDULE, scheduled_for=T0,
-                  created_at=T0, updated_at=T0)
-    running = created.model_copy(update={"state": RunState.RUNNING, "attempt": 1, "updated_at": T0 + timedelta(1)})
+    created = Run(
+        run_id="r",
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=T0,
+        created_at=T0,
+        updated_at=T0,
+    )
+    running = created.model_copy(
+        update={"state": RunState.RUNNING, "attempt": 1, "updated_at": T0 + timedelta(1)}
+    )
     done = running.model_copy(update={"state": RunState.SUCCEEDED, "updated_at": T0 + timedelta(2)})
     records, seq, head, before = [], 0, GENESIS, None
     for after in (created, running, done):
-        rec = next_record(subject="run#r", prev_seq=seq, prev_hash=head, at=T0, actor="x", action="a",
-                          evidence={"changes": run_changes(before, after)})
+        rec = next_record(
+            subject="run#r",
+            prev_seq=seq,
+            prev_hash=head,
+            at=T0,
+            actor="x",
+            action="a",
+            evidence={"changes": run_changes(before, after)},
+        )
         records.append(rec)
         seq, head, before = rec.seq, rec.hash, after
     rebuilt = rebuild_run("r", records)
-    assert rebuilt.model_dump(exclude={"audit_seq", "audit_head"}) == done.model_dump(exclude={"audit_seq", "audit_head"})
+    assert rebuilt.model_dump(exclude={"audit_seq", "audit_head"}) == done.model_dump(
+        exclude={"audit_seq", "audit_head"}
+    )
     assert rebuilt.audit_seq == 3 and rebuilt.audit_head == records[-1].hash

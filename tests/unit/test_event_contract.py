@@ -90,4 +90,6 @@ def test_outbox_stream_sample_holds_one_record_per_event_type() -> None:
     assert types == {t.value for t in EventType}
     for record in records:
         image = record["dynamodb"]["NewImage"]
-        jsonschema.validate(json.loads(image["detail"]["S"]), _load(SCHEMAS / f"{image['detail_type']['S']}.json"))
+        jsonschema.validate(
+            json.loads(image["detail"]["S"]), _load(SCHEMAS / f"{image['detail_type']['S']}.json")
+        )

@@ -38,16 +38,43 @@ DEFAULTS = "max_attempts: 3\nbase_delay: 120s\nmultiplier: 2\nmax_delay: 1h\n"
 @pytest.mark.parametrize(
     ("defaults", "policies", "file", "key_path", "problem"),
     [
-        (DEFAULTS, "policies:\n  default: {}\n  fast: {max_attempts: 0}\n", "retry-policies.yaml",
-         "fast.max_attempts", "greater than or equal to 1"),
-        (DEFAULTS, "policies:\n  default: {}\n  fast: {base_delaay: 3s}\n", "retry-policies.yaml",
-         "policies.fast.base_delaay", "unknown key"),
-        (DEFAULTS, "policies:\n  default: {}\n  fast: {base_delay: soon}\n", "retry-policies.yaml",
-         "fast.base_delay", "expected a duration"),
+        (
+            DEFAULTS,
+            "policies:\n  default: {}\n  fast: {max_attempts: 0}\n",
+            "retry-policies.yaml",
+            "fast.max_attempts",
+            "greater than or equal to 1",
+        ),
+        (
+            DEFAULTS,
+            "policies:\n  default: {}\n  fast: {base_delaay: 3s}\n",
+            "retry-policies.yaml",
+            "policies.fast.base_delaay",
+            "unknown key",
+        ),
+        (
+            DEFAULTS,
+            "policies:\n  default: {}\n  fast: {base_delay: soon}\n",
+            "retry-policies.yaml",
+            "fast.base_delay",
+            "expected a duration",
+        ),
         (DEFAULTS, "policies:\n  fast: {}\n", "retry-policies.yaml", "policies", "'default' is required"),
-        (DEFAULTS + "jitter: sometimes\n", "policies:\n  default: {}\n", "default_policy.yaml", "jitter", "Input should be"),
+        (
+            DEFAULTS + "jitter: sometimes\n",
+            "policies:\n  default: {}\n",
+            "default_policy.yaml",
+            "jitter",
+            "Input should be",
+        ),
         (DEFAULTS, "policies: [a, b]\n", "retry-policies.yaml", "policies", "expected a mapping"),
-        (DEFAULTS, "policies:\n  default: {max_attempts: 3\n", "retry-policies.yaml", "line", "not valid YAML"),
+        (
+            DEFAULTS,
+            "policies:\n  default: {max_attempts: 3\n",
+            "retry-policies.yaml",
+            "line",
+            "not valid YAML",
+        ),
     ],
 )
 def test_a_bad_policy_file_names_file_key_and_problem(
@@ -61,5 +88,5 @@ def test_a_bad_policy_file_names_file_key_and_problem(
 
 
 def test_missing_file_is_named(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="default_policy.yaml: file not found"):
+    with pytest.raises(ConfigError, match=r"default_policy\.yaml: file not found"):
         load_policy_book(tmp_path)

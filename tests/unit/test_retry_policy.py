@@ -21,12 +21,26 @@ def policy(**kw: object) -> RetryPolicy:
 
 def run(attempts: int, budget_start: int = 0, created: datetime = T0) -> Run:
     tries = [
-        Attempt(n=i, started_at=T0 + timedelta(minutes=i), ended_at=T0 + timedelta(minutes=i), outcome=AttemptOutcome.FAILED)
+        Attempt(
+            n=i,
+            started_at=T0 + timedelta(minutes=i),
+            ended_at=T0 + timedelta(minutes=i),
+            outcome=AttemptOutcome.FAILED,
+        )
         for i in range(1, attempts + 1)
     ]
     return Run(
-        run_id="t:1", task_id="t", tenant="acme", trigger=Trigger.SCHEDULE, scheduled_for=T0, created_at=created,
-        updated_at=created, attempt=attempts, budget_start=budget_start, attempts=tries, budget_started_at=created,
+        run_id="t:1",
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=T0,
+        created_at=created,
+        updated_at=created,
+        attempt=attempts,
+        budget_start=budget_start,
+        attempts=tries,
+        budget_started_at=created,
     )
 
 
@@ -74,7 +88,9 @@ def test_a_fresh_budget_counts_from_the_redrive() -> None:
 def test_terminal_errors_are_never_retried() -> None:
     assert decide_retry(run(1), policy(), error_code="X", retryable=False, now=T0).reason == Reason.TERMINAL
     listed = policy(terminal_errors=["BAD_INPUT"])
-    assert decide_retry(run(1), listed, error_code="BAD_INPUT", retryable=True, now=T0).reason == Reason.TERMINAL
+    assert (
+        decide_retry(run(1), listed, error_code="BAD_INPUT", retryable=True, now=T0).reason == Reason.TERMINAL
+    )
 
 
 def test_only_listed_errors_are_retried_when_a_list_is_given() -> None:

@@ -31,7 +31,9 @@ def test_the_documented_lifecycle_is_allowed() -> None:
         ensure_transition(current, new)
 
 
-@pytest.mark.parametrize("current,new", [(a, b) for a, b in itertools.product(S, S) if not can_transition(a, b)])
+@pytest.mark.parametrize(
+    "current,new", [(a, b) for a, b in itertools.product(S, S) if not can_transition(a, b)]
+)
 def test_every_other_transition_raises_a_domain_error(current: S, new: S) -> None:
     with pytest.raises(IllegalTransition) as err:
         ensure_transition(current, new, "run#x")
@@ -40,7 +42,7 @@ def test_every_other_transition_raises_a_domain_error(current: S, new: S) -> Non
 
 
 def test_finished_states_have_no_way_out() -> None:
-    assert TERMINAL == {S.SUCCEEDED, S.SKIPPED, S.CANCELLED}
+    assert {S.SUCCEEDED, S.SKIPPED, S.CANCELLED} == TERMINAL
     for state in TERMINAL:
         assert not TRANSITIONS[state]
 

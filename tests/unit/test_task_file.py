@@ -41,7 +41,9 @@ def test_the_documented_example_is_accepted() -> None:
 
 
 def test_rate_schedules_are_accepted() -> None:
-    [task] = parse(ISSUE_EXAMPLE.replace('{cron: "0 2 * * *", timezone: Europe/Berlin}', '{rate: "5 minutes"}'))
+    [task] = parse(
+        ISSUE_EXAMPLE.replace('{cron: "0 2 * * *", timezone: Europe/Berlin}', '{rate: "5 minutes"}')
+    )
     assert task.schedule is not None and task.schedule.rate == "5 minutes"
 
 
@@ -63,7 +65,11 @@ def test_an_inline_policy_overrides_its_named_base() -> None:
 
 
 def test_http_target_requires_a_url() -> None:
-    [task] = parse(ISSUE_EXAMPLE.replace("{type: sim, behavior: {fail_first: 2}}", "{type: http, url: 'https://x.test/run'}"))
+    [task] = parse(
+        ISSUE_EXAMPLE.replace(
+            "{type: sim, behavior: {fail_first: 2}}", "{type: http, url: 'https://x.test/run'}"
+        )
+    )
     assert isinstance(task.target, HttpTarget)
 
 
@@ -73,11 +79,26 @@ def test_http_target_requires_a_url() -> None:
         ("id: nightly-report", "id: Nightly_Report", "tasks[0].id", "String should match pattern"),
         ("id: nightly-report", "id: " + "x" * 49, "tasks[0].id", "String should match pattern"),
         ('cron: "0 2 * * *"', 'cron: "0 25 * * *"', "tasks[0].schedule.cron", "hour"),
-        ("timezone: Europe/Berlin", "timezone: Mars/Olympus", "tasks[0].schedule.timezone", "unknown IANA time zone"),
+        (
+            "timezone: Europe/Berlin",
+            "timezone: Mars/Olympus",
+            "tasks[0].schedule.timezone",
+            "unknown IANA time zone",
+        ),
         ("timeout_s: 60", "timeout_s: 0", "tasks[0].timeout_s", "greater than or equal to 1"),
         ("payload: {report: daily}", "paylod: {report: daily}", "tasks[0].paylod", "unknown key"),
-        ("{fail_first: 2}", "{fail_first: 2, always_fail: true}", "tasks[0].target.behavior", "give one behavior"),
-        ("retry_policy: default ", "retry_policy: nonexistent ", "tasks[0].retry_policy", "unknown retry policy"),
+        (
+            "{fail_first: 2}",
+            "{fail_first: 2, always_fail: true}",
+            "tasks[0].target.behavior",
+            "give one behavior",
+        ),
+        (
+            "retry_policy: default ",
+            "retry_policy: nonexistent ",
+            "tasks[0].retry_policy",
+            "unknown retry policy",
+        ),
         ("type: sim", "type: carrier-pigeon", "tasks[0].target", "tag"),
     ],
 )
@@ -102,7 +123,8 @@ def test_payload_over_256_kib_is_refused_at_registration() -> None:
     big = "x" * (256 * 1024)
     with pytest.raises(ConfigError, match="256 KiB"):
         parse_task_file(
-            {"tasks": [{"id": "a", "tenant": "t", "target": {"type": "sim"}, "payload": {"blob": big}}]}, "f.yaml"
+            {"tasks": [{"id": "a", "tenant": "t", "target": {"type": "sim"}, "payload": {"blob": big}}]},
+            "f.yaml",
         )
 
 

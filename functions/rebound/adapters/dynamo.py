@@ -26,7 +26,7 @@ from rebound.domain.events import DomainEvent
 from rebound.domain.ids import outbox_event_id, run_subject
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TaskState, WorkOrder, WorkOrderState
-from rebound.domain.timefmt import iso
+from rebound.domain.timefmt import iso, parse_utc
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -112,10 +112,15 @@ class StoredTask:
     schedule_names: tuple[str, ...] = ()
     audit_seq: int = 0
     audit_head: str = GENESIS
+    paused_at: datetime | None = None
 
     @property
     def paused(self) -> bool:
         return self.task.state is TaskState.PAUSED
+
+    def paused_for(self, scheduled_for: datetime) -> bool:
+        """Whether a fire for ``scheduled_for`` falls in the pause (a fire due earlier still runs)."""
+        return self.paused and (self.paused_at is None or scheduled_for > self.paused_at)
 
 
 @dataclass
@@ -424,6 +429,9 @@ class DynamoStore:
             to_state=task.state.value,
             evidence={**(evidence or {}), "definition": task.model_dump(mode="json", exclude_defaults=True)},
         )
+        paused_at: datetime | None = None
+        if task.state is TaskState.PAUSED:
+            paused_at = previous.paused_at if previous is not None and previous.paused else at
         stored = StoredTask(
             task=task,
             version=(previous.version + 1) if previous else 1,
@@ -431,6 +439,7 @@ class DynamoStore:
             schedule_names=schedule_names,
             audit_seq=record.seq,
             audit_head=record.hash,
+            paused_at=paused_at,
         )
         data = {
             "task_id": task.id,
@@ -442,6 +451,7 @@ class DynamoStore:
             "schedule_names": list(schedule_names),
             "audit_seq": stored.audit_seq,
             "audit_head": stored.audit_head,
+            "paused_at": iso(paused_at) if paused_at else None,
         }
         if previous is None:
             uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
@@ -641,4 +651,5 @@ def _stored_task(data: dict[str, Any]) -> StoredTask:
         schedule_names=tuple(data.get("schedule_names") or ()),
         audit_seq=int(data.get("audit_seq", 0)),
         audit_head=str(data.get("audit_head", GENESIS)),
+        paused_at=parse_utc(data["paused_at"]) if data.get("paused_at") else None,
     )

@@ -24,7 +24,7 @@ from rebound.adapters.dynamo import StoredTask
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, TaskState, Trigger
+from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
 from rebound.domain.retry import Reason
 from rebound.domain.states import CLAIMABLE, ensure_transition
 from rebound.domain.timefmt import iso
@@ -127,7 +127,7 @@ class Executor:
         remaining_s: float,
     ) -> str:
         stored = self.store.get_task(task_id)
-        if stored is None or stored.task.state is TaskState.PAUSED:
+        if stored is None or stored.paused_for(scheduled_for):
             # Rare paths: check first whether this run exists already (a duplicate delivery).
             existing = self.store.get_run(run_id)
             if existing is not None:
@@ -149,7 +149,7 @@ class Executor:
         )
         if stored is None:
             return self._unknown_task(run)
-        if stored.task.state is TaskState.PAUSED:
+        if stored.paused_for(scheduled_for):
             return self._skip_paused(run)
         # The common path creates and claims in one conditional transaction, without reading
         # first; if the run exists already, the condition fails and we look at what is there.

@@ -291,6 +291,8 @@ class DeadLetters:
         """A message that names no run Rebound can act on. Returns False if it was recorded before."""
         now = self.clock.now()
         subject = message_subject(message_id)
+        if self.store.audit_head(subject)[0] > 0:
+            return False  # a redelivery of a message refused before: it is in the DLQ already
         dlq_message_id = message_id
         if send:
             dlq_message_id = self.deps.queues.send(

@@ -30,6 +30,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     return process_partial_response(
         event=event,
         record_handler=record_handler,
-        processor=BatchProcessor(event_type=EventType.SQS),
+        processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         context=context,
     )

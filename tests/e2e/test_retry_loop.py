@@ -1,0 +1,184 @@
+"""The whole retry loop through the local runtime, under the virtual clock, over HTTP to moto."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from rebound.config.loader import load_task_file
+from rebound.domain.audit import rebuild_run, verify_chain
+from rebound.domain.models import Run, RunState, TaskState
+from rebound.ops.tasks import TaskOps
+from rebound.resources import EXECUTION_VISIBILITY_S
+from rebound_local.clock import VirtualClock
+from rebound_local.cloud import reset_moto
+from rebound_local.stack import Faults, LocalStack, start_local
+from support import queue_messages, register, task
+
+pytestmark = pytest.mark.e2e
+START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
+DEMO_TASKS = Path(__file__).resolve().parents[2] / "config" / "demo" / "tasks.yaml"
+
+
+@pytest.fixture
+def make_stack() -> Iterator:  # type: ignore[type-arg]
+    stacks: list[LocalStack] = []
+
+    def make(faults: Faults | None = None, transport: str = "http") -> LocalStack:
+        reset_moto()
+        stack = start_local(VirtualClock(START), faults=faults, transport=transport)
+        stacks.append(stack)
+        return stack
+
+    yield make
+    for stack in stacks:
+        stack.stop()
+    reset_moto()
+
+
+def runs_of(stack: LocalStack) -> dict[str, list[Run]]:
+    out: dict[str, list[Run]] = {}
+    for run in stack.deps.store.scan_runs():
+        out.setdefault(run.task_id, []).append(run)
+    return out
+
+
+def waits(run: Run) -> list[float]:
+    return [
+        (nxt.started_at - prev.ended_at).total_seconds()
+        for prev, nxt in zip(run.attempts, run.attempts[1:], strict=False)
+        if prev.ended_at
+    ]
+
+
+def test_demo_scenario(make_stack) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack()
+    deps = stack.deps
+    register(deps, *load_task_file(DEMO_TASKS))
+    sqs = stack.cloud.client("sqs")
+    sqs.send_message(QueueUrl=stack.settings.queue("execution").url, MessageBody="{not json")
+    sqs.send_message(
+        QueueUrl=stack.settings.queue("execution").url,
+        MessageBody='{"v": 1, "kind": "fire", "task_id": "nobody", "scheduled_time": "2026-03-07T09:00:00Z"}',
+    )
+    stack.runtime.run_virtual(START + timedelta(minutes=36))
+    runs = runs_of(stack)
+    policy = deps.policies.effective("default")
+
+    # The healthy task succeeds on attempt 1, every time it fires.
+    assert len(runs["heartbeat"]) == 4
+    assert all(r.state is RunState.SUCCEEDED and r.attempt == 1 for r in runs["heartbeat"])
+
+    # The flaky task succeeds on attempt 3 after waiting base_delay, then base_delay x multiplier.
+    [flaky] = runs["sync-invoices"]
+    assert flaky.state is RunState.SUCCEEDED and flaky.attempt == 3
+    assert waits(flaky) == [policy.base_delay, policy.base_delay * policy.multiplier]
+
+    # The failing task is dead-lettered after max_attempts, with one work order and a whole trail.
+    [dead] = runs["export-ledger"]
+    assert dead.state is RunState.DEAD_LETTERED and dead.attempt == policy.max_attempts
+    orders = [o for o in deps.store.work_orders() if o.run_id == dead.run_id]
+    assert len(orders) == 1 and dead.work_order_id == orders[0].work_order_id
+    trail = deps.store.audit_trail(f"run#{dead.run_id}")
+    assert verify_chain(dead.run_id, trail).ok
+    assert rebuild_run(dead.run_id, trail) == deps.store.get_run(dead.run_id)
+    assert [r.action for r in trail] == [
+        "attempt-started",
+        "attempt-failed",
+        "retry-scheduled",
+        "attempt-started",
+        "attempt-failed",
+        "retry-scheduled",
+        "attempt-started",
+        "attempt-failed",
+        "dead-lettered",
+        "dlq-message-sent",
+        "work-order-opened",
+    ]
+
+    # Bad input: the malformed message is in the DLQ with its reason and has a work order;
+    # the message for an unknown task is a terminal failure, escalated like any other.
+    [ghost] = runs["nobody"]
+    assert ghost.state is RunState.DEAD_LETTERED and ghost.last_error_code == "UNKNOWN_TASK"
+    subjects = sorted(o.subject.split("#")[0] for o in deps.store.work_orders())
+    assert subjects == ["msg", "run", "run"]
+    reasons = sorted(m["attributes"]["reason"].split(":")[0] for m in queue_messages(deps, "dlq"))
+    assert reasons == ["attempts_exhausted", "not_json", "terminal_error"]
+
+
+def test_a_duplicate_delivery_storm_never_runs_a_target_twice(make_stack) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(Faults(duplicate_delivery=3))
+    register(
+        stack.deps,
+        task("steady", schedule={"cron": "* * * * *"}),
+        task(
+            "flaky",
+            schedule={"cron": "*/2 * * * *"},
+            target={"type": "sim", "behavior": {"fail_first": 1}},
+            retry_policy={"extends": "default", "base_delay": "30s"},
+        ),
+        task(
+            "broken",
+            schedule={"cron": "*/5 * * * *"},
+            target={"type": "sim", "behavior": {"always_fail": True}},
+            retry_policy={"extends": "default", "base_delay": "20s", "max_attempts": 2},
+        ),
+    )
+    stack.runtime.run_virtual(START + timedelta(minutes=30))
+    calls = Counter((c.run_id, c.attempt) for c in stack.targets.calls)
+    assert calls and max(calls.values()) == 1
+    assert stack.runtime.stats.messages_delivered["executor"] > 0
+    states = Counter(r.state for r in stack.deps.store.scan_runs())
+    assert set(states) <= {RunState.SUCCEEDED, RunState.DEAD_LETTERED, RunState.RETRY_SCHEDULED}
+    broken = [
+        r for r in stack.deps.store.scan_runs() if r.task_id == "broken" and r.state is RunState.DEAD_LETTERED
+    ]
+    orders = Counter(o.run_id for o in stack.deps.store.work_orders())
+    assert broken and all(orders[r.run_id] == 1 for r in broken)
+
+
+@pytest.mark.parametrize("point", ["after_claim", "after_target"])
+def test_runs_survive_an_executor_that_crashes(make_stack, point: str) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack(Faults(crash_points=frozenset({point}), crash_rate=0.4, seed=11))
+    tasks = [task(f"job{i}", schedule={"cron": "*/10 * * * *"}, timeout_s=20) for i in range(4)]
+    register(stack.deps, *tasks)
+    stack.runtime.run_virtual(START + timedelta(minutes=31))  # fires at 09:00, 09:10, 09:20 and 09:30
+    for t in tasks:
+        TaskOps(stack.deps, "test").set_state(t.id, TaskState.PAUSED)
+    # A crash returns the rest of its batch after the visibility timeout; let all of it settle.
+    stack.runtime.run_virtual(START + timedelta(minutes=31) + timedelta(seconds=2 * EXECUTION_VISIBILITY_S))
+    assert stack.crashes.crashes[point] > 0
+    runs = list(stack.deps.store.scan_runs())
+    assert len(runs) == 4 * 4
+    assert {r.state for r in runs} <= {RunState.SUCCEEDED, RunState.DEAD_LETTERED}
+    calls = Counter((c.run_id, c.attempt) for c in stack.targets.calls)
+    assert max(calls.values()) == 1
+    timed_out = [a for r in runs for a in r.attempts if a.error_code == "TIMEOUT"]
+    assert timed_out, "a crashed attempt is failed by its lease, not left running"
+
+
+def test_a_twenty_minute_delay_goes_through_a_one_time_schedule(make_stack) -> None:  # type: ignore[no-untyped-def]
+    stack = make_stack()
+    register(
+        stack.deps,
+        task(
+            "slow",
+            schedule={"cron": "0 9 * * *"},
+            target={"type": "sim", "behavior": {"fail_first": 1}},
+            retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"},
+        ),
+    )
+    stack.runtime.run_virtual(START + timedelta(minutes=10))
+    [run] = stack.deps.store.scan_runs()
+    assert run.state is RunState.RETRY_SCHEDULED
+    retry = stack.deps.schedules.get(run.dispatch_reference or "")
+    assert retry is not None and retry["ScheduleExpression"] == "at(2026-03-07T09:20:00)"
+    stack.runtime.run_virtual(START + timedelta(minutes=25))
+    [run] = stack.deps.store.scan_runs()
+    assert run.state is RunState.SUCCEEDED and run.attempt == 2
+    assert run.attempts[1].started_at == datetime(2026, 3, 7, 9, 20, tzinfo=UTC)
+    assert stack.deps.schedules.get(run.dispatch_reference or "") is None  # ActionAfterCompletion=DELETE

@@ -1,0 +1,157 @@
+"""The moto patches give the guarantees Rebound relies on from DynamoDB and SQS."""
+
+from __future__ import annotations
+
+import random
+import threading
+from datetime import timedelta
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from rebound.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_transaction_with_one_failing_condition_writes_nothing(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    ddb = aws.client("dynamodb")
+    runs, outbox = settings.table("runs"), settings.table("outbox")
+    ddb.put_item(TableName=runs, Item={"run_id": {"S": "a"}, "audit_seq": {"N": "1"}})
+    with pytest.raises(ClientError) as err:
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": outbox, "Item": {"event_id": {"S": "e1"}}}},
+                {
+                    "Put": {
+                        "TableName": runs,
+                        "Item": {"run_id": {"S": "a"}, "audit_seq": {"N": "2"}},
+                        "ConditionExpression": "audit_seq = :s",
+                        "ExpressionAttributeValues": {":s": {"N": "9"}},
+                    }
+                },
+            ]
+        )
+    reasons = [r["Code"] for r in err.value.response["CancellationReasons"]]  # type: ignore[typeddict-item]
+    assert reasons == ["None", "ConditionalCheckFailed"]
+    assert ddb.scan(TableName=outbox)["Items"] == []
+    from moto.dynamodb.models import dynamodb_backends
+
+    shard = dynamodb_backends["123456789012"]["us-east-1"].get_table(outbox).stream_shard
+    assert shard.items == []  # no event can leak out of the stream
+
+
+def test_concurrent_conditional_creates_have_exactly_one_winner(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    ddb = aws.client("dynamodb")
+    wins: list[int] = []
+    start = threading.Barrier(8)
+
+    def claim(i: int) -> None:
+        start.wait()
+        try:
+            ddb.put_item(
+                TableName=settings.table("idempotency"),
+                Item={"pk": {"S": "claim"}, "by": {"N": str(i)}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            wins.append(i)
+        except ClientError:
+            pass
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1
+
+
+def test_index_queries_match_a_full_scan_after_random_writes(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    ddb = aws.client("dynamodb")
+    table = settings.table("runs")
+    rng = random.Random(3)
+    states = ["pending", "running", "failed", "succeeded"]
+    for step in range(400):
+        run_id = f"r{rng.randrange(60)}"
+        action = rng.random()
+        if action < 0.15:
+            ddb.delete_item(TableName=table, Key={"run_id": {"S": run_id}})
+        elif action < 0.3:
+            ddb.update_item(
+                TableName=table,
+                Key={"run_id": {"S": run_id}},
+                UpdateExpression="SET #s = :s",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={":s": {"S": rng.choice(states)}},
+            )
+        else:
+            ddb.put_item(
+                TableName=table,
+                Item={
+                    "run_id": {"S": run_id},
+                    "state": {"S": rng.choice(states)},
+                    "task_id": {"S": f"t{step % 3}"},
+                    "updated_at": {"S": f"2026-03-07T{step:05d}"},
+                    "scheduled_for": {"S": f"s{step:05d}"},
+                },
+            )
+    everything = ddb.scan(TableName=table)["Items"]
+    for state in states:
+        expected = sorted(
+            i["run_id"]["S"] for i in everything if i.get("state", {}).get("S") == state and "updated_at" in i
+        )
+        got = ddb.query(
+            TableName=table,
+            IndexName="by_state",
+            KeyConditionExpression="#s = :s",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={":s": {"S": state}},
+        )
+        assert sorted(i["run_id"]["S"] for i in got["Items"]) == expected
+    for task_id in ("t0", "t1", "t2"):
+        expected = sorted(
+            i["run_id"]["S"]
+            for i in everything
+            if i.get("task_id", {}).get("S") == task_id and "scheduled_for" in i
+        )
+        got = ddb.query(
+            TableName=table,
+            IndexName="by_task",
+            KeyConditionExpression="task_id = :t",
+            ExpressionAttributeValues={":t": {"S": task_id}},
+        )
+        assert sorted(i["run_id"]["S"] for i in got["Items"]) == expected
+
+
+def test_sqs_delays_follow_the_local_clock(
+    aws: boto3.session.Session, settings: Settings, clock: object
+) -> None:
+    sqs = aws.client("sqs")
+    url = settings.queue("execution").url
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=900)
+    assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
+    clock.advance(timedelta(seconds=899).total_seconds())  # type: ignore[attr-defined]
+    assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
+    clock.advance(2)  # type: ignore[attr-defined]
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url)["Messages"]] == ["later"]
+
+
+def test_the_redrive_policy_moves_a_message_after_max_receive_count(
+    aws: boto3.session.Session, settings: Settings, clock: object
+) -> None:
+    sqs = aws.client("sqs")
+    url = settings.queue("execution").url
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    for _ in range(5):
+        [_msg] = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"]
+        clock.advance(2)  # type: ignore[attr-defined]
+    assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
+    [dead] = sqs.receive_message(QueueUrl=settings.queue("dlq").url)["Messages"]
+    assert dead["Body"] == "poison"

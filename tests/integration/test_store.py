@@ -1,0 +1,98 @@
+"""DynamoDB store: a state change, its audit record and its events commit together or not at all."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+from rebound.domain.audit import rebuild_run, verify_chain
+from rebound.domain.errors import Conflict
+from rebound.domain.events import execution_updated
+from rebound.domain.models import Run, RunState, Trigger
+from rebound.engine.deps import Deps
+from rebound.engine.executor import Executor, QueueMessage
+from rebound.engine.retries import RetryScheduler
+from support import fire, outbox_events, register, task
+
+pytestmark = pytest.mark.integration
+
+
+def new_run(deps: Deps, run_id: str = "r1") -> Run:
+    now = deps.clock.now()
+    run = Run(
+        run_id=run_id,
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.MANUAL,
+        scheduled_for=now,
+        created_at=now,
+        updated_at=now,
+    )
+    uow = deps.store.unit_of_work("test", now)
+    saved = uow.save_run(None, run, action="created")
+    uow.emit(execution_updated(saved, None, now), f"run#{run_id}")
+    uow.commit()
+    return saved
+
+
+def test_a_losing_writer_leaves_no_audit_record_and_no_event(deps: Deps) -> None:
+    run = new_run(deps)
+    winner = deps.store.unit_of_work("a", deps.clock.now())
+    winner.save_run(run, run.model_copy(update={"state": RunState.RUNNING}), action="claim")
+    winner.commit()
+    loser = deps.store.unit_of_work("b", deps.clock.now())
+    loser.save_run(run, run.model_copy(update={"state": RunState.CANCELLED}), action="cancel")
+    loser.emit(execution_updated(run, RunState.PENDING, deps.clock.now()), "run#r1")
+    with pytest.raises(Conflict):
+        loser.commit()
+    assert [r.actor for r in deps.store.audit_trail("run#r1")] == ["test", "a"]
+    assert len(outbox_events(deps)) == 1
+    stored = deps.store.get_run("r1")
+    assert stored is not None and stored.state is RunState.RUNNING
+
+
+def test_nobody_can_overwrite_an_audit_record(deps: Deps) -> None:
+    new_run(deps)
+    [record] = deps.store.audit_trail("run#r1")
+    with pytest.raises(ClientError, match="ConditionalCheckFailed"):
+        deps.store.client.put_item(
+            TableName=deps.settings.table("audit"),
+            Item={"subject": {"S": "run#r1"}, "seq": {"N": "1"}, "doc": {"S": "{}"}},
+            ConditionExpression="attribute_not_exists(subject)",
+        )
+    assert deps.store.audit_trail("run#r1") == [record]
+
+
+def test_a_run_rebuilt_from_its_trail_equals_the_stored_run(deps: Deps) -> None:
+    register(deps, task("job", target={"type": "sim", "behavior": {"fail_first": 1}}))
+    executor = Executor(deps)
+    executor.process(QueueMessage("m1", json.dumps(fire("job"))), 120)
+    RetryScheduler(deps).on_failed("job:20260307T090000Z", 1)
+    deps.clock.sleep(120)
+    executor.process(
+        QueueMessage(
+            "m2", json.dumps({"v": 1, "kind": "attempt", "run_id": "job:20260307T090000Z", "attempt": 2})
+        ),
+        120,
+    )
+    stored = deps.store.get_run("job:20260307T090000Z")
+    assert stored is not None and stored.state is RunState.SUCCEEDED
+    trail = deps.store.audit_trail("run#job:20260307T090000Z")
+    assert verify_chain("run", trail).ok
+    assert rebuild_run(stored.run_id, trail) == stored
+
+
+def test_the_chain_head_on_the_run_matches_its_last_record(deps: Deps) -> None:
+    run = new_run(deps)
+    trail = deps.store.audit_trail("run#r1")
+    assert (run.audit_seq, run.audit_head) == (trail[-1].seq, trail[-1].hash)
+
+
+def test_items_keep_only_key_index_and_condition_attributes_at_the_top(deps: Deps) -> None:
+    new_run(deps)
+    item = deps.store.client.get_item(TableName=deps.settings.table("runs"), Key={"run_id": {"S": "r1"}})[
+        "Item"
+    ]
+    assert set(item) == {"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "doc"}

@@ -1,0 +1,137 @@
+"""Helpers shared by the handler and engine tests: real-shaped Lambda inputs, queue reads."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebound.domain.models import Task
+from rebound.engine.deps import Deps
+from rebound.ops.tasks import TaskOps
+
+
+def task(task_id: str, **overrides: Any) -> Task:
+    data: dict[str, Any] = {
+        "id": task_id,
+        "tenant": "acme",
+        "schedule": {"cron": "*/5 * * * *"},
+        "target": {"type": "sim", "behavior": {"ok": True}},
+        "timeout_s": 30,
+    }
+    data.update(overrides)
+    return Task.model_validate(data)
+
+
+def register(deps: Deps, *tasks: Task) -> None:
+    ops = TaskOps(deps, actor="test")
+    ops.apply(ops.plan(tasks))
+
+
+@dataclass
+class Context:
+    """A Lambda context with a fixed amount of time left."""
+
+    remaining_ms: int = 120_000
+    function_name: str = "rebound-test"
+    function_version: str = "$LATEST"
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:rebound-test"
+    memory_limit_in_mb: int = 512
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "/aws/lambda/rebound-test"
+    log_stream_name: str = "test"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def sqs_record(
+    body: str, *, message_id: str | None = None, receive_count: int = 1, receipt: str = ""
+) -> dict[str, Any]:
+    message_id = message_id or str(uuid.uuid4())
+    return {
+        "messageId": message_id,
+        "receiptHandle": receipt or f"handle-{message_id}",
+        "body": body,
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": "1772874000000",
+            "SenderId": "AIDAEXAMPLE",
+            "ApproximateFirstReceiveTimestamp": "1772874000000",
+        },
+        "messageAttributes": {},
+        "md5OfBody": hashlib.md5(body.encode()).hexdigest(),  # the SQS record field is an MD5
+        "eventSource": "aws:sqs",
+        "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:rebound-test-execution",
+        "awsRegion": "us-east-1",
+    }
+
+
+def sqs_event(*bodies: str | dict[str, Any]) -> dict[str, Any]:
+    return {"Records": [sqs_record(b if isinstance(b, str) else json.dumps(b)) for b in bodies]}
+
+
+def fire(task_id: str, when: str = "2026-03-07T09:00:00Z") -> dict[str, Any]:
+    return {"v": 1, "kind": "fire", "task_id": task_id, "scheduled_time": when}
+
+
+def bus_event(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """An EventBridge event as a rule delivers it to an SQS target."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": detail_type,
+        "source": "rebound",
+        "account": "123456789012",
+        "time": "2026-03-07T09:00:00Z",
+        "region": "us-east-1",
+        "resources": [],
+        "detail": detail,
+    }
+
+
+def queue_messages(deps: Deps, queue: str) -> list[dict[str, Any]]:
+    """Every message in a queue (visible, delayed or in flight), read from moto without receiving."""
+    from moto.sqs.models import sqs_backends
+
+    backend = sqs_backends["123456789012"]["us-east-1"]
+    q = backend.get_queue(deps.settings.queue(queue).name)
+    return [
+        {
+            "id": m.id,
+            "body": _json_or_text(m.body),
+            "raw": m.body,
+            "attributes": {k: v.get("StringValue") for k, v in (m.message_attributes or {}).items()},
+            "delayed_until_ms": m.delayed_until,
+            "receive_count": m.approximate_receive_count,
+        }
+        for m in q._messages
+    ]
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def outbox_events(deps: Deps) -> list[tuple[str, dict[str, Any]]]:
+    """(detail type, detail) of every event written to the outbox, in write order."""
+    from rebound.adapters.dynamo import from_item
+
+    items = deps.store.client.scan(TableName=deps.settings.table("outbox"))["Items"]
+    events = [from_item(i) for i in items]
+    events.sort(key=lambda e: (e["created_at"], e["event_id"]))
+    return [(e["detail_type"], json.loads(e["detail"])) for e in events]
+
+
+def detail_types(deps: Deps) -> list[str]:
+    return [t for t, _ in outbox_events(deps)]
+
+
+def first(items: Iterable[Any]) -> Any:
+    return next(iter(items))
