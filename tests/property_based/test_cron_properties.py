@@ -9,6 +9,7 @@ import pytest
 from croniter import croniter
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+
 from rebound.domain.cron import (
     AwsCron,
     CronError,

@@ -7,6 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+
 from rebound.domain.cron import (
     AtExpression,
     AwsCron,

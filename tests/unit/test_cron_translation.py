@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
+
 from rebound.domain import cron
 from rebound.domain.cron import AwsCron, CronError, next_fire, unix_to_aws, validate_unix_cron
 

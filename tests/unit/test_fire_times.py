@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from croniter import croniter
+
 from rebound.domain.cron import (
     DstPolicy,
     FireTime,
