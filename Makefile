@@ -42,14 +42,14 @@ synth: $(STAMP) ## Synthesize every environment's stack into cdk.out/ (no Docker
 bench: $(STAMP) ## Benchmarks; figures go to bench/results.json
 	$(PY) -m rebound_local.bench --out bench/results.json
 
-deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials)
-	npx --yes aws-cdk@2 deploy --context env=$(ENV) --require-approval broadening
+deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials; see docs/deploy.md)
+	npx --yes aws-cdk@2 deploy Rebound-$(ENV) --context env=$(ENV) --require-approval broadening $(CDK_ARGS)
 
 diff: $(STAMP) ## Show what a deploy would change: make diff ENV=dev
-	npx --yes aws-cdk@2 diff --context env=$(ENV)
+	npx --yes aws-cdk@2 diff Rebound-$(ENV) --context env=$(ENV) $(CDK_ARGS)
 
-bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev
-	npx --yes aws-cdk@2 bootstrap --context env=$(ENV)
+bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev [CDK_ARGS="--cloudformation-execution-policies ..."]
+	npx --yes aws-cdk@2 bootstrap --context env=$(ENV) $(CDK_ARGS)
 
 schemas: $(STAMP) ## Regenerate events/schemas/*.json from the event models
 	$(PY) scripts/generate_event_schemas.py

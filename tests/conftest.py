@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 
 import boto3
 import pytest
@@ -19,28 +18,7 @@ from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
 from rebound_local.instrument import RecordingMetrics
-
-START = datetime(2026, 3, 7, 9, 0, tzinfo=UTC)
-
-
-class ManualClock:
-    """Time stands still until a test moves it; ``sleep`` moves it."""
-
-    def __init__(self, start: datetime = START) -> None:
-        self._now = start
-
-    def now(self) -> datetime:
-        return self._now
-
-    def sleep(self, seconds: float) -> None:
-        self.advance(seconds)
-
-    def advance(self, seconds: float) -> datetime:
-        self._now += timedelta(seconds=seconds)
-        return self._now
-
-    def set(self, when: datetime) -> None:
-        self._now = when
+from support import ManualClock
 
 
 @pytest.fixture

@@ -7,11 +7,34 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rebound.domain.models import Task
 from rebound.engine.deps import Deps
 from rebound.ops.tasks import TaskOps
+
+START = datetime(2026, 3, 7, 9, 0, tzinfo=UTC)
+
+
+class ManualClock:
+    """Time stands still until a test moves it; ``sleep`` moves it."""
+
+    def __init__(self, start: datetime = START) -> None:
+        self._now = start
+
+    def now(self) -> datetime:
+        return self._now
+
+    def sleep(self, seconds: float) -> None:
+        self.advance(seconds)
+
+    def advance(self, seconds: float) -> datetime:
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        self._now = when
 
 
 def task(task_id: str, **overrides: Any) -> Task:

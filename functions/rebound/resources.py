@@ -160,6 +160,11 @@ POLICIES = TableSpec(
     Key("version", "N"),
     purpose="versioned retry policies changed at run time",
 )
+TENANTS = TableSpec(
+    "tenants",
+    Key("tenant"),
+    purpose="per-tenant settings: the cap on concurrent runs",
+)
 
 EXECUTION_DLQ = QueueSpec(
     "dlq", retention_s=DLQ_RETENTION_S, purpose="runs that exhausted or refused retries"
@@ -202,6 +207,7 @@ SPEC = ResourceSpec(
         WORKORDERS,
         IDEMPOTENCY,
         POLICIES,
+        TENANTS,
         TableSpec(
             "dlq_archive",
             Key("message_id"),
@@ -267,6 +273,12 @@ SPEC = ResourceSpec(
             "failed_runs", ("task.execution.failed",), "retry", "failed attempts go to the retry scheduler"
         ),
         RuleSpec("dead_letters", ("task.dead_lettered",), "escalation", "dead letters open work orders"),
+        RuleSpec(
+            "sla_breaches",
+            ("task.sla.breached",),
+            "escalation",
+            "SLA breaches notify; the third in a row opens a work order",
+        ),
     ),
 )
 

@@ -23,6 +23,19 @@ class QueueRef(BaseModel):
     arn: str
     name: str
 
+    @classmethod
+    def from_arn(cls, arn: str) -> QueueRef:
+        """A queue's URL and name follow from its ARN (``arn:<partition>:sqs:<region>:<account>:<name>``).
+
+        Lambda environments carry only the ARN: its whole environment must fit in 4 KB.
+        """
+        parts = arn.split(":")
+        if len(parts) != 6 or parts[2] != "sqs":
+            raise ValueError(f"not an SQS queue ARN: {arn!r}")
+        partition, region, account, name = parts[1], parts[3], parts[4], parts[5]
+        domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+        return cls(url=f"https://sqs.{region}.{domain}/{account}/{name}", arn=arn, name=name)
+
 
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -72,11 +85,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
 
     tables = {t.logical: need(t.env_var) for t in r.SPEC.tables}
     queues = {
-        q.logical: QueueRef(
-            url=need(f"{q.env_prefix}_URL"),
-            arn=need(f"{q.env_prefix}_ARN"),
-            name=need(f"{q.env_prefix}_NAME"),
-        )
+        q.logical: QueueRef.from_arn(need(f"{q.env_prefix}_ARN") or "arn:aws:sqs:-:-:-")
         for q in r.SPEC.queues
     }
     data = {
@@ -126,11 +135,7 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[spec.env_var] = settings.tables[spec.logical]
     for q in r.SPEC.queues:
         ref = settings.queues[q.logical]
-        out[f"{q.env_prefix}_URL"], out[f"{q.env_prefix}_ARN"], out[f"{q.env_prefix}_NAME"] = (
-            ref.url,
-            ref.arn,
-            ref.name,
-        )
+        out[f"{q.env_prefix}_ARN"] = ref.arn
     return out
 
 

@@ -162,7 +162,9 @@ def test_fires_due_after_a_pause_are_recorded_as_skipped(wired: Deps, calls: Rec
     assert run is not None and run.state is RunState.SKIPPED and calls.calls == []
 
 
-def test_a_fire_due_before_the_pause_still_runs_when_delivered_late(wired: Deps, calls: RecordingTargets) -> None:
+def test_a_fire_due_before_the_pause_still_runs_when_delivered_late(
+    wired: Deps, calls: RecordingTargets
+) -> None:
     register(wired, task("job"))
     wired.clock.sleep(600)
     from rebound.domain.models import TaskState

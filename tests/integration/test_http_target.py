@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from rebound.adapters.secrets import SecretResolver
 from rebound.domain.models import HttpTarget
 from rebound.targets.base import Invocation

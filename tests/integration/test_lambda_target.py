@@ -15,6 +15,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
+
 from rebound.domain.models import ERROR_CODE_PATTERN, LambdaTarget
 from rebound.targets.base import Invocation
 from rebound.targets.lambda_target import LambdaInvoker, sanitize_code

@@ -17,6 +17,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from rebound.adapters.notify import (
     DeliveryFailed,
     Notification,

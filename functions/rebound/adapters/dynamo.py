@@ -25,7 +25,16 @@ from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.events import DomainEvent
 from rebound.domain.ids import outbox_event_id, run_subject
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import AuditRecord, Run, RunState, Task, TaskState, WorkOrder, WorkOrderState
+from rebound.domain.models import (
+    AuditRecord,
+    Run,
+    RunState,
+    Task,
+    TaskState,
+    TenantSettings,
+    WorkOrder,
+    WorkOrderState,
+)
 from rebound.domain.timefmt import iso, parse_utc
 
 if TYPE_CHECKING:
@@ -67,6 +76,7 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
     "workorders": frozenset({"work_order_id", "state", "opened_at", "audit_seq"}),
     "idempotency": frozenset({"pk", "expires_at"}),
     "policies": frozenset({"name", "version"}),
+    "tenants": frozenset({"tenant"}),
 }
 
 
@@ -87,8 +97,8 @@ def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
     ``None`` values are left out, so sparse indexes stay sparse.
     """
     flat: dict[str, Any] = {key: value for key, value in data.items() if value is not None}
-    if table is not None:
-        keep = TOP_LEVEL[table]
+    keep = TOP_LEVEL.get(table) if table is not None else None
+    if keep is not None:
         doc = {key: value for key, value in flat.items() if key not in keep}
         flat = {key: value for key, value in flat.items() if key in keep}
         if doc:
@@ -113,6 +123,8 @@ class StoredTask:
     audit_seq: int = 0
     audit_head: str = GENESIS
     paused_at: datetime | None = None
+    active_since: datetime | None = None
+    """When the task last became active (registered or resumed): the run ledger looks from here."""
 
     @property
     def paused(self) -> bool:
@@ -259,6 +271,29 @@ class UnitOfWork:
         if names:
             op["ExpressionAttributeNames"] = dict(names)
         self._stage({"Put": op}, label)  # type: ignore[typeddict-item]
+
+    def update(
+        self,
+        table: str,
+        key: Mapping[str, Any],
+        expression: str,
+        label: str,
+        condition: str | None = None,
+        values: Mapping[str, Any] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> None:
+        op: dict[str, Any] = {
+            "TableName": self.store.tables[table],
+            "Key": to_item(key),
+            "UpdateExpression": expression,
+        }
+        if condition:
+            op["ConditionExpression"] = condition
+        if values:
+            op["ExpressionAttributeValues"] = to_item(values)
+        if names:
+            op["ExpressionAttributeNames"] = dict(names)
+        self._stage({"Update": op}, label)  # type: ignore[typeddict-item]
 
     def commit(self) -> None:
         if not self.items:
@@ -432,6 +467,10 @@ class DynamoStore:
         paused_at: datetime | None = None
         if task.state is TaskState.PAUSED:
             paused_at = previous.paused_at if previous is not None and previous.paused else at
+        if previous is None or (previous.paused and task.state is TaskState.ACTIVE):
+            active_since = at
+        else:
+            active_since = previous.active_since or at
         stored = StoredTask(
             task=task,
             version=(previous.version + 1) if previous else 1,
@@ -440,6 +479,7 @@ class DynamoStore:
             audit_seq=record.seq,
             audit_head=record.hash,
             paused_at=paused_at,
+            active_since=active_since,
         )
         data = {
             "task_id": task.id,
@@ -452,6 +492,7 @@ class DynamoStore:
             "audit_seq": stored.audit_seq,
             "audit_head": stored.audit_head,
             "paused_at": iso(paused_at) if paused_at else None,
+            "active_since": iso(active_since),
         }
         if previous is None:
             uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
@@ -513,6 +554,26 @@ class DynamoStore:
             max_items=limit,
         )
         return [Run.model_validate(d) for d in items]
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, Run]:
+        """The runs that exist among ``run_ids`` (BatchGetItem, 100 keys a call, unprocessed keys retried)."""
+        found: dict[str, Run] = {}
+        table = self.tables["runs"]
+        for start in range(0, len(run_ids), 100):
+            keys: list[Any] = [
+                to_item({"run_id": run_id}) for run_id in dict.fromkeys(run_ids[start : start + 100])
+            ]
+            while keys:
+                resp = self._call(
+                    "read runs",
+                    self.client.batch_get_item,
+                    RequestItems={table: {"Keys": keys, "ConsistentRead": True}},
+                )
+                for item in resp.get("Responses", {}).get(table, []):
+                    run = Run.model_validate(from_item(item))
+                    found[run.run_id] = run
+                keys = list(resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", []))
+        return found
 
     def scan_runs(self) -> Iterator[Run]:
         for data in self._scan("runs", "scan runs"):
@@ -591,6 +652,15 @@ class DynamoStore:
             raise err from exc
         return True
 
+    def put_key(self, key: str, data: Mapping[str, Any]) -> None:
+        """Write a small record with no expiry (a watermark, a counter's baseline)."""
+        self._call(
+            f"write {key}",
+            self.client.put_item,
+            TableName=self.tables["idempotency"],
+            Item=to_item({"pk": key, **data}),
+        )
+
     def get_key(self, key: str) -> dict[str, Any] | None:
         return self._get("idempotency", {"pk": key})
 
@@ -601,6 +671,23 @@ class DynamoStore:
             TableName=self.tables["idempotency"],
             Key=to_item({"pk": key}),
         )
+
+    # --- tenants ----------------------------------------------------------------------------
+    def get_tenant(self, tenant: str) -> TenantSettings | None:
+        data = self._get("tenants", {"tenant": tenant})
+        return TenantSettings.model_validate(data["settings"]) if data else None
+
+    def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None:
+        uow = self.unit_of_work(actor, at)
+        uow.append_audit(
+            f"tenant#{tenant}", action="tenant-settings", evidence=settings.model_dump(mode="json")
+        )
+        uow.put(
+            "tenants",
+            {"tenant": tenant, "settings": settings.model_dump(mode="json"), "updated_at": iso(at)},
+            f"tenant {tenant}",
+        )
+        uow.commit()
 
     # --- policies ---------------------------------------------------------------------------
     def latest_policy(self, name: str) -> dict[str, Any] | None:
@@ -652,4 +739,5 @@ def _stored_task(data: dict[str, Any]) -> StoredTask:
         audit_seq=int(data.get("audit_seq", 0)),
         audit_head=str(data.get("audit_head", GENESIS)),
         paused_at=parse_utc(data["paused_at"]) if data.get("paused_at") else None,
+        active_since=parse_utc(data["active_since"]) if data.get("active_since") else None,
     )

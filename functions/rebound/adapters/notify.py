@@ -127,6 +127,19 @@ class SnsChannel:
             raise DeliveryFailed(self.name, type(exc).__name__) from exc
         return f"message {resp['MessageId']}"
 
+    def alert(self, subject: str, body: dict[str, Any], severity: str) -> str:
+        """A notification that is not about a work order (an SLA breach)."""
+        try:
+            resp = self.client.publish(
+                TopicArn=self.topic_arn,
+                Subject=subject[:100],
+                Message=dumps(body),
+                MessageAttributes={"severity": {"DataType": "String", "StringValue": severity}},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise DeliveryFailed(self.name, type(exc).__name__) from exc
+        return f"message {resp['MessageId']}"
+
 
 class Notifier:
     def __init__(self, channels: Sequence[Channel]) -> None:
@@ -138,6 +151,15 @@ class Notifier:
 
     def channel(self, name: str) -> Channel:
         return next(c for c in self.channels if c.name == name)
+
+    def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]:
+        """Send an alert through every channel that takes alerts; raises if one failed."""
+        sent = []
+        for channel in self.channels:
+            alert = getattr(channel, "alert", None)
+            if alert is not None:
+                sent.append(alert(subject, body, severity))
+        return sent
 
 
 # --------------------------------------------------------------------------- webhooks

@@ -23,6 +23,8 @@ class EventType(StrEnum):
     RETRY_SCHEDULED = "task.retry.scheduled"
     DEAD_LETTERED = "task.dead_lettered"
     WORKORDER_CREATED = "workorder.created"
+    EXECUTION_WAITING = "task.execution.waiting"
+    SLA_BREACHED = "task.sla.breached"
 
 
 class _Detail(BaseModel):
@@ -98,12 +100,34 @@ class WorkOrderCreated(_Detail):
     opened_at: str
 
 
+class ExecutionWaiting(_RunDetail):
+    """A warning: the run could not start because a slot is taken; it waits without spending an attempt."""
+
+    attempt: int = Field(ge=1, description="the attempt that is waiting to start")
+    reason: Literal["mutex_busy", "tenant_quota", "overlap"]
+    slots: list[str]
+    holders: list[str] = Field(description="runs inside the busy slots")
+    retry_in_s: float = Field(ge=0)
+    waits: int = Field(ge=1, description="how many times this run has waited")
+
+
+class SlaBreached(_RunDetail):
+    """A run started later, or ran longer, than its task's SLA allows."""
+
+    kind: Literal["start_delay", "duration"]
+    observed_s: float
+    limit_s: float
+    attempt: int = Field(ge=0)
+
+
 DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.EXECUTION_UPDATED: ExecutionUpdated,
     EventType.EXECUTION_FAILED: ExecutionFailed,
     EventType.RETRY_SCHEDULED: RetryScheduled,
     EventType.DEAD_LETTERED: DeadLettered,
     EventType.WORKORDER_CREATED: WorkOrderCreated,
+    EventType.EXECUTION_WAITING: ExecutionWaiting,
+    EventType.SLA_BREACHED: SlaBreached,
 }
 
 
@@ -207,6 +231,32 @@ def workorder_created(order: WorkOrder) -> DomainEvent:
         error_code=order.error_code,
         runbook_url=order.runbook_url,
         opened_at=iso(order.opened_at),
+    )
+
+
+def execution_waiting(
+    run: Run, *, reason: str, slots: list[str], holders: list[str], retry_in_s: float
+) -> DomainEvent:
+    return DomainEvent.of(
+        EventType.EXECUTION_WAITING,
+        **_run_fields(run),
+        attempt=run.attempt + 1,
+        reason=reason,
+        slots=slots,
+        holders=holders,
+        retry_in_s=retry_in_s,
+        waits=run.waits,
+    )
+
+
+def sla_breached(run: Run, *, kind: str, observed_s: float, limit_s: float) -> DomainEvent:
+    return DomainEvent.of(
+        EventType.SLA_BREACHED,
+        **_run_fields(run),
+        kind=kind,
+        observed_s=round(observed_s, 3),
+        limit_s=limit_s,
+        attempt=run.attempt,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -112,6 +113,20 @@ class PolicyOverride(Strict):
 # --------------------------------------------------------------------------- tasks
 
 
+class DstSpec(Strict):
+    """What a Unix-cron task does at DST changes. The defaults are EventBridge Scheduler's own."""
+
+    repeated: Literal["once", "twice"] = Field(default="once", description="the repeated hour at fall-back")
+    missing: Literal["skip", "shift"] = Field(
+        default="skip",
+        description="the hour that does not exist at spring-forward; shift = first valid instant",
+    )
+
+    @property
+    def is_scheduler_default(self) -> bool:
+        return self.repeated == "once" and self.missing == "skip"
+
+
 class ScheduleSpec(Strict):
     """When a task fires: exactly one of ``cron`` (Unix 5-field), ``rate``, ``at`` or ``aws``.
 
@@ -124,6 +139,13 @@ class ScheduleSpec(Strict):
     at: UtcDatetime | None = None
     aws: str | None = None
     timezone: str = "UTC"
+    dst: DstSpec = Field(default_factory=DstSpec)
+    jitter_window: Annotated[Seconds, Field(ge=0, le=86400)] | None = Field(
+        default=None, description="Scheduler's flexible time window: deliver at a random moment within it"
+    )
+    stagger: Annotated[Seconds, Field(ge=0, le=900)] | None = Field(
+        default=None, description="delay each fire by a fixed offset in [0, stagger) derived from the task id"
+    )
 
     @field_validator("timezone")
     @classmethod
@@ -159,11 +181,46 @@ class ScheduleSpec(Strict):
         given = [key for key in ("cron", "rate", "at", "aws") if getattr(self, key) is not None]
         if len(given) != 1:
             raise ValueError(f"give exactly one of cron, rate, at or aws (got {', '.join(given) or 'none'})")
+        if self.cron is None and not self.dst.is_scheduler_default:
+            raise ValueError(
+                "dst applies to Unix cron schedules only (AWS expressions keep Scheduler's rules)"
+            )
+        if self.jitter_window is not None and self.jitter_window % 60:
+            raise ValueError("jitter_window is whole minutes (Scheduler's flexible window), e.g. 5m")
         return self
+
+    def stagger_offset(self, task_id: str) -> float:
+        """The task's fixed delay in [0, stagger): the same every fire, spread across tasks."""
+        if not self.stagger:
+            return 0.0
+        digest = int.from_bytes(hashlib.sha256(task_id.encode()).digest()[:8], "big")
+        return float(digest % int(self.stagger * 1000)) / 1000.0
 
     @property
     def kind(self) -> str:
         return next(key for key in ("cron", "rate", "at", "aws") if getattr(self, key) is not None)
+
+
+class OverlapPolicy(StrEnum):
+    """What to do when a run is due while another run of the same task is still running."""
+
+    ALLOW_ALL = "allow_all"  # run concurrently
+    SKIP = "skip"  # the new run is skipped
+    BUFFER_ONE = "buffer_one"  # the new run waits for the running one; a third is skipped
+    CANCEL_OTHER = "cancel_other"  # the running run is cancelled and the new one starts
+
+
+class CatchUpPolicy(Strict):
+    """What happens to fires that were missed (an outage, a pause)."""
+
+    policy: Literal["skip", "latest", "all"] = "latest"
+    max_runs: int = Field(default=10, ge=1, le=1000, description="with 'all': at most this many")
+    window: Annotated[Seconds, Field(gt=0)] = Field(default=86400.0, description="only fires this recent")
+
+
+class SlaSpec(Strict):
+    max_start_delay: Annotated[Seconds, Field(gt=0)] | None = None
+    max_duration: Annotated[Seconds, Field(gt=0)] | None = None
 
 
 class SimBehavior(Strict):
@@ -236,6 +293,10 @@ class Task(Strict):
     payload: dict[str, Any] = Field(default_factory=dict)
     retry_policy: str | PolicyOverride = "default"
     timeout_s: int = Field(default=60, ge=1, le=MAX_TASK_TIMEOUT_S)
+    overlap: OverlapPolicy = OverlapPolicy.ALLOW_ALL
+    mutex_group: Annotated[str, Field(pattern=TASK_ID_PATTERN)] | None = None
+    catch_up: CatchUpPolicy = Field(default_factory=CatchUpPolicy)
+    sla: SlaSpec | None = None
     state: TaskState = TaskState.ACTIVE
 
     @field_validator("payload")
@@ -266,8 +327,13 @@ class Task(Strict):
         return self.retry_policy if isinstance(self.retry_policy, str) else self.retry_policy.extends
 
 
+class TenantSettings(Strict):
+    max_concurrent_runs: int | None = Field(default=None, ge=1, le=100_000)
+
+
 class TaskFile(Strict):
     tasks: list[Task]
+    tenants: dict[Tenant, TenantSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _unique_ids(self) -> TaskFile:
@@ -305,6 +371,7 @@ class AttemptOutcome(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
 
 
 class Attempt(BaseModel):
@@ -346,6 +413,12 @@ class Run(BaseModel):
     dlq_message_id: str | None = None
     policy_ref: str | None = None
     event_detail: dict[str, Any] | None = None
+    due_at: UtcDatetime | None = Field(default=None, description="when the first attempt was meant to start")
+    waits: int = Field(default=0, ge=0, description="times the run waited for a mutex, quota or overlap slot")
+    slots: list[str] = Field(default_factory=list, description="concurrency slots the running attempt holds")
+    held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
+    catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
+    sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
     audit_seq: int = 0
     audit_head: str = "0" * 64
 

@@ -32,6 +32,8 @@ class Deps:
     policies: PolicyService
     metrics: Metrics
     faults: CrashPoints = field(default_factory=NoCrashes)
+    cache: dict[str, tuple[float, object]] = field(default_factory=dict)
+    """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 
     def rng(self, run_id: str, attempt: int) -> random.Random:
         from rebound.domain.retry import jitter_rng

@@ -17,6 +17,7 @@ from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import work_order_id
 from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
 from rebound.domain.timefmt import parse_utc
+from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
 
@@ -46,7 +47,42 @@ class Escalation:
                 raise
         return self.notify(order)
 
-    def _open(self, order_id: str, detail: dict[str, Any]) -> WorkOrder:
+    def on_sla_breached(self, detail: dict[str, Any]) -> str:
+        """Notify every breach; the third consecutive breaching run opens a work order."""
+        task_id = str(detail["task_id"])
+        kind = str(detail["kind"])
+        self.deps.notifier.alert(
+            f"[Rebound {self.deps.settings.environment}] SLA breached: {task_id} ({kind})",
+            {
+                **detail,
+                "environment": self.deps.settings.environment,
+                "next_step": f"rebound runs show {detail['run_id']}",
+            },
+            "warning",
+        )
+        counter = self.store.get_key(sla.counter_key(task_id)) or {}
+        consecutive = int(counter.get("consecutive", 0))
+        if consecutive < sla.WORK_ORDER_AFTER:
+            return f"notified ({consecutive} in a row)"
+        subject = f"sla#{task_id}#{int(counter.get('streak', 0))}"
+        order_id = work_order_id(subject)
+        order = self.store.get_work_order(order_id) or self._open(
+            order_id,
+            {
+                "subject": subject,
+                "run_id": detail["run_id"],
+                "task_id": task_id,
+                "tenant": detail.get("tenant"),
+                "reason": f"sla_breached_{sla.WORK_ORDER_AFTER}_times_in_a_row",
+                "error_code": f"SLA_{kind.upper()}",
+                "attempts": detail.get("attempt", 0),
+            },
+            link_run=False,
+        )
+        self.notify(order)
+        return order.work_order_id
+
+    def _open(self, order_id: str, detail: dict[str, Any], link_run: bool = True) -> WorkOrder:
         for _ in range(3):
             existing = self.store.get_work_order(order_id)
             if existing is not None:
@@ -82,14 +118,14 @@ class Escalation:
                     "event_id": detail.get("event_id"),
                 },
             )
-            if run is not None and run.work_order_id is None:
+            if link_run and run is not None and run.work_order_id is None:
                 uow.save_run(
                     run,
                     run.model_copy(update={"work_order_id": order_id}),
                     action="work-order-opened",
                     evidence={"work_order_id": order_id, "severity": order.severity.value},
                 )
-            elif run is None:
+            elif run is None or not link_run:
                 uow.append_audit(
                     order.subject, action="work-order-opened", evidence={"work_order_id": order_id}
                 )

@@ -10,6 +10,16 @@ Exactly-once in effect:
   has left) plus a grace period. An attempt whose lease expires is failed with ``TIMEOUT`` by the
   sweeper and retried; a run is never left ``running``.
 - The outcome is written only if the run is still ``running`` this attempt, under this lease.
+
+Scheduling guarantees that act at the claim:
+
+- **Concurrency slots** (``rebound.engine.concurrency``) are entered in the claim transaction and
+  left in the outcome transaction. A busy mutex group or tenant quota makes the run wait: it is
+  recorded ``waiting`` (``task.execution.waiting``) and tried again later without spending an
+  attempt. A busy task slot applies the task's overlap policy.
+- **Stagger**: a fire that arrives before its task's stagger offset is sent back with a delay.
+- **Pause**: a retry (or a waiting run) of a paused task is held until the task resumes.
+- **SLA**: a late start or a long attempt is recorded as a breach in the same transaction.
 """
 
 from __future__ import annotations
@@ -24,11 +34,22 @@ from rebound.adapters.dynamo import StoredTask
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.models import (
+    Attempt,
+    AttemptOutcome,
+    OverlapPolicy,
+    Run,
+    RunState,
+    Task,
+    TenantSettings,
+    Trigger,
+)
 from rebound.domain.retry import Reason
 from rebound.domain.states import CLAIMABLE, ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.engine import sla
 from rebound.engine import telemetry as m
+from rebound.engine.concurrency import Slot, buffer_slot, busy_slots, enter, holders, leave, slots_for
 from rebound.engine.deps import Deps
 from rebound.engine.messages import (
     AttemptMessage,
@@ -46,6 +67,8 @@ log = logging.getLogger(__name__)
 LEASE_GRACE_S = 30
 SAFETY_MARGIN_S = 10
 MIN_ATTEMPT_S = 5
+WAIT_S = 30.0
+TENANT_CACHE_S = 60.0
 UNKNOWN_TASK = "UNKNOWN_TASK"
 UNKNOWN_RUN = "UNKNOWN_RUN"
 CLAIM_RETRIES = 3
@@ -83,16 +106,23 @@ class Executor:
         if isinstance(parsed, FireMessage):
             run_id = scheduled_run_id(parsed.task_id, parsed.scheduled_time)
             return self._start_new(
-                run_id, parsed.task_id, Trigger.SCHEDULE, parsed.scheduled_time, None, remaining_s
+                run_id,
+                parsed.task_id,
+                Trigger.SCHEDULE,
+                parsed.scheduled_time,
+                None,
+                remaining_s,
+                message,
+                catch_up=parsed.catch_up,
             )
         if isinstance(parsed, EventMessage):
             run_id = event_run_id(parsed.task_id, parsed.event_id)
             return self._start_new(
-                run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, remaining_s
+                run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, remaining_s, message
             )
         if isinstance(parsed, ManualMessage):
             return self._start_new(
-                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, remaining_s
+                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, remaining_s, message
             )
         if isinstance(parsed, AttemptMessage):
             return self._retry(parsed, message, remaining_s)
@@ -125,6 +155,8 @@ class Executor:
         scheduled_for: datetime,
         detail: dict[str, Any] | None,
         remaining_s: float,
+        message: QueueMessage,
+        catch_up: bool = False,
     ) -> str:
         stored = self.store.get_task(task_id)
         if stored is None or stored.paused_for(scheduled_for):
@@ -136,6 +168,15 @@ class Executor:
                 )
                 return "duplicate"
         now = self.clock.now()
+        due_at: datetime | None = None
+        if stored is not None and trigger is Trigger.SCHEDULE and stored.task.schedule is not None:
+            offset = stored.task.schedule.stagger_offset(task_id)
+            if offset and not catch_up:
+                due_at = scheduled_for + timedelta(seconds=offset)
+                if (due_at - now).total_seconds() >= 1:
+                    # Staggered: come back at the task's own offset into the minute.
+                    self.deps.queues.send("execution", message.body, delay_s=(due_at - now).total_seconds())
+                    return "staggered"
         run = Run(
             run_id=run_id,
             task_id=task_id,
@@ -146,11 +187,13 @@ class Executor:
             updated_at=now,
             budget_started_at=now,
             event_detail=detail,
+            due_at=due_at,
+            catch_up=catch_up,
         )
         if stored is None:
             return self._unknown_task(run)
         if stored.paused_for(scheduled_for):
-            return self._skip_paused(run)
+            return self._skip(None, run, "task_paused", [])
         # The common path creates and claims in one conditional transaction, without reading
         # first; if the run exists already, the condition fails and we look at what is there.
         result = self._claim_and_run(None, run, stored, remaining_s)
@@ -192,17 +235,29 @@ class Executor:
         )
         return "unknown-task"
 
-    def _skip_paused(self, run: Run) -> str:
+    def _skip(self, before: Run | None, run: Run, reason: str, holder_ids: list[str]) -> str:
+        """Record the run as skipped (a fire while paused, or the task's overlap policy said so)."""
         now = self.clock.now()
-        skipped = run.model_copy(update={"state": RunState.SKIPPED, "last_error_message": "task is paused"})
+        ensure_transition(run.state, RunState.SKIPPED, run.run_id)
+        skipped = run.model_copy(
+            update={"state": RunState.SKIPPED, "last_error_message": reason.replace("_", " "), "slots": []}
+        )
         uow = self.store.unit_of_work("executor", now)
-        saved = uow.save_run(None, skipped, action="skipped", evidence={"reason": "task_paused"})
-        uow.emit(ev.execution_updated(saved, None, now), f"run#{run.run_id}")
+        saved = uow.save_run(
+            before,
+            skipped,
+            action="skipped",
+            evidence={"reason": reason, "holders": holder_ids},
+            from_state=run.state,
+        )
+        for key in run.slots:
+            leave(uow, key, run.run_id)
+        uow.emit(ev.execution_updated(saved, run.state if before else None, now), f"run#{run.run_id}")
         try:
             uow.commit()
         except Conflict:
             return "duplicate"
-        return "skipped-paused"
+        return f"skipped-{reason.replace('_', '-')}"
 
     # --------------------------------------------------------------------------- retries and replays
     def _retry(self, msg: AttemptMessage, message: QueueMessage, remaining_s: float) -> str:
@@ -217,10 +272,27 @@ class Executor:
                 )
                 return "duplicate"
             stored = self.store.get_task(run.task_id)
+            if stored is not None and stored.paused and run.state is not RunState.REPLAYED:
+                return self._hold(run)
             result = self._claim_and_run(run, run, stored, remaining_s)
             if result != "claim-lost":
                 return result
         return "duplicate"
+
+    def _hold(self, run: Run) -> str:
+        """The task is paused: keep the run where it is until the task resumes (which dispatches it)."""
+        if run.held_at is not None:
+            return "held"
+        now = self.clock.now()
+        uow = self.store.unit_of_work("executor", now)
+        uow.save_run(
+            run, run.model_copy(update={"held_at": now}), action="held", evidence={"reason": "task_paused"}
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return "duplicate"
+        return "held"
 
     def _replay(self, msg: ReplayMessage, message: QueueMessage, remaining_s: float) -> str:
         run = self.store.get_run(msg.run_id)
@@ -253,16 +325,158 @@ class Executor:
             return "duplicate"
         return self._claim_and_run(saved, saved, stored, remaining_s)
 
+    # --------------------------------------------------------------------------- concurrency
+    def _tenant(self, tenant: str) -> TenantSettings | None:
+        key = f"tenant#{tenant}"
+        now = self.clock.now().timestamp()
+        cached = self.deps.cache.get(key)
+        if cached is not None and now - cached[0] < TENANT_CACHE_S:
+            return cached[1]  # type: ignore[return-value]
+        settings = self.store.get_tenant(tenant)
+        self.deps.cache[key] = (now, settings)
+        return settings
+
+    def _blocked(
+        self,
+        before: Run | None,
+        run: Run,
+        stored: StoredTask,
+        busy: list[Slot],
+        remaining_s: float,
+        cancelled_others: bool,
+    ) -> str:
+        """A slot the run needs is taken: skip, cancel the other run, or wait, as policy says."""
+        task = stored.task
+        holder_ids = sorted({h for s in busy for h in holders(self.store.get_key(s.key))} - {run.run_id})
+        task_busy = any(s.kind == "task" for s in busy)
+        first = run.attempt == 0
+        self.deps.metrics.observe(m.LOCK_CONTENTION, 100.0, "Percent")
+        if task_busy and first and task.overlap is OverlapPolicy.SKIP:
+            return self._skip(before, run, "overlap", holder_ids)
+        cancel = task.overlap is OverlapPolicy.CANCEL_OTHER and not cancelled_others
+        if task_busy and first and cancel and len(busy) == 1:
+            for other in holder_ids:
+                self._cancel_running(other, reason=f"cancelled by {run.run_id} (overlap: cancel_other)")
+            return self._claim_and_run(before, run, stored, remaining_s, cancelled_others=True)
+        buffering = task_busy and first and task.overlap is OverlapPolicy.BUFFER_ONE
+        reason = (
+            "overlap"
+            if task_busy
+            else "mutex_busy"
+            if any(s.kind == "mutex" for s in busy)
+            else "tenant_quota"
+        )
+        return self._wait(
+            before, run, task, busy, holder_ids, reason, buffer_slot(task) if buffering else None
+        )
+
+    def _wait(
+        self,
+        before: Run | None,
+        run: Run,
+        task: Task,
+        busy: list[Slot],
+        holder_ids: list[str],
+        reason: str,
+        buffer: Slot | None,
+    ) -> str:
+        """Record that the run waits, and try again later, without spending an attempt."""
+        now = self.clock.now()
+        join_buffer = buffer is not None and buffer.key not in run.slots
+        waiting = run.model_copy(
+            update={
+                "waits": run.waits + 1,
+                "slots": [*run.slots, buffer.key] if buffer and join_buffer else run.slots,
+            }
+        )
+        uow = self.store.unit_of_work("executor", now)
+        saved = uow.save_run(
+            before,
+            waiting,
+            action="waiting",
+            evidence={
+                "reason": reason,
+                "slots": [s.key for s in busy],
+                "holders": holder_ids,
+                "retry_in_s": WAIT_S,
+            },
+            from_state=run.state,
+        )
+        if buffer is not None and join_buffer:
+            enter(uow, buffer, run.run_id)
+        uow.emit(
+            ev.execution_waiting(
+                saved, reason=reason, slots=[s.key for s in busy], holders=holder_ids, retry_in_s=WAIT_S
+            ),
+            f"run#{run.run_id}",
+        )
+        try:
+            uow.commit()
+        except Conflict as exc:
+            if buffer is not None and buffer.label in exc.details.get("failed", []):
+                return self._skip(before, run, "overlap", holder_ids)  # someone is buffered already
+            return "duplicate"
+        self.deps.queues.send(
+            "execution",
+            {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": run.attempt + 1},
+            delay_s=WAIT_S,
+        )
+        log.warning(
+            "run waiting for a slot",
+            extra={"run_id": run.run_id, "task_id": run.task_id, "reason": reason, "holders": holder_ids},
+        )
+        return "waiting"
+
+    def _cancel_running(self, run_id: str, reason: str) -> None:
+        other = self.store.get_run(run_id)
+        if other is None:
+            return
+        now = self.clock.now()
+        uow = self.store.unit_of_work("executor", now)
+        if other.state is not RunState.RUNNING:
+            # Not running any more: it left, or is leaving, its slots in its own transaction.
+            return
+        current = other.attempts[-1]
+        finished = current.model_copy(
+            update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
+        )
+        cancelled = other.model_copy(
+            update={
+                "state": RunState.CANCELLED,
+                "attempts": [*other.attempts[:-1], finished],
+                "lease_expires_at": None,
+                "lease_owner": None,
+                "slots": [],
+                "last_error_message": reason,
+            }
+        )
+        ensure_transition(other.state, cancelled.state, other.run_id)
+        saved = uow.save_run(other, cancelled, action="cancelled", evidence={"reason": reason})
+        for key in other.slots:
+            leave(uow, key, other.run_id)
+        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), f"run#{other.run_id}")
+        try:
+            uow.commit()
+        except Conflict:
+            return
+
     # --------------------------------------------------------------------------- claim, call, record
     def _claim_and_run(
-        self, before: Run | None, run: Run, stored: StoredTask | None, remaining_s: float
+        self,
+        before: Run | None,
+        run: Run,
+        stored: StoredTask | None,
+        remaining_s: float,
+        cancelled_others: bool = False,
     ) -> str:
         now = self.clock.now()
-        timeout_s = float(stored.task.timeout_s) if stored else float(MIN_ATTEMPT_S)
+        task = stored.task if stored else None
+        timeout_s = float(task.timeout_s) if task else float(MIN_ATTEMPT_S)
         budget_s = remaining_s - SAFETY_MARGIN_S
         if budget_s < min(timeout_s, MIN_ATTEMPT_S):
             raise NotEnoughTime(f"{remaining_s:.0f}s left; not starting {run.run_id}", run_id=run.run_id)
         attempt_s = min(timeout_s, budget_s)
+        slots = slots_for(task, self._tenant(task.tenant)) if task else []
         n = run.attempt + 1
         running = run.model_copy(
             update={
@@ -272,8 +486,13 @@ class Executor:
                 "lease_expires_at": now + timedelta(seconds=attempt_s + LEASE_GRACE_S),
                 "lease_owner": self.request_id,
                 "next_retry_at": None,
+                "held_at": None,
+                "slots": [s.key for s in slots],
             }
         )
+        breach = sla.start_delay_breach(task, running, now)
+        if breach is not None:
+            running = sla.with_breach(running, breach)
         ensure_transition(run.state, RunState.RUNNING, run.run_id)
         subject = f"run#{run.run_id}"
         uow = self.store.unit_of_work("executor", now)
@@ -290,27 +509,40 @@ class Executor:
                 "lease_expires_at": iso(running.lease_expires_at or now),
                 "deadline_s": round(attempt_s, 3),
                 "lease_owner": self.request_id,
+                "slots": running.slots,
             },
             from_state=run.state,
         )
         uow.emit(ev.execution_updated(claimed, run.state, now), subject)
+        for slot in slots:
+            enter(uow, slot, run.run_id)
+        for key in set(run.slots) - set(running.slots):
+            leave(uow, key, run.run_id)  # a buffered run leaves the buffer as it starts
+        if breach is not None:
+            sla.stage_breach(uow, run, claimed, breach, self.deps.metrics)
         try:
             uow.commit()
-        except Conflict:
-            return "claim-lost"
+        except Conflict as exc:
+            failed = list(exc.details.get("failed", []))
+            busy = busy_slots(failed, slots)
+            if not busy or f"runs {run.run_id}" in failed or stored is None:
+                return "claim-lost"
+            return self._blocked(before, run, stored, busy, remaining_s, cancelled_others)
+        if slots:
+            self.deps.metrics.observe(m.LOCK_CONTENTION, 0.0, "Percent")
         if n > run.budget_start + 1:
             self.deps.metrics.count(m.EXECUTION_RETRY)
         if n == 1 and run.trigger is Trigger.SCHEDULE:
-            late = (now - run.scheduled_for).total_seconds()
+            late = (now - (run.due_at or run.scheduled_for)).total_seconds()
             self.deps.metrics.observe(
                 m.SCHEDULER_ON_TIME, 100.0 if late <= m.ON_TIME_WINDOW_S else 0.0, "Percent"
             )
         self.deps.faults.reached("after_claim")
 
-        if stored is None:
+        if task is None:
             outcome = Outcome.failure(UNKNOWN_TASK, f"task {run.task_id!r} no longer exists", retryable=False)
         else:
-            payload = {**stored.task.payload, **({"event": run.event_detail} if run.event_detail else {})}
+            payload = {**task.payload, **({"event": run.event_detail} if run.event_detail else {})}
             call = Invocation(
                 run_id=run.run_id,
                 task_id=run.task_id,
@@ -321,14 +553,15 @@ class Executor:
                 deadline=now + timedelta(seconds=attempt_s),
                 trace_id=hashlib.sha256(run.run_id.encode()).hexdigest()[:32],
             )
-            outcome = self.deps.targets.invoke(stored.task.target, call)
+            outcome = self.deps.targets.invoke(task.target, call)
         self.deps.faults.reached("after_target")
-        return self._record(claimed, outcome)
+        return self._record(claimed, outcome, task)
 
-    def _record(self, claimed: Run, outcome: Outcome) -> str:
+    def _record(self, claimed: Run, outcome: Outcome, task: Task | None) -> str:
         now = self.clock.now()
         current = claimed.attempts[-1]
-        duration_ms = int((now - current.started_at).total_seconds() * 1000)
+        duration_s = (now - current.started_at).total_seconds()
+        duration_ms = int(duration_s * 1000)
         if outcome.ok:
             result = AttemptOutcome.SUCCEEDED
         elif outcome.error_code == "TIMEOUT":
@@ -350,6 +583,7 @@ class Executor:
             "attempts": [*claimed.attempts[:-1], finished],
             "lease_expires_at": None,
             "lease_owner": None,
+            "slots": [],
         }
         if not outcome.ok:
             update.update(
@@ -358,6 +592,9 @@ class Executor:
                 last_error_retryable=outcome.retryable,
             )
         after = claimed.model_copy(update=update)
+        breach = sla.duration_breach(task, claimed, duration_s)
+        if breach is not None:
+            after = sla.with_breach(after, breach)
         self.deps.faults.reached("before_outcome")
         uow = self.store.unit_of_work("executor", now)
         saved = uow.save_run(
@@ -376,6 +613,12 @@ class Executor:
         uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
         if not outcome.ok:
             uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
+        for key in claimed.slots:
+            leave(uow, key, claimed.run_id)
+        if breach is not None:
+            sla.stage_breach(uow, claimed, saved, breach, self.deps.metrics)
+        elif outcome.ok and task is not None and task.sla is not None and not saved.sla_breaches:
+            sla.stage_reset(uow, task.id)
         try:
             uow.commit()
         except Conflict:

@@ -23,6 +23,8 @@ class FireMessage(_Message):
     kind: Literal["fire"]
     task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
     scheduled_time: UtcDatetime
+    catch_up: bool = Field(default=False, description="sent by the run ledger for a missed fire")
+    source: Literal["scheduler", "ledger"] = "scheduler"
 
 
 class EventMessage(_Message):

@@ -9,6 +9,9 @@
 - **DLQ arrivals without a work order.** A message that SQS moved to the DLQ after
   ``maxReceiveCount`` receives (the crash path) is escalated exactly like an explicit dead letter,
   and stays in the DLQ.
+- **The run ledger** (``rebound.engine.ledger``): fires without runs, DST fires Scheduler does not
+  deliver, catch-up.
+- **SLAs** that are breached while a run is still waiting to start, or still running.
 """
 
 from __future__ import annotations
@@ -20,12 +23,15 @@ from datetime import timedelta
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
-from rebound.domain.models import AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.models import AttemptOutcome, Run, RunState, Task, Trigger
 from rebound.domain.retry import Reason
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.engine import sla
 from rebound.engine import telemetry as m
+from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
+from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.messages import (
     AttemptMessage,
     EventMessage,
@@ -53,6 +59,8 @@ class SweepReport:
     plans_redispatched: list[str] = field(default_factory=list)
     dlq_escalated: list[str] = field(default_factory=list)
     dlq_scanned: int = 0
+    sla_breaches: list[str] = field(default_factory=list)
+    ledger: LedgerReport = field(default_factory=LedgerReport)
 
     def total(self) -> int:
         return (
@@ -60,6 +68,9 @@ class SweepReport:
             + len(self.failures_redecided)
             + len(self.plans_redispatched)
             + len(self.dlq_escalated)
+            + len(self.sla_breaches)
+            + len(self.ledger.missed)
+            + len(self.ledger.delivered)
         )
 
 
@@ -72,11 +83,14 @@ class Sweeper:
         self.retries = RetryScheduler(deps, actor)
         self.dead_letters = DeadLetters(deps, actor)
 
-    def sweep(self, scan_dlq: bool = True) -> SweepReport:
+    def sweep(self, scan_dlq: bool = True, ledger: bool = True) -> SweepReport:
         report = SweepReport()
         self.expire_leases(report)
         self.redecide_stuck_failures(report)
         self.redispatch_stale_plans(report)
+        self.check_slas(report)
+        if ledger:
+            report.ledger = Ledger(self.deps).reconcile()
         if scan_dlq:
             self.escalate_dlq_arrivals(report)
         return report
@@ -109,6 +123,7 @@ class Sweeper:
                 "attempts": [*run.attempts[:-1], finished],
                 "lease_expires_at": None,
                 "lease_owner": None,
+                "slots": [],
                 "last_error_code": TIMEOUT,
                 "last_error_message": finished.error_message,
                 "last_error_retryable": True,
@@ -130,6 +145,8 @@ class Sweeper:
         subject = f"run#{run.run_id}"
         uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
         uow.emit(ev.execution_failed(saved, retryable=True, at=now), subject)
+        for key in run.slots:
+            leave(uow, key, run.run_id)
         try:
             uow.commit()
         except Conflict:
@@ -138,6 +155,53 @@ class Sweeper:
         log.warning(
             "lease expired", extra={"run_id": run.run_id, "attempt": run.attempt, "error_code": TIMEOUT}
         )
+        return True
+
+    # --------------------------------------------------------------------------- SLAs
+    def check_slas(self, report: SweepReport) -> None:
+        """Breaches that show before the run records its own outcome: still waiting, still running."""
+        now = self.clock.now()
+        tasks: dict[str, Task | None] = {}
+
+        def task_of(task_id: str) -> Task | None:
+            if task_id not in tasks:
+                stored = self.store.get_task(task_id)
+                tasks[task_id] = stored.task if stored else None
+            return tasks[task_id]
+
+        for run in self.store.runs_in_state(RunState.RUNNING):
+            task = task_of(run.task_id)
+            if task is None or task.sla is None or task.sla.max_duration is None:
+                continue
+            started = run.attempts[-1].started_at
+            breach = sla.duration_breach(task, run, (now - started).total_seconds())
+            if breach is not None and self._record_breach(run, breach):
+                report.sla_breaches.append(run.run_id)
+        for run in self.store.runs_in_state(RunState.PENDING):
+            task = task_of(run.task_id)
+            if task is None or task.sla is None or "start_delay" in run.sla_breaches:
+                continue
+            breach = sla.start_delay_breach(task, run.model_copy(update={"attempt": 1}), now)
+            if breach is not None and self._record_breach(run, breach):
+                report.sla_breaches.append(run.run_id)
+
+    def _record_breach(self, run: Run, breach: sla.Breach) -> bool:
+        uow = self.store.unit_of_work(self.actor, self.clock.now())
+        after = uow.save_run(
+            run,
+            sla.with_breach(run, breach),
+            action="sla-breached",
+            evidence={
+                "kind": breach.kind,
+                "observed_s": round(breach.observed_s, 3),
+                "limit_s": breach.limit_s,
+            },
+        )
+        sla.stage_breach(uow, run, after, breach, self.deps.metrics)
+        try:
+            uow.commit()
+        except Conflict:
+            return False
         return True
 
     # --------------------------------------------------------------------------- lost decisions

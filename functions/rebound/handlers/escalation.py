@@ -1,4 +1,5 @@
-"""Escalation: ``task.dead_lettered`` events (via the escalation queue) in; one work order each, notified."""
+"""Escalation: ``task.dead_lettered`` and ``task.sla.breached`` events (via the escalation queue) in;
+work orders and notifications out."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.domain.events import EventType as Rebound
 from rebound.engine.escalation import Escalation
 from rebound.handlers.observability import logger_for, metrics_for
 
@@ -24,8 +26,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     escalation = Escalation(wiring.deps())
 
     def record_handler(record: SQSRecord) -> str:
-        detail = json.loads(record.body)["detail"]
-        return escalation.on_dead_lettered(detail).work_order_id
+        event = json.loads(record.body)
+        if event["detail-type"] == Rebound.SLA_BREACHED:
+            return escalation.on_sla_breached(event["detail"])
+        return escalation.on_dead_lettered(event["detail"]).work_order_id
 
     return process_partial_response(
         event=event,

@@ -1,0 +1,265 @@
+"""The run ledger: every fire a task's schedule owes is accounted for as a run.
+
+Every minute the sweeper asks the ledger to compare each active task's expected fire times (up to
+two minutes ago, so Scheduler's in-minute delivery and the queue have had time) with the runs
+that exist. A fire without a run is either
+
+- one EventBridge Scheduler never delivers by design: the second occurrence of a repeated hour
+  (DST policy ``twice``) or a fire moved out of a spring-forward gap (policy ``shift``). Rebound
+  delivers these itself; the ledger even sends them ahead of time, delayed to the exact instant;
+- or **missed** (an outage, a failed delivery): it counts in ``task.scheduler.missed_total`` and
+  the task's catch-up policy decides: ``skip`` records it as a skipped run, ``latest`` runs only
+  the most recent, ``all`` runs up to ``max_runs`` of those within ``window`` (the rest skipped).
+
+Resuming a paused task applies the same catch-up policy to the fires of the pause, and sends the
+retries that were held while it was paused.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from rebound.adapters.dynamo import StoredTask
+from rebound.domain import cron
+from rebound.domain import events as ev
+from rebound.domain.errors import Conflict
+from rebound.domain.ids import scheduled_run_id
+from rebound.domain.models import Run, RunState, ScheduleSpec, Trigger
+from rebound.domain.timefmt import iso, parse_utc
+from rebound.engine import telemetry as m
+from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
+
+GRACE = timedelta(minutes=2)
+LOOKAHEAD = timedelta(minutes=3)
+MAX_LOOKBACK = timedelta(days=1)
+MAX_SKIPPED_RECORDS = 100
+WATERMARK = "ledger#watermark"
+TASK_CACHE = timedelta(minutes=1)
+
+
+@dataclass(frozen=True)
+class ExpectedFire:
+    task_id: str
+    at: datetime
+    note: str | None
+    by_scheduler: bool
+
+    @property
+    def run_id(self) -> str:
+        return scheduled_run_id(self.task_id, self.at)
+
+
+def expected_fires(
+    task_id: str, spec: ScheduleSpec, after: datetime, until: datetime, *, origin: datetime | None = None
+) -> list[ExpectedFire]:
+    """Fire times in ``(after, until]`` of a schedule, with the task's DST policy for Unix cron."""
+    if until <= after:
+        return []
+    if spec.cron is not None:
+        policy = cron.DstPolicy(repeated=spec.dst.repeated, missing=spec.dst.missing)
+        return [
+            ExpectedFire(task_id, f.at, f.note, cron.scheduler_delivers(f, spec.timezone))
+            for f in cron.fire_times_between(spec.cron, spec.timezone, after, until, policy)
+        ]
+    from rebound.ops.schedules import scheduler_expressions
+
+    fires: set[datetime] = set()
+    for expression in scheduler_expressions(spec):
+        at = after
+        while True:
+            nxt = cron.next_fire(expression, spec.timezone, at, start=origin or after)
+            if nxt is None or nxt > until:
+                break
+            fires.add(nxt)
+            at = nxt
+    return [ExpectedFire(task_id, at, None, True) for at in sorted(fires)]
+
+
+@dataclass
+class LedgerReport:
+    checked_until: datetime | None = None
+    expected: int = 0
+    missed: list[str] = field(default_factory=list)
+    caught_up: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    delivered: list[str] = field(default_factory=list)
+
+
+class Ledger:
+    def __init__(self, deps: Deps, actor: str = "ledger") -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.clock = deps.clock
+        self.actor = actor
+
+    # --------------------------------------------------------------------------- every minute
+    def reconcile(self) -> LedgerReport:
+        now = self.clock.now()
+        until = now - GRACE
+        report = LedgerReport(checked_until=until)
+        since = self._watermark(now) or until - timedelta(minutes=1)
+        since = max(since, now - MAX_LOOKBACK)
+        if until <= since:
+            return report
+        tasks = self._active_tasks()
+        due: list[tuple[StoredTask, list[ExpectedFire]]] = []
+        for stored in tasks:
+            spec = stored.task.schedule
+            assert spec is not None
+            start = max(since, stored.active_since or since)
+            fires = expected_fires(stored.task.id, spec, start, until, origin=stored.active_since)
+            if fires:
+                due.append((stored, fires))
+        run_ids = [f.run_id for _, fires in due for f in fires]
+        report.expected = len(run_ids)
+        existing = self.store.get_runs(run_ids) if run_ids else {}  # one batched read for every task
+        for stored, fires in due:
+            missing = [f for f in fires if f.run_id not in existing]
+            if missing:
+                self._handle_missing(stored, missing, now, report)
+        for stored in tasks:
+            assert stored.task.schedule is not None
+            self._send_ahead(stored, stored.task.schedule, now, report)
+        self._advance_watermark(until)
+        return report
+
+    def _handle_missing(
+        self, stored: StoredTask, missing: list[ExpectedFire], now: datetime, report: LedgerReport
+    ) -> None:
+        ours = [f for f in missing if not f.by_scheduler]
+        for fire in ours:  # Scheduler never sends these; they were due, deliver them now.
+            if self._dispatch(stored.task.id, fire.at, catch_up=False):
+                report.delivered.append(fire.run_id)
+        missed = [f for f in missing if f.by_scheduler]
+        if missed:
+            self.deps.metrics.count(m.SCHEDULER_MISSED, len(missed))
+            report.missed.extend(f.run_id for f in missed)
+            log.warning(
+                "missed fires",
+                extra={"task_id": stored.task.id, "missed": len(missed), "first": iso(missed[0].at)},
+            )
+            self.catch_up(stored, [f.at for f in missed], now, report)
+
+    def _send_ahead(
+        self, stored: StoredTask, spec: ScheduleSpec, now: datetime, report: LedgerReport
+    ) -> None:
+        """Rebound-delivered DST fires in the next few minutes leave now, delayed to their instant."""
+        if spec.cron is None or spec.dst.is_scheduler_default:
+            return
+        for fire in expected_fires(stored.task.id, spec, now, now + LOOKAHEAD):
+            if not fire.by_scheduler and self._dispatch(stored.task.id, fire.at, catch_up=False, now=now):
+                report.delivered.append(fire.run_id)
+
+    # --------------------------------------------------------------------------- catch-up
+    def catch_up(
+        self, stored: StoredTask, missed: list[datetime], now: datetime, report: LedgerReport
+    ) -> None:
+        policy = stored.task.catch_up
+        missed = sorted(missed)
+        if policy.policy == "skip":
+            run, skip = [], missed
+        elif policy.policy == "latest":
+            run, skip = missed[-1:], missed[:-1]
+        else:
+            recent = [at for at in missed if (now - at).total_seconds() <= policy.window]
+            run = recent[-policy.max_runs :]
+            skip = [at for at in missed if at not in run]
+        for at in run:
+            if self._dispatch(stored.task.id, at, catch_up=True):
+                report.caught_up.append(scheduled_run_id(stored.task.id, at))
+        for at in skip[-MAX_SKIPPED_RECORDS:]:
+            if self._record_skipped(stored, at, now):
+                report.skipped.append(scheduled_run_id(stored.task.id, at))
+
+    def resume(self, before: StoredTask, resumed_at: datetime) -> LedgerReport:
+        """After a pause: catch up on the fires of the pause, and send the retries that were held."""
+        report = LedgerReport()
+        spec = before.task.schedule
+        if spec is not None and before.paused_at is not None:
+            since = max(before.paused_at, resumed_at - MAX_LOOKBACK)
+            fires = expected_fires(before.task.id, spec, since, resumed_at, origin=before.active_since)
+            existing = self.store.get_runs([f.run_id for f in fires]) if fires else {}
+            missed = [f.at for f in fires if f.run_id not in existing]
+            report.missed.extend(scheduled_run_id(before.task.id, at) for at in missed)
+            if missed:
+                self.catch_up(before, missed, resumed_at, report)
+        for run in self._held(before.task.id):
+            body = {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": run.attempt + 1}
+            self.deps.queues.send("execution", body)
+            report.delivered.append(run.run_id)
+        return report
+
+    # --------------------------------------------------------------------------- plumbing
+    def _dispatch(self, task_id: str, at: datetime, *, catch_up: bool, now: datetime | None = None) -> bool:
+        """Send a fire once (an idempotency key guards against sending it every minute)."""
+        run_id = scheduled_run_id(task_id, at)
+        clock_now = self.clock.now()
+        if not self.store.claim_key(f"dispatch#{run_id}", clock_now, timedelta(days=2)):
+            return False
+        body = {
+            "v": 1,
+            "kind": "fire",
+            "task_id": task_id,
+            "scheduled_time": iso(at),
+            "catch_up": catch_up,
+            "source": "ledger",
+        }
+        delay = max((at - (now or clock_now)).total_seconds(), 0.0) if now else 0.0
+        self.deps.queues.send("execution", body, delay_s=delay)
+        return True
+
+    def _record_skipped(self, stored: StoredTask, at: datetime, now: datetime) -> bool:
+        run = Run(
+            run_id=scheduled_run_id(stored.task.id, at),
+            task_id=stored.task.id,
+            tenant=stored.task.tenant,
+            trigger=Trigger.SCHEDULE,
+            scheduled_for=at,
+            created_at=now,
+            updated_at=now,
+            state=RunState.SKIPPED,
+            last_error_message="missed fire (catch-up policy)",
+        )
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            None,
+            run,
+            action="skipped",
+            evidence={"reason": "missed", "catch_up": stored.task.catch_up.policy},
+        )
+        uow.emit(ev.execution_updated(saved, None, now), f"run#{run.run_id}")
+        try:
+            uow.commit()
+        except Conflict:
+            return False  # a run exists after all (a late delivery)
+        return True
+
+    def _held(self, task_id: str) -> list[Run]:
+        recent = self.store.runs_for_task(task_id, newest_first=True, limit=500)
+        return [
+            r
+            for r in recent
+            if r.held_at is not None and r.state in (RunState.RETRY_SCHEDULED, RunState.PENDING)
+        ]
+
+    def _active_tasks(self) -> list[StoredTask]:
+        now = self.clock.now()
+        cached = self.deps.cache.get("ledger#tasks")
+        if cached is not None and now.timestamp() - cached[0] < TASK_CACHE.total_seconds():
+            tasks: list[StoredTask] = cached[1]  # type: ignore[assignment]
+        else:
+            tasks = [t for t in self.store.list_tasks() if t.task.schedule is not None]
+            self.deps.cache["ledger#tasks"] = (now.timestamp(), tasks)
+        return [t for t in tasks if not t.paused]
+
+    def _watermark(self, now: datetime) -> datetime | None:
+        item: dict[str, Any] | None = self.store.get_key(WATERMARK)
+        return parse_utc(item["checked_until"]) if item and item.get("checked_until") else None
+
+    def _advance_watermark(self, until: datetime) -> None:
+        self.store.put_key(WATERMARK, {"checked_until": iso(until)})

@@ -1,0 +1,81 @@
+"""SLA: a run's start delay and its duration, measured against its task's limits.
+
+A breach is recorded in the same transaction as the state change that revealed it: the run
+gains ``sla_breaches``, ``task.sla.breached`` is emitted, and the task's breach counter (an item in
+the idempotency table) counts consecutive breaching runs. A run that finishes without a breach
+resets the counter and starts a new streak. Escalation notifies on every breach and opens one
+work order for the streak that reaches three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from rebound.adapters.dynamo import UnitOfWork
+from rebound.domain import events as ev
+from rebound.domain.models import Run, Task
+from rebound.engine import telemetry as m
+from rebound.engine.ports import Metrics
+
+WORK_ORDER_AFTER = 3
+
+
+def counter_key(task_id: str) -> str:
+    return f"sla#{task_id}"
+
+
+@dataclass(frozen=True)
+class Breach:
+    kind: str  # start_delay | duration
+    observed_s: float
+    limit_s: float
+
+
+def start_delay_breach(task: Task | None, run: Run, started_at: datetime) -> Breach | None:
+    if task is None or task.sla is None or task.sla.max_start_delay is None or run.attempt != 1:
+        return None
+    due = run.due_at or run.scheduled_for
+    delay = (started_at - due).total_seconds()
+    return (
+        Breach("start_delay", delay, task.sla.max_start_delay) if delay > task.sla.max_start_delay else None
+    )
+
+
+def duration_breach(task: Task | None, run: Run, duration_s: float) -> Breach | None:
+    if task is None or task.sla is None or task.sla.max_duration is None or "duration" in run.sla_breaches:
+        return None
+    limit = task.sla.max_duration
+    return Breach("duration", duration_s, limit) if duration_s > limit else None
+
+
+def with_breach(run: Run, breach: Breach) -> Run:
+    return run.model_copy(update={"sla_breaches": [*run.sla_breaches, breach.kind]})
+
+
+def stage_breach(uow: UnitOfWork, before: Run, after: Run, breach: Breach, metrics: Metrics) -> None:
+    """Stage the event and the counter for a breach already added to ``after``."""
+    uow.emit(
+        ev.sla_breached(after, kind=breach.kind, observed_s=breach.observed_s, limit_s=breach.limit_s),
+        f"run#{after.run_id}",
+    )
+    if not before.sla_breaches:  # a run counts once towards the streak, however many limits it breaks
+        uow.update(
+            "idempotency",
+            {"pk": counter_key(after.task_id)},
+            "ADD consecutive :one SET last_run = :run",
+            f"sla counter {after.task_id}",
+            values={":one": 1, ":run": after.run_id},
+        )
+    metrics.count(m.SLA_BREACH)
+
+
+def stage_reset(uow: UnitOfWork, task_id: str) -> None:
+    """A run of an SLA task finished within its limits: the streak of breaches ends."""
+    uow.update(
+        "idempotency",
+        {"pk": counter_key(task_id)},
+        "SET consecutive = :zero ADD streak :one",
+        f"sla counter {task_id}",
+        values={":zero": 0, ":one": 1},
+    )

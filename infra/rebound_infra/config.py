@@ -1,0 +1,175 @@
+"""Environment configuration: ``config/environments/<env>.yaml``, validated by pydantic.
+
+Each environment's file says where it differs: data retention, deletion protection, alarm
+thresholds, log retention, who is alerted and what the functions may reach outside the stack.
+A bad file fails synthesis with an error that names the file, the key path and the problem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rebound.config.loader import config_error, load_yaml
+from rebound.domain.errors import ConfigError
+
+ENVIRONMENT_NAME = r"^[a-z][a-z0-9-]{1,15}$"
+# The retention values CloudWatch Logs accepts.
+LOG_RETENTION_DAYS = frozenset(
+    {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
+)
+Percent = Annotated[float, Field(gt=0, le=100)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AlarmThresholds(_Model):
+    """Alarm thresholds. The rates default to the seeds' values (ARCHITECTURE.md, Telemetry)."""
+
+    retry_failure_rate_percent: Percent = 15
+    retry_failure_window_minutes: int = Field(10, ge=1, le=60)
+    scheduling_failure_rate_percent: Percent = 5
+    scheduling_failure_window_minutes: int = Field(5, ge=1, le=60)
+    sla_consecutive_breaches: int = Field(3, ge=1, le=10)
+    sla_period_minutes: int = Field(5, ge=1, le=60)
+    lock_contention_percent: Percent = 70
+    lock_contention_window_minutes: int = Field(5, ge=1, le=60)
+    workorder_failures: int = Field(1, ge=1)
+    dlq_depth: int = Field(ge=1, description="messages waiting in a dead-letter queue")
+    dlq_oldest_age_s: int = Field(
+        ge=300, le=13 * 86400, description="must leave time to act before retention"
+    )
+    execution_oldest_age_s: int = Field(ge=60, description="backlog on the execution queue")
+    outbox_iterator_age_s: int = Field(ge=60, description="events waiting in the outbox stream")
+
+
+class ApiConfig(_Model):
+    throttle_rate_limit: float = Field(10, gt=0)
+    throttle_burst_limit: int = Field(20, ge=1)
+    # API Gateway execution logging needs the account-wide CloudWatch role. Set false when the
+    # account has one already (another stack or a landing zone manages it).
+    cloudwatch_role: bool = True
+
+
+class OutboxConfig(_Model):
+    """The relay's stream event source mapping."""
+
+    retry_attempts: int = Field(100, ge=0, le=10000)
+    max_record_age_s: int = Field(86400, ge=60, le=604800)
+
+
+class GrantsConfig(_Model):
+    """What the functions may reach outside this stack (task targets and notification secrets)."""
+
+    target_function_arns: tuple[str, ...] = ()
+    secret_parameter_path: str | None = Field(
+        None, description="SSM path of target and channel secrets; default /rebound/<env>/secrets"
+    )
+    secrets_manager_arns: tuple[str, ...] = ()
+
+    @field_validator("target_function_arns")
+    @classmethod
+    def _lambda_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if not arn.startswith("arn:") or ":lambda:" not in arn or ":function:" not in arn:
+                raise ValueError(f"{arn!r} is not a Lambda function ARN")
+        return value
+
+    @field_validator("secrets_manager_arns")
+    @classmethod
+    def _secret_arns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for arn in value:
+            if not arn.startswith("arn:") or ":secretsmanager:" not in arn:
+                raise ValueError(f"{arn!r} is not a Secrets Manager secret ARN")
+        return value
+
+    @field_validator("secret_parameter_path")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or value.endswith("/") or "*" in value):
+            raise ValueError("must start with '/', not end with '/', and hold no '*'")
+        return value
+
+
+class NotificationsConfig(_Model):
+    """Work-order channels besides the alerts topic: an SSM parameter name or Secrets Manager ARN."""
+
+    pagerduty_secret: str | None = None
+    slack_secret: str | None = None
+
+    @field_validator("pagerduty_secret", "slack_secret")
+    @classmethod
+    def _reference(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("/", "arn:")):
+            raise ValueError("must be an SSM parameter name (/...) or an ARN")
+        return value
+
+
+class EnvironmentConfig(_Model):
+    name: Annotated[str, Field(pattern=ENVIRONMENT_NAME)]
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d$")] | None = None
+    retain_data: bool
+    deletion_protection: bool
+    termination_protection: bool = False
+    log_retention_days: int = 30
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    bus_archive_retention_days: int = Field(7, ge=1, le=3650)
+    runbook_base_url: str = "docs/runbooks"
+    alarm_emails: tuple[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")], ...] = ()
+    alarms: AlarmThresholds
+    api: ApiConfig = ApiConfig()
+    outbox: OutboxConfig = OutboxConfig()
+    grants: GrantsConfig = GrantsConfig()
+    notifications: NotificationsConfig = NotificationsConfig()
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            allowed = ", ".join(str(v) for v in sorted(LOG_RETENTION_DAYS))
+            raise ValueError(f"CloudWatch Logs does not accept {value} days; use one of {allowed}")
+        return value
+
+    @model_validator(mode="after")
+    def _protected_data_is_retained(self) -> EnvironmentConfig:
+        if self.deletion_protection and not self.retain_data:
+            raise ValueError(
+                "deletion_protection needs retain_data: true (a protected table cannot be destroyed)"
+            )
+        return self
+
+    @property
+    def stack_name(self) -> str:
+        return f"Rebound-{self.name}"
+
+    @property
+    def secret_path(self) -> str:
+        return self.grants.secret_parameter_path or f"/rebound/{self.name}/secrets"
+
+
+def load_environment(name: str, directory: Path) -> EnvironmentConfig:
+    """Read and validate ``<directory>/<name>.yaml``; its ``name`` must match the file name."""
+    path = directory / f"{name}.yaml"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in directory.glob("*.yaml"))) or "none"
+        raise ConfigError(str(path), "", f"no such environment file (environments: {known})")
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "expected a mapping at the top level")
+    try:
+        config = EnvironmentConfig.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(str(path), exc) from None
+    if config.name != name:
+        raise ConfigError(str(path), "name", f"is {config.name!r} but the file is {name}.yaml")
+    return config
+
+
+def environment_names(directory: Path) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.yaml"))

@@ -1,0 +1,66 @@
+"""The environment's EventBridge bus, an archive of Rebound's events, and ``SPEC.rules``.
+
+Each rule sends its detail types from ``SPEC.event_source`` to the queue its spec names, with
+EventBridge's retry policy and the control DLQ for what it cannot deliver.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from rebound import resources as r
+
+RULE_MAX_EVENT_AGE = Duration.hours(24)
+RULE_RETRY_ATTEMPTS = 185
+
+
+def event_pattern(rule: r.RuleSpec) -> dict[str, Any]:
+    """The rule's pattern as CloudFormation and the local cloud hold it."""
+    return {"source": [r.SPEC.event_source], "detail-type": list(rule.detail_types)}
+
+
+class Events(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        queues: dict[str, sqs.IQueue],
+        dead_letter_queue: sqs.IQueue,
+        archive_retention_days: int,
+        retain: bool,
+    ) -> None:
+        super().__init__(scope, id)
+        self.bus = events.EventBus(self, "Bus", description="Rebound's run, retry and work-order events")
+        self.bus.archive(
+            "Archive",
+            description="Rebound's events, for replay after an outage of a consumer",
+            event_pattern=events.EventPattern(source=[r.SPEC.event_source]),
+            retention=Duration.days(archive_retention_days),
+        )
+        self.bus.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
+        self.rules: dict[str, events.Rule] = {}
+        for spec in r.SPEC.rules:
+            self.rules[spec.logical] = events.Rule(
+                self,
+                spec.logical,
+                event_bus=self.bus,
+                description=spec.purpose,
+                event_pattern=events.EventPattern(
+                    source=[r.SPEC.event_source], detail_type=list(spec.detail_types)
+                ),
+                targets=[
+                    events_targets.SqsQueue(
+                        queues[spec.queue],
+                        dead_letter_queue=dead_letter_queue,
+                        retry_attempts=RULE_RETRY_ATTEMPTS,
+                        max_event_age=RULE_MAX_EVENT_AGE,
+                    )
+                ],
+            )

@@ -1,0 +1,326 @@
+"""Alarms (ARCHITECTURE.md, Telemetry), all acting on the alerts topic, and the dashboard.
+
+The alerts topic is also where escalation publishes work orders. It is encrypted with a customer
+managed key because CloudWatch alarms cannot publish to a topic under the AWS managed SNS key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from rebound.engine import telemetry as m
+from rebound.handlers.observability import NAMESPACE
+from rebound_infra.config import AlarmThresholds
+from rebound_infra.telemetry import EMITTERS
+
+QUEUE_PERIOD = Duration.minutes(5)
+
+
+class Observability(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        environment: str,
+        thresholds: AlarmThresholds,
+        alarm_emails: Sequence[str],
+        retain: bool,
+    ) -> None:
+        super().__init__(scope, id)
+        self.environment = environment
+        self.thresholds = thresholds
+        self.key = kms.Key(
+            self,
+            "AlertsKey",
+            description="Encrypts Rebound's alerts topic",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "Alerts",
+            display_name=f"Rebound {environment} alerts",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        for email in alarm_emails:
+            self.topic.add_subscription(subs.EmailSubscription(email))
+        self.alarms: dict[str, cw.Alarm] = {}
+        self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
+
+    # --------------------------------------------------------------------------- metrics
+    def app_metric(
+        self, name: str, service: str, statistic: str = "Sum", period: Duration | None = None
+    ) -> cw.Metric:
+        return cw.Metric(
+            namespace=NAMESPACE,
+            metric_name=name,
+            dimensions_map={"environment": self.environment, "service": service},
+            statistic=statistic,
+            period=period or Duration.minutes(5),
+        )
+
+    def total(self, name: str, prefix: str, period: Duration) -> tuple[str, dict[str, cw.IMetric]]:
+        """``FILL(a,0)+FILL(b,0)`` over every emitter of ``name``, and the metrics it uses."""
+        using: dict[str, cw.IMetric] = {
+            f"{prefix}{i}": self.app_metric(name, svc, period=period) for i, svc in enumerate(EMITTERS[name])
+        }
+        return "(" + " + ".join(f"FILL({k}, 0)" for k in using) + ")", using
+
+    def failure_rate(self, success: str, failure: str, window_minutes: int, label: str) -> cw.MathExpression:
+        period = Duration.minutes(window_minutes)
+        ok, ok_metrics = self.total(success, "s", period)
+        bad, bad_metrics = self.total(failure, "f", period)
+        return cw.MathExpression(
+            expression=f"IF(({ok} + {bad}) > 0, 100 * {bad} / ({ok} + {bad}), 0)",
+            using_metrics={**ok_metrics, **bad_metrics},
+            period=period,
+            label=label,
+        )
+
+    def summed(self, name: str, period: Duration, label: str) -> cw.IMetric:
+        if len(EMITTERS[name]) == 1:
+            return self.app_metric(name, EMITTERS[name][0], period=period).with_(label=label)
+        expression, using = self.total(name, "m", period)
+        return cw.MathExpression(expression=expression, using_metrics=using, period=period, label=label)
+
+    # --------------------------------------------------------------------------- alarms
+    def alarm(
+        self,
+        id: str,
+        metric: cw.IMetric,
+        *,
+        threshold: float,
+        description: str,
+        comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        evaluation_periods: int = 1,
+    ) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            id,
+            metric=metric,
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=evaluation_periods,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"Rebound {self.environment}: {description}",
+        )
+        action = cw_actions.SnsAction(self.topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+        self.alarms[id] = alarm
+        return alarm
+
+    def add_alarms(
+        self,
+        *,
+        execution_queue: sqs.IQueue,
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+        functions: Mapping[str, lambda_.IFunction],
+        outbox_relay: lambda_.IFunction,
+    ) -> None:
+        t = self.thresholds
+        self.alarm(
+            "RetryFailureRate",
+            self.failure_rate(
+                m.RETRY_SUCCESS, m.RETRY_FAILURE, t.retry_failure_window_minutes, "retry failure %"
+            ),
+            threshold=t.retry_failure_rate_percent,
+            description=f"more than {t.retry_failure_rate_percent:g}% of retried attempts failed over "
+            f"{t.retry_failure_window_minutes} minutes",
+        )
+        self.alarm(
+            "SchedulingFailureRate",
+            self.failure_rate(
+                m.SCHEDULING_SUCCESS,
+                m.SCHEDULING_FAILURE,
+                t.scheduling_failure_window_minutes,
+                "scheduling failure %",
+            ),
+            threshold=t.scheduling_failure_rate_percent,
+            description=f"more than {t.scheduling_failure_rate_percent:g}% of retry dispatches failed over "
+            f"{t.scheduling_failure_window_minutes} minutes",
+        )
+        self.alarm(
+            "WorkOrderFailures",
+            self.summed(m.WORKORDER_FAILURE, Duration.minutes(5), "work-order failures"),
+            threshold=t.workorder_failures,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{t.workorder_failures} or more work orders could not be created in 5 minutes",
+        )
+        self.alarm(
+            "SlaBreaches",
+            self.summed(m.SLA_BREACH, Duration.minutes(t.sla_period_minutes), "SLA breaches"),
+            threshold=1,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=t.sla_consecutive_breaches,
+            description=f"SLA breaches in {t.sla_consecutive_breaches} consecutive "
+            f"{t.sla_period_minutes}-minute periods",
+        )
+        self.alarm(
+            "LockContention",
+            self.app_metric(
+                m.LOCK_CONTENTION,
+                EMITTERS[m.LOCK_CONTENTION][0],
+                statistic="Average",
+                period=Duration.minutes(t.lock_contention_window_minutes),
+            ),
+            threshold=t.lock_contention_percent,
+            description=f"lock contention above {t.lock_contention_percent:g}%",
+        )
+        for logical, queue in dead_letter_queues.items():
+            self.alarm(
+                f"{_camel(logical)}Depth",
+                queue.metric_approximate_number_of_messages_visible(statistic="Maximum", period=QUEUE_PERIOD),
+                threshold=t.dlq_depth,
+                comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                description=f"{t.dlq_depth} or more messages in the {logical} queue",
+            )
+            self.alarm(
+                f"{_camel(logical)}OldestAge",
+                queue.metric_approximate_age_of_oldest_message(statistic="Maximum", period=QUEUE_PERIOD),
+                threshold=t.dlq_oldest_age_s,
+                description=f"a message in the {logical} queue is older than {t.dlq_oldest_age_s}s; "
+                "recover or archive it before the queue's retention deletes it",
+            )
+        self.alarm(
+            "ExecutionBacklog",
+            execution_queue.metric_approximate_age_of_oldest_message(
+                statistic="Maximum", period=QUEUE_PERIOD
+            ),
+            threshold=t.execution_oldest_age_s,
+            description=f"runs wait more than {t.execution_oldest_age_s}s on the execution queue",
+        )
+        self.alarm(
+            "OutboxLag",
+            outbox_relay.metric("IteratorAge", statistic="Maximum", period=QUEUE_PERIOD),
+            threshold=t.outbox_iterator_age_s * 1000,
+            description=f"outbox events wait more than {t.outbox_iterator_age_s}s to reach the bus",
+        )
+        for logical, fn in functions.items():
+            self.alarm(
+                f"{_camel(logical)}Errors",
+                fn.metric_errors(statistic="Sum", period=QUEUE_PERIOD),
+                threshold=1,
+                comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                description=f"the {logical} function failed invocations",
+            )
+
+    # --------------------------------------------------------------------------- dashboard
+    def add_dashboard(
+        self,
+        *,
+        execution_queue: sqs.IQueue,
+        dead_letter_queues: Mapping[str, sqs.IQueue],
+        executor: lambda_.IFunction,
+    ) -> None:
+        period = Duration.minutes(5)
+        ok, ok_metrics = self.total(m.RETRY_SUCCESS, "s", period)
+        bad, bad_metrics = self.total(m.RETRY_FAILURE, "f", period)
+        using = {**ok_metrics, **bad_metrics}
+        retry_rates = [
+            cw.MathExpression(
+                expression=f"IF(({ok} + {bad}) > 0, 100 * {part} / ({ok} + {bad}), 0)",
+                using_metrics=using,
+                period=period,
+                label=label,
+            )
+            for part, label in ((ok, "retry success %"), (bad, "retry failure %"))
+        ]
+        width = 8
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Execution queue",
+                left=[
+                    execution_queue.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=period
+                    )
+                ],
+                right=[
+                    execution_queue.metric_approximate_age_of_oldest_message(
+                        statistic="Maximum", period=period
+                    )
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Dead-letter queues: depth",
+                left=[
+                    q.metric_approximate_number_of_messages_visible(
+                        statistic="Maximum", period=period, label=name
+                    )
+                    for name, q in dead_letter_queues.items()
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Dead-letter queues: oldest message (s)",
+                left=[
+                    q.metric_approximate_age_of_oldest_message(statistic="Maximum", period=period, label=name)
+                    for name, q in dead_letter_queues.items()
+                ],
+                width=width,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Retry success and failure (%)", left=retry_rates, width=width),
+            cw.GraphWidget(
+                title="Scheduler on-time rate (%)",
+                left=[self.summed_average(m.SCHEDULER_ON_TIME, period, "on time %")],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Work orders opened",
+                left=[self.summed(m.WORKORDER_OPENED, period, "opened")],
+                width=width,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Executor errors and throttles",
+                left=[
+                    executor.metric_errors(statistic="Sum", period=period),
+                    executor.metric_throttles(statistic="Sum", period=period),
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Executor duration (ms)",
+                left=[
+                    executor.metric_duration(statistic="p50", period=period),
+                    executor.metric_duration(statistic="p99", period=period),
+                    executor.metric_duration(statistic="Maximum", period=period),
+                ],
+                width=width,
+            ),
+            cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=width),
+        )
+
+    def summed_average(self, name: str, period: Duration, label: str) -> cw.IMetric:
+        return self.app_metric(name, EMITTERS[name][0], statistic="Average", period=period).with_(label=label)
+
+
+def _camel(logical: str) -> str:
+    return "".join(part.capitalize() for part in logical.split("_"))

@@ -1,0 +1,211 @@
+"""What each function may do, granted with ``grant_*`` on the resources themselves.
+
+Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters``):
+
+- ``DynamoStore`` reads with GetItem and Query and writes only through ``TransactWriteItems``
+  made of conditional Puts, which IAM authorizes as ``dynamodb:PutItem`` per item. The
+  idempotency keys are also put and deleted directly (``claim_key``, ``release_key``).
+- The audit table gets Put and reads, never Update or Delete (it is append-only).
+- Event source mappings grant their own consume rights (SQS) and stream reads (DynamoDB).
+
+Keep this table in step with the engine: a new AWS call needs a line here, and the infra tests
+fail on a right that no function should have.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from rebound import resources as r
+from rebound_infra.constructs.scheduling import Scheduling
+from rebound_infra.nag import acknowledge, resource_finding
+
+READ = ("dynamodb:GetItem", "dynamodb:Query")
+# ``PolicyService`` lists the stored policy names (a Scan) to explain an unknown policy name.
+POLICY_READ = (*READ, "dynamodb:Scan")
+PUT = ("dynamodb:PutItem",)
+DELETE = ("dynamodb:DeleteItem",)
+# Concurrency slots and SLA counters change with ADD/DELETE updates (``rebound.engine.concurrency``).
+UPDATE = ("dynamodb:UpdateItem",)
+# The run ledger reads the runs a minute's fires should have created in one BatchGetItem, and
+# lists the tasks (a Scan, cached for a minute).
+LEDGER_RUNS = (*READ, "dynamodb:BatchGetItem")
+TASK_LIST = (*READ, "dynamodb:Scan")
+APPEND_ONLY_FORBIDDEN = frozenset(
+    {
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+        "dynamodb:PartiQLUpdate",
+        "dynamodb:PartiQLDelete",
+        "dynamodb:DeleteTable",
+        "dynamodb:UpdateTable",
+        "dynamodb:*",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Access:
+    tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    send: tuple[str, ...] = ()
+    receive: tuple[str, ...] = ()
+    put_events: bool = False
+    create_schedules: bool = False
+    publish_alerts: bool = False
+    target_secrets: bool = False
+    invoke_targets: bool = False
+    notification_secrets: bool = False
+    stream_reader: bool = False
+
+
+# The run path writes a run, its audit record and its outbox events in one transaction.
+_RUN_WRITES = {"runs": READ + PUT, "audit": READ + PUT, "outbox": PUT, "tasks": READ}
+
+ACCESS: dict[str, Access] = {
+    "executor": Access(
+        tables={**_RUN_WRITES, "idempotency": READ + UPDATE, "tenants": READ},
+        # the DLQ for refused messages; the execution queue for staggered fires and waiting runs
+        send=("execution", "dlq"),
+        target_secrets=True,
+        invoke_targets=True,
+    ),
+    "retry_scheduler": Access(
+        tables={**_RUN_WRITES, "policies": POLICY_READ},
+        send=("execution", "dlq"),
+        create_schedules=True,
+    ),
+    "escalation": Access(
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "idempotency": READ},
+        publish_alerts=True,
+        notification_secrets=True,
+    ),
+    "outbox_relay": Access(put_events=True, stream_reader=True),
+    "sweeper": Access(
+        tables={
+            **_RUN_WRITES,
+            "runs": LEDGER_RUNS + PUT,
+            "tasks": TASK_LIST,
+            "policies": POLICY_READ,
+            "idempotency": READ + PUT + DELETE + UPDATE,
+        },
+        send=("execution", "dlq"),
+        receive=("dlq",),
+        create_schedules=True,
+    ),
+    "ops_api": Access(),
+}
+
+
+@dataclass(frozen=True)
+class Grantables:
+    tables: dict[str, ddb.ITable]
+    queues: dict[str, sqs.IQueue]
+    bus: events.IEventBus
+    scheduling: Scheduling
+    topic: sns.ITopic
+    target_function_arns: tuple[str, ...]
+    secret_path: str
+    secrets_manager_arns: tuple[str, ...]
+    notification_secrets: tuple[str, ...]
+    topic_key_encrypted: bool = True
+
+
+def _parameter_arn(scope: Construct, name: str) -> str:
+    return Stack.of(scope).format_arn(service="ssm", resource="parameter", resource_name=name.lstrip("/"))
+
+
+def grant_table(table: ddb.ITable, spec: r.TableSpec, role: iam.IGrantable, actions: tuple[str, ...]) -> None:
+    """``actions`` on the table, and its queries on each of its indexes by name.
+
+    ``Table.grant`` would add ``<table>/index/*``; naming the spec's indexes keeps it exact.
+    """
+    if not spec.indexes:
+        table.grant(role, *actions)
+        return
+    iam.Grant.add_to_principal(grantee=role, actions=list(actions), resource_arns=[table.table_arn])
+    queries = [a for a in actions if a == "dynamodb:Query"]
+    if queries:
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=queries,
+            resource_arns=[f"{table.table_arn}/index/{index.name}" for index in spec.indexes],
+        )
+
+
+def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> None:
+    if logical not in ACCESS:
+        raise ValueError(
+            f"function {logical!r} (rebound.resources.SPEC) has no entry in "
+            "rebound_infra.permissions.ACCESS: add one listing exactly what its code calls"
+        )
+    access = ACCESS[logical]
+    for table, actions in access.tables.items():
+        grant_table(on.tables[table], r.SPEC.table(table), role, actions)
+    for queue in access.send:
+        on.queues[queue].grant_send_messages(role)
+    for queue in access.receive:
+        on.queues[queue].grant(role, "sqs:ReceiveMessage")
+    if access.put_events:
+        on.bus.grant_put_events_to(role)
+    if access.create_schedules:
+        on.scheduling.grant_create_schedules(role)
+    if access.publish_alerts:
+        on.topic.grant_publish(role)
+    if access.invoke_targets:
+        for i, arn in enumerate(on.target_function_arns):
+            lambda_.Function.from_function_arn(scope, f"{logical}Target{i}", arn).grant_invoke(role)
+    if access.create_schedules:
+        acknowledge(
+            role,
+            resource_finding(role, "AwsSolutions-IAM5", on.scheduling.schedules_arn()),
+            "Schedule names are made at run time (one per task trigger or long retry); the grant is "
+            "CreateSchedule only, on the schedules of this environment's group.",
+        )
+    if access.publish_alerts and on.topic_key_encrypted:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+            "Publishing to the KMS-encrypted alerts topic needs data keys of that one key; this is "
+            "CDK's grant for it, on the topic's key only.",
+        )
+    if access.stream_reader:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "dynamodb:ListStreams, which the stream event source mapping needs, supports no resource "
+            "ARN: AWS requires '*'. The stream reads themselves are on the outbox stream only.",
+        )
+    secret_refs: list[str] = []
+    if access.target_secrets:
+        path_arn = _parameter_arn(scope, f"{on.secret_path}/*")
+        iam.Grant.add_to_principal(grantee=role, actions=["ssm:GetParameter"], resource_arns=[path_arn])
+        acknowledge(
+            role,
+            resource_finding(role, "AwsSolutions-IAM5", path_arn),
+            "Task targets name their secrets at run time; reads are limited to GetParameter under "
+            "this environment's secrets path.",
+        )
+        secret_refs.extend(on.secrets_manager_arns)
+    if access.notification_secrets:
+        secret_refs.extend(on.notification_secrets)
+    for i, ref in enumerate(dict.fromkeys(secret_refs)):
+        if ref.startswith("arn:") and ":secretsmanager:" in ref:
+            secret = secretsmanager.Secret.from_secret_complete_arn(scope, f"{logical}Secret{i}", ref)
+            secret.grant_read(role)
+        else:
+            iam.Grant.add_to_principal(
+                grantee=role,
+                actions=["ssm:GetParameter"],
+                resource_arns=[ref if ref.startswith("arn:") else _parameter_arn(scope, ref)],
+            )

@@ -1,0 +1,24 @@
+"""Which function emits each metric the alarms watch.
+
+Powertools writes Rebound's metrics (EMF) with two dimensions: ``environment`` and ``service``,
+the ``service`` being the emitting handler's (``rebound.handlers.observability.metrics_for``),
+which is its ``FunctionSpec.logical``. CloudWatch matches an alarm's metric by its exact
+dimensions, so an alarm sums the metric over every function that emits it, as listed here.
+Keep this in step with the engine: a metric emitted from a new place needs its function here.
+"""
+
+from __future__ import annotations
+
+from rebound.engine import telemetry as m
+
+EMITTERS: dict[str, tuple[str, ...]] = {
+    m.RETRY_SUCCESS: ("executor",),
+    m.RETRY_FAILURE: ("executor",),
+    m.SCHEDULER_ON_TIME: ("executor",),
+    m.LOCK_CONTENTION: ("executor",),
+    m.SCHEDULING_SUCCESS: ("retry_scheduler", "sweeper"),
+    m.SCHEDULING_FAILURE: ("retry_scheduler", "sweeper"),
+    m.WORKORDER_OPENED: ("escalation",),
+    m.WORKORDER_FAILURE: ("escalation",),
+    m.SLA_BREACH: ("executor", "sweeper"),
+}

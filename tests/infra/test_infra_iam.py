@@ -1,0 +1,158 @@
+"""Least privilege: each function's role has what its code calls and nothing more; the audit table
+is append-only for everyone; no statement uses a ``*`` resource unless AWS requires one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from infra_helpers import Synth, actions_on, all_actions, as_list, role_statements
+
+from rebound import resources as r
+from rebound_infra.permissions import ACCESS, APPEND_ONLY_FORBIDDEN
+
+pytestmark = pytest.mark.infra
+
+# Actions AWS authorizes only on "*" (they take no resource ARN).
+STAR_ONLY_ACTIONS = {"dynamodb:ListStreams"}
+
+
+def function_role(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].functions[logical].role)
+
+
+def table_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].state.tables[logical])
+
+
+def queue_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].messaging.queues[logical])
+
+
+def all_role_ids(synth: Synth, env: str) -> list[str]:
+    return list(synth.resources(env, "AWS::IAM::Role"))
+
+
+def test_every_function_has_its_own_role(synth: Synth, env: str) -> None:
+    roles = [function_role(synth, env, f.logical) for f in r.SPEC.functions]
+    assert len(set(roles)) == len(roles)
+    functions = synth.resources(env, "AWS::Lambda::Function")
+    assert sorted(f["Properties"]["Role"]["Fn::GetAtt"][0] for f in functions.values()) == sorted(roles)
+
+
+def test_no_role_uses_a_star_resource_unless_aws_requires_it(synth: Synth, env: str) -> None:
+    for role in all_role_ids(synth, env):
+        for st in role_statements(synth.template(env), role):
+            if "*" in as_list(st.get("Resource", [])):
+                assert set(as_list(st["Action"])) <= STAR_ONLY_ACTIONS, (role, st)
+
+
+def test_no_action_wildcards_except_kms_data_keys(synth: Synth, env: str) -> None:
+    for role in all_role_ids(synth, env):
+        for action in all_actions(role_statements(synth.template(env), role)):
+            assert "*" not in action or action == "kms:GenerateDataKey*", (role, action)
+
+
+def test_no_role_can_update_or_delete_audit_records(synth: Synth, env: str) -> None:
+    audit = table_id(synth, env, r.AUDIT.logical)
+    for role in all_role_ids(synth, env):
+        granted = actions_on(role_statements(synth.template(env), role), audit)
+        assert not granted & APPEND_ONLY_FORBIDDEN, (role, granted)
+
+
+def test_audit_writers_may_only_put_and_read(synth: Synth, env: str) -> None:
+    audit = table_id(synth, env, r.AUDIT.logical)
+    writers = [f for f, a in ACCESS.items() if r.AUDIT.logical in a.tables]
+    assert writers, "someone must write the audit trail"
+    for logical in writers:
+        granted = actions_on(role_statements(synth.template(env), function_role(synth, env, logical)), audit)
+        assert granted == {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query"}
+
+
+@pytest.mark.parametrize("logical", [f.logical for f in r.SPEC.functions])
+def test_table_rights_are_exactly_what_the_function_uses(synth: Synth, logical: str) -> None:
+    statements = role_statements(synth.template("prod"), function_role(synth, "prod", logical))
+    for spec in r.SPEC.tables:
+        granted = actions_on(statements, table_id(synth, "prod", spec.logical))
+        granted -= {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
+        assert granted == set(ACCESS[logical].tables.get(spec.logical, ())), (logical, spec.logical)
+
+
+def test_only_the_outbox_relay_reads_the_outbox_stream_and_puts_events(synth: Synth) -> None:
+    outbox = table_id(synth, "prod", r.OUTBOX.logical)
+    bus = synth.logical_id("prod", synth.stacks["prod"].events.bus)
+    for spec in r.SPEC.functions:
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
+        reads_stream = "dynamodb:GetRecords" in actions_on(statements, outbox)
+        puts_events = "events:PutEvents" in actions_on(statements, bus)
+        assert reads_stream is puts_events is (spec.logical == "outbox_relay"), spec.logical
+
+
+def test_retry_scheduler_creates_schedules_in_its_group_and_passes_only_the_scheduler_role(
+    synth: Synth,
+) -> None:
+    stack = synth.stacks["prod"]
+    scheduler_role = synth.logical_id("prod", stack.scheduling.role)
+    for logical in ("retry_scheduler", "sweeper"):
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", logical))
+        create = [st for st in statements if "scheduler:CreateSchedule" in as_list(st["Action"])]
+        assert len(create) == 1
+        (arn,) = as_list(create[0]["Resource"])
+        assert arn["Fn::Join"][1][-1].endswith(f":schedule/{stack.scheduling.group.schedule_group_name}/*")
+        assert actions_on(statements, scheduler_role) == {"iam:PassRole"}
+    for logical in ("executor", "escalation", "outbox_relay", "ops_api"):
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", logical))
+        assert "scheduler:CreateSchedule" not in all_actions(statements)
+        assert "iam:PassRole" not in all_actions(statements)
+
+
+def test_scheduler_role_only_sends_to_the_execution_queue_and_its_dlq(synth: Synth, env: str) -> None:
+    stack = synth.stacks[env]
+    role_id = synth.logical_id(env, stack.scheduling.role)
+    role: dict[str, Any] = synth.template(env)["Resources"][role_id]
+    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
+    assert "aws:SourceArn" in trust["Condition"]["ArnEquals"]
+    statements = role_statements(synth.template(env), role_id)
+    sends = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+    assert actions_on(statements, queue_id(synth, env, "execution")) == sends
+    assert actions_on(statements, queue_id(synth, env, "scheduler_dlq")) == sends
+    assert all_actions(statements) == sends
+    for st in statements:
+        for resource in as_list(st["Resource"]):
+            assert resource["Fn::GetAtt"][0] in {
+                queue_id(synth, env, "execution"),
+                queue_id(synth, env, "scheduler_dlq"),
+            }
+
+
+def test_only_escalation_publishes_to_the_alerts_topic(synth: Synth) -> None:
+    topic = synth.logical_id("prod", synth.stacks["prod"].observability.topic)
+    for spec in r.SPEC.functions:
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
+        assert ("sns:Publish" in actions_on(statements, topic)) is (spec.logical == "escalation")
+
+
+def test_queue_rights_match_what_each_function_sends_and_receives(synth: Synth) -> None:
+    for spec in r.SPEC.functions:
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
+        access = ACCESS[spec.logical]
+        for queue in r.SPEC.queues:
+            granted = actions_on(statements, queue_id(synth, "prod", queue.logical))
+            consumes = spec.queue == queue.logical
+            on_failure = spec.stream_table is not None and queue.logical == r.CONTROL_DLQ.logical
+            assert ("sqs:SendMessage" in granted) is (queue.logical in access.send or on_failure), (
+                spec.logical,
+                queue.logical,
+            )
+            assert ("sqs:ReceiveMessage" in granted) is (consumes or queue.logical in access.receive)
+            assert ("sqs:DeleteMessage" in granted) is consumes, (spec.logical, queue.logical)
+
+
+def test_every_spec_function_has_an_access_entry_and_every_emitter_is_a_function() -> None:
+    from rebound_infra.telemetry import EMITTERS
+
+    functions = {f.logical for f in r.SPEC.functions}
+    assert set(ACCESS) == functions
+    assert {svc for services in EMITTERS.values() for svc in services} <= functions
