@@ -21,6 +21,7 @@ from rebound.adapters.secrets import SecretResolver
 from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
+from rebound.engine.telemetry import AUDIT_FAILURE
 from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes, PowertoolsMetrics, SystemClock
 from rebound.settings import Settings, settings_from_env
 from rebound.targets.base import Targets
@@ -62,7 +63,14 @@ def build_deps(
     session = session or boto3.session.Session()
     kwargs: dict[str, Any] = {"config": AWS_CONFIG, **(client_kwargs or {})}
     clock = clock or SystemClock()
-    store = DynamoStore(session.client("dynamodb", **kwargs), settings.tables, settings.event_source)
+    metrics = metrics or PowertoolsMetrics(environment=settings.environment)
+    sink = metrics
+    store = DynamoStore(
+        session.client("dynamodb", **kwargs),
+        settings.tables,
+        settings.event_source,
+        on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
+    )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(
         session.client("scheduler", **kwargs),
@@ -92,6 +100,6 @@ def build_deps(
         targets=targets or default_targets(session, clock, kwargs),
         notifier=Notifier(channels),
         policies=PolicyService(store, load_policy_book(settings.config_dir)),
-        metrics=metrics or PowertoolsMetrics(environment=settings.environment),
+        metrics=metrics,
         faults=faults or NoCrashes(),
     )

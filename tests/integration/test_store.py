@@ -96,3 +96,17 @@ def test_items_keep_only_key_index_and_condition_attributes_at_the_top(deps: Dep
         "Item"
     ]
     assert set(item) == {"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "doc"}
+
+
+def test_a_commit_that_fails_for_another_reason_is_an_operational_error_and_a_metric(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rebound.domain.errors import OperationalError
+
+    def refuse(**_: object) -> None:
+        raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
+
+    monkeypatch.setattr(deps.store.client, "transact_write_items", refuse)
+    with pytest.raises(OperationalError, match="InternalServerError"):
+        new_run(deps)
+    assert deps.metrics.counts["task.audit.failure_total"] == 1  # type: ignore[attr-defined]

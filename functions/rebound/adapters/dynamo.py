@@ -366,11 +366,18 @@ class DynamoStore:
     """Every read and write Rebound makes to DynamoDB."""
 
     def __init__(
-        self, client: DynamoDBClient, tables: Mapping[str, str], event_source: str = "rebound"
+        self,
+        client: DynamoDBClient,
+        tables: Mapping[str, str],
+        event_source: str = "rebound",
+        on_failed_commit: Callable[[], None] | None = None,
     ) -> None:
         self.client = client
         self.tables = dict(tables)
         self.event_source = event_source
+        # Every commit carries an audit record, so a commit that fails for any reason but a
+        # conflict is a failed audit write: an operational error, counted here.
+        self.on_failed_commit = on_failed_commit
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
         return UnitOfWork(self, actor, at)
@@ -394,8 +401,12 @@ class DynamoStore:
                     labels[i] for i, reason in enumerate(reasons) if reason.get("Code") not in (None, "None")
                 ]
                 err.details["failed"] = failed
+            elif self.on_failed_commit is not None:
+                self.on_failed_commit()
             raise err from exc
         except BotoCoreError as exc:
+            if self.on_failed_commit is not None:
+                self.on_failed_commit()
             raise translate(exc, doing) from exc
 
     def _get(self, table: str, key: Mapping[str, Any], consistent: bool = True) -> dict[str, Any] | None:
