@@ -30,6 +30,20 @@ def clock() -> Iterator[ManualClock]:
     motopatch.set_clock(None)
 
 
+_SESSIONS: list[boto3.session.Session] = []
+
+
+def _session() -> boto3.session.Session:
+    """One session for the whole run: botocore then loads each service model once, not per test."""
+    if not _SESSIONS:
+        _SESSIONS.append(
+            boto3.session.Session(
+                region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+            )
+        )
+    return _SESSIONS[0]
+
+
 @pytest.fixture
 def aws(clock: ManualClock) -> Iterator[boto3.session.Session]:
     from moto import mock_aws
@@ -41,7 +55,7 @@ def aws(clock: ManualClock) -> Iterator[boto3.session.Session]:
     )
     os.environ.pop("AWS_ENDPOINT_URL", None)
     with mock_aws():
-        yield boto3.session.Session(region_name="us-east-1")
+        yield _session()
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
