@@ -3,25 +3,84 @@
 from __future__ import annotations
 
 import sys
+import traceback
+from typing import Any
 
 import click
 
+from rebound_cli.commands.audit import audit
+from rebound_cli.commands.dlq import dlq
+from rebound_cli.commands.health import health
+from rebound_cli.commands.policies import policies
+from rebound_cli.commands.runs import runs
+from rebound_cli.commands.tasks import tasks
+from rebound_cli.commands.workorders import workorders
+from rebound_cli.context import App, Overrides
+from rebound_cli.errors import describe
 from rebound_cli.local import local
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class ReboundGroup(click.Group):
+    """Turns every error a command raises into one line on stderr and an exit code (``errors``)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
+        except Exception as exc:
+            line, code = describe(exc)
+            click.echo(line, err=True)
+            app = ctx.obj if isinstance(ctx.obj, App) else None
+            if app is not None and app.debug:
+                click.echo("".join(traceback.format_exception(exc)), err=True)
+            ctx.exit(code)
+
+
+@click.group(
+    cls=ReboundGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--env",
+    envvar="REBOUND_ENV",
+    default="dev",
+    show_default=True,
+    help="the environment to operate on (REBOUND_ENV); `local` for `rebound local up`",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="json: one stable document on stdout, keys sorted",
+)
+@click.option("--debug", is_flag=True, help="print the traceback of an error")
 @click.version_option(package_name="rebound", prog_name="rebound")
-def cli() -> None:
+@click.pass_context
+def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     """Rebound: scheduled and event-triggered tasks that are retried, dead-lettered and recovered.
+
+    Resources are found from the environment's SSM parameter /rebound/ENV/resources. AWS access
+    follows AWS_PROFILE, AWS_REGION and AWS_ENDPOINT_URL. Every change you make is audited with
+    your AWS identity (sts:GetCallerIdentity) as the actor. Exit codes: 0 done, 1 failed,
+    2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling.
 
     \b
     Examples:
-      rebound local demo                 # the whole loop on this machine
-      rebound local up                   # a local AWS stand-in with Rebound running in it
+      rebound local demo                          # the whole loop on this machine
+      rebound local up                            # a local AWS stand-in with Rebound running in it
+      rebound --env local dlq list                # against `rebound local up` (with AWS_ENDPOINT_URL)
+      rebound --env prod health --json
+      rebound --env prod runs show export-ledger:20260307T090500Z
     """
+    overrides = ctx.obj if isinstance(ctx.obj, Overrides) else None
+    ctx.obj = App(env, output, debug, overrides)
 
 
-cli.add_command(local)
+for group in (tasks, runs, dlq, workorders, policies, health, audit, local):
+    cli.add_command(group)
 
 
 if __name__ == "__main__":

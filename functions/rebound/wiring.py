@@ -21,8 +21,8 @@ from rebound.adapters.secrets import SecretResolver
 from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
-from rebound.engine.telemetry import AUDIT_FAILURE
 from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes, PowertoolsMetrics, SystemClock
+from rebound.engine.telemetry import AUDIT_FAILURE
 from rebound.settings import Settings, settings_from_env
 from rebound.targets.base import Targets
 from rebound.targets.registry import default_targets

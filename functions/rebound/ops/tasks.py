@@ -4,6 +4,11 @@
 will be created, updated or left alone (with a field-level diff). ``apply`` writes the task
 record (version-guarded, with an audit record) and its schedules. A task's schedules are written
 after its record, so a failure part-way leaves a record whose schedules the next apply repairs.
+
+Bulk applies are paced: every EventBridge Scheduler request takes a token from a ``RateLimiter``
+(the Scheduler quota is per account and region, and the engine's one-time retry schedules share
+it), and a call that is still throttled after botocore's own retries is retried with exponential
+backoff while the limiter slows down.
 """
 
 from __future__ import annotations
@@ -12,13 +17,28 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
 from rebound.adapters.dynamo import StoredTask
+from rebound.config.loader import load_task_file
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
-from rebound.domain.models import Task, TaskState
+from rebound.domain.jsonutil import canonical_bytes
+from rebound.domain.models import Run, Task, TaskState
+from rebound.domain.timefmt import parse_utc
 from rebound.engine.deps import Deps
+from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.schedules import fire_payload, planned_schedules
+from rebound.ops.throttle import Backoff, RateLimiter
+
+T = TypeVar("T")
+
+SCHEDULER_RATE = 50.0
+"""Scheduler requests per second a bulk apply makes by default: the lowest per-operation default
+quota AWS documents (CreateSchedule, UpdateSchedule, GetSchedule; 50 TPS in some Regions, more in
+others). Raise it with ``--rate`` where your account's quota is higher."""
+SCAN_ABOVE = 25
+"""Plans for more tasks than this read every stored task in one scan instead of one read each."""
 
 
 class Change(StrEnum):
@@ -41,6 +61,78 @@ class ApplyResult:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     schedules_written: int = 0
+    throttled: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "created": self.created,
+            "updated": self.updated,
+            "unchanged": self.unchanged,
+            "schedules_written": self.schedules_written,
+            "throttled": self.throttled,
+        }
+
+
+@dataclass(frozen=True)
+class ScheduleStatus:
+    """A task's schedule as EventBridge Scheduler holds it, compared with what the task wants."""
+
+    name: str
+    expression: str
+    timezone: str
+    state: str
+    drift: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "expression": self.expression,
+            "timezone": self.timezone,
+            "state": self.state,
+            "drift": self.drift,
+        }
+
+
+@dataclass(frozen=True)
+class TaskDetail:
+    stored: StoredTask
+    schedules: list[ScheduleStatus]
+    recent_runs: list[Run]
+    next_fires: list[PreviewFire]
+
+
+def trigger_text(task: Task) -> str:
+    """One line saying what fires a task."""
+    spec = task.schedule
+    if spec is None:
+        return f"event {_short_json(task.event)}" if task.event else "manual only"
+    value = {"cron": spec.cron, "rate": spec.rate, "aws": spec.aws}.get(spec.kind) or (
+        spec.at.isoformat() if spec.at else ""
+    )
+    return f"{spec.kind} {value} ({spec.timezone})"
+
+
+def _short_json(value: Any) -> str:
+    text = canonical_bytes(value).decode()
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def task_view(stored: StoredTask) -> dict[str, Any]:
+    """A stored task as the CLI and the ops API show it."""
+    task = stored.task
+    return {
+        "id": task.id,
+        "tenant": task.tenant,
+        "state": task.state.value,
+        "description": task.description,
+        "trigger": trigger_text(task),
+        "target": task.target.type,
+        "retry_policy": task.policy_name,
+        "timeout_s": task.timeout_s,
+        "version": stored.version,
+        "updated_at": stored.updated_at,
+        "schedule_names": list(stored.schedule_names),
+    }
 
 
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
@@ -66,15 +158,87 @@ def task_diff(old: Task | None, new: Task) -> dict[str, tuple[Any, Any]]:
 
 
 class TaskOps:
-    def __init__(self, deps: Deps, actor: str) -> None:
+    def __init__(
+        self,
+        deps: Deps,
+        actor: str,
+        *,
+        limiter: RateLimiter | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
         self.deps = deps
         self.store = deps.store
         self.actor = actor
+        self.limiter = limiter
+        self.backoff = backoff or Backoff()
+        self._valid_policies: set[bytes] = set()
 
+    # --------------------------------------------------------------------------- reading
+    def load(self, path: Path | str) -> list[Task]:
+        """Tasks from a task file, checked against the environment's retry policies."""
+        return load_task_file(path, self.deps.policies.book)
+
+    def get(self, task_id: str) -> StoredTask:
+        stored = self.store.get_task(task_id)
+        if stored is None:
+            raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+        return stored
+
+    def find(self, *, tenant: str | None = None, state: TaskState | None = None) -> list[StoredTask]:
+        return [
+            s
+            for s in self.store.list_tasks()
+            if (tenant is None or s.task.tenant == tenant) and (state is None or s.task.state is state)
+        ]
+
+    def show(self, task_id: str, *, runs: int = 10, fires: int = 5) -> TaskDetail:
+        stored = self.get(task_id)
+        schedules = [self._schedule_status(stored, plan) for plan in planned_schedules(stored.task)]
+        recent = self.store.runs_for_task(task_id, limit=runs)
+        upcoming = self.preview(task_id, fires) if stored.task.schedule is not None else []
+        return TaskDetail(stored, schedules, recent, [f for f in upcoming if f.fires])
+
+    def _schedule_status(self, stored: StoredTask, plan: Any) -> ScheduleStatus:
+        live = self.deps.schedules.get(plan.name)
+        if live is None:
+            return ScheduleStatus(
+                plan.name, plan.expression, plan.timezone, "missing", "schedule does not exist"
+            )
+        state = str(live.get("State", "?"))
+        drift = None
+        if live.get("ScheduleExpression") != plan.expression:
+            drift = f"expression is {live.get('ScheduleExpression')}"
+        elif live.get("ScheduleExpressionTimezone") != plan.timezone:
+            drift = f"time zone is {live.get('ScheduleExpressionTimezone')}"
+        elif (state == "ENABLED") != (stored.task.state is TaskState.ACTIVE):
+            drift = f"schedule is {state} but the task is {stored.task.state.value}"
+        return ScheduleStatus(plan.name, plan.expression, plan.timezone, state, drift)
+
+    def preview(self, task_id: str, count: int, after: datetime | None = None) -> list[PreviewFire]:
+        """The task's next ``count`` fires in its time zone, with DST changes marked."""
+        task = self.get(task_id).task
+        if task.schedule is None:
+            raise ValidationFailed(
+                f"task {task_id} is triggered by events, not a schedule; it has no fire times",
+                key_path="schedule",
+            )
+        start = None
+        if task.schedule.rate is not None:
+            live = self.deps.schedules.get(planned_schedules(task)[0].name) or {}
+            first = live.get("StartDate") or live.get("CreationDate")
+            start = parse_utc(first) if first else None
+        return preview_fires(task.schedule, after or self.deps.clock.now(), count, rate_start=start)
+
+    # --------------------------------------------------------------------------- writing
     def validate(self, task: Task) -> None:
         """Refuse what would fail at run time: unknown policies, bad overrides, untranslatable schedules."""
+        key = canonical_bytes(
+            task.retry_policy if isinstance(task.retry_policy, str) else task.retry_policy.model_dump()
+        )
         try:
-            self.deps.policies.for_task(task)
+            if key not in self._valid_policies:
+                self.deps.policies.for_task(task)
+                self._valid_policies.add(key)
         except PolicyNotFound as exc:
             raise ValidationFailed(f"task {task.id}: {exc.message}", key_path="retry_policy") from None
         except ConfigError as exc:
@@ -84,10 +248,12 @@ class TaskOps:
         planned_schedules(task)
 
     def plan(self, tasks: Iterable[Task]) -> list[TaskChange]:
+        wanted = list(tasks)
+        stored = {s.task.id: s for s in self.store.list_tasks()} if len(wanted) > SCAN_ABOVE else None
         changes: list[TaskChange] = []
-        for task in tasks:
+        for task in wanted:
             self.validate(task)
-            previous = self.store.get_task(task.id)
+            previous = stored.get(task.id) if stored is not None else self.store.get_task(task.id)
             if previous is None:
                 changes.append(TaskChange(task, Change.CREATE, None, task_diff(None, task)))
                 continue
@@ -103,52 +269,67 @@ class TaskOps:
     ) -> ApplyResult:
         now = at or self.deps.clock.now
         result = ApplyResult()
+        throttles_before = self.backoff.throttles
         for change in changes:
             if change.change is Change.UNCHANGED:
                 result.unchanged.append(change.task.id)
                 result.schedules_written += self._write_schedules(change.task, change.previous)
             else:
-                stored = self.store.save_task(
-                    change.task,
-                    previous=change.previous,
-                    actor=self.actor,
-                    at=now(),
-                    action="registered" if change.change is Change.CREATE else "updated",
-                    schedule_names=tuple(p.name for p in planned_schedules(change.task)),
-                    evidence={"diff": {k: list(v) for k, v in change.diff.items()}}
-                    if change.previous
-                    else None,
-                )
+                stored = self.backoff.call(lambda change=change: self._save(change, now()))  # type: ignore[misc]
                 result.schedules_written += self._write_schedules(stored.task, change.previous)
                 (result.created if change.change is Change.CREATE else result.updated).append(change.task.id)
             if progress:
                 progress(change)
+        result.throttled = self.backoff.throttles - throttles_before
         return result
+
+    def _save(self, change: TaskChange, at: datetime) -> StoredTask:
+        return self.store.save_task(
+            change.task,
+            previous=change.previous,
+            actor=self.actor,
+            at=at,
+            action="registered" if change.change is Change.CREATE else "updated",
+            schedule_names=tuple(p.name for p in planned_schedules(change.task)),
+            evidence={"diff": {k: list(v) for k, v in change.diff.items()}} if change.previous else None,
+        )
+
+    def _scheduler(self, call: Callable[[], T], requests: int) -> T:
+        """One paced Scheduler operation of ``requests`` API requests, retried when throttled."""
+
+        def paced() -> T:
+            if self.limiter is not None:
+                self.limiter.acquire(requests)
+            return call()
+
+        return self.backoff.call(paced, self.limiter)
 
     def _write_schedules(self, task: Task, previous: StoredTask | None) -> int:
         planned = planned_schedules(task)
         written = 0
         for plan in planned:
-            outcome = self.deps.schedules.put_recurring(
-                plan.name,
-                plan.expression,
-                plan.timezone,
-                fire_payload(task.id),
-                enabled=task.state is TaskState.ACTIVE,
-                description=f"Rebound task {task.id}",
+            # put_recurring reads the schedule, then creates or updates it: two requests.
+            outcome = self._scheduler(
+                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
+                    plan.name,
+                    plan.expression,
+                    plan.timezone,
+                    fire_payload(task.id),
+                    enabled=task.state is TaskState.ACTIVE,
+                    description=f"Rebound task {task.id}",
+                ),
+                2,
             )
             written += outcome != "unchanged"
         keep = {p.name for p in planned}
         for old in previous.schedule_names if previous else ():
             if old not in keep:
-                self.deps.schedules.delete(old)
+                self._scheduler(lambda old=old: self.deps.schedules.delete(old), 1)  # type: ignore[misc]
         return written
 
     def set_state(self, task_id: str, state: TaskState, reason: str = "") -> StoredTask:
         """Pause or resume: the record and every schedule of the task follow."""
-        current = self.store.get_task(task_id)
-        if current is None:
-            raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+        current = self.get(task_id)
         if current.task.state is state:
             return current
         task = current.task.model_copy(update={"state": state})

@@ -1,0 +1,1 @@
+"""The operator command groups; each is a thin shell over ``rebound.ops``."""

@@ -1,0 +1,246 @@
+"""``rebound runs``: find runs, see what happened to one, retry, skip or cancel."""
+
+from __future__ import annotations
+
+import click
+
+from rebound.domain.models import RunState
+from rebound.ops.common import parse_when
+from rebound.ops.runs import RetryOutcome, run_view
+from rebound_cli import output as out
+from rebound_cli.context import App
+
+STATES = [s.value for s in RunState]
+
+
+@click.group()
+def runs() -> None:
+    """Runs: what happened, and recovering them."""
+
+
+@runs.command("list")
+@click.option("--task", "task_id", help="only this task's runs")
+@click.option("--status", type=click.Choice(STATES), help="only runs in this state")
+@click.option("--since", help="scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
+@click.option("--until", help="scheduled at or before: ISO 8601, or a duration ago")
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True)
+@click.pass_obj
+def list_runs(
+    app: App, task_id: str | None, status: str | None, since: str | None, until: str | None, limit: int
+) -> None:
+    """List runs, newest first.
+
+    \b
+    Examples:
+      rebound runs list --status dead_lettered
+      rebound runs list --task export-ledger --since 24h
+      rebound -o json runs list --status failed | jq -r '.[].run_id'
+
+    \b
+    JSON: a list of runs: run_id, task_id, tenant, state, trigger, scheduled_for, attempt,
+    attempts_in_budget, last_error_code, next_retry_at, dead_lettered_at, work_order_id, updated_at.
+    """
+    now = app.deps.clock.now()
+    found = app.runs().find(
+        task_id=task_id,
+        state=RunState(status) if status else None,
+        since=parse_when(since, now) if since else None,
+        until=parse_when(until, now, option="--until") if until else None,
+        limit=limit,
+    )
+    views = [run_view(r) for r in found]
+    out.emit(
+        app,
+        views,
+        lambda: out.table(
+            None,
+            ["run", "state", "scheduled (UTC)", "attempt", "error", "work order"],
+            [
+                [
+                    v["run_id"],
+                    v["state"],
+                    v["scheduled_for"],
+                    v["attempt"],
+                    v["last_error_code"],
+                    v["work_order_id"],
+                ]
+                for v in views
+            ],
+            empty="no runs",
+        ),
+    )
+
+
+@runs.command("show")
+@click.argument("run_id")
+@click.option("--no-dlq", is_flag=True, help="do not look for the run's message in the DLQ")
+@click.pass_obj
+def show(app: App, run_id: str, no_dlq: bool) -> None:
+    """One correlated timeline of a run.
+
+    The trigger (schedule fire or event), every attempt with its error, retry decisions, the
+    dead letter, the DLQ message, the work order and its notifications, and operator actions,
+    in time order, from the audit trail (whose hash chain is verified on the way).
+
+    \b
+    Examples:
+      rebound runs show export-ledger:20260307T090500Z
+      rebound -o json runs show export-ledger:20260307T090500Z | jq '.timeline[].action'
+
+    \b
+    JSON fields: run (the stored run), timeline[] (at, source: trigger|run|workorder|dlq, action,
+    actor, state, detail), work_order, dlq_message, audit (ok, records, detail).
+    """
+    timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq)
+
+    def render() -> None:
+        run = timeline.run
+        out.fields(
+            f"run {run_id}",
+            [
+                ("task", run.task_id),
+                ("tenant", run.tenant),
+                ("state", run.state.value),
+                ("attempts", f"{run.attempt} ({run.attempts_in_budget} in the current budget)"),
+                (
+                    "last error",
+                    f"{run.last_error_code}: {run.last_error_message}" if run.last_error_code else None,
+                ),
+                ("work order", run.work_order_id),
+                (
+                    "audit chain",
+                    timeline.chain.detail if timeline.chain.ok else f"BROKEN: {timeline.chain.detail}",
+                ),
+            ],
+        )
+        out.table(
+            "timeline",
+            ["at (UTC)", "source", "action", "actor", "state", "detail"],
+            [
+                [e.at.strftime("%Y-%m-%d %H:%M:%S"), e.source, e.action, e.actor, e.state, e.detail]
+                for e in timeline.entries
+            ],
+        )
+
+    out.emit(app, timeline.as_dict(), render)
+
+
+def _outcome_line(outcome: RetryOutcome) -> str:
+    overrides = f" with {outcome.overrides}" if outcome.overrides else ""
+    return f"{outcome.run_id}: {outcome.action}{overrides}; now {outcome.state} ({outcome.detail})"
+
+
+@runs.command("retry")
+@click.argument("run_id")
+@click.option("--timeout", "timeout_s", type=int, help="attempt timeout in seconds, for this budget only")
+@click.option("--max-attempts", type=int, help="attempts in this budget, instead of the policy's")
+@click.option("--reason", default="", help="why, for the audit trail")
+@click.pass_obj
+def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None, reason: str) -> None:
+    """Retry a run now.
+
+    A dead-lettered run is replayed with a fresh attempt budget; --timeout and --max-attempts
+    apply to that budget only and are recorded in its audit record. A failed or retry_scheduled
+    run has its next attempt dispatched now. A replayed run that never started is sent again.
+
+    \b
+    Examples:
+      rebound runs retry export-ledger:20260307T090500Z
+      rebound runs retry export-ledger:20260307T090500Z --timeout 120 --max-attempts 5 \\
+          --reason "upstream fixed; slow first sync"
+
+    JSON fields: run_id, action (replayed|resent|dispatched), state, detail, overrides.
+    """
+    outcome = app.runs(writer=True).retry(
+        run_id, timeout_s=timeout_s, max_attempts=max_attempts, reason=reason
+    )
+    out.emit(app, outcome.as_dict(), lambda: out.say(_outcome_line(outcome)))
+
+
+def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
+    ops = app.runs(writer=True)
+    out.confirm(f"{verb.capitalize()} run {run_id}? It will not run again.", yes)
+    run = ops.skip(run_id, reason) if verb == "skip" else ops.cancel(run_id, reason)
+    out.emit(
+        app,
+        run_view(run),
+        lambda: out.say(
+            f"run {run_id} is {run.state.value}"
+            + (f"; work order {run.work_order_id} resolved" if run.work_order_id else "")
+        ),
+    )
+
+
+@runs.command("skip")
+@click.argument("run_id")
+@click.option("--reason", required=True, help="why, for the audit trail")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
+    """Skip a run: it will not run (again). Its open work order is resolved as `skipped`.
+
+    \b
+    Examples:
+      rebound runs skip export-ledger:20260307T090500Z --reason "superseded by the 10:05 run" --yes
+
+    JSON: the run, as in `runs list`.
+    """
+    _close(app, run_id, reason, yes, "skip")
+
+
+@runs.command("cancel")
+@click.argument("run_id")
+@click.option("--reason", required=True, help="why, for the audit trail")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
+    """Cancel a run, even a running one (its outcome is then discarded).
+
+    Its open work order is resolved as `cancelled`.
+
+    \b
+    Examples:
+      rebound runs cancel export-ledger:20260307T090500Z --reason "wrong ledger; would double-book" --yes
+
+    JSON: the run, as in `runs list`.
+    """
+    _close(app, run_id, reason, yes, "cancel")
+
+
+@runs.command("retry-failed")
+@click.option("--task", "task_id", help="only this task's runs")
+@click.option("--since", help="runs scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
+@click.option("--reason", default="", help="why, for the audit trail")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, yes: bool) -> None:
+    """Replay every dead-lettered run of a task, or since a time, with a fresh budget each.
+
+    Their DLQ messages stay in the DLQ; a later `rebound dlq redrive` recognises them as
+    replayed and removes them.
+
+    \b
+    Examples:
+      rebound runs retry-failed --task export-ledger --yes
+      rebound runs retry-failed --since 6h --reason "after the database failover"
+
+    JSON: a list of run_id, action (replayed|failed), state, detail, overrides.
+    """
+    ops = app.runs(writer=True)
+    start = parse_when(since, app.deps.clock.now()) if since else None
+    chosen = ops.failed_runs(task_id=task_id, since=start)
+    if not chosen:
+        out.emit(app, [], lambda: out.say("no dead-lettered runs match"))
+        return
+    out.confirm(f"Replay {len(chosen)} dead-lettered run(s) with a fresh budget each?", yes)
+    with out.progress("replaying", total=len(chosen)) as advance:
+        outcomes = ops.retry_failed(chosen, reason=reason, progress=lambda _o: advance(1))
+    failed = [o for o in outcomes if o.action == "failed"]
+    out.emit(
+        app,
+        [o.as_dict() for o in outcomes],
+        lambda: out.say(
+            f"replayed {len(outcomes) - len(failed)} run(s)"
+            + "".join(f"\n  failed: {_outcome_line(o)}" for o in failed)
+        ),
+    )

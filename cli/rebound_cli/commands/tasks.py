@@ -1,0 +1,300 @@
+"""``rebound tasks``: register, inspect, pause, resume and preview tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rebound.domain.models import TaskState
+from rebound.ops.preview import MAX_PREVIEW
+from rebound.ops.runs import run_view
+from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, task_view
+from rebound_cli import output as out
+from rebound_cli.context import App
+
+SHOWN_CHANGES = 50
+
+
+@click.group()
+def tasks() -> None:
+    """Register tasks from a file and look after them."""
+
+
+def _change_view(change: TaskChange) -> dict[str, Any]:
+    return {
+        "id": change.task.id,
+        "change": change.change.value,
+        "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
+    }
+
+
+def _print_plan(changes: list[TaskChange]) -> None:
+    marks = {Change.CREATE: "[green]+[/green]", Change.UPDATE: "[yellow]~[/yellow]"}
+    shown = 0
+    for change in changes:
+        if change.change is Change.UNCHANGED:
+            continue
+        shown += 1
+        if shown > SHOWN_CHANGES:
+            continue
+        task = change.task
+        out.say(f"{marks[change.change]} {task.id} ({task.tenant}) {change.change.value}")
+        if change.change is Change.UPDATE:
+            for path, (old, new) in change.diff.items():
+                out.say(f"    {path}: {out.cell(old)} -> {out.cell(new)}")
+    if shown > SHOWN_CHANGES:
+        out.say(f"... and {shown - SHOWN_CHANGES} more")
+    counts = {c: sum(1 for x in changes if x.change is c) for c in Change}
+    out.say(
+        f"{counts[Change.CREATE]} to create, {counts[Change.UPDATE]} to update, "
+        f"{counts[Change.UNCHANGED]} unchanged"
+    )
+
+
+@tasks.command("apply")
+@click.option(
+    "-f",
+    "--file",
+    "path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="task file (YAML, a top-level `tasks:` list)",
+)
+@click.option("--dry-run", is_flag=True, help="show the diff and stop")
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0.1),
+    default=SCHEDULER_RATE,
+    show_default=True,
+    help="EventBridge Scheduler requests per second (stay under your account's quota)",
+)
+@click.option("-y", "--yes", is_flag=True, help="update existing tasks without asking")
+@click.pass_obj
+def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
+    """Create or update the tasks in FILE: declarative and idempotent, with a diff first.
+
+    Tasks not in the file are left alone. Applying the same file twice changes nothing. Updates
+    to existing tasks ask for confirmation unless --yes. Schedules are written at --rate
+    Scheduler requests per second; a throttled call backs off and slows the rate down.
+
+    \b
+    Examples:
+      rebound tasks apply -f config/demo/tasks.yaml --dry-run
+      rebound tasks apply -f tasks.yaml --yes
+      rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
+
+    \b
+    JSON fields: dry_run, plan[] (id, change: create|update|unchanged, diff{path: {from, to}}),
+    applied (created[], updated[], unchanged[], schedules_written, throttled) or null.
+    """
+    ops = app.tasks(writer=not dry_run, rate=rate)
+    changes = ops.plan(ops.load(path))
+    plan = [_change_view(c) for c in changes]
+    if not app.json:
+        _print_plan(changes)
+    todo = [c for c in changes if c.change is not Change.UNCHANGED]
+    if dry_run or not changes:
+        out.emit(app, {"dry_run": dry_run, "plan": plan, "applied": None}, lambda: None)
+        return
+    if any(c.change is Change.UPDATE for c in changes):
+        out.confirm(f"Update {sum(c.change is Change.UPDATE for c in changes)} existing task(s)?", yes)
+    with out.progress("applying", total=len(changes)) as advance:
+        result = ops.apply(changes, progress=lambda _change: advance(1))
+    out.emit(
+        app,
+        {"dry_run": False, "plan": plan, "applied": result.as_dict()},
+        lambda: out.say(
+            f"applied: {len(result.created)} created, {len(result.updated)} updated, "
+            f"{len(result.unchanged)} unchanged; {result.schedules_written} schedule(s) written"
+            + (f"; {result.throttled} throttled call(s) retried" if result.throttled else "")
+            + ("" if todo else " (nothing to change)")
+        ),
+    )
+
+
+@tasks.command("list")
+@click.option("--tenant", help="only this tenant's tasks")
+@click.option("--state", type=click.Choice([s.value for s in TaskState]), help="active or paused")
+@click.pass_obj
+def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
+    """List registered tasks.
+
+    \b
+    Examples:
+      rebound tasks list
+      rebound tasks list --tenant acme --state paused
+      rebound -o json tasks list | jq -r '.[].id'
+
+    \b
+    JSON: a list of tasks: id, tenant, state, description, trigger, target, retry_policy,
+    timeout_s, version, updated_at, schedule_names[].
+    """
+    found = app.tasks().find(tenant=tenant, state=TaskState(state) if state else None)
+    views = [task_view(s) for s in found]
+    out.emit(
+        app,
+        views,
+        lambda: out.table(
+            None,
+            ["id", "tenant", "state", "trigger", "target", "policy", "version", "updated"],
+            [
+                [
+                    v["id"],
+                    v["tenant"],
+                    v["state"],
+                    v["trigger"],
+                    v["target"],
+                    v["retry_policy"],
+                    v["version"],
+                    v["updated_at"],
+                ]
+                for v in views
+            ],
+            empty="no tasks",
+        ),
+    )
+
+
+@tasks.command("show")
+@click.argument("task_id")
+@click.pass_obj
+def show(app: App, task_id: str) -> None:
+    """Show a task: its definition, its schedules as Scheduler holds them, next fires, recent runs.
+
+    \b
+    Examples:
+      rebound tasks show export-ledger
+      rebound -o json tasks show export-ledger | jq .schedules
+
+    \b
+    JSON fields: task (as in `tasks list`), definition (the task file entry), schedules[] (name,
+    expression, timezone, state, drift), next_fires[] (as in `tasks preview`), recent_runs[] (as in
+    `runs list`).
+    """
+    detail = app.tasks().show(task_id)
+    view = task_view(detail.stored)
+    data: dict[str, Any] = {
+        "task": view,
+        "definition": detail.stored.task.model_dump(mode="json", exclude_none=True),
+        "schedules": [s.as_dict() for s in detail.schedules],
+        "next_fires": [f.as_dict() for f in detail.next_fires],
+        "recent_runs": [run_view(r) for r in detail.recent_runs],
+    }
+
+    def render() -> None:
+        out.fields(f"task {task_id}", list(view.items()))
+        out.fields(
+            "definition",
+            [("target", data["definition"]["target"]), ("payload", data["definition"].get("payload"))],
+        )
+        out.table(
+            "schedules",
+            ["name", "expression", "timezone", "state", "drift"],
+            [[s.name, s.expression, s.timezone, s.state, s.drift] for s in detail.schedules],
+        )
+        out.table(
+            "next fires",
+            ["at (UTC)", "local", "dst"],
+            [[f.at.isoformat(), f.local.isoformat(), f.dst_change] for f in detail.next_fires],
+        )
+        out.table(
+            "recent runs",
+            ["run", "state", "scheduled", "attempts", "error"],
+            [
+                [r.run_id, r.state.value, r.scheduled_for.isoformat(), r.attempt, r.last_error_code]
+                for r in detail.recent_runs
+            ],
+        )
+
+    out.emit(app, data, render)
+
+
+def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
+    stored = app.tasks(writer=True).set_state(task_id, state, reason)
+    out.emit(
+        app,
+        task_view(stored),
+        lambda: out.say(f"task {task_id} is {stored.task.state.value} (version {stored.version})"),
+    )
+
+
+@tasks.command("pause")
+@click.argument("task_id")
+@click.option("--reason", default="", help="why, for the audit trail")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
+    """Pause a task: its schedules are disabled, and fires that still arrive are skipped.
+
+    \b
+    Examples:
+      rebound tasks pause export-ledger --reason "ledger migration" --yes
+
+    JSON: the task, as in `tasks list`.
+    """
+    out.confirm(f"Pause task {task_id}? Its schedules stop firing.", yes)
+    _set_state(app, task_id, TaskState.PAUSED, reason)
+
+
+@tasks.command("resume")
+@click.argument("task_id")
+@click.option("--reason", default="", help="why, for the audit trail")
+@click.pass_obj
+def resume(app: App, task_id: str, reason: str) -> None:
+    """Resume a paused task: its schedules are enabled again.
+
+    \b
+    Examples:
+      rebound tasks resume export-ledger --reason "migration done"
+
+    JSON: the task, as in `tasks list`.
+    """
+    _set_state(app, task_id, TaskState.ACTIVE, reason)
+
+
+@tasks.command("preview")
+@click.argument("task_id")
+@click.option("--count", type=click.IntRange(1, MAX_PREVIEW), default=10, show_default=True)
+@click.option("--after", help="start after this time (ISO 8601 or a duration ago); default now")
+@click.pass_obj
+def preview(app: App, task_id: str, count: int, after: str | None) -> None:
+    """The next COUNT fire times in the task's time zone, with DST changes marked.
+
+    Rows with `fires: no` are wall-clock matches EventBridge Scheduler does not fire: a local
+    time that does not exist when clocks spring forward (dst-skipped), or the second of a local
+    time that happens twice when they fall back (dst-not-repeated).
+
+    \b
+    Examples:
+      rebound tasks preview sync-invoices --count 20
+      rebound tasks preview nightly --after 2026-03-28T00:00:00Z --count 5
+
+    \b
+    JSON: a list of at (UTC), local (ISO with offset), utc_offset, fires, note, dst_change.
+    """
+    from rebound.ops.common import parse_when
+
+    ops = app.tasks()
+    start = parse_when(after, app.deps.clock.now(), option="--after") if after else None
+    fires = ops.preview(task_id, count, start)
+    out.emit(
+        app,
+        [f.as_dict() for f in fires],
+        lambda: out.table(
+            f"next fires of {task_id}",
+            ["at (UTC)", "local", "offset", "fires", "note", "DST change"],
+            [
+                [
+                    f.at.strftime("%Y-%m-%d %H:%M"),
+                    f.local.strftime("%Y-%m-%d %H:%M %Z"),
+                    f.as_dict()["utc_offset"],
+                    f.fires,
+                    f.note,
+                    f.dst_change,
+                ]
+                for f in fires
+            ],
+        ),
+    )

@@ -1,0 +1,219 @@
+"""What every operator command needs: the AWS session, the environment's resources, the operator.
+
+Nothing is built until a command needs it, and then once:
+
+- **Session.** A plain boto3 session, so ``AWS_PROFILE`` and credentials work as everywhere;
+  ``AWS_REGION`` is passed as the region (botocore itself reads only ``AWS_DEFAULT_REGION``); no
+  client is given an endpoint, so ``AWS_ENDPOINT_URL`` (the local cloud, say) reaches them all.
+- **Resources.** Read from the SSM parameter ``/rebound/<env>/resources``, which the CDK stack
+  and the local cloud's provisioner both write: no resource flags, the same way everywhere.
+- **Operator.** ``sts:GetCallerIdentity``'s ARN: the actor of every audit record the CLI writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound import resources as r
+from rebound.adapters.errors import error_code, translate
+from rebound.domain.errors import NotFound, ValidationFailed
+from rebound.engine.ports import Clock, SystemClock
+
+if TYPE_CHECKING:
+    from rebound.engine.deps import Deps
+    from rebound.ops.audit import AuditOps
+    from rebound.ops.dlq import DlqOps
+    from rebound.ops.health import HealthOps
+    from rebound.ops.policies import PolicyOps
+    from rebound.ops.runs import RunOps
+    from rebound.ops.tasks import TaskOps
+    from rebound.ops.workorders import WorkOrderOps
+    from rebound.settings import Settings
+
+SQS_WAIT_ENV = "REBOUND_SQS_WAIT_SECONDS"
+
+
+class DiscardMetrics:
+    """Operator commands emit no EMF metrics; the engine's functions do."""
+
+    def count(self, name: str, value: float = 1.0) -> None:
+        return None
+
+    def observe(self, name: str, value: float, unit: str = "Milliseconds") -> None:
+        return None
+
+
+@dataclass
+class Overrides:
+    """What tests (and programs embedding the CLI) may supply instead of the defaults.
+
+    Pass one as ``obj`` to ``CliRunner.invoke``: ``clock`` is the domain clock (the local cloud's
+    virtual clock), ``on_session`` sees the boto3 session before any client exists (to register
+    botocore event hooks), ``sleep`` replaces ``time.sleep`` for rate limits and backoff, and
+    ``sqs_wait_s`` the long poll.
+    """
+
+    clock: Clock | None = None
+    on_session: Callable[[boto3.session.Session], None] | None = None
+    sleep: Callable[[float], None] | None = None
+    sqs_wait_s: int | None = None
+
+
+class App:
+    def __init__(self, env: str, output: str, debug: bool, overrides: Overrides | None = None) -> None:
+        self.env = env
+        self.output = output
+        self.debug = debug
+        self.overrides = overrides or Overrides()
+
+    @property
+    def json(self) -> bool:
+        return self.output == "json"
+
+    # --------------------------------------------------------------------------- AWS
+    @cached_property
+    def session(self) -> boto3.session.Session:
+        try:
+            session = boto3.session.Session(region_name=os.environ.get("AWS_REGION") or None)
+        except BotoCoreError as exc:  # an unknown AWS_PROFILE, for one
+            raise ValidationFailed(f"AWS configuration: {exc}", key_path="AWS_PROFILE") from exc
+        if self.overrides.on_session is not None:
+            self.overrides.on_session(session)
+        return session
+
+    def client(self, service: str) -> Any:
+        from rebound.wiring import AWS_CONFIG
+
+        return self.session.client(service, config=AWS_CONFIG)  # type: ignore[call-overload]
+
+    @cached_property
+    def settings(self) -> Settings:
+        from rebound.settings import settings_from_document
+
+        name = r.resources_parameter(self.env)
+        region = self.session.region_name or "(no region)"
+        try:
+            value = self.client("ssm").get_parameter(Name=name)["Parameter"]["Value"]
+        except ClientError as exc:
+            if error_code(exc) == "ParameterNotFound":
+                raise NotFound(
+                    f"no Rebound environment {self.env!r} in {region}: SSM parameter {name} does not exist "
+                    "(deploy the stack, start `rebound local up`, or pick another --env)",
+                    env=self.env,
+                ) from exc
+            raise translate(exc, f"read {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"read {name}") from exc
+        try:
+            document = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValidationFailed(f"{name} does not hold JSON", key_path=name) from exc
+        config_dir = os.environ.get(r.ENV_CONFIG_DIR)
+        return settings_from_document(document, Path(config_dir) if config_dir else None)
+
+    @cached_property
+    def deps(self) -> Deps:
+        from rebound.wiring import build_deps
+
+        return build_deps(
+            self.settings,
+            session=self.session,
+            clock=self.overrides.clock or SystemClock(),
+            metrics=DiscardMetrics(),
+        )
+
+    @cached_property
+    def actor(self) -> str:
+        """The operator, as AWS knows them: the ARN every audit record the CLI writes carries."""
+        try:
+            return str(self.client("sts").get_caller_identity()["Arn"])
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, "find who you are (sts:GetCallerIdentity)") from exc
+
+    @property
+    def sleep(self) -> Callable[[float], None]:
+        import time
+
+        return self.overrides.sleep or time.sleep
+
+    @property
+    def sqs_wait_s(self) -> int:
+        if self.overrides.sqs_wait_s is not None:
+            return self.overrides.sqs_wait_s
+        from rebound.ops.dlq import DEFAULT_WAIT_S
+
+        return int(os.environ.get(SQS_WAIT_ENV) or DEFAULT_WAIT_S)
+
+    # --------------------------------------------------------------------------- operations
+    # Reading commands never ask STS who you are; commands that write do.
+    def tasks(self, *, writer: bool = False, rate: float | None = None) -> TaskOps:
+        from rebound.ops.tasks import TaskOps
+        from rebound.ops.throttle import Backoff, RateLimiter
+
+        limiter = RateLimiter(rate, sleep=self.sleep) if rate else None
+        return TaskOps(
+            self.deps,
+            self.actor if writer else "reader",
+            limiter=limiter,
+            backoff=Backoff(sleep=self.sleep),
+        )
+
+    def dlq(self, *, writer: bool = False) -> DlqOps:
+        from rebound.ops.dlq import DlqOps
+
+        return DlqOps(self.deps, self.actor if writer else "reader", wait_s=self.sqs_wait_s, sleep=self.sleep)
+
+    def runs(self, *, writer: bool = False) -> RunOps:
+        from rebound.ops.runs import RunOps
+
+        return RunOps(self.deps, self.actor if writer else "reader", dlq=self.dlq(writer=writer))
+
+    def workorders(self, *, writer: bool = False) -> WorkOrderOps:
+        from rebound.ops.workorders import WorkOrderOps
+
+        return WorkOrderOps(self.deps, self.actor if writer else "reader")
+
+    def policies(self, *, writer: bool = False) -> PolicyOps:
+        from rebound.ops.policies import PolicyOps
+
+        return PolicyOps(self.deps, self.actor if writer else "reader")
+
+    def health(self) -> HealthOps:
+        from rebound.ops.health import HealthOps
+
+        return HealthOps(self.deps, oldest_age=self._oldest_age, dlq=self.dlq())
+
+    def audit(self) -> AuditOps:
+        from rebound.ops.audit import AuditOps
+
+        return AuditOps(self.deps)
+
+    def _oldest_age(self, queue_name: str) -> float | None:
+        """``ApproximateAgeOfOldestMessage`` of a queue over the last 15 minutes, if CloudWatch has it."""
+        from datetime import timedelta
+
+        end = self.deps.clock.now()
+        try:
+            points = self.client("cloudwatch").get_metric_statistics(
+                Namespace="AWS/SQS",
+                MetricName="ApproximateAgeOfOldestMessage",
+                Dimensions=[{"Name": "QueueName", "Value": queue_name}],
+                StartTime=end - timedelta(minutes=15),
+                EndTime=end,
+                Period=300,
+                Statistics=["Maximum"],
+            )["Datapoints"]
+        except (ClientError, BotoCoreError):
+            return None  # no metrics permission or no CloudWatch here: the health check samples instead
+        if not points:
+            return None
+        return float(max(p["Maximum"] for p in points))

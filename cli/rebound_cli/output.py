@@ -1,0 +1,118 @@
+"""Rendering: tables for people, JSON for scripts, progress bars and confirmations on stderr.
+
+JSON output is one document on stdout with sorted keys; timestamps are ISO 8601 UTC with
+milliseconds (``2026-03-07T09:00:00.000Z``). Each command's ``--help`` names its fields.
+Progress bars and prompts go to stderr, so they never mix with what a script reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rebound_cli.context import App
+
+Row = Sequence[Any]
+
+
+def stdout() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=int(os.environ.get("COLUMNS") or 160))
+    return console
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, default=str))
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True, default=str)
+    return str(value)
+
+
+def table(title: str | None, columns: Sequence[str], rows: Sequence[Row], empty: str = "(none)") -> None:
+    console = stdout()
+    if not rows:
+        if title:
+            console.print(f"[bold]{title}[/bold]: {empty}")
+        else:
+            console.print(empty)
+        return
+    grid = Table(title=title, title_justify="left", show_lines=False)
+    for column in columns:
+        grid.add_column(column, overflow="fold")
+    for row in rows:
+        grid.add_row(*(cell(v) for v in row))
+    console.print(grid)
+
+
+def fields(title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
+    """A key/value table for one object."""
+    console = stdout()
+    grid = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    grid.add_column(style="bold")
+    grid.add_column(overflow="fold")
+    for key, value in pairs:
+        grid.add_row(key, cell(value))
+    console.print(grid)
+
+
+def say(text: str) -> None:
+    stdout().print(text)
+
+
+def note(text: str) -> None:
+    """A remark for the person at the terminal (stderr; never part of JSON output)."""
+    stderr().print(text)
+
+
+def emit(app: App, data: Any, render: Callable[[], None]) -> None:
+    """JSON on stdout when ``--output json``, else the human rendering."""
+    if app.json:
+        emit_json(data)
+    else:
+        render()
+
+
+def confirm(prompt: str, yes: bool) -> None:
+    """Ask before a destructive change, unless ``--yes``. Declining aborts with exit code 1."""
+    if yes:
+        return
+    click.confirm(prompt, abort=True, err=True)
+
+
+@contextmanager
+def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr; yields ``advance(n)``."""
+    with Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr(),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(label, total=total)
+
+        def advance(n: int = 1) -> None:
+            bar.advance(task, n)
+
+        yield advance

@@ -1,0 +1,168 @@
+"""The DLQ archive: a DynamoDB table that keeps dead-letter messages beyond SQS's 14-day retention.
+
+One item per DLQ message, keyed by its SQS message id, written with a conditional put so that
+archiving the same message twice keeps the first copy. An item holds everything needed to
+redrive the message later (body, attributes, when SQS received it) and its status: ``archived``,
+or ``redriven`` once a redrive from the archive has put it back on the execution queue.
+Items expire through the table's TTL (``expires_at``) after the retention the operator chose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound.adapters.dynamo import from_item, to_item
+from rebound.adapters.errors import error_code, translate
+from rebound.domain.errors import NotFound
+from rebound.domain.timefmt import iso
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+ARCHIVE_TABLE = "dlq_archive"
+"""Logical name of the archive table in ``rebound.resources.SPEC``."""
+ARCHIVED = "archived"
+REDRIVEN = "redriven"
+DEFAULT_KEEP_DAYS = 400
+
+
+class ArchiveUnavailable(NotFound):
+    code = "ARCHIVE_UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class ArchivedItem:
+    message_id: str
+    body: str
+    attributes: dict[str, str]
+    sent_at_ms: int
+    receive_count: int
+    status: str
+    archived_at: str
+    archived_by: str
+    redriven_at: str | None = None
+    redriven_by: str | None = None
+
+
+class ArchiveStore:
+    def __init__(self, client: DynamoDBClient, table: str | None) -> None:
+        self.client = client
+        self._table = table
+
+    @property
+    def table(self) -> str:
+        if not self._table:
+            raise ArchiveUnavailable(
+                f"this environment has no DLQ archive table ({ARCHIVE_TABLE}); "
+                "deploy the stack version that creates it",
+                table=ARCHIVE_TABLE,
+            )
+        return self._table
+
+    def put(
+        self,
+        *,
+        message_id: str,
+        body: str,
+        attributes: dict[str, str],
+        sent_at_ms: int,
+        receive_count: int,
+        at: datetime,
+        actor: str,
+        keep_days: int = DEFAULT_KEEP_DAYS,
+        index: dict[str, Any] | None = None,
+    ) -> bool:
+        """Archive one message. False if it was archived before (the first copy is kept)."""
+        data = {
+            **(index or {}),
+            "message_id": message_id,
+            "status": ARCHIVED,
+            "body": body,
+            "attributes": attributes,
+            "sent_at_ms": sent_at_ms,
+            "receive_count": receive_count,
+            "archived_at": iso(at),
+            "archived_by": actor,
+            "expires_at": int((at + timedelta(days=keep_days)).timestamp()),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=to_item(data),
+                ConditionExpression="attribute_not_exists(message_id)",
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise translate(exc, f"archive DLQ message {message_id}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"archive DLQ message {message_id}") from exc
+        return True
+
+    def get(self, message_id: str) -> ArchivedItem | None:
+        try:
+            resp = self.client.get_item(
+                TableName=self.table, Key=to_item({"message_id": message_id}), ConsistentRead=True
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"read archived message {message_id}") from exc
+        item = resp.get("Item")
+        return _item(from_item(item)) if item else None
+
+    def scan(self, status: str | None = None) -> Iterator[ArchivedItem]:
+        kwargs: dict[str, Any] = {"TableName": self.table}
+        if status is not None:
+            kwargs["FilterExpression"] = "#s = :s"
+            kwargs["ExpressionAttributeNames"] = {"#s": "status"}
+            kwargs["ExpressionAttributeValues"] = to_item({":s": status})
+        while True:
+            try:
+                resp = self.client.scan(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, "read the DLQ archive") from exc
+            for item in resp.get("Items", []):
+                yield _item(from_item(item))
+            if "LastEvaluatedKey" not in resp:
+                return
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+
+    def mark_redriven(self, message_id: str, at: datetime, actor: str) -> bool:
+        """``archived`` -> ``redriven``. False if it was not ``archived`` any more."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=to_item({"message_id": message_id}),
+                UpdateExpression="SET #s = :new, redriven_at = :at, redriven_by = :by",
+                ConditionExpression="#s = :old",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=to_item(
+                    {":new": REDRIVEN, ":old": ARCHIVED, ":at": iso(at), ":by": actor}
+                ),
+            )
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise translate(exc, f"mark archived message {message_id} redriven") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"mark archived message {message_id} redriven") from exc
+        return True
+
+
+def _item(data: dict[str, Any]) -> ArchivedItem:
+    return ArchivedItem(
+        message_id=str(data["message_id"]),
+        body=str(data.get("body", "")),
+        attributes={str(k): str(v) for k, v in (data.get("attributes") or {}).items()},
+        sent_at_ms=int(data.get("sent_at_ms", 0)),
+        receive_count=int(data.get("receive_count", 0)),
+        status=str(data.get("status", ARCHIVED)),
+        archived_at=str(data.get("archived_at", "")),
+        archived_by=str(data.get("archived_by", "")),
+        redriven_at=data.get("redriven_at"),
+        redriven_by=data.get("redriven_by"),
+    )

@@ -1,0 +1,320 @@
+"""Is the retry and recovery loop healthy? One report, each check ``ok``, ``warn`` or ``fail``.
+
+- ``retry_worker``: failed runs must be picked up by the retry scheduler within seconds (the
+  sweeper re-decides them after two minutes); an old ``failed`` run or a growing retry queue
+  means neither is keeping up.
+- ``stale_retry_plans``: ``retry_scheduled`` runs whose next attempt is long overdue.
+- ``stuck_replays``: runs replayed (by an operator or a redrive) whose first attempt never started.
+- ``failed_retry_executions``: retry dispatches and events that ended in a DLQ of their own: the
+  Scheduler DLQ (a one-time retry schedule could not deliver) and the control DLQ (a retry or
+  escalation event the handlers could not process).
+- ``disabled_schedules``: schedules that are disabled or missing while their task is active.
+- ``acknowledgement_gaps``: open work orders nobody acknowledged within the SLA of their severity.
+- ``dlq_age``: how long the oldest message has waited in the DLQ (SQS keeps them 14 days).
+
+A report is healthy when no check fails; ``warn`` is for a human to look at, not to page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any
+
+from rebound.domain.errors import ReboundError
+from rebound.domain.ids import task_schedule_name
+from rebound.domain.models import RunState, Severity, TaskState, WorkOrderState
+from rebound.domain.timefmt import iso
+from rebound.engine.deps import Deps
+from rebound.engine.sweeper import STALE_PLAN_AFTER
+from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.queue_batches import QueueBatches
+
+OldestAge = Callable[[str], float | None]
+"""Seconds the oldest message of a queue (by name) has waited, from CloudWatch; ``None`` if unknown."""
+
+
+class Status(StrEnum):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+
+
+_RANK = {Status.OK: 0, Status.WARN: 1, Status.FAIL: 2}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    failed_run_stale: timedelta = timedelta(minutes=5)
+    retry_backlog_warn: int = 100
+    plan_overdue_warn: timedelta = STALE_PLAN_AFTER
+    plan_overdue_fail: timedelta = timedelta(minutes=15)
+    replay_unstarted: timedelta = timedelta(minutes=10)
+    ack_sla: dict[Severity, timedelta] = field(
+        default_factory=lambda: {
+            Severity.CRITICAL: timedelta(minutes=5),
+            Severity.HIGH: timedelta(minutes=15),
+            Severity.MEDIUM: timedelta(hours=1),
+            Severity.LOW: timedelta(hours=4),
+        }
+    )
+    dlq_age_warn: timedelta = timedelta(days=3)
+    dlq_age_fail: timedelta = timedelta(days=10)
+
+    def with_ack_sla(self, sla: timedelta) -> Thresholds:
+        return Thresholds(**{**self.__dict__, "ack_sla": dict.fromkeys(Severity, sla)})
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    summary: str
+    details: list[str] = field(default_factory=list)
+    value: float | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "summary": self.summary,
+            "details": self.details,
+            "value": self.value,
+        }
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    environment: str
+    at: datetime
+    checks: list[Check]
+
+    @property
+    def status(self) -> Status:
+        return max((c.status for c in self.checks), key=_RANK.__getitem__, default=Status.OK)
+
+    @property
+    def healthy(self) -> bool:
+        return self.status is not Status.FAIL
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "environment": self.environment,
+            "at": iso(self.at),
+            "status": self.status.value,
+            "healthy": self.healthy,
+            "checks": [c.as_dict() for c in self.checks],
+        }
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f}s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f}m"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+class HealthOps:
+    def __init__(self, deps: Deps, *, oldest_age: OldestAge | None = None, dlq: DlqOps | None = None) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.queue = QueueBatches(deps.queues.client, deps.queues.urls)
+        self.oldest_age = oldest_age
+        self.dlq = dlq or DlqOps(deps, "health", wait_s=0)
+
+    def report(self, thresholds: Thresholds | None = None) -> HealthReport:
+        t = thresholds or Thresholds()
+        now = self.deps.clock.now()
+        checks = [
+            self._guarded("retry_worker", lambda: self.retry_worker(now, t)),
+            self._guarded("stale_retry_plans", lambda: self.stale_plans(now, t)),
+            self._guarded("stuck_replays", lambda: self.stuck_replays(now, t)),
+            self._guarded("failed_retry_executions", self.failed_executions),
+            self._guarded("disabled_schedules", self.disabled_schedules),
+            self._guarded("acknowledgement_gaps", lambda: self.ack_gaps(now, t)),
+            self._guarded("dlq_age", lambda: self.dlq_age(now, t)),
+        ]
+        return HealthReport(self.deps.settings.environment, now, checks)
+
+    @staticmethod
+    def _guarded(name: str, check: Callable[[], Check]) -> Check:
+        """A check that cannot look fails, naming why: not knowing is not healthy."""
+        try:
+            return check()
+        except ReboundError as exc:
+            return Check(name, Status.FAIL, f"could not check: {exc.message}")
+
+    # --------------------------------------------------------------------------- checks
+    def retry_worker(self, now: datetime, t: Thresholds) -> Check:
+        failed = self.store.runs_in_state(RunState.FAILED, updated_before=now - t.failed_run_stale)
+        backlog = self.queue.depth("retry")
+        details = [f"{r.run_id}: failed since {iso(r.updated_at)}" for r in failed[:10]]
+        oldest = max(((now - r.updated_at).total_seconds() for r in failed), default=0.0)
+        if failed:
+            return Check(
+                "retry_worker",
+                Status.FAIL,
+                f"{len(failed)} failed run(s) not picked up within "
+                f"{_ago(t.failed_run_stale.total_seconds())}; oldest {_ago(oldest)}; "
+                f"retry queue holds {backlog.visible}",
+                details,
+                oldest,
+            )
+        status = Status.WARN if backlog.visible >= t.retry_backlog_warn else Status.OK
+        return Check(
+            "retry_worker",
+            status,
+            f"no failed run waiting for a decision; retry queue holds {backlog.visible} visible, "
+            f"{backlog.in_flight} in flight",
+            value=float(backlog.visible),
+        )
+
+    def stale_plans(self, now: datetime, t: Thresholds) -> Check:
+        overdue = [
+            r
+            for r in self.store.runs_in_state(RunState.RETRY_SCHEDULED)
+            if r.next_retry_at is not None and now - r.next_retry_at > t.plan_overdue_warn
+        ]
+        if not overdue:
+            return Check("stale_retry_plans", Status.OK, "no retry plan is overdue", value=0.0)
+        worst = max((now - r.next_retry_at).total_seconds() for r in overdue if r.next_retry_at)
+        status = Status.FAIL if worst > t.plan_overdue_fail.total_seconds() else Status.WARN
+        return Check(
+            "stale_retry_plans",
+            status,
+            f"{len(overdue)} retry plan(s) overdue; worst by {_ago(worst)}",
+            [
+                f"{r.run_id}: attempt {r.attempt + 1} was due {iso(r.next_retry_at)}"
+                for r in overdue[:10]
+                if r.next_retry_at
+            ],
+            worst,
+        )
+
+    def stuck_replays(self, now: datetime, t: Thresholds) -> Check:
+        stuck = [
+            r
+            for r in self.store.runs_in_state(RunState.REPLAYED, updated_before=now - t.replay_unstarted)
+            if r.attempt == r.budget_start
+        ]
+        if not stuck:
+            return Check("stuck_replays", Status.OK, "every replay has started", value=0.0)
+        return Check(
+            "stuck_replays",
+            Status.FAIL,
+            f"{len(stuck)} replayed run(s) never started; send them again with `rebound runs retry RUN_ID`",
+            [f"{r.run_id}: replayed {iso(r.updated_at)}" for r in stuck[:10]],
+            float(len(stuck)),
+        )
+
+    def failed_executions(self) -> Check:
+        scheduler = self.queue.depth("scheduler_dlq").total
+        control = self.queue.depth("control_dlq").total
+        total = scheduler + control
+        summary = f"scheduler DLQ holds {scheduler}, control DLQ holds {control}"
+        return Check(
+            "failed_retry_executions", Status.FAIL if total else Status.OK, summary, value=float(total)
+        )
+
+    def disabled_schedules(self) -> Check:
+        live = self._live_schedules()
+        tasks = self.store.list_tasks()
+        problems: list[str] = []
+        paused = 0
+        for stored in tasks:
+            task = stored.task
+            if task.schedule is None:
+                continue
+            if task.state is TaskState.PAUSED:
+                paused += 1
+                continue
+            names = stored.schedule_names or (task_schedule_name(task.id),)
+            for name in names:
+                state = live.get(name)
+                if state is None:
+                    problems.append(f"{name}: missing (task {task.id} is active)")
+                elif state != "ENABLED":
+                    problems.append(f"{name}: {state} (task {task.id} is active)")
+        owned = {n for s in tasks for n in s.schedule_names}
+        orphans = sorted(n for n, state in live.items() if state != "ENABLED" and n not in owned)
+        problems += [f"{name}: DISABLED and no task owns it" for name in orphans]
+        summary = (
+            f"{len(problems)} schedule problem(s); {paused} task(s) paused"
+            if problems
+            else f"every active task's schedules are enabled; {paused} task(s) paused"
+        )
+        return Check(
+            "disabled_schedules",
+            Status.FAIL if problems else Status.OK,
+            summary,
+            problems,
+            float(len(problems)),
+        )
+
+    def _live_schedules(self) -> dict[str, str]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from rebound.adapters.errors import translate
+
+        schedules = self.deps.schedules
+        out: dict[str, str] = {}
+        try:
+            pages = schedules.client.get_paginator("list_schedules").paginate(
+                GroupName=schedules.group, NamePrefix="task-"
+            )
+            for page in pages:
+                for item in page.get("Schedules", []):
+                    out[str(item["Name"])] = str(item.get("State", "?"))
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, "list schedules") from exc
+        return out
+
+    def ack_gaps(self, now: datetime, t: Thresholds) -> Check:
+        late = [
+            o
+            for o in self.store.work_orders(WorkOrderState.OPEN)
+            if now - o.opened_at > t.ack_sla.get(o.severity, timedelta(minutes=15))
+        ]
+        if not late:
+            return Check(
+                "acknowledgement_gaps", Status.OK, "every open work order is within its SLA", value=0.0
+            )
+        worst = max((now - o.opened_at).total_seconds() for o in late)
+        return Check(
+            "acknowledgement_gaps",
+            Status.FAIL,
+            f"{len(late)} work order(s) not acknowledged within their SLA; oldest open {_ago(worst)}",
+            [
+                f"{o.work_order_id} ({o.severity.value}, {o.task_id or o.subject}): "
+                f"open since {iso(o.opened_at)}"
+                for o in late[:10]
+            ],
+            worst,
+        )
+
+    def dlq_age(self, now: datetime, t: Thresholds) -> Check:
+        depth = self.queue.depth("dlq")
+        if depth.total == 0:
+            return Check("dlq_age", Status.OK, "the DLQ is empty", value=0.0)
+        age = self.oldest_age(self.deps.settings.queue("dlq").name) if self.oldest_age else None
+        source = "CloudWatch"
+        if age is None:
+            sample = self.dlq.find(DlqFilter(), limit=100)
+            age = max(((now - e.message.sent_at).total_seconds() for e in sample), default=0.0)
+            source = f"a sample of {len(sample)}"
+        # Messages waiting are someone's work order, not an outage, until retention comes close.
+        status = Status.FAIL if age > t.dlq_age_fail.total_seconds() else Status.WARN
+        return Check(
+            "dlq_age",
+            status,
+            f"{depth.total} message(s); the oldest has waited {_ago(age)} ({source}); SQS keeps them 14 days",
+            ["archive what must outlive retention: rebound dlq archive --older-than 7d --delete"]
+            if status is Status.FAIL
+            else [],
+            age,
+        )

@@ -1,0 +1,138 @@
+"""Retry policies for operators: list, show, and change one at run time.
+
+A change is validated as a whole policy before anything is stored, then stored as a new version
+with its audit record by ``PolicyService.set``; the next retry decision uses it.
+``key=value`` values are read as YAML scalars or flow lists: ``max_attempts=5``,
+``base_delay=30s``, ``jitter=full``, ``terminal_errors=[BAD_INPUT, GONE]``, ``max_age=null``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from rebound.config.loader import build_policy
+from rebound.domain.audit import verify_chain
+from rebound.domain.errors import PolicyNotFound, ValidationFailed
+from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy
+from rebound.domain.timefmt import iso
+from rebound.engine.deps import Deps
+
+
+def policy_view(policy: RetryPolicy) -> dict[str, Any]:
+    return policy.model_dump(mode="json")
+
+
+def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
+    """``["max_attempts=5", "jitter=full"]`` -> ``{"max_attempts": 5, "jitter": "full"}``."""
+    changes: dict[str, Any] = {}
+    for text in assignments:
+        key, sep, raw = text.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValidationFailed(f"expected key=value, got {text!r}", key_path=text)
+        if key not in POLICY_FIELDS:
+            raise ValidationFailed(
+                f"unknown policy key {key!r}; valid keys: {', '.join(sorted(POLICY_FIELDS))}", key_path=key
+            )
+        if key in changes:
+            raise ValidationFailed(f"{key} is given twice", key_path=key)
+        try:
+            changes[key] = yaml.safe_load(raw) if raw.strip() else None
+        except yaml.YAMLError:
+            raise ValidationFailed(f"{key}: cannot read value {raw!r}", key_path=key) from None
+    if not changes:
+        raise ValidationFailed("give at least one key=value", key_path="")
+    return changes
+
+
+@dataclass(frozen=True)
+class PolicyChange:
+    name: str
+    before: RetryPolicy
+    after: RetryPolicy
+    changes: dict[str, Any]
+
+    @property
+    def diff(self) -> dict[str, tuple[Any, Any]]:
+        old = policy_view(self.before)
+        new = policy_view(self.after)
+        return {k: (old.get(k), new.get(k)) for k in sorted(POLICY_FIELDS) if old.get(k) != new.get(k)}
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "from_version": self.before.version,
+            "to_version": self.after.version,
+            "changes": self.changes,
+            "diff": {k: {"from": a, "to": b} for k, (a, b) in self.diff.items()},
+        }
+
+
+@dataclass(frozen=True)
+class PolicyDetail:
+    policy: RetryPolicy
+    source: str
+    versions: list[dict[str, Any]]
+    trail: list[AuditRecord]
+    audit_ok: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "policy": policy_view(self.policy),
+            "source": self.source,
+            "versions": self.versions,
+            "audit": [
+                {"seq": r.seq, "at": iso(r.at), "actor": r.actor, "action": r.action, "evidence": r.evidence}
+                for r in self.trail
+            ],
+            "audit_verified": self.audit_ok,
+        }
+
+
+class PolicyOps:
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.service = deps.policies
+        self.actor = actor
+
+    def find(self) -> list[RetryPolicy]:
+        return [self.service.effective(name) for name in self.service.names()]
+
+    def show(self, name: str) -> PolicyDetail:
+        policy = self.service.effective(name)
+        versions = [
+            {
+                "version": int(v["version"]),
+                "updated_at": v.get("updated_at"),
+                "updated_by": v.get("updated_by"),
+                "spec": v.get("spec"),
+            }
+            for v in self.store.policy_versions(name)
+        ]
+        source = "stored" if versions else str(self.service.book.source)
+        subject = f"policy#{name}"
+        trail = self.store.audit_trail(subject)
+        return PolicyDetail(policy, source, versions, trail, verify_chain(subject, trail).ok)
+
+    def plan(self, name: str, changes: dict[str, Any]) -> PolicyChange:
+        """Validate ``changes`` as the whole new policy, without storing anything."""
+        before = self.service.effective(name)
+        stored = self.store.latest_policy(name)
+        if stored is not None:
+            spec = dict(stored["spec"])
+        elif name in self.service.book.named:
+            spec = dict(self.service.book.named[name])
+        else:  # pragma: no cover - effective() raised already
+            raise PolicyNotFound(f"unknown retry policy {name!r}", name=name)
+        after = build_policy(
+            name, self.service.book.defaults, {**spec, **changes}, before.version + 1, f"policy {name}"
+        )
+        return PolicyChange(name, before, after, changes)
+
+    def set(self, change: PolicyChange) -> RetryPolicy:
+        return self.service.set(change.name, change.changes, actor=self.actor, at=self.deps.clock.now())

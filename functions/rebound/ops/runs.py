@@ -1,0 +1,424 @@
+"""Runs for operators: find them, see one correlated timeline, retry, skip or cancel them.
+
+Every change goes through the run state machine and a unit of work, so it is one transaction with
+its audit record (the operator is the actor) and its ``task.execution.updated`` event.
+
+``retry`` depends on where the run is:
+
+- ``dead_lettered``: replayed with a fresh attempt budget (``rebound.ops.replay``), optionally
+  with ``--timeout`` / ``--max-attempts`` overrides for that budget only;
+- ``replayed`` and not yet started: its replay message is sent again (a retry that was cut short);
+- ``failed`` or ``retry_scheduled``: the next attempt of the current budget is dispatched now.
+
+``skip`` and ``cancel`` close the run and, in the same transaction, resolve its open work order
+with the matching resolution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rebound.adapters.dynamo import UnitOfWork
+from rebound.domain import events as ev
+from rebound.domain.audit import ChainCheck, verify_chain
+from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
+from rebound.domain.ids import retry_dispatch_reference, run_subject
+from rebound.domain.models import (
+    Resolution,
+    Run,
+    RunState,
+    Trigger,
+    WorkOrder,
+    WorkOrderState,
+)
+from rebound.domain.states import TERMINAL, ensure_transition
+from rebound.domain.timefmt import iso
+from rebound.engine.deps import Deps
+from rebound.engine.retries import RetryScheduler
+from rebound.ops.common import when
+from rebound.ops.dlq import DlqOps, MessageDetail
+from rebound.ops.queue_batches import BATCH, QueueBatches
+from rebound.ops.replay import OVERRIDES_FIELD, BudgetOverrides, Replays, overrides_supported, with_changes
+
+EXECUTION = "execution"
+
+
+def run_view(run: Run) -> dict[str, Any]:
+    """A run as lists show it."""
+    return {
+        "run_id": run.run_id,
+        "task_id": run.task_id,
+        "tenant": run.tenant,
+        "state": run.state.value,
+        "trigger": run.trigger.value,
+        "scheduled_for": iso(run.scheduled_for),
+        "attempt": run.attempt,
+        "attempts_in_budget": run.attempts_in_budget,
+        "last_error_code": run.last_error_code,
+        "next_retry_at": when(run.next_retry_at),
+        "dead_lettered_at": when(run.dead_lettered_at),
+        "work_order_id": run.work_order_id,
+        "updated_at": iso(run.updated_at),
+    }
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    source: str
+    action: str
+    actor: str
+    state: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": iso(self.at),
+            "source": self.source,
+            "action": self.action,
+            "actor": self.actor,
+            "state": self.state,
+            "detail": self.detail,
+        }
+
+
+@dataclass(frozen=True)
+class RunTimeline:
+    run: Run
+    entries: list[TimelineEntry]
+    work_order: WorkOrder | None
+    dlq_message: MessageDetail | None
+    chain: ChainCheck
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run.model_dump(mode="json"),
+            "timeline": [e.as_dict() for e in self.entries],
+            "work_order": self.work_order.model_dump(mode="json") if self.work_order else None,
+            "dlq_message": self.dlq_message.as_dict() if self.dlq_message else None,
+            "audit": {"ok": self.chain.ok, "records": self.chain.records, "detail": self.chain.detail},
+        }
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    run_id: str
+    action: str
+    state: str
+    detail: str = ""
+    overrides: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "action": self.action,
+            "state": self.state,
+            "detail": self.detail,
+            "overrides": self.overrides,
+        }
+
+
+_TRIGGER_ACTION = {
+    Trigger.SCHEDULE: ("schedule-fired", "scheduler"),
+    Trigger.EVENT: ("event-received", "bus"),
+    Trigger.MANUAL: ("run-requested", "api"),
+}
+_RESOLUTION = {RunState.SKIPPED: Resolution.SKIPPED, RunState.CANCELLED: Resolution.CANCELLED}
+
+
+class RunOps:
+    def __init__(self, deps: Deps, actor: str, *, dlq: DlqOps | None = None) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.actor = actor
+        self.replays = Replays(deps, actor)
+        self.queue = QueueBatches(deps.queues.client, deps.queues.urls)
+        self.dlq = dlq or DlqOps(deps, actor)
+
+    # --------------------------------------------------------------------------- reading
+    def get(self, run_id: str) -> Run:
+        run = self.store.get_run(run_id)
+        if run is None:
+            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+        return run
+
+    def find(
+        self,
+        *,
+        task_id: str | None = None,
+        state: RunState | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int | None = 100,
+    ) -> list[Run]:
+        """Runs, newest first by schedule time. ``since``/``until`` bound ``scheduled_for``."""
+        if task_id is not None:
+            runs = self.store.runs_for_task(task_id, since=since, until=until)
+            runs = [r for r in runs if state is None or r.state is state]
+        elif state is not None:
+            runs = [
+                r
+                for r in self.store.runs_in_state(state)
+                if (since is None or r.scheduled_for >= since) and (until is None or r.scheduled_for <= until)
+            ]
+        else:
+            runs = [
+                r
+                for r in self.store.scan_runs()
+                if (since is None or r.scheduled_for >= since) and (until is None or r.scheduled_for <= until)
+            ]
+        runs.sort(key=lambda r: (r.scheduled_for, r.run_id), reverse=True)
+        return runs[:limit] if limit is not None else runs
+
+    def timeline(self, run_id: str, *, look_in_dlq: bool = True) -> RunTimeline:
+        """Trigger, attempts, retries, dead letter, work order and operator actions, in time order."""
+        run = self.get(run_id)
+        trail = self.store.audit_trail(run_subject(run_id))
+        entries: list[TimelineEntry] = []
+        action, actor = _TRIGGER_ACTION[run.trigger]
+        trigger_detail: dict[str, Any] = {"scheduled_for": iso(run.scheduled_for)}
+        if run.event_detail:
+            trigger_detail["event"] = run.event_detail
+        entries.append(TimelineEntry(run.scheduled_for, "trigger", action, actor, None, trigger_detail))
+        for record in trail:
+            detail = {k: v for k, v in record.evidence.items() if k != "changes" and v is not None}
+            attempt_no = record.evidence.get("attempt")
+            if record.action.startswith("attempt-") and isinstance(attempt_no, int):
+                attempt = next((a for a in run.attempts if a.n == attempt_no), None)
+                if attempt is not None and attempt.error_message:
+                    detail["error_message"] = attempt.error_message
+            state = f"{record.from_state or '-'} -> {record.to_state or '-'}"
+            entries.append(TimelineEntry(record.at, "run", record.action, record.actor, state, detail))
+        order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
+        if order is not None:
+            for record in self.store.audit_trail(f"workorder#{order.work_order_id}"):
+                state = f"{record.from_state or '-'} -> {record.to_state or '-'}"
+                detail = {"work_order_id": order.work_order_id, **record.evidence}
+                entries.append(
+                    TimelineEntry(record.at, "workorder", record.action, record.actor, state, detail)
+                )
+        message = None
+        if look_in_dlq and run.dlq_message_id:
+            try:
+                message = self.dlq.show(run.dlq_message_id, scan_limit=1000)
+            except ReboundError:
+                message = None
+            if message is None:
+                entries.append(
+                    TimelineEntry(
+                        self.deps.clock.now(),
+                        "dlq",
+                        "message-not-seen",
+                        "rebound",
+                        None,
+                        {
+                            "message_id": run.dlq_message_id,
+                            "why": "not visible in the DLQ now (being read elsewhere, or removed) "
+                            "and not archived",
+                        },
+                    )
+                )
+            else:
+                msg = message.examined.message
+                entries.append(
+                    TimelineEntry(
+                        msg.sent_at,
+                        "dlq",
+                        "message-in-" + message.location.split(" ")[0],
+                        "sqs",
+                        None,
+                        {
+                            "message_id": msg.message_id,
+                            "arrival": msg.arrival.value,
+                            "location": message.location,
+                        },
+                    )
+                )
+        entries.sort(key=lambda e: e.at)
+        return RunTimeline(run, entries, order, message, verify_chain(run_subject(run_id), trail))
+
+    # --------------------------------------------------------------------------- retry
+    def retry(
+        self, run_id: str, *, timeout_s: int | None = None, max_attempts: int | None = None, reason: str = ""
+    ) -> RetryOutcome:
+        overrides = BudgetOverrides.of(timeout_s, max_attempts)
+        run = self.get(run_id)
+        if run.state is RunState.DEAD_LETTERED:
+            saved = self.replays.begin(
+                run, via="cli-retry", dlq_message_id=run.dlq_message_id, overrides=overrides, reason=reason
+            )
+            self._send_replays([saved])
+            return RetryOutcome(
+                run_id,
+                "replayed",
+                saved.state.value,
+                f"fresh budget from attempt {saved.attempt + 1}",
+                overrides.as_dict() if overrides else {},
+            )
+        if self.replays.unclaimed(run):
+            if overrides:
+                raise ValidationFailed(
+                    f"run {run_id} was replayed already; its budget's overrides cannot change now",
+                    key_path="overrides",
+                )
+            self._send_replays([run])
+            return RetryOutcome(run_id, "resent", run.state.value, "the replay message was sent again")
+        if run.state in (RunState.FAILED, RunState.RETRY_SCHEDULED):
+            return self._retry_now(run, overrides, reason)
+        raise Conflict(
+            f"run {run_id} is {run.state.value}; only dead_lettered, failed or retry_scheduled runs can be "
+            "retried",
+            run_id=run_id,
+            state=run.state.value,
+        )
+
+    def _retry_now(self, run: Run, overrides: BudgetOverrides | None, reason: str) -> RetryOutcome:
+        now = self.deps.clock.now()
+        update: dict[str, Any] = {
+            "state": RunState.RETRY_SCHEDULED,
+            "next_retry_at": now,
+            "dispatch_reference": retry_dispatch_reference(run.run_id, run.attempt + 1),
+        }
+        if overrides and overrides_supported():
+            update[OVERRIDES_FIELD] = overrides.as_dict()
+        if run.state is not RunState.RETRY_SCHEDULED:
+            ensure_transition(run.state, RunState.RETRY_SCHEDULED, run.run_id)
+        after = with_changes(run, update)
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            run,
+            after,
+            action="retry-now",
+            evidence={
+                "attempt": run.attempt + 1,
+                "next_retry_at": iso(now),
+                "dispatch_reference": after.dispatch_reference,
+                "previous_plan": when(run.next_retry_at),
+                "overrides": overrides.as_dict() if overrides else None,
+                "reason": reason or None,
+            },
+        )
+        uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run.run_id))
+        self._commit(uow, run.run_id)
+        via = RetryScheduler(self.deps, self.actor).dispatch(saved)
+        return RetryOutcome(
+            run.run_id,
+            "dispatched",
+            saved.state.value,
+            f"attempt {run.attempt + 1} dispatched now via {via}",
+            overrides.as_dict() if overrides else {},
+        )
+
+    def failed_runs(self, *, task_id: str | None = None, since: datetime | None = None) -> list[Run]:
+        """The dead-lettered runs ``retry_failed`` would replay."""
+        if task_id is None and since is None:
+            raise ValidationFailed("give --task or --since (or both)", key_path="task")
+        return self.find(task_id=task_id, state=RunState.DEAD_LETTERED, since=since, limit=None)
+
+    def retry_failed(
+        self,
+        runs: list[Run],
+        *,
+        reason: str = "",
+        progress: Callable[[RetryOutcome], None] | None = None,
+    ) -> list[RetryOutcome]:
+        """Replay each run with a fresh budget; replay messages go out ten per request."""
+        outcomes: list[RetryOutcome] = []
+        pending: list[Run] = []
+
+        def flush() -> None:
+            self._send_replays(pending)
+            for saved in pending:
+                outcome = RetryOutcome(saved.run_id, "replayed", saved.state.value, "fresh budget")
+                outcomes.append(outcome)
+                if progress:
+                    progress(outcome)
+            pending.clear()
+
+        for run in runs:
+            try:
+                current = self.get(run.run_id)
+                pending.append(
+                    self.replays.begin(
+                        current, via="cli-retry-failed", dlq_message_id=current.dlq_message_id, reason=reason
+                    )
+                )
+            except ReboundError as exc:
+                outcome = RetryOutcome(run.run_id, "failed", run.state.value, exc.message)
+                outcomes.append(outcome)
+                if progress:
+                    progress(outcome)
+            if len(pending) >= BATCH:
+                flush()
+        flush()
+        return outcomes
+
+    def _send_replays(self, runs: list[Run]) -> None:
+        for start in range(0, len(runs), BATCH):
+            chunk = runs[start : start + BATCH]
+            messages = [
+                self.replays.message(r, key=r.run_id, dlq_message_id=None, redrive_id="") for r in chunk
+            ]
+            result = self.queue.send(EXECUTION, messages)
+            if result.failed:
+                first = next(iter(result.failed.items()))
+                raise Conflict(
+                    f"{len(result.failed)} replay message(s) were refused ({first[0]}: {first[1]}); those "
+                    "runs are replayed but not started: run `rebound runs retry RUN_ID` for each again",
+                    runs=sorted(result.failed),
+                )
+
+    # --------------------------------------------------------------------------- skip, cancel
+    def skip(self, run_id: str, reason: str) -> Run:
+        return self._close(run_id, RunState.SKIPPED, reason)
+
+    def cancel(self, run_id: str, reason: str) -> Run:
+        return self._close(run_id, RunState.CANCELLED, reason)
+
+    def _close(self, run_id: str, state: RunState, reason: str) -> Run:
+        if not reason.strip():
+            raise ValidationFailed("--reason is required: say why, for the audit trail", key_path="reason")
+        run = self.get(run_id)
+        if run.state in TERMINAL:
+            raise Conflict(f"run {run_id} is {run.state.value} already", run_id=run_id, state=run.state.value)
+        ensure_transition(run.state, state, run_id)
+        now = self.deps.clock.now()
+        after = run.model_copy(
+            update={"state": state, "next_retry_at": None, "lease_expires_at": None, "lease_owner": None}
+        )
+        action = "skipped" if state is RunState.SKIPPED else "cancelled"
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            run, after, action=action, evidence={"reason": reason, "work_order_id": run.work_order_id}
+        )
+        uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run_id))
+        order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
+        if order is not None and order.state is not WorkOrderState.RESOLVED:
+            resolved = order.model_copy(
+                update={
+                    "state": WorkOrderState.RESOLVED,
+                    "resolution": _RESOLUTION[state],
+                    "resolved_at": now,
+                    "resolved_by": self.actor,
+                    "note": reason,
+                }
+            )
+            uow.save_work_order(
+                order,
+                resolved,
+                action="resolved",
+                evidence={"resolution": _RESOLUTION[state].value, "note": reason, "via": f"runs {action}"},
+            )
+        self._commit(uow, run_id)
+        return saved
+
+    def _commit(self, uow: UnitOfWork, run_id: str) -> None:
+        try:
+            uow.commit()
+        except Conflict as exc:
+            raise Conflict(
+                f"run {run_id} changed meanwhile; look at it again and retry", run_id=run_id
+            ) from exc

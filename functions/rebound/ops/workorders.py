@@ -1,0 +1,196 @@
+"""Work orders for operators: list, show, acknowledge, resolve.
+
+A work order moves ``open -> acknowledged -> resolved`` (``open -> resolved`` too); each change is
+one transaction with its audit record, the operator as actor. Resolving checks the resolution
+against the run: ``replayed`` needs a run that was replayed (or has moved on since), and ``skipped``
+or ``cancelled`` are what ``rebound runs skip|cancel`` record themselves, resolving the work order
+in the same transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rebound.adapters.dynamo import UnitOfWork
+from rebound.domain.audit import ChainCheck, verify_chain
+from rebound.domain.errors import Conflict, ValidationFailed, WorkOrderNotFound
+from rebound.domain.models import (
+    AuditRecord,
+    Resolution,
+    Run,
+    RunState,
+    Severity,
+    WorkOrder,
+    WorkOrderState,
+)
+from rebound.domain.timefmt import iso
+from rebound.engine.deps import Deps
+from rebound.ops.common import when
+
+_NEXT: dict[WorkOrderState, frozenset[WorkOrderState]] = {
+    WorkOrderState.OPEN: frozenset({WorkOrderState.ACKNOWLEDGED, WorkOrderState.RESOLVED}),
+    WorkOrderState.ACKNOWLEDGED: frozenset({WorkOrderState.RESOLVED}),
+    WorkOrderState.RESOLVED: frozenset(),
+}
+
+
+def work_order_view(order: WorkOrder) -> dict[str, Any]:
+    return {
+        "work_order_id": order.work_order_id,
+        "state": order.state.value,
+        "severity": order.severity.value,
+        "subject": order.subject,
+        "run_id": order.run_id,
+        "task_id": order.task_id,
+        "tenant": order.tenant,
+        "reason": order.reason,
+        "error_code": order.error_code,
+        "attempts": order.attempts,
+        "opened_at": iso(order.opened_at),
+        "acknowledged_at": when(order.acknowledged_at),
+        "acknowledged_by": order.acknowledged_by,
+        "resolved_at": when(order.resolved_at),
+        "resolved_by": order.resolved_by,
+        "resolution": order.resolution.value if order.resolution else None,
+        "runbook_url": order.runbook_url,
+        "notified": {d.channel: d.status.value for d in order.deliveries},
+    }
+
+
+@dataclass(frozen=True)
+class WorkOrderDetail:
+    order: WorkOrder
+    trail: list[AuditRecord]
+    chain: ChainCheck
+    run: Run | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **work_order_view(self.order),
+            "note": self.order.note,
+            "deliveries": [d.model_dump(mode="json") for d in self.order.deliveries],
+            "run_state": self.run.state.value if self.run else None,
+            "audit": [
+                {
+                    "seq": r.seq,
+                    "at": iso(r.at),
+                    "actor": r.actor,
+                    "action": r.action,
+                    "from_state": r.from_state,
+                    "to_state": r.to_state,
+                    "evidence": r.evidence,
+                }
+                for r in self.trail
+            ],
+            "audit_verified": self.chain.ok,
+        }
+
+
+class WorkOrderOps:
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.actor = actor
+
+    def get(self, work_order_id: str) -> WorkOrder:
+        order = self.store.get_work_order(work_order_id)
+        if order is None:
+            raise WorkOrderNotFound(f"no work order {work_order_id!r}", work_order_id=work_order_id)
+        return order
+
+    def find(
+        self,
+        *,
+        state: WorkOrderState | None = None,
+        task_id: str | None = None,
+        severity: Severity | None = None,
+    ) -> list[WorkOrder]:
+        return [
+            o
+            for o in self.store.work_orders(state)
+            if (task_id is None or o.task_id == task_id) and (severity is None or o.severity is severity)
+        ]
+
+    def show(self, work_order_id: str) -> WorkOrderDetail:
+        order = self.get(work_order_id)
+        subject = f"workorder#{work_order_id}"
+        trail = self.store.audit_trail(subject)
+        run = self.store.get_run(order.run_id) if order.run_id else None
+        return WorkOrderDetail(order, trail, verify_chain(subject, trail), run)
+
+    def ack(self, work_order_id: str, note: str = "") -> tuple[WorkOrder, bool]:
+        """Acknowledge. Returns the work order and whether this call changed it."""
+        order = self.get(work_order_id)
+        if order.state is WorkOrderState.ACKNOWLEDGED:
+            return order, False
+        now = self.deps.clock.now()
+        after = order.model_copy(
+            update={
+                "state": WorkOrderState.ACKNOWLEDGED,
+                "acknowledged_at": now,
+                "acknowledged_by": self.actor,
+                "note": note or order.note,
+            }
+        )
+        return self._save(order, after, "acknowledged", {"note": note or None}), True
+
+    def resolve(self, work_order_id: str, resolution: Resolution, note: str = "") -> WorkOrder:
+        order = self.get(work_order_id)
+        run = self.store.get_run(order.run_id) if order.run_id else None
+        if run is not None:
+            self._check_resolution(order, run, resolution)
+        now = self.deps.clock.now()
+        after = order.model_copy(
+            update={
+                "state": WorkOrderState.RESOLVED,
+                "resolution": resolution,
+                "resolved_at": now,
+                "resolved_by": self.actor,
+                "note": note or order.note,
+            }
+        )
+        evidence = {
+            "resolution": resolution.value,
+            "note": note or None,
+            "run_state": run.state.value if run else None,
+        }
+        return self._save(order, after, "resolved", evidence)
+
+    @staticmethod
+    def _check_resolution(order: WorkOrder, run: Run, resolution: Resolution) -> None:
+        if resolution is Resolution.REPLAYED and run.state is RunState.DEAD_LETTERED:
+            raise ValidationFailed(
+                f"run {run.run_id} is still dead_lettered; replay it first "
+                f"(rebound runs retry {run.run_id}, or rebound dlq redrive)",
+                key_path="resolution",
+            )
+        wanted = {Resolution.SKIPPED: RunState.SKIPPED, Resolution.CANCELLED: RunState.CANCELLED}.get(
+            resolution
+        )
+        if wanted is not None and run.state is not wanted:
+            verb = "skip" if wanted is RunState.SKIPPED else "cancel"
+            raise ValidationFailed(
+                f"run {run.run_id} is {run.state.value}, not {wanted.value}; "
+                f"use `rebound runs {verb} {run.run_id} --reason ...`, which resolves {order.work_order_id}",
+                key_path="resolution",
+            )
+
+    def _save(self, before: WorkOrder, after: WorkOrder, action: str, evidence: dict[str, Any]) -> WorkOrder:
+        if after.state not in _NEXT[before.state]:
+            raise Conflict(
+                f"work order {before.work_order_id} is {before.state.value}; it cannot become "
+                f"{after.state.value}",
+                work_order_id=before.work_order_id,
+                state=before.state.value,
+            )
+        uow: UnitOfWork = self.store.unit_of_work(self.actor, self.deps.clock.now())
+        saved = uow.save_work_order(before, after, action=action, evidence=evidence)
+        try:
+            uow.commit()
+        except Conflict as exc:
+            raise Conflict(
+                f"work order {before.work_order_id} changed meanwhile; look at it again",
+                work_order_id=before.work_order_id,
+            ) from exc
+        return saved

@@ -1,0 +1,213 @@
+"""``rebound workorders``, ``policies``, ``health`` and ``audit`` against the local cloud."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from test_cli_harness import Cloud, cloud_fixture
+
+from rebound.adapters.dynamo import from_item, to_item
+
+pytestmark = pytest.mark.e2e
+base = cloud_fixture(name="base")
+OPERATOR = "arn:aws:sts::123456789012:user/moto"
+LEDGER_RUN = "export-ledger:20260307T090500Z"
+PAYMENT_RUN = "payments:20260307T090000Z"
+
+TASKS: list[dict[str, Any]] = [
+    {
+        "id": "export-ledger",
+        "tenant": "globex",
+        "schedule": {"cron": "5 9 * * *"},
+        "target": {"type": "sim", "behavior": {"always_fail": True}},
+    },
+    {
+        "id": "payments",
+        "tenant": "acme",
+        "schedule": {"cron": "0 9 * * *"},
+        "target": {"type": "sim", "behavior": {"always_fail": True}},
+        "retry_policy": "critical",
+    },
+    {
+        "id": "flaky",
+        "tenant": "acme",
+        "schedule": {"cron": "*/10 * * * *"},
+        "target": {"type": "sim", "behavior": {"always_fail": True}},
+    },
+]
+
+
+@pytest.fixture(scope="module")
+def local_cloud(base: Cloud, tmp_path_factory: pytest.TempPathFactory) -> Cloud:
+    file = tmp_path_factory.mktemp("ops") / "tasks.yaml"
+    file.write_text(yaml.safe_dump({"tasks": TASKS}))
+    base.ok("tasks", "apply", "-f", str(file))
+    base.run_for(timedelta(minutes=30))
+    base.tick(31)
+    return base
+
+
+def order_of(cloud: Cloud, run_id: str) -> str:
+    work_order_id = cloud.runs()[run_id].work_order_id
+    assert work_order_id
+    return work_order_id
+
+
+def test_work_orders_list_show_ack_and_resolve(local_cloud: Cloud) -> None:
+    open_orders = local_cloud.json("workorders", "list", "--state", "open")
+    assert {o["run_id"] for o in open_orders} >= {LEDGER_RUN, PAYMENT_RUN}
+    critical = local_cloud.json("workorders", "list", "--severity", "critical")
+    assert [o["run_id"] for o in critical] == [PAYMENT_RUN]
+    assert critical[0]["runbook_url"].endswith("critical-task-dead-lettered.md")
+
+    ledger = order_of(local_cloud, LEDGER_RUN)
+    shown = local_cloud.json("workorders", "show", ledger)
+    assert shown["state"] == "open" and shown["notified"] == {"sns": "delivered"}
+    assert [a["action"] for a in shown["audit"]][:2] == ["opened", "notified"] and shown["audit_verified"]
+    assert shown["runbook_url"].endswith("dead-lettered-run.md")
+
+    acked = local_cloud.json("workorders", "ack", ledger, "--note", "looking at it")
+    assert acked["state"] == "acknowledged" and acked["acknowledged_by"] == OPERATOR
+    assert "(already)" in local_cloud.ok("workorders", "ack", ledger).stdout
+
+    too_early = local_cloud.cli("workorders", "resolve", ledger, "--resolution", "replayed", "--yes")
+    assert too_early.exit_code == 2 and f"rebound runs retry {LEDGER_RUN}" in too_early.stderr
+    not_skipped = local_cloud.cli("workorders", "resolve", ledger, "--resolution", "skipped", "--yes")
+    assert not_skipped.exit_code == 2 and "rebound runs skip" in not_skipped.stderr
+    declined = local_cloud.cli("workorders", "resolve", ledger, "--resolution", "fixed", input="n\n")
+    assert declined.exit_code == 1
+
+    resolved = local_cloud.json(
+        "workorders", "resolve", ledger, "--resolution", "fixed", "--note", "booked by hand", "--yes"
+    )
+    assert resolved["state"] == "resolved" and resolved["resolution"] == "fixed"
+    assert resolved["resolved_by"] == OPERATOR
+    again = local_cloud.cli("workorders", "resolve", ledger, "--resolution", "fixed", "--yes")
+    assert again.exit_code == 5 and "is resolved" in again.stderr
+    actions = [a["action"] for a in local_cloud.json("workorders", "show", ledger)["audit"]]
+    assert actions[-2:] == ["acknowledged", "resolved"]
+    missing = local_cloud.cli("workorders", "show", "wo-nope")
+    assert missing.exit_code == 4
+
+
+def test_policies_are_validated_versioned_audited_and_used_next(local_cloud: Cloud) -> None:
+    names = {p["name"]: p for p in local_cloud.json("policies", "list")}
+    assert set(names) >= {"default", "quick", "patient", "critical"} and names["default"]["version"] == 0
+
+    bad_value = local_cloud.cli("policies", "set", "default", "max_attempts=lots", "--yes")
+    assert bad_value.exit_code == 2 and "max_attempts" in bad_value.stderr
+    assert len(bad_value.stderr.strip().splitlines()) == 1
+    bad_key = local_cloud.cli("policies", "set", "default", "max_tries=5", "--yes")
+    assert bad_key.exit_code == 2 and "unknown policy key 'max_tries'" in bad_key.stderr
+    unknown = local_cloud.cli("policies", "show", "nope")
+    assert unknown.exit_code == 4
+
+    dry = local_cloud.json("policies", "set", "default", "max_attempts=5", "base_delay=30s", "--dry-run")
+    assert dry["diff"] == {"max_attempts": {"from": 3, "to": 5}, "base_delay": {"from": 120, "to": 30}}
+    assert dry["stored"] is False and local_cloud.json("policies", "show", "default")["versions"] == []
+
+    stored = local_cloud.json("policies", "set", "default", "max_attempts=5", "base_delay=30s", "--yes")
+    assert stored["stored"] is True and stored["to_version"] == 1
+    shown = local_cloud.json("policies", "show", "default")
+    assert shown["policy"]["max_attempts"] == 5 and [v["version"] for v in shown["versions"]] == [1]
+    assert shown["versions"][0]["updated_by"] == OPERATOR
+    assert [a["action"] for a in shown["audit"]] == ["policy-changed"] and shown["audit_verified"]
+    assert local_cloud.json("policies", "set", "default", "max_attempts=5")["stored"] is False  # no change
+
+    # The next retry decisions use version 1: a new run of `flaky` gets five attempts.
+    local_cloud.run_for(timedelta(minutes=15))
+    newest = local_cloud.json("runs", "list", "--task", "flaky", "--status", "dead_lettered")[0]
+    trail = local_cloud.deps.store.audit_trail(f"run#{newest['run_id']}")
+    assert newest["attempt"] == 5
+    assert next(r for r in trail if r.action == "dead-lettered").evidence["policy"] == "default@v1"
+
+
+def test_health_exits_non_zero_until_the_problems_are_handled(local_cloud: Cloud, tmp_path: Any) -> None:
+    local_cloud.tick(31)
+    unhealthy = local_cloud.cli("health", "--json")
+    assert unhealthy.exit_code == 3
+    report = json.loads(unhealthy.stdout)
+    status = {c["name"]: c["status"] for c in report["checks"]}
+    assert status["acknowledgement_gaps"] == "fail" and report["healthy"] is False
+    assert set(status) == {
+        "retry_worker", "stale_retry_plans", "stuck_replays", "failed_retry_executions",
+        "disabled_schedules", "acknowledgement_gaps", "dlq_age",
+    }  # fmt: skip
+    assert status["dlq_age"] == "warn" and status["retry_worker"] == "ok"
+
+    for order in local_cloud.json("workorders", "list", "--state", "open"):
+        local_cloud.ok("workorders", "ack", order["work_order_id"])
+    local_cloud.tick(61)
+    healthy = local_cloud.cli("health")
+    assert healthy.exit_code == 0, healthy.output
+    assert "acknowledgement_gaps" in healthy.stdout
+
+    # A schedule disabled behind Rebound's back, and a retry dispatch that went to the Scheduler DLQ.
+    scheduler = boto3.client("scheduler")
+    group = local_cloud.stack.settings.schedule_group
+    live = scheduler.get_schedule(Name="task-flaky", GroupName=group)
+    keep = (
+        "Name",
+        "GroupName",
+        "ScheduleExpression",
+        "ScheduleExpressionTimezone",
+        "FlexibleTimeWindow",
+        "Target",
+    )
+    scheduler.update_schedule(**{k: live[k] for k in keep}, State="DISABLED")
+    boto3.client("sqs").send_message(
+        QueueUrl=local_cloud.stack.settings.queue("scheduler_dlq").url, MessageBody="{}"
+    )
+
+    broken = local_cloud.cli("-o", "json", "health")
+    assert broken.exit_code == 3
+    checks = {c["name"]: c for c in json.loads(broken.stdout)["checks"]}
+    assert checks["disabled_schedules"]["status"] == "fail"
+    assert checks["disabled_schedules"]["details"] == ["task-flaky: DISABLED (task flaky is active)"]
+    assert checks["failed_retry_executions"]["status"] == "fail"
+    assert checks["failed_retry_executions"]["summary"] == "scheduler DLQ holds 1, control DLQ holds 0"
+
+
+def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> None:
+    one = local_cloud.json("audit", "verify", LEDGER_RUN)
+    assert one == [
+        {
+            "subject": f"run#{LEDGER_RUN}",
+            "ok": True,
+            "records": one[0]["records"],
+            "detail": f"{one[0]['records']} records verified; the run rebuilds from its trail",
+            "mismatched_fields": [],
+        }
+    ]
+    everything = local_cloud.json("audit", "verify", "--all")
+    subjects = {r["subject"].split("#")[0] for r in everything}
+    assert {"run", "task", "workorder", "policy"} <= subjects and all(r["ok"] for r in everything)
+    assert local_cloud.cli("audit", "verify").exit_code == 2  # neither a subject nor --all
+
+    # Someone edits a record of the payments run's trail, and the stored run of the ledger run.
+    ddb = boto3.client("dynamodb")
+    tables = local_cloud.stack.settings.tables
+    key = to_item({"subject": f"run#{PAYMENT_RUN}", "seq": 2})
+    record = from_item(ddb.get_item(TableName=tables["audit"], Key=key)["Item"])
+    record["evidence"]["error_code"] = "NOTHING_TO_SEE"
+    ddb.put_item(TableName=tables["audit"], Item=to_item(record, "audit"))
+    run_item = from_item(ddb.get_item(TableName=tables["runs"], Key=to_item({"run_id": LEDGER_RUN}))["Item"])
+    run_item["last_error_code"] = "EDITED"
+    ddb.put_item(TableName=tables["runs"], Item=to_item(run_item, "runs"))
+
+    altered = local_cloud.cli("audit", "verify", PAYMENT_RUN)
+    assert altered.exit_code == 3 and "seq 2 was altered" in altered.stdout
+    rewritten = local_cloud.cli("-o", "json", "audit", "verify", LEDGER_RUN)
+    assert rewritten.exit_code == 3
+    assert json.loads(rewritten.stdout)[0]["mismatched_fields"] == ["last_error_code"]
+    sweep = local_cloud.cli("-o", "json", "audit", "verify", "--all")
+    assert sweep.exit_code == 3
+    assert {r["subject"] for r in json.loads(sweep.stdout) if not r["ok"]} == {
+        f"run#{PAYMENT_RUN}",
+        f"run#{LEDGER_RUN}",
+    }
