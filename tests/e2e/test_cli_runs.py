@@ -11,7 +11,6 @@ import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
 from rebound.domain.models import RunState
-from rebound.ops.replay import overrides_supported
 
 pytestmark = pytest.mark.e2e
 local_cloud_base = cloud_fixture(name="local_cloud_base")
@@ -135,34 +134,6 @@ def test_retry_replays_with_a_fresh_budget_and_the_operator_as_actor(
     assert again.stderr.strip().startswith(f"error: run {LEDGER_RUN} is succeeded; only dead_lettered")
 
 
-@pytest.mark.skipif(overrides_supported(), reason="this engine applies per-run budget overrides")
-def test_retry_overrides_are_refused_clearly_while_the_engine_cannot_apply_them(local_cloud: Cloud) -> None:
-    run_id = next(r["run_id"] for r in local_cloud.json("runs", "list", "--status", "dead_lettered"))
-
-    refused = local_cloud.cli("runs", "retry", run_id, "--timeout", "120", "--max-attempts", "5")
-
-    assert refused.exit_code == 2
-    assert "cannot apply --timeout or --max-attempts" in refused.stderr
-    assert local_cloud.runs()[run_id].state is RunState.DEAD_LETTERED
-
-
-@pytest.mark.skipif(not overrides_supported(), reason="needs Run.budget_overrides in the engine")
-def test_retry_overrides_apply_to_the_new_budget_only(local_cloud: Cloud) -> None:
-    run_id = next(r["run_id"] for r in local_cloud.json("runs", "list", "--status", "dead_lettered"))
-
-    outcome = local_cloud.json("runs", "retry", run_id, "--timeout", "120", "--max-attempts", "5")
-    local_cloud.run_for(timedelta(hours=2))
-
-    assert outcome["overrides"] == {"timeout_s": 120, "max_attempts": 5}
-    trail = local_cloud.deps.store.audit_trail(f"run#{run_id}")
-    replay = next(r for r in trail if r.action == "replayed")
-    assert replay.evidence["overrides"] == {"timeout_s": 120, "max_attempts": 5}
-    started = [r for r in trail if r.action == "attempt-started" and r.seq > replay.seq]
-    assert started and all(r.evidence["deadline_s"] == 120 for r in started)
-    run = local_cloud.runs()[run_id]
-    assert run.attempt - run.budget_start == 5 or run.state is RunState.SUCCEEDED
-
-
 def test_retry_of_a_waiting_run_dispatches_its_next_attempt_now(local_cloud: Cloud) -> None:
     waiting = local_cloud.runs()["slow-retry:20260307T090000Z"]
     assert waiting.state is RunState.RETRY_SCHEDULED and waiting.next_retry_at is not None
@@ -222,3 +193,22 @@ def test_retry_failed_replays_every_dead_lettered_run_of_a_task(local_cloud: Clo
     assert nothing == []
     usage = local_cloud.cli("runs", "retry-failed", "--yes")
     assert usage.exit_code == 2 and "give --task or --since" in usage.stderr
+
+
+def test_retry_overrides_apply_to_the_new_budget_only(local_cloud: Cloud) -> None:
+    """Last in the module: it lets hours of schedule time pass."""
+    run_id = "slow-retry:20260307T090000Z"
+    local_cloud.run_for(timedelta(hours=3))
+    assert local_cloud.runs()[run_id].state is RunState.DEAD_LETTERED
+
+    outcome = local_cloud.json("runs", "retry", run_id, "--timeout", "120", "--max-attempts", "5")
+    local_cloud.run_for(timedelta(hours=5))
+
+    assert outcome["overrides"] == {"timeout_s": 120, "max_attempts": 5}
+    trail = local_cloud.deps.store.audit_trail(f"run#{run_id}")
+    replay = [r for r in trail if r.action == "replayed"][-1]
+    assert replay.evidence["overrides"] == {"timeout_s": 120, "max_attempts": 5}
+    started = [r for r in trail if r.action == "attempt-started" and r.seq > replay.seq]
+    assert len(started) == 5 and all(r.evidence["deadline_s"] == 120 for r in started)
+    run = local_cloud.runs()[run_id]
+    assert run.state is RunState.DEAD_LETTERED and run.attempt - run.budget_start == 5

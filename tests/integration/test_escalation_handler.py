@@ -8,7 +8,6 @@ import pytest
 
 from rebound.adapters.notify import DeliveryFailed, Notification
 from rebound.domain.errors import OperationalError
-from rebound.domain.ids import work_order_id
 from rebound.domain.models import DeliveryStatus, RunState, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.handlers import escalation, executor, retry_scheduler
@@ -28,6 +27,12 @@ def dead_letter(deps: Deps, policy: str = "default") -> dict:  # type: ignore[ty
     return [d for t, d in outbox_events(deps) if t == "task.dead_lettered"][-1]
 
 
+def linked_order(deps: Deps) -> str:
+    run = deps.store.get_run(RUN_ID)
+    assert run is not None and run.work_order_id is not None
+    return run.work_order_id
+
+
 def deliver(detail: dict, times: int = 1) -> dict:  # type: ignore[type-arg]
     return escalation.lambda_handler(sqs_event(*[bus_event("task.dead_lettered", detail)] * times), Context())
 
@@ -35,7 +40,7 @@ def deliver(detail: dict, times: int = 1) -> dict:  # type: ignore[type-arg]
 def test_a_dead_letter_opens_one_work_order_and_notifies(wired: Deps) -> None:
     detail = dead_letter(wired, policy="critical")
     assert deliver(detail) == {"batchItemFailures": []}
-    order = wired.store.get_work_order(work_order_id(f"run#{RUN_ID}"))
+    order = wired.store.get_work_order(linked_order(wired))
     assert order is not None and order.state is WorkOrderState.OPEN
     assert order.severity.value == "critical"
     assert order.runbook_url == "docs/runbooks/critical-task-dead-lettered.md"
@@ -81,7 +86,7 @@ def test_a_failed_notification_is_recorded_and_retried_alone(wired: Deps) -> Non
     detail = dead_letter(wired)
     first = deliver(detail)
     assert len(first["batchItemFailures"]) == 1  # SQS redelivers the event
-    order = wired.store.get_work_order(work_order_id(f"run#{RUN_ID}"))
+    order = wired.store.get_work_order(linked_order(wired))
     assert order is not None
     assert {(d.channel, d.status, d.attempts) for d in order.deliveries} == {
         ("sns", DeliveryStatus.DELIVERED, 1),
@@ -127,8 +132,32 @@ def test_work_order_opens_within_the_sixty_second_target(wired: Deps) -> None:
     detail = dead_letter(wired)
     wired.clock.sleep(5)
     deliver(detail)
-    order = wired.store.get_work_order(work_order_id(f"run#{RUN_ID}"))
+    order = wired.store.get_work_order(linked_order(wired))
     run = wired.store.get_run(RUN_ID)
     assert order is not None and run is not None and run.state is RunState.DEAD_LETTERED
     assert run.dead_lettered_at is not None
     assert (order.opened_at - run.dead_lettered_at).total_seconds() <= 60
+
+
+def test_a_run_dead_lettered_again_after_a_replay_gets_a_new_work_order(wired: Deps) -> None:
+    detail = dead_letter(wired)
+    deliver(detail)
+    first = linked_order(wired)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.dead_lettered_at is not None
+    replay = {"v": 1, "kind": "replay", "run_id": RUN_ID, "dead_lettered_at": detail["dead_lettered_at"]}
+    wired.clock.sleep(600)  # type: ignore[attr-defined]
+    executor.lambda_handler(sqs_event(replay), Context())  # the task still refuses: dead-lettered again
+    failed = [d for t, d in outbox_events(wired) if t == "task.execution.failed"][-1]
+    retry_scheduler.lambda_handler(sqs_event(bus_event("task.execution.failed", failed)), Context())
+    second_detail = [d for t, d in outbox_events(wired) if t == "task.dead_lettered"][-1]
+    assert second_detail["dead_lettered_at"] != detail["dead_lettered_at"]
+    deliver(second_detail)
+    second = linked_order(wired)
+    assert second != first
+    assert {o.work_order_id for o in wired.store.work_orders()} == {first, second}
+
+    # A leftover copy of the first replay message must not start a third budget.
+    assert executor.lambda_handler(sqs_event(replay), Context()) == {"batchItemFailures": []}
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.DEAD_LETTERED and run.attempt == 2

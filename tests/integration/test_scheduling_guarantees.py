@@ -226,11 +226,9 @@ def test_retries_of_a_paused_task_are_held_and_released_on_resume(deps: Deps, cl
     assert Executor(deps).process(QueueMessage("r", msg["raw"]), 120) == "held"
     run = deps.store.get_run("job:20260307T090000Z")
     assert run is not None and run.state is RunState.RETRY_SCHEDULED and run.held_at is not None
-    before = deps.store.get_task("job")
-    assert before is not None
     ops.set_state("job", TaskState.ACTIVE)
-    report = Ledger(deps).resume(before, clock.now())
-    assert report.delivered == ["job:20260307T090000Z"]
+    report = ops.last_resume
+    assert report is not None and report.delivered == ["job:20260307T090000Z"]
     [again] = [m for m in queue_messages(deps, "execution") if m["body"].get("kind") == "attempt"][-1:]
     assert Executor(deps).process(QueueMessage("r2", again["raw"]), 120) == "succeeded"
 
@@ -240,11 +238,9 @@ def test_resume_catches_up_on_the_fires_of_the_pause(deps: Deps, clock: ManualCl
     ops = TaskOps(deps, "test")
     ops.set_state("job", TaskState.PAUSED)  # 09:00
     clock.sleep(45 * 60)  # 09:10, 09:20, 09:30 and 09:40 pass while paused
-    before = deps.store.get_task("job")
-    assert before is not None
     ops.set_state("job", TaskState.ACTIVE)
-    report = Ledger(deps).resume(before, clock.now())
-    assert report.caught_up == ["job:20260307T094000Z"]
+    report = ops.last_resume
+    assert report is not None and report.caught_up == ["job:20260307T094000Z"]
     assert sorted(report.skipped) == ["job:20260307T091000Z", "job:20260307T092000Z", "job:20260307T093000Z"]
     [msg] = [m for m in queue_messages(deps, "execution") if m["body"].get("catch_up")]
     assert msg["body"]["scheduled_time"] == "2026-03-07T09:40:00.000Z"
@@ -313,3 +309,30 @@ def test_the_ledger_shifts_a_fire_out_of_the_spring_forward_gap(deps: Deps, cloc
     Ledger(deps).reconcile()
     clock.set(datetime(2026, 3, 8, 6, 58, tzinfo=UTC))
     assert Ledger(deps).reconcile().delivered == ["nightly:20260308T070000Z"]
+
+
+def test_a_jitter_window_becomes_the_schedules_flexible_time_window(deps: Deps) -> None:
+    register(deps, task("job", schedule={"cron": "0 * * * *", "jitter_window": "5m"}))
+    [name] = deps.store.get_task("job").schedule_names  # type: ignore[union-attr]
+    schedule = deps.schedules.get(name)
+    assert schedule is not None
+    assert schedule["FlexibleTimeWindow"] == {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": 5}
+
+
+def test_tenant_settings_in_a_task_file_are_stored_and_enforced(deps: Deps, tmp_path: object) -> None:
+    from pathlib import Path
+
+    file = Path(str(tmp_path)) / "tasks.yaml"
+    file.write_text(
+        "tenants:\n  acme: {max_concurrent_runs: 1}\n"
+        "tasks:\n"
+        "  - {id: a, tenant: acme, schedule: {cron: '* * * * *'}, target: {type: sim}}\n"
+        "  - {id: b, tenant: acme, schedule: {cron: '* * * * *'}, target: {type: sim}}\n"
+    )
+    ops = TaskOps(deps, "test")
+    document = ops.load_document(file)
+    ops.apply(ops.plan(document.tasks))
+    assert ops.apply_tenants(document.tenants) == ["acme"]
+    assert ops.apply_tenants(document.tenants) == []  # idempotent
+    start_and_crash(deps, "a")
+    assert deliver(deps, "b", "2026-03-07T09:00:00Z") == "waiting"

@@ -111,3 +111,22 @@ def test_sweep_finds_nothing_to_do_on_a_healthy_system(wired: Deps) -> None:
     executor.lambda_handler(sqs_event(fire("job")), Context())
     wired.clock.sleep(timedelta(hours=1).total_seconds())
     assert Sweeper(wired).sweep().total() == 0
+
+
+def test_a_replay_whose_message_was_lost_is_sent_again(wired: Deps) -> None:
+    from rebound.domain.models import RunState as S
+
+    register(wired, task("job", target={"type": "sim", "behavior": {"terminal_error": "BAD"}}))
+    executor.lambda_handler(sqs_event(fire("job")), Context())
+    RetryScheduler(wired).on_failed(RUN_ID, 1)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is S.DEAD_LETTERED
+    uow = wired.store.unit_of_work("operator", wired.clock.now())
+    uow.save_run(
+        run, run.model_copy(update={"state": S.REPLAYED, "budget_start": run.attempt}), action="replayed"
+    )
+    uow.commit()  # ...and the replay message never made it to the queue
+    wired.clock.sleep(6 * 60)
+    assert Sweeper(wired).sweep(scan_dlq=False, ledger=False).plans_redispatched == [RUN_ID]
+    [msg] = [m for m in queue_messages(wired, "execution") if m["body"].get("kind") == "replay"]
+    assert msg["body"]["run_id"] == RUN_ID

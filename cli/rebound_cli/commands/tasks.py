@@ -90,7 +90,8 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
     applied (created[], updated[], unchanged[], schedules_written, throttled) or null.
     """
     ops = app.tasks(writer=not dry_run, rate=rate)
-    changes = ops.plan(ops.load(path))
+    document = ops.load_document(path)
+    changes = ops.plan(document.tasks)
     plan = [_change_view(c) for c in changes]
     if not app.json:
         _print_plan(changes)
@@ -102,14 +103,16 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
         out.confirm(f"Update {sum(c.change is Change.UPDATE for c in changes)} existing task(s)?", yes)
     with out.progress("applying", total=len(changes)) as advance:
         result = ops.apply(changes, progress=lambda _change: advance(1))
+    tenants = ops.apply_tenants(document.tenants)
     out.emit(
         app,
-        {"dry_run": False, "plan": plan, "applied": result.as_dict()},
+        {"dry_run": False, "plan": plan, "applied": {**result.as_dict(), "tenants": tenants}},
         lambda: out.say(
             f"applied: {len(result.created)} created, {len(result.updated)} updated, "
             f"{len(result.unchanged)} unchanged; {result.schedules_written} schedule(s) written"
             + (f"; {result.throttled} throttled call(s) retried" if result.throttled else "")
-            + ("" if todo else " (nothing to change)")
+            + (f"; tenant settings for {', '.join(tenants)}" if tenants else "")
+            + ("" if todo or tenants else " (nothing to change)")
         ),
     )
 
@@ -212,12 +215,23 @@ def show(app: App, task_id: str) -> None:
 
 
 def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
-    stored = app.tasks(writer=True).set_state(task_id, state, reason)
-    out.emit(
-        app,
-        task_view(stored),
-        lambda: out.say(f"task {task_id} is {stored.task.state.value} (version {stored.version})"),
-    )
+    ops = app.tasks(writer=True)
+    stored = ops.set_state(task_id, state, reason)
+    caught = ops.last_resume
+    view = task_view(stored)
+    if caught is not None:
+        view["resumed"] = {
+            "caught_up": caught.caught_up,
+            "skipped": caught.skipped,
+            "released": caught.delivered,
+        }
+    summary = f"task {task_id} is {stored.task.state.value} (version {stored.version})"
+    if caught is not None:
+        summary += (
+            f"; catch-up ran {len(caught.caught_up)} and skipped {len(caught.skipped)} missed fire(s), "
+            f"{len(caught.delivered)} held run(s) released"
+        )
+    out.emit(app, view, lambda: out.say(summary))
 
 
 @tasks.command("pause")
@@ -243,7 +257,8 @@ def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
 @click.option("--reason", default="", help="why, for the audit trail")
 @click.pass_obj
 def resume(app: App, task_id: str, reason: str) -> None:
-    """Resume a paused task: its schedules are enabled again.
+    """Resume a paused task: its schedules are enabled again, the task's catch-up policy decides
+    what happens to the fires of the pause, and retries held during it are sent.
 
     \b
     Examples:

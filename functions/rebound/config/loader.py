@@ -167,6 +167,11 @@ def validate_policy_override(
 
 def parse_task_file(data: Any, file: str, book: PolicyBook | None = None) -> list[Task]:
     """Validate a task file's content. With a policy book, named policies must exist and resolve."""
+    return parse_task_document(data, file, book).tasks
+
+
+def parse_task_document(data: Any, file: str, book: PolicyBook | None = None) -> TaskFile:
+    """The whole task file: its tasks and its tenants' settings."""
     if not isinstance(data, dict) or "tasks" not in data:
         raise ConfigError(file, "tasks", "expected a top-level 'tasks:' list")
     parsed = _validate(TaskFile, data, file)
@@ -178,8 +183,12 @@ def parse_task_file(data: Any, file: str, book: PolicyBook | None = None) -> lis
                 raise ConfigError(file, f"tasks[{index}].retry_policy", exc.message) from None
             except ConfigError as exc:
                 raise ConfigError(file, f"tasks[{index}].retry_policy.{exc.key_path}", exc.problem) from None
-    return parsed.tasks
+    return parsed
 
 
 def load_task_file(path: Path | str, book: PolicyBook | None = None) -> list[Task]:
     return parse_task_file(load_yaml(path), str(path), book)
+
+
+def load_task_document(path: Path | str, book: PolicyBook | None = None) -> TaskFile:
+    return parse_task_document(load_yaml(path), str(path), book)

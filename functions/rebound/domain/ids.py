@@ -28,9 +28,14 @@ def manual_run_id(task_id: str, at: datetime, token: str) -> str:
     return f"{task_id}:manual-{compact(at)}-{_digest(token, length=8)}"
 
 
-def work_order_id(subject: str) -> str:
-    """Exactly one work order per subject: the id is a function of the subject."""
-    return f"wo-{_digest(subject)}"
+def work_order_id(subject: str, occurrence: str = "") -> str:
+    """Exactly one work order per subject and occurrence: the id is a function of both.
+
+    A run dead-lettered, replayed and dead-lettered again gets a second work order (its
+    occurrence is the ``dead_lettered_at`` of each dead letter); repeated deliveries of the same
+    dead letter find the same one.
+    """
+    return f"wo-{_digest(subject, occurrence)}" if occurrence else f"wo-{_digest(subject)}"
 
 
 def retry_dispatch_reference(run_id: str, attempt: int) -> str:

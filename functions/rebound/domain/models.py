@@ -374,6 +374,14 @@ class AttemptOutcome(StrEnum):
     CANCELLED = "cancelled"
 
 
+class BudgetOverrides(BaseModel):
+    """What an operator changed for one attempt budget of one run (``rebound runs retry``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    timeout_s: int | None = Field(default=None, ge=1, le=MAX_TASK_TIMEOUT_S)
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+
+
 class Attempt(BaseModel):
     n: int = Field(ge=1)
     started_at: UtcDatetime
@@ -399,6 +407,9 @@ class Run(BaseModel):
     attempt: int = Field(default=0, ge=0, description="attempts started, over the run's whole life")
     budget_start: int = Field(default=0, ge=0, description="value of attempt when the current budget began")
     budget_started_at: UtcDatetime | None = None
+    budget_overrides: BudgetOverrides | None = Field(
+        default=None, description="the operator's overrides for the current budget only"
+    )
     attempts: list[Attempt] = Field(default_factory=list)
     lease_expires_at: UtcDatetime | None = None
     lease_owner: str | None = None

@@ -33,7 +33,7 @@ class Escalation:
 
     def on_dead_lettered(self, detail: dict[str, Any]) -> WorkOrder:
         subject = str(detail["subject"])
-        order_id = work_order_id(subject)
+        order_id = work_order_id(subject, str(detail.get("dead_lettered_at") or ""))
         order = self.store.get_work_order(order_id)
         if order is None:
             try:
@@ -118,7 +118,7 @@ class Escalation:
                     "event_id": detail.get("event_id"),
                 },
             )
-            if link_run and run is not None and run.work_order_id is None:
+            if link_run and run is not None and run.work_order_id != order_id:
                 uow.save_run(
                     run,
                     run.model_copy(update={"work_order_id": order_id}),

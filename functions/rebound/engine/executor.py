@@ -295,23 +295,46 @@ class Executor:
         return "held"
 
     def _replay(self, msg: ReplayMessage, message: QueueMessage, remaining_s: float) -> str:
-        run = self.store.get_run(msg.run_id)
-        if run is None:
-            return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
-        stored = self.store.get_task(run.task_id)
-        if run.state is RunState.REPLAYED and run.attempt == run.budget_start:
-            return self._claim_and_run(run, run, stored, remaining_s)
-        if run.state is not RunState.DEAD_LETTERED:
-            log.info(
-                "replay skipped: run is not dead-lettered",
-                extra={"run_id": run.run_id, "state": run.state.value},
-            )
-            return "duplicate"
+        for _ in range(CLAIM_RETRIES):
+            run = self.store.get_run(msg.run_id)
+            if run is None:
+                return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
+            stored = self.store.get_task(run.task_id)
+            if run.state is RunState.REPLAYED and run.attempt == run.budget_start:
+                result = self._claim_and_run(run, run, stored, remaining_s)
+            elif run.state is RunState.DEAD_LETTERED:
+                if (
+                    msg.dead_lettered_at
+                    and run.dead_lettered_at
+                    and iso(run.dead_lettered_at) != msg.dead_lettered_at
+                ):
+                    # A copy of an earlier dead letter: the run was replayed and dead-lettered again since.
+                    log.info("stale replay message", extra={"run_id": run.run_id})
+                    return "duplicate"
+                result = self._replay_from_queue(run, stored, msg.actor, remaining_s)
+            else:
+                log.info(
+                    "replay skipped: run is not dead-lettered",
+                    extra={"run_id": run.run_id, "state": run.state.value},
+                )
+                return "duplicate"
+            if result != "claim-lost":
+                return result
+        return "duplicate"
+
+    def _replay_from_queue(self, run: Run, stored: StoredTask | None, actor: str, remaining_s: float) -> str:
+        """A replay that arrived without an operator's replay record (a console redrive): start a
+        fresh budget, without overrides, and run it."""
         now = self.clock.now()
         replayed = run.model_copy(
-            update={"state": RunState.REPLAYED, "budget_start": run.attempt, "budget_started_at": now}
+            update={
+                "state": RunState.REPLAYED,
+                "budget_start": run.attempt,
+                "budget_started_at": now,
+                "budget_overrides": None,
+            }
         )
-        uow = self.store.unit_of_work(msg.actor, now)
+        uow = self.store.unit_of_work(actor, now)
         saved = uow.save_run(
             run,
             replayed,
@@ -322,7 +345,7 @@ class Executor:
         try:
             uow.commit()
         except Conflict:
-            return "duplicate"
+            return "claim-lost"
         return self._claim_and_run(saved, saved, stored, remaining_s)
 
     # --------------------------------------------------------------------------- concurrency
@@ -472,6 +495,8 @@ class Executor:
         now = self.clock.now()
         task = stored.task if stored else None
         timeout_s = float(task.timeout_s) if task else float(MIN_ATTEMPT_S)
+        if run.budget_overrides is not None and run.budget_overrides.timeout_s is not None:
+            timeout_s = float(run.budget_overrides.timeout_s)
         budget_s = remaining_s - SAFETY_MARGIN_S
         if budget_s < min(timeout_s, MIN_ATTEMPT_S):
             raise NotEnoughTime(f"{remaining_s:.0f}s left; not starting {run.run_id}", run_id=run.run_id)

@@ -61,6 +61,8 @@ class RetryScheduler:
     def decide(self, run: Run) -> str:
         stored = self.store.get_task(run.task_id)
         policy = self.deps.policies.for_task(stored.task if stored else None)
+        if run.budget_overrides is not None and run.budget_overrides.max_attempts is not None:
+            policy = policy.model_copy(update={"max_attempts": run.budget_overrides.max_attempts})
         now = self.clock.now()
         retryable = bool(run.last_error_retryable) if run.last_error_retryable is not None else True
         decision = decide_retry(

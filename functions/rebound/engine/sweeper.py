@@ -215,8 +215,15 @@ class Sweeper:
     def redispatch_stale_plans(self, report: SweepReport) -> None:
         cutoff = self.clock.now() - STALE_PLAN_AFTER
         for run in self.store.runs_in_state(RunState.RETRY_SCHEDULED):
-            if run.next_retry_at is not None and run.next_retry_at < cutoff:
+            if run.next_retry_at is not None and run.next_retry_at < cutoff and run.held_at is None:
                 self.retries.dispatch(run)
+                report.plans_redispatched.append(run.run_id)
+        # A replay whose message was lost (recorded, never sent or never claimed) is sent again;
+        # the executor claims it once whatever the number of copies.
+        for run in self.store.runs_in_state(RunState.REPLAYED, updated_before=cutoff):
+            if run.attempt == run.budget_start:
+                body = {"v": 1, "kind": "replay", "run_id": run.run_id, "actor": self.actor}
+                self.deps.queues.send("execution", body)
                 report.plans_redispatched.append(run.run_id)
 
     # --------------------------------------------------------------------------- the crash path

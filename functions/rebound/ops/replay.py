@@ -34,13 +34,6 @@ from rebound.engine.deps import Deps
 from rebound.ops.queue_batches import Outgoing
 
 REPLAYED_ACTION = "replayed"
-OVERRIDES_FIELD = "budget_overrides"
-"""The run field the engine reads budget overrides from (see ``overrides_supported``)."""
-
-
-def overrides_supported() -> bool:
-    """Whether this engine applies per-run budget overrides (``Run.budget_overrides``)."""
-    return OVERRIDES_FIELD in Run.model_fields
 
 
 @dataclass(frozen=True)
@@ -60,12 +53,6 @@ class BudgetOverrides:
             )
         if max_attempts is not None and not 1 <= max_attempts <= 100:
             raise ValidationFailed("--max-attempts must be between 1 and 100", key_path="max_attempts")
-        if not overrides_supported():
-            raise ValidationFailed(
-                "this Rebound version cannot apply --timeout or --max-attempts to one run: "
-                f"its runs have no {OVERRIDES_FIELD} field",
-                key_path="overrides",
-            )
         return cls(timeout_s, max_attempts)
 
     def as_dict(self) -> dict[str, int]:
@@ -146,8 +133,7 @@ class Replays:
             "dlq_message_id": None,
             "next_retry_at": None,
         }
-        if overrides_supported():
-            update[OVERRIDES_FIELD] = overrides.as_dict() if overrides else None
+        update["budget_overrides"] = overrides.as_dict() if overrides else None
         saved = uow.save_run(
             run,
             with_changes(run, update),

@@ -41,7 +41,7 @@ from rebound.engine.retries import RetryScheduler
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.queue_batches import BATCH, QueueBatches
-from rebound.ops.replay import OVERRIDES_FIELD, BudgetOverrides, Replays, overrides_supported, with_changes
+from rebound.ops.replay import BudgetOverrides, Replays, with_changes
 
 EXECUTION = "execution"
 
@@ -282,8 +282,8 @@ class RunOps:
             "next_retry_at": now,
             "dispatch_reference": retry_dispatch_reference(run.run_id, run.attempt + 1),
         }
-        if overrides and overrides_supported():
-            update[OVERRIDES_FIELD] = overrides.as_dict()
+        if overrides:
+            update["budget_overrides"] = overrides.as_dict()
         if run.state is not RunState.RETRY_SCHEDULED:
             ensure_transition(run.state, RunState.RETRY_SCHEDULED, run.run_id)
         after = with_changes(run, update)

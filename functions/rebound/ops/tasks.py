@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rebound.adapters.dynamo import StoredTask
-from rebound.config.loader import load_task_file
+from rebound.config.loader import load_task_document, load_task_file
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.jsonutil import canonical_bytes
-from rebound.domain.models import Run, Task, TaskState
+from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.deps import Deps
+from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.schedules import fire_payload, planned_schedules
 from rebound.ops.throttle import Backoff, RateLimiter
@@ -172,11 +173,25 @@ class TaskOps:
         self.limiter = limiter
         self.backoff = backoff or Backoff()
         self._valid_policies: set[bytes] = set()
+        self.last_resume: LedgerReport | None = None
 
     # --------------------------------------------------------------------------- reading
     def load(self, path: Path | str) -> list[Task]:
         """Tasks from a task file, checked against the environment's retry policies."""
         return load_task_file(path, self.deps.policies.book)
+
+    def load_document(self, path: Path | str) -> TaskFile:
+        """A task file's tasks and its tenants' settings."""
+        return load_task_document(path, self.deps.policies.book)
+
+    def apply_tenants(self, tenants: dict[str, TenantSettings]) -> list[str]:
+        """Store tenant settings that differ from what is stored. Returns the tenants changed."""
+        changed = []
+        for name, settings in sorted(tenants.items()):
+            if self.store.get_tenant(name) != settings:
+                self.store.put_tenant(name, settings, actor=self.actor, at=self.deps.clock.now())
+                changed.append(name)
+        return changed
 
     def get(self, task_id: str) -> StoredTask:
         stored = self.store.get_task(task_id)
@@ -306,6 +321,8 @@ class TaskOps:
 
     def _write_schedules(self, task: Task, previous: StoredTask | None) -> int:
         planned = planned_schedules(task)
+        jitter = task.schedule.jitter_window if task.schedule else None
+        window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
         written = 0
         for plan in planned:
             # put_recurring reads the schedule, then creates or updates it: two requests.
@@ -316,6 +333,7 @@ class TaskOps:
                     plan.timezone,
                     fire_payload(task.id),
                     enabled=task.state is TaskState.ACTIVE,
+                    window_minutes=window_minutes,
                     description=f"Rebound task {task.id}",
                 ),
                 2,
@@ -343,4 +361,7 @@ class TaskOps:
             evidence={"reason": reason} if reason else None,
         )
         self._write_schedules(task, current)
+        if state is TaskState.ACTIVE:
+            # What the pause held back: the catch-up policy for its fires, and the held retries.
+            self.last_resume = Ledger(self.deps, self.actor).resume(current, self.deps.clock.now())
         return stored
