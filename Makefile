@@ -25,11 +25,12 @@ $(STAMP): pyproject.toml requirements/constraints.txt requirements/dev.in requir
 demo: $(STAMP) ## Run Rebound locally against the embedded AWS stand-in and show the retry loop working
 	$(VENV)/bin/rebound local demo
 
+TEST_WORKERS ?= 2
 test: $(STAMP) ## Run every test: unit, property, integration, end-to-end and infrastructure gates
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: $(STAMP) ## Everything except the infrastructure gates
-	$(PY) -m pytest -q -m "not infra"
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not infra"
 
 lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check .

@@ -52,23 +52,39 @@ class LocalCloud:
         motopatch.set_clock(None)
 
     def session(self) -> boto3.session.Session:
-        return boto3.session.Session(region_name=REGION, **LOCAL_CREDENTIALS)
+        return boto3.session.Session(
+            aws_access_key_id=LOCAL_CREDENTIALS["aws_access_key_id"],
+            aws_secret_access_key=LOCAL_CREDENTIALS["aws_secret_access_key"],
+            region_name=REGION,
+        )
 
     def client(self, service: str) -> Any:
         return self.session().client(service, endpoint_url=self.endpoint_url)  # type: ignore[call-overload]
 
-    def attach_inproc(self, session: boto3.session.Session) -> None:
+    def attach_inproc(self, session: boto3.session.Session, gate: Callable[..., Any] | None = None) -> None:
         """Route this session's clients straight into the same moto backends, without HTTP.
 
         Clients of this session must be created without ``endpoint_url``: moto recognises the
         regular AWS endpoints. Everything else (the lock, the clock, the backends) is shared with
         the HTTP endpoint, so both transports see one cloud.
+
+        ``gate(event_name, request)`` may answer an attempt instead of moto (injected throttling).
+        It must be asked here, before moto runs: botocore calls every ``before-send`` handler
+        and keeps the first answer, so a separate handler could not stop moto from acting.
         """
         from moto.core.botocore_stubber import BotocoreStubber
 
         stubber = BotocoreStubber()
         stubber.enabled = True
-        session.events.register("before-send", stubber)
+
+        def send(event_name: str, request: Any, **kwargs: Any) -> Any:
+            if gate is not None:
+                answer = gate(event_name, request)
+                if answer is not None:
+                    return answer
+            return stubber(event_name, request, **kwargs)
+
+        session.events.register("before-send", send)
 
     # --- direct access to moto's backends, for the parts AWS plays itself --------------------
     @staticmethod

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from rebound.config.loader import load_task_file
-from rebound.domain.audit import verify_chain
-from rebound.domain.models import Run, RunState, WorkOrder
-from rebound.ops.tasks import TaskOps
 from rich.console import Console
 from rich.panel import Panel
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rebound.config.loader import load_task_file
+from rebound.domain.audit import verify_chain
+from rebound.domain.models import Run, RunState, WorkOrder
+from rebound.ops.tasks import TaskOps
 from rebound_local.clock import VirtualClock
 from rebound_local.stack import LocalStack, start_local
 

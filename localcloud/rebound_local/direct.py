@@ -77,7 +77,7 @@ class _Direct:
                         else "ThrottlingException"
                     )
                     raise ClientError(
-                        {"Error": {"Code": code, "Message": "Rate exceeded (injected by the simulator)"}},  # type: ignore[typeddict-item]
+                        {"Error": {"Code": code, "Message": "Rate exceeded (injected by the simulator)"}},
                         operation,
                     )
                 continue
@@ -147,6 +147,36 @@ class DirectDynamoDB(_Direct):
 
         return self._call("TransactWriteItems", run)
 
+    # Other item operations run moto's own DynamoDB action (parameter checks, expression
+    # parsing, paging, capacity), handed the parameters as parsed, and skip only the wire.
+    def query(self, **params: Any) -> dict[str, Any]:
+        return self._action("Query", "query", params)
+
+    def scan(self, **params: Any) -> dict[str, Any]:
+        return self._action("Scan", "scan", params)
+
+    def batch_get_item(self, **params: Any) -> dict[str, Any]:
+        return self._action("BatchGetItem", "batch_get_item", params)
+
+    def batch_write_item(self, **params: Any) -> dict[str, Any]:
+        return self._action("BatchWriteItem", "batch_write_item", params)
+
+    def update_item(self, **params: Any) -> dict[str, Any]:
+        return self._action("UpdateItem", "update_item", params)
+
+    def _action(self, operation: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        from moto.dynamodb.responses import DynamoHandler
+
+        def run() -> dict[str, Any]:
+            handler = DynamoHandler()
+            handler.current_account = ACCOUNT
+            handler.region = REGION
+            handler.body = dict(params)
+            result: dict[str, Any] = getattr(handler, method)().result
+            return result
+
+        return self._call(operation, run)
+
 
 class DirectSQS(_Direct):
     service = "sqs"
@@ -177,6 +207,40 @@ class DirectSQS(_Direct):
 
         return self._call("SendMessage", run)
 
+    def receive_message(
+        self,
+        *,
+        QueueUrl: str,
+        MaxNumberOfMessages: int = 1,
+        VisibilityTimeout: int | None = None,
+        WaitTimeSeconds: int = 0,
+        MessageAttributeNames: list[str] | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        if WaitTimeSeconds:  # a long poll waits outside the lock; leave it to the wire path
+            return dict(
+                self._fallback.receive_message(
+                    QueueUrl=QueueUrl,
+                    MaxNumberOfMessages=MaxNumberOfMessages,
+                    VisibilityTimeout=VisibilityTimeout,
+                    WaitTimeSeconds=WaitTimeSeconds,
+                    MessageAttributeNames=MessageAttributeNames or [],
+                    **_,
+                )
+            )
+
+        def run() -> dict[str, Any]:
+            name = QueueUrl.rsplit("/", 1)[-1]
+            queue = self._backend.get_queue(name)
+            default = queue.visibility_timeout  # type: ignore[attr-defined]
+            visibility = default if VisibilityTimeout is None else VisibilityTimeout
+            messages = self._backend.receive_message(
+                name, MaxNumberOfMessages, 0, int(visibility), list(MessageAttributeNames or [])
+            )
+            return {"Messages": [_received(m) for m in messages]} if messages else {}
+
+        return self._call("ReceiveMessage", run)
+
     def change_message_visibility(
         self, *, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int, **_: Any
     ) -> dict[str, Any]:
@@ -187,6 +251,39 @@ class DirectSQS(_Direct):
             return {}
 
         return self._call("ChangeMessageVisibility", run)
+
+
+def _received(message: Any) -> dict[str, Any]:
+    """A received message as boto3 shows it: every system attribute, the requested message attributes.
+
+    ``MD5OfMessageAttributes`` is left out (botocore checks it on the wire; nothing reads it after).
+    """
+    import base64
+
+    out: dict[str, Any] = {
+        "MessageId": message.id,
+        "ReceiptHandle": message.receipt_handle,
+        "MD5OfBody": message.body_md5,
+        "Body": message.body,
+        "Attributes": {
+            "SenderId": str(message.sender_id),
+            "SentTimestamp": str(message.sent_timestamp),
+            "ApproximateReceiveCount": str(message.approximate_receive_count),
+            "ApproximateFirstReceiveTimestamp": str(message.approximate_first_receive_timestamp),
+        },
+    }
+    if message.message_attributes:
+        attributes: dict[str, Any] = {}
+        for name, value in message.message_attributes.items():
+            shaped = {"DataType": value["DataType"]}
+            if "StringValue" in value:
+                shaped["StringValue"] = value["StringValue"]
+            if "BinaryValue" in value:
+                raw = value["BinaryValue"]
+                shaped["BinaryValue"] = base64.b64decode(raw) if isinstance(raw, str) else raw
+            attributes[name] = shaped
+        out["MessageAttributes"] = attributes
+    return out
 
 
 class DirectEvents(_Direct):

@@ -19,6 +19,7 @@ from typing import Any
 
 import boto3
 from botocore.awsrequest import AWSResponse
+
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
 
@@ -28,7 +29,7 @@ class RecordingMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, float] = defaultdict(float)
         self.observations: dict[str, list[float]] = defaultdict(list)
 
     def count(self, name: str, value: float = 1.0) -> None:
@@ -137,14 +138,18 @@ class AwsCalls:
 
 # The service ids botocore uses in event names, for the service names users write.
 _EVENT_SERVICE = {"events": "eventbridge", "eventbridge": "eventbridge"}
+_SERVICE_OF_EVENT = {"eventbridge": "events"}
 _THROTTLE_CODE = {"dynamodb": "ProvisionedThroughputExceededException"}
 
 
 class Throttler:
     """Answers a share of calls with a throttling error, per ``service:Operation``.
 
-    Registered on ``before-send``, which fires once per HTTP attempt, so botocore's retry mode
-    sees each injected throttle and retries it as it would on AWS.
+    It answers on ``before-send``, which fires once per HTTP attempt, so botocore's retry mode
+    sees each injected throttle and retries it as it would on AWS. botocore calls every
+    ``before-send`` handler and keeps the first response, so in-process clients must not also
+    register moto's stubber beside it: ``LocalCloud.attach_inproc(session, gate=throttler.respond)``
+    asks the throttler first and reaches moto only if the attempt was not throttled.
     """
 
     def __init__(self, rates: Mapping[str, float], seed: int = 0) -> None:
@@ -154,12 +159,13 @@ class Throttler:
         self.injected: Counter[str] = Counter()
 
     def attach(self, session: boto3.session.Session) -> None:
+        """For clients that send over HTTP: a throttled attempt is answered before it is sent."""
         for key, rate in self.rates.items():
             service, _, operation = key.partition(":")
             if rate <= 0 or not operation:
                 continue
             event = f"before-send.{_EVENT_SERVICE.get(service, service)}.{operation}"
-            session.events.register(event, self._handler(key, service))
+            session.events.register(event, self.respond)  # type: ignore[arg-type]
 
     def hit(self, key: str) -> bool:
         """Whether this attempt at ``key`` (``service:Operation``) is throttled."""
@@ -172,17 +178,20 @@ class Throttler:
             self.injected[key] += 1
         return True
 
-    def _handler(self, key: str, service: str) -> Any:
-        def maybe_throttle(request: Any, **_: Any) -> AWSResponse | None:
-            if not self.hit(key):
-                return None
-            code = _THROTTLE_CODE.get(service, "ThrottlingException")
-            message = "Rate exceeded (injected by the simulator)"
-            body = json.dumps({"__type": code, "message": message}).encode()
-            headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
-            return AWSResponse(request.url, 400, headers, _Raw(body))
-
-        return maybe_throttle
+    def respond(self, event_name: str, request: Any, **kwargs: Any) -> AWSResponse | None:
+        """A throttling response for this attempt, or ``None`` to let it through."""
+        if not self.rates:
+            return None
+        _, _, rest = event_name.partition(".")
+        service_id, _, operation = rest.partition(".")
+        service = _SERVICE_OF_EVENT.get(service_id, service_id)
+        if not self.hit(f"{service}:{operation}"):
+            return None
+        code = _THROTTLE_CODE.get(service, "ThrottlingException")
+        message = "Rate exceeded (injected by the simulator)"
+        body = json.dumps({"__type": code, "message": message}).encode()
+        headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
+        return AWSResponse(request.url, 400, headers, _Raw(body))  # type: ignore[arg-type]
 
 
 class _Raw:
@@ -193,3 +202,55 @@ class _Raw:
 
     def stream(self, **_: Any) -> Sequence[bytes]:
         return [self._body]
+
+
+@dataclass
+class _Tracked:
+    origin: str
+    queue: str
+    status: str = "live"  # live | deleted | purged
+    moves: int = 0
+
+
+class MessageLedger:
+    """Every message SQS accepted, where it is now, and whether it was deleted.
+
+    Fed by ``motopatch.track_messages`` from inside moto, so it sees every path a message takes:
+    any client's ``SendMessage``, Scheduler deliveries, bus rule targets, redrive to a DLQ,
+    deletes. ``reconcile`` then accounts for each message: deleted after processing, still in a
+    queue (waiting, delayed or in flight), in a dead-letter queue, or lost.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.messages: dict[str, _Tracked] = {}
+        self.sent: Counter[str] = Counter()
+        self.moved: Counter[str] = Counter()
+
+    def added(self, queue: str, message_id: str) -> None:
+        with self._lock:
+            tracked = self.messages.get(message_id)
+            if tracked is None:
+                self.messages[message_id] = _Tracked(queue, queue)
+                self.sent[queue] += 1
+            else:  # redrive: moto moves the message object itself to the dead-letter queue
+                self.moved[f"{tracked.queue}->{queue}"] += 1
+                tracked.queue = queue
+                tracked.moves += 1
+
+    def deleted(self, queue: str, message_id: str) -> None:
+        with self._lock:
+            tracked = self.messages.get(message_id)
+            if tracked is not None:
+                tracked.status = "deleted"
+
+    def purged(self, queue: str, message_ids: Sequence[str]) -> None:
+        with self._lock:
+            for message_id in message_ids:
+                tracked = self.messages.get(message_id)
+                if tracked is not None:
+                    tracked.status = "purged"
+
+    def snapshot(self) -> dict[str, _Tracked]:
+        with self._lock:
+            return dict(self.messages)

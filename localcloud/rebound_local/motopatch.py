@@ -20,6 +20,14 @@ the behaviour each patch provides, so an upgrade that breaks one fails loudly.
    keeps, per table, which items each global secondary index's partition key value holds
    (updated on every put, delete and update), and hands moto's own query code only the items of
    the requested partition; its key conditions, filters, sorting and paging then run unchanged.
+7. **Parsing once.** moto parses every condition expression on every write; the parsed tree is
+   a pure function of the expression, its names and its values, so it is cached. SQS turns
+   attribute names into Python names on every send and draws each receipt handle one character at
+   a time; both are made cheap without changing a result.
+8. **Message ledger.** With ``track_messages(ledger)``, every message SQS accepts, deletes,
+   purges or moves to a dead-letter queue is reported to the ledger, whichever client or path
+   (HTTP, in-process, direct, Scheduler, bus rule) caused it. The simulator accounts for every
+   message with it.
 """
 
 from __future__ import annotations
@@ -31,6 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 LOCK = threading.RLock()
+KEPT_RECEIPT_HANDLES = 8
+ITEM_SIZE_LIMIT = 405_000  # moto's figure for DynamoDB's 400 KB item limit
 _state: dict[str, Any] = {"installed": False, "clock": None}
 versions: dict[str, int] = {"scheduler": 0}
 """Bumped on every change to a service's definitions, so the runtime re-reads only then."""
@@ -60,14 +70,28 @@ def install() -> None:
         _patch_sqs_retention()
         _patch_scheduler_versions()
         _patch_query_index()
+        _patch_parsing()
+        _patch_sqs_ledger()
         _state["installed"] = True
+
+
+_last_now: list[Any] = [None, 0.0]
 
 
 def _unix_time(dt: datetime | None = None) -> float:
     if dt is not None:
         return (dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt).timestamp()
     clock = _state["clock"]
-    return (clock() if clock is not None else datetime.now(UTC)).timestamp()
+    if clock is None:
+        return datetime.now(UTC).timestamp()
+    now = clock()
+    # SQS asks for every message it looks at; a virtual clock hands out the same object
+    # until it moves, so convert each instant once.
+    last = _last_now
+    if now is not last[0]:
+        last[1] = now.timestamp()
+        last[0] = now
+    return float(last[1])
 
 
 def _unix_time_millis(dt: datetime | None = None) -> float:
@@ -110,7 +134,7 @@ def _is_long_poll(response: Any) -> bool:
 
 
 def _patch_transactions() -> None:
-    from moto.dynamodb.comparisons import get_filter_expression
+    import moto.dynamodb.models as ddb_models
     from moto.dynamodb.exceptions import (
         MultipleTransactionsException,
         TooManyTransactionsException,
@@ -147,7 +171,8 @@ def _patch_transactions() -> None:
             current = self.get_item(table_name, key)
             condition = op.get("ConditionExpression")
             if condition is not None:
-                expr = get_filter_expression(
+                # Looked up at call time: the parsing patch caches it.
+                expr = ddb_models.get_filter_expression(  # type: ignore[attr-defined]
                     condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
                 )
                 if not expr.expr(current):
@@ -178,11 +203,13 @@ def _patch_transactions() -> None:
                 names = op.get("ExpressionAttributeNames")
                 values = op.get("ExpressionAttributeValues")
                 if op_type == "Put":
+                    # The condition held above, under the same lock: do not evaluate it again.
                     self.put_item(
                         table_name,
                         op["Item"],
                         expression_attribute_names=names,
                         expression_attribute_values=values,
+                        overwrite=True,
                     )
                 elif op_type == "Delete":
                     self.delete_item(
@@ -381,3 +408,185 @@ def _patch_query_index() -> None:
     Table.delete_item = indexed_delete  # type: ignore[method-assign]
     Table.query = indexed_query  # type: ignore[method-assign]
     DynamoDBBackend.update_item = reindexing_update  # type: ignore[method-assign]
+
+
+def _patch_parsing() -> None:
+    import functools
+    import json
+
+    import moto.dynamodb.models as ddb_models
+    import moto.dynamodb.models.table as ddb_table
+    import moto.sqs.models as sqs_models
+    from moto.dynamodb.comparisons import get_filter_expression
+    from moto.moto_api._internal import mock_random
+
+    @functools.lru_cache(maxsize=8192)
+    def parsed(expr: str | None, names: str, values: str) -> Any:
+        return get_filter_expression(expr, json.loads(names), json.loads(values))
+
+    def cached_filter_expression(
+        expr: str | None, names: dict[str, str] | None, values: dict[str, Any] | None
+    ) -> Any:
+        # The parse tree holds the expression's values; it never keeps state between evaluations.
+        try:
+            key_names = json.dumps(names, sort_keys=True)
+            key_values = json.dumps(values, sort_keys=True)
+        except TypeError:  # not JSON (binary values): parse as moto would
+            return get_filter_expression(expr, names, values)
+        return parsed(expr, key_names, key_values)
+
+    ddb_models.get_filter_expression = cached_filter_expression  # type: ignore[attr-defined]
+    ddb_table.get_filter_expression = cached_filter_expression  # type: ignore[attr-defined]
+
+    # moto re-measures every attribute already set each time it sets one (quadratic in an
+    # item's attributes, and the measuring encodes each string). Measure each once; the
+    # 400 KB check is the same, as the size only grows while attributes are added.
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+    from moto.dynamodb.models.utilities import bytesize
+
+    def item_init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+        self.hash_key = hash_key
+        self.range_key = range_key
+        values = {key: DynamoType(value) for key, value in attrs.items()}
+        if sum(bytesize(key) + value.size() for key, value in values.items()) > ITEM_SIZE_LIMIT:
+            raise ItemSizeTooLarge
+        self.attrs = LimitedSizeDict()
+        dict.update(self.attrs, values)
+
+    Item.__init__ = item_init  # type: ignore[method-assign]
+
+    # Query and Scan deep-copy every item they return before projecting it; projection builds
+    # a new item or drops keys from the copy's attribute map, and the copy is serialized under
+    # the lock before anything can change. A copy of the item with its own attribute map is as
+    # safe and skips copying every value. Everything else in the module still deep-copies.
+    import moto.dynamodb.models.table as ddb_table
+
+    def copy_item(item: Any) -> Any:
+        clone: Any = Item.__new__(Item)
+        clone.hash_key = item.hash_key
+        clone.range_key = item.range_key
+        clone.attrs = LimitedSizeDict()
+        dict.update(clone.attrs, item.attrs)
+        return clone
+
+    class ItemCopies:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(copy, name)
+
+        @staticmethod
+        def deepcopy(value: Any, memo: Any = None) -> Any:
+            if isinstance(value, Item):
+                return copy_item(value)
+            if isinstance(value, list) and value and all(isinstance(v, Item) for v in value):
+                return [copy_item(v) for v in value]
+            return copy.deepcopy(value, memo)
+
+    ddb_table.copy = ItemCopies()  # type: ignore[attr-defined,assignment]
+
+    # A bus rule's target input is built from JSONPath expressions, compiled (a yacc parser is
+    # built) for every event delivered; the compiled path is a pure function of its text.
+    import jsonpath_ng.ext
+
+    jsonpath_ng.ext.parse = functools.lru_cache(maxsize=256)(jsonpath_ng.ext.parse)  # type: ignore[attr-defined]
+
+    sqs_models.camelcase_to_underscores = functools.lru_cache(maxsize=256)(  # type: ignore[attr-defined]
+        sqs_models.camelcase_to_underscores  # type: ignore[attr-defined]
+    )
+    letters = "abcdefghijklmnopqrstuvwxyz"
+
+    def generate_receipt_handle() -> str:
+        # The same shape as moto's (185 lowercase letters), drawn in one call.
+        return "".join(mock_random.choices(letters, k=185))
+
+    sqs_models.generate_receipt_handle = generate_receipt_handle  # type: ignore[attr-defined]
+
+    # moto keeps every receipt handle a message ever had, and copies them all on each receive:
+    # a DLQ message peeked once a minute for a day carries 1,440 of them. SQS only promises
+    # that the latest handle deletes; a few earlier ones are kept for late deletes.
+    mark_received = sqs_models.Message.mark_received
+
+    def mark_received_trimmed(self: Any, visibility_timeout: int | None = None) -> None:
+        mark_received(self, visibility_timeout)
+        if len(self._old_receipt_handles) > KEPT_RECEIPT_HANDLES:
+            del self._old_receipt_handles[:-KEPT_RECEIPT_HANDLES]
+
+    sqs_models.Message.mark_received = mark_received_trimmed  # type: ignore[method-assign]
+
+    # A queue's visible messages: moto reads the clock twice per message; once per call is the
+    # same answer (visible: now > visible_at; not delayed: now >= delayed_until).
+    def visible_messages(self: Any) -> list[Any]:
+        now = sqs_models.unix_time_millis()  # type: ignore[attr-defined]
+        return [m for m in self._messages if now > m.visible_at and now >= m.delayed_until]
+
+    sqs_models.Queue.messages = property(visible_messages)  # type: ignore[method-assign,assignment]
+
+    # receive_message deep-copies each message it returns (to filter its attributes on the copy,
+    # which it does by replacing the dict). A copy of the message object, with its own lists and
+    # dicts, leaves the stored message just as untouched.
+    def copy_for_receive(value: Any, memo: Any = None) -> Any:
+        if isinstance(value, sqs_models.Message):
+            clone = copy.copy(value)
+            clone.message_attributes = dict(value.message_attributes)
+            clone.system_attributes = dict(value.system_attributes)
+            clone._old_receipt_handles = list(value._old_receipt_handles)
+            return clone
+        return copy.deepcopy(value, memo)
+
+    sqs_models.deepcopy = copy_for_receive  # type: ignore[attr-defined,assignment]
+
+
+# --------------------------------------------------------------------------- the message ledger
+_ledger: list[Any] = [None]
+
+
+def track_messages(ledger: Any) -> None:
+    """Report every message SQS accepts, moves, deletes or purges to ``ledger`` (``None``: stop).
+
+    ``ledger`` has ``added(queue, message_id)``, ``deleted(queue, message_id)`` and
+    ``purged(queue, message_ids)``; a message added again under the same id is a move to a
+    dead-letter queue (moto moves the message object itself).
+    """
+    _ledger[0] = ledger
+
+
+def _patch_sqs_ledger() -> None:
+    from moto.sqs.models import Queue, SQSBackend
+
+    add_message, delete_message = Queue.add_message, Queue.delete_message
+    purge_queue, delete_queue = SQSBackend.purge_queue, SQSBackend.delete_queue
+
+    def tracked_add(self: Any, message: Any) -> None:
+        add_message(self, message)
+        ledger = _ledger[0]
+        if ledger is not None and self._messages and self._messages[-1] is message:
+            ledger.added(self.name, message.id)
+
+    def tracked_delete(self: Any, receipt_handle: str) -> None:
+        ledger = _ledger[0]
+        if ledger is None or receipt_handle in self.deleted_messages:
+            delete_message(self, receipt_handle)
+            return
+        victims = [m.id for m in self._messages if m.had_receipt_handle(receipt_handle)]
+        delete_message(self, receipt_handle)
+        for message_id in victims:
+            ledger.deleted(self.name, message_id)
+
+    def tracked_purge(self: Any, queue_name: str) -> None:
+        ledger = _ledger[0]
+        ids = [m.id for m in self.get_queue(queue_name)._messages] if ledger is not None else []
+        purge_queue(self, queue_name)
+        if ledger is not None:
+            ledger.purged(queue_name, ids)
+
+    def tracked_delete_queue(self: Any, queue_name: str) -> None:
+        ledger = _ledger[0]
+        ids = [m.id for m in self.get_queue(queue_name)._messages] if ledger is not None else []
+        delete_queue(self, queue_name)
+        if ledger is not None:
+            ledger.purged(queue_name, ids)
+
+    Queue.add_message = tracked_add  # type: ignore[method-assign]
+    Queue.delete_message = tracked_delete  # type: ignore[method-assign]
+    SQSBackend.purge_queue = tracked_purge  # type: ignore[method-assign]
+    SQSBackend.delete_queue = tracked_delete_queue  # type: ignore[method-assign]

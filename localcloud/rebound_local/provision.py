@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 from botocore.exceptions import ClientError
+
 from rebound import resources as r
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 
@@ -99,12 +100,13 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
     arns: dict[str, str] = {}
     # Dead-letter queues first: their ARNs go into the redrive policies.
     ordered = sorted(r.SPEC.queues, key=lambda q: q.dead_letter is not None)
-    for spec in ordered:
-        name = r.local_name(env, spec.logical)
-        url = sqs.create_queue(QueueName=name, Attributes=queue_attributes(spec, arns))["QueueUrl"]
+    for queue_spec in ordered:
+        name = r.local_name(env, queue_spec.logical)
+        attributes: Any = queue_attributes(queue_spec, arns)
+        url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-        arns[spec.logical] = arn
-        queues[spec.logical] = QueueRef(url=url, arn=arn, name=name)
+        arns[queue_spec.logical] = arn
+        queues[queue_spec.logical] = QueueRef(url=url, arn=arn, name=name)
 
     bus = r.local_name(env, r.SPEC.bus_logical)
     try:

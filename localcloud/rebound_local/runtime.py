@@ -33,7 +33,6 @@ from rebound import resources as r
 from rebound import wiring
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
-
 from rebound_local import motopatch
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud

@@ -23,7 +23,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rebound.domain import cron
-
 from rebound_local import motopatch
 
 log = logging.getLogger(__name__)
@@ -49,6 +48,10 @@ def _as_datetime(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
+def _is_one_time(expression: str) -> bool:
+    return expression.strip().startswith("at(")
+
+
 def iso_seconds(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -62,7 +65,9 @@ class SchedulerEngine:
     ) -> None:
         self._backend = backend
         self._now = now
-        self._deliver = deliver
+        self.deliver = deliver
+        """Where a fire goes: ``deliver(target_arn, input)``. The simulator wraps it to watch fires."""
+        self.recurring_frozen = False
         self._entries: dict[Key, _Entry] = {}
         self._heap: list[tuple[datetime, int, Key]] = []
         self._seq = itertools.count()
@@ -106,7 +111,16 @@ class SchedulerEngine:
         for key in set(self._entries) - live:
             del self._entries[key]
 
+    def freeze_recurring(self) -> None:
+        """From now on only one-time ``at()`` schedules fire (the simulator's settle phase)."""
+        self.recurring_frozen = True
+        for entry in self._entries.values():
+            if not _is_one_time(str(entry.fingerprint[0])):
+                entry.due = entry.nominal = None
+
     def _plan(self, key: Key, schedule: Any, fingerprint: tuple[Any, ...], after: datetime) -> _Entry:
+        if self.recurring_frozen and not _is_one_time(str(schedule.schedule_expression)):
+            return _Entry(key, fingerprint, None, None)
         created = _as_datetime(schedule.creation_date) or self._now()
         start = _as_datetime(schedule.start_date) or created
         try:
@@ -194,7 +208,7 @@ class SchedulerEngine:
         )
         arn = str(target.get("Arn", ""))
         try:
-            self._deliver(arn, payload)
+            self.deliver(arn, payload)
             self.fired += 1
         except Exception as exc:  # Scheduler keeps going; the message would go to the schedule's DLQ
             self.failed += 1

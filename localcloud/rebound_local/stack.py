@@ -12,7 +12,6 @@ from typing import Any
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
 from rebound.wiring import build_deps
-
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud
 from rebound_local.direct import DirectSession
@@ -96,6 +95,7 @@ def start_local(
     faults: Faults | None = None,
     jitter_seed: int | None = None,
     log_file: Path | None = None,
+    log_level: int = logging.INFO,
     max_workers: int = 32,
     transport: str = "http",
 ) -> LocalStack:
@@ -116,9 +116,10 @@ def start_local(
     aws_calls = AwsCalls()
     aws_calls.attach(session)
     throttler = Throttler(faults.throttle, seed=faults.seed)
-    throttler.attach(session)
-    if transport != "http":
-        cloud.attach_inproc(session)
+    if transport == "http":
+        throttler.attach(session)
+    else:
+        cloud.attach_inproc(session, gate=throttler.respond)
         client_kwargs = {}
     if transport == "direct":
         session = DirectSession(session, aws_calls, throttler)
@@ -137,5 +138,5 @@ def start_local(
     runtime = LocalRuntime(
         cloud, settings, deps, clock, duplicate_delivery=faults.duplicate_delivery, max_workers=max_workers
     )
-    route_logs(log_file)
+    route_logs(log_file, log_level)
     return LocalStack(cloud, clock, settings, runtime, metrics, aws_calls, targets, crashes, throttler)

@@ -70,7 +70,10 @@ class Cloud:
         overrides = Overrides(
             clock=self.clock, on_session=self._on_session, sleep=self.sleeps.append, sqs_wait_s=0
         )
-        return CliRunner().invoke(cli, ["--env", "local", *args], obj=overrides, input=input)
+        # A fixed width: table assertions must not depend on the terminal the tests run in.
+        return CliRunner(env={"COLUMNS": "200"}).invoke(
+            cli, ["--env", "local", *args], obj=overrides, input=input
+        )
 
     def ok(self, *args: str, input: str | None = None) -> Result:
         result = self.cli(*args, input=input)

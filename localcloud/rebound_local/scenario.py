@@ -1,0 +1,215 @@
+"""Scenario files for ``rebound local simulate``: what to run, for how long, and which faults to inject.
+
+```yaml
+start: "2026-03-07T00:00:00Z"
+duration: 24h
+tasks_file: tasks.yaml             # relative to this file; or tasks: [...] inline
+task_groups:                       # many similar tasks: {n} in the id is 1..count
+  - {count: 90, id: "steady-{n:03d}", tenant: acme, schedule: {cron: "*/5 * * * *"},
+     target: {type: sim, behavior: {ok: true}}}
+messages:                          # put raw messages on a queue, as any AWS client could
+  - {at: 10m, queue: execution, body: "not json"}
+settle: 2h                         # after the window: at most this long for retries to finish
+faults:
+  duplicate_delivery: 3
+  crash: {points: [after_claim, after_target, before_outcome], rate: 0.05}
+  throttle: {"dynamodb:PutItem": 0.2, "scheduler:CreateSchedule": 0.5}
+sabotage:                          # test only: break an invariant on purpose
+  drop_messages: 1
+  tamper_audit_records: 1
+```
+
+Errors name the file and the key path, as every config loader in Rebound does.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rebound import resources as r
+from rebound.config.loader import config_error, load_yaml, parse_task_file
+from rebound.domain.durations import Seconds
+from rebound.domain.errors import ConfigError
+from rebound.domain.models import Task
+from rebound.domain.timefmt import UtcDatetime
+
+CrashPoint = Literal["after_claim", "after_target", "before_outcome"]
+CRASH_POINTS: tuple[str, ...] = ("after_claim", "after_target", "before_outcome")
+THROTTLE_KEY = r"^[a-z0-9-]+:[A-Z][A-Za-z0-9]+$"
+MAX_DURATION_S = 31 * 86400
+QUEUE_NAMES = tuple(q.logical for q in r.SPEC.queues)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Crash(_Strict):
+    """The executor dies at these points, with this probability each time it reaches one."""
+
+    points: list[CrashPoint] = Field(min_length=1)
+    rate: float = Field(ge=0.0, le=1.0)
+
+
+class Faults(_Strict):
+    duplicate_delivery: int = Field(default=1, ge=1, le=10)
+    crash: Crash | None = None
+    throttle: dict[Annotated[str, Field(pattern=THROTTLE_KEY)], Annotated[float, Field(ge=0.0, lt=1.0)]] = (
+        Field(default_factory=dict)
+    )
+
+
+class Sabotage(_Strict):
+    """Breaks an invariant on purpose, so a test can prove the checks fail. Never for real runs."""
+
+    drop_messages: int = Field(default=0, ge=0, description="messages removed from the execution queue")
+    tamper_audit_records: int = Field(default=0, ge=0, description="audit records edited after the run")
+
+
+class InjectedMessage(_Strict):
+    at: Seconds = Field(description="offset from start")
+    queue: str = "execution"
+    body: str
+    delay_s: int = Field(default=0, ge=0, le=900)
+
+    @field_validator("queue")
+    @classmethod
+    def _known_queue(cls, value: str) -> str:
+        if value not in QUEUE_NAMES:
+            raise ValueError(f"unknown queue {value!r}; one of {', '.join(QUEUE_NAMES)}")
+        return value
+
+
+class Scenario(_Strict):
+    start: UtcDatetime
+    duration: Seconds
+    settle: Seconds = 2 * 3600.0
+    seed: int = 0
+    tasks_file: str | None = None
+    tasks: list[dict[str, Any]] | None = None
+    task_groups: list[dict[str, Any]] = Field(default_factory=list)
+    messages: list[InjectedMessage] = Field(default_factory=list)
+    faults: Faults = Field(default_factory=Faults)
+    sabotage: Sabotage = Field(default_factory=Sabotage)
+    description: str = ""
+
+    @field_validator("duration")
+    @classmethod
+    def _sane_duration(cls, value: float) -> float:
+        if value <= 0:
+            raise ValueError("the duration must be positive")
+        if value > MAX_DURATION_S:
+            raise ValueError(f"at most 31 days of schedule time, got {value / 86400:.1f} days")
+        return value
+
+    @model_validator(mode="after")
+    def _some_tasks(self) -> Scenario:
+        if self.tasks_file is None and self.tasks is None and not self.task_groups:
+            raise ValueError("give tasks_file, tasks or task_groups")
+        if self.tasks_file is not None and self.tasks is not None:
+            raise ValueError("give tasks_file or tasks, not both")
+        return self
+
+    @property
+    def end(self) -> datetime:
+        from datetime import timedelta
+
+        return self.start + timedelta(seconds=self.duration)
+
+
+class LoadedScenario(BaseModel):
+    """A validated scenario with its tasks resolved."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    file: str
+    scenario: Scenario
+    tasks: list[Task]
+
+
+def _expand_groups(groups: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for index, group in enumerate(groups):
+        where = f"task_groups[{index}]"
+        if not isinstance(group, dict):
+            raise ConfigError(file, where, "expected a task definition with a count")
+        count = group.get("count")
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 10_000:
+            raise ConfigError(file, f"{where}.count", "expected a whole number from 1 to 10000")
+        template = {k: v for k, v in group.items() if k != "count"}
+        pattern = template.get("id")
+        if not isinstance(pattern, str) or ("{n" not in pattern and count > 1):
+            raise ConfigError(file, f"{where}.id", "expected an id pattern with {n}, such as 'job-{n:03d}'")
+        for n in range(1, count + 1):
+            try:
+                task_id = pattern.format(n=n)
+            except (KeyError, ValueError, IndexError) as exc:
+                raise ConfigError(file, f"{where}.id", f"cannot format the id pattern: {exc}") from None
+            out.append({**template, "id": task_id})
+    return out
+
+
+def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> LoadedScenario:
+    """Validate a scenario's content and resolve its tasks (``tasks_file`` relative to ``base_dir``)."""
+    if not isinstance(data, dict):
+        raise ConfigError(file, "", "expected a mapping with start, duration and tasks")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(file, exc) from None
+
+    from rebound.config.loader import load_policy_book
+    from rebound.settings import default_config_dir
+
+    book = load_policy_book(default_config_dir())
+    tasks: list[Task] = []
+    if scenario.tasks_file is not None:
+        path = Path(scenario.tasks_file)
+        if not path.is_absolute():
+            path = (base_dir or Path.cwd()) / path
+        try:
+            raw = load_yaml(path)
+        except ConfigError as exc:
+            raise ConfigError(file, "tasks_file", f"{exc.file}: {exc.problem}") from None
+        tasks = parse_task_file(raw, str(path), book)
+    elif scenario.tasks is not None:
+        tasks = parse_task_file({"tasks": scenario.tasks}, file, book)
+    if scenario.task_groups:
+        generated = _expand_groups(scenario.task_groups, file)
+        try:
+            more = parse_task_file({"tasks": generated}, file, book)
+        except ConfigError as exc:
+            raise ConfigError(file, _group_path(exc.key_path, scenario.task_groups), exc.problem) from None
+        tasks = tasks + more
+    seen: set[str] = set()
+    for task in tasks:
+        if task.id in seen:
+            raise ConfigError(file, "tasks", f"task id {task.id!r} appears more than once")
+        seen.add(task.id)
+    return LoadedScenario(file=file, scenario=scenario, tasks=tasks)
+
+
+def _group_path(key_path: str, groups: list[dict[str, Any]]) -> str:
+    """``tasks[93].target`` of the expanded list -> ``task_groups[1].target``."""
+    if not key_path.startswith("tasks["):
+        return key_path
+    index_text, _, rest = key_path[len("tasks[") :].partition("]")
+    try:
+        index = int(index_text)
+    except ValueError:
+        return key_path
+    for group_index, group in enumerate(groups):
+        count = int(group.get("count", 0))
+        if index < count:
+            return f"task_groups[{group_index}]{rest}"
+        index -= count
+    return key_path
+
+
+def load_scenario(path: Path | str) -> LoadedScenario:
+    path = Path(path)
+    return parse_scenario(load_yaml(path), str(path), path.parent)

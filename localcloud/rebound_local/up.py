@@ -1,0 +1,157 @@
+"""``rebound local up``: the AWS stand-in with Rebound running in it, in real (or scaled) time.
+
+- moto in server mode on 127.0.0.1, Rebound's resources provisioned from the same spec as the
+  CDK stack, the runtime playing Scheduler, the event source mappings and the outbox relay;
+- the clock is the wall clock times ``--time-scale`` (moto's clock follows it, so SQS delays and
+  visibility timeouts scale too);
+- with ``--state-dir``, state is restored before the runtime starts, saved every 30 s of wall
+  time and on shutdown (``rebound_local.snapshot``);
+- Ctrl-C (SIGINT) or SIGTERM: the runtime stops taking work, the invocations under way finish,
+  the state is saved, the server stops; exit code 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+
+from rich.console import Console
+from rich.live import Live
+
+from rebound_local import snapshot
+from rebound_local.clock import ScaledClock
+from rebound_local.provision import REGION
+from rebound_local.stack import LocalStack, start_local
+from rebound_local.view import Dashboard, PlainLog
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class UpOptions:
+    port: int = 4577
+    time_scale: float = 1.0
+    state_dir: Path | None = None
+    view: bool = True
+    environment: str = "local"
+    save_every_s: float = 30.0
+    status_every_s: float = 10.0
+
+
+class _Stop(Exception):
+    """SIGTERM, handled like Ctrl-C."""
+
+
+def usage(endpoint: str, environment: str, opts: UpOptions) -> str:
+    state = f"state is kept in {opts.state_dir}" if opts.state_dir else "state is not kept (use --state-dir)"
+    return "\n".join(
+        [
+            f"endpoint {endpoint}  (region {REGION}, any credentials)",
+            f"  aws --endpoint-url {endpoint} --region {REGION} sqs list-queues",
+            f"  export AWS_ENDPOINT_URL={endpoint} AWS_DEFAULT_REGION={REGION} "
+            "AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local",
+            f"  rebound --env {environment} tasks apply -f config/demo/tasks.yaml   (with the exports above)",
+            f"  resource names: aws ssm get-parameter --name /rebound/{environment}/resources",
+            f"time scale {opts.time_scale:g} (one wall second is {opts.time_scale:g} schedule seconds)",
+            state,
+        ]
+    )
+
+
+def run_up(opts: UpOptions, console: Console | None = None) -> int:
+    console = console or Console()
+    out = console if opts.view else Console(highlight=False, soft_wrap=True)
+    wall = datetime.now(UTC)
+    saved_at = snapshot.saved_time(opts.state_dir) if opts.state_dir else None
+    # Time never runs backwards across a restart: a scaled clock may have run ahead of the wall.
+    start = max(wall, saved_at) if saved_at else wall
+    clock = ScaledClock(start, opts.time_scale)
+    log_dir = opts.state_dir or Path(".local-state")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    stack = start_local(
+        clock, port=opts.port, environment=opts.environment, log_file=log_dir / "up-handlers.log"
+    )
+    restored: dict[str, int] | None = None
+    if opts.state_dir and saved_at is not None:
+        restored = snapshot.restore(stack.cloud, opts.state_dir)
+    out.print(usage(stack.cloud.endpoint_url, opts.environment, opts))
+    if restored is not None:
+        out.print(
+            f"restored from {snapshot.state_file(opts.state_dir or Path())}: {restored['items']} items, "
+            f"{restored['messages']} messages, {restored['schedules']} schedules "
+            f"(taken at {saved_at:%Y-%m-%dT%H:%M:%SZ})"
+        )
+    out.print(f"handler logs: {log_dir / 'up-handlers.log'}")
+    out.print("ready", highlight=False)
+    sys.stdout.flush()
+
+    stop = threading.Event()
+    worker = threading.Thread(target=stack.runtime.run_realtime, args=(stop,), name="runtime", daemon=True)
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
+    worker.start()
+    try:
+        _watch(stack, opts, console, out)
+    except (KeyboardInterrupt, _Stop):
+        pass
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the save short
+        signal.signal(signal.SIGTERM, previous)
+        _shut_down(stack, stop, worker, opts, out)
+    return 0
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise _Stop()
+
+
+def _watch(stack: LocalStack, opts: UpOptions, console: Console, out: Console) -> None:
+    last_save = time.monotonic()
+
+    def maybe_save() -> None:
+        nonlocal last_save
+        if opts.state_dir and time.monotonic() - last_save >= opts.save_every_s:
+            last_save = time.monotonic()
+            snapshot.save(stack.cloud, stack.clock.now(), opts.state_dir)
+
+    if opts.view and console.is_terminal:
+        header = (
+            f"endpoint [cyan]{stack.cloud.endpoint_url}[/cyan]  region {REGION}  "
+            f"time scale {opts.time_scale:g}"
+        )
+        dashboard = Dashboard(stack, header)
+        with Live(dashboard.render(), console=console, refresh_per_second=2, screen=False) as live:
+            while True:
+                time.sleep(1.0)
+                live.update(dashboard.render())
+                maybe_save()
+    plain = PlainLog(stack, every_s=opts.status_every_s)
+    for line in plain.lines(force_status=True):
+        print(line, flush=True)
+    while True:
+        time.sleep(1.0)
+        for line in plain.lines():
+            print(line, flush=True)
+        sys.stdout.flush()
+        maybe_save()
+
+
+def _shut_down(
+    stack: LocalStack, stop: threading.Event, worker: threading.Thread, opts: UpOptions, out: Console
+) -> None:
+    out.print("stopping: letting the invocations under way finish...")
+    stop.set()
+    worker.join(timeout=30)
+    stack.runtime.close()  # waits for every batch already handed to a worker
+    if opts.state_dir:
+        path = snapshot.save(stack.cloud, stack.clock.now(), opts.state_dir)
+        out.print(f"state saved to {path}")
+    stack.cloud.stop()
+    out.print("stopped")
+    sys.stdout.flush()

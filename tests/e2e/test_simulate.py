@@ -1,0 +1,112 @@
+"""``rebound local simulate``: faults on, every invariant holds; and the checks can fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from rebound_cli.main import main; main()"]
+REQUIRED_INVARIANTS = {
+    "no_run_left_running",
+    "dead_letters_have_one_work_order",
+    "no_target_called_twice_per_attempt",
+    "audit_chains_verify",
+    "no_message_lost",
+}
+SABOTAGED = """
+description: breaks invariants on purpose
+start: "2026-03-07T00:00:00Z"
+duration: 30m
+settle: 1h
+tasks:
+  - {id: steady, tenant: acme, schedule: {cron: "*/5 * * * *"}, target: {type: sim}}
+  - id: broken
+    tenant: acme
+    schedule: {cron: "*/15 * * * *"}
+    target: {type: sim, behavior: {always_fail: true}}
+sabotage:
+  drop_messages: 1
+  tamper_audit_records: 1
+"""
+
+
+def simulate(scenario: Path, report: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "local", "simulate", str(scenario), "--report", str(report), "--quiet", *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=240,
+    )
+
+
+def load(report: Path) -> dict[str, Any]:
+    return dict(json.loads(report.read_text()))
+
+
+def test_with_every_fault_on_every_invariant_holds(tmp_path: Path) -> None:
+    report_path = tmp_path / "faults.json"
+    done = simulate(REPO / "scenarios" / "faults-2h.yaml", report_path)
+    report = load(report_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    assert set(report["invariants"]) >= REQUIRED_INVARIANTS
+    assert all(inv["ok"] for inv in report["invariants"].values())
+    for key in ("runs", "work_orders", "target_calls", "metrics", "aws_calls", "invariants", "timing"):
+        assert key in report
+    run = report["runs"][0]
+    assert {
+        "run_id",
+        "task_id",
+        "tenant",
+        "scheduled_for",
+        "final_state",
+        "attempts",
+        "work_order_id",
+    } <= set(run)
+    assert {"n", "started_at", "ended_at", "outcome", "error_code"} <= set(run["attempts"][0])
+    assert {"run_id", "attempt", "at"} <= set(report["target_calls"][0])
+
+    # The faults really were injected.
+    faults = report["faults"]
+    assert faults["duplicate_delivery"] == 3
+    assert sum(faults["crashes"].values()) > 0
+    assert sum(faults["throttled"].values()) > 0
+    # Dead letters happened, each with its work order, and the refused message too.
+    states = report["summary"]["runs_by_state"]
+    assert states.get("dead_lettered", 0) > 0 and states.get("succeeded", 0) > 0
+    assert any(o["subject"].startswith("msg#") for o in report["work_orders"])
+
+
+def test_a_lost_message_and_a_tampered_audit_record_fail_the_run(tmp_path: Path) -> None:
+    scenario = tmp_path / "sabotaged.yaml"
+    scenario.write_text(SABOTAGED)
+    report_path = tmp_path / "sabotaged.json"
+    done = simulate(scenario, report_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = load(report_path)
+    failed = {name for name, inv in report["invariants"].items() if not inv["ok"]}
+    assert {"no_message_lost", "every_fire_became_a_run", "audit_chains_verify"} <= failed
+    assert report["ok"] is False
+    dropped = report["faults"]["sabotage"]["dropped_messages"][0]["message_id"]
+    assert any(dropped in example for example in report["invariants"]["no_message_lost"]["examples"])
+
+
+def test_a_bad_scenario_file_exits_2_naming_the_key(tmp_path: Path) -> None:
+    scenario = tmp_path / "bad.yaml"
+    scenario.write_text(
+        'start: "2026-03-07T00:00:00Z"\nduration: 1h\ntasks: []\nfaults: {crash: {points: [x], rate: 0.1}}\n'
+    )
+    done = simulate(scenario, tmp_path / "bad.json")
+    assert done.returncode == 2
+    assert "faults.crash.points[0]" in done.stderr

@@ -1,0 +1,132 @@
+"""Scenario files: what a valid one resolves to, and errors that name the file and the key path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rebound.domain.errors import ConfigError
+from rebound_local.scenario import load_scenario, parse_scenario
+
+pytestmark = pytest.mark.unit
+
+TASK = {
+    "id": "nightly",
+    "tenant": "acme",
+    "schedule": {"cron": "*/5 * * * *"},
+    "target": {"type": "sim", "behavior": {"ok": True}},
+}
+
+
+def scenario(**changes: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"start": "2026-03-07T00:00:00Z", "duration": "2h", "tasks": [TASK]}
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def error_of(data: Any) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(data, "scn.yaml")
+    return caught.value
+
+
+def test_a_valid_scenario_resolves_its_tasks_groups_and_faults() -> None:
+    loaded = parse_scenario(
+        scenario(
+            task_groups=[{**TASK, "id": "job-{n:02d}", "count": 3}],
+            faults={
+                "duplicate_delivery": 3,
+                "crash": {"points": ["after_claim", "after_target", "before_outcome"], "rate": 0.05},
+                "throttle": {"dynamodb:PutItem": 0.2, "scheduler:CreateSchedule": 0.5},
+            },
+        ),
+        "scn.yaml",
+    )
+    assert [t.id for t in loaded.tasks] == ["nightly", "job-01", "job-02", "job-03"]
+    assert loaded.scenario.duration == 7200
+    assert loaded.scenario.faults.crash is not None and loaded.scenario.faults.crash.rate == 0.05
+
+
+def test_a_missing_duration_names_the_key() -> None:
+    err = error_of(scenario(duration=None))
+    assert (err.file, err.key_path) == ("scn.yaml", "duration")
+    assert "required" in err.problem
+
+
+def test_an_unknown_crash_point_names_its_position() -> None:
+    err = error_of(scenario(faults={"crash": {"points": ["after_claim", "mid_air"], "rate": 0.1}}))
+    assert err.key_path == "faults.crash.points[1]"
+
+
+def test_a_throttle_share_of_one_or_more_is_refused() -> None:
+    err = error_of(scenario(faults={"throttle": {"dynamodb:PutItem": 1.5}}))
+    assert err.key_path.startswith("faults.throttle")
+    assert "less than 1" in err.problem
+
+
+def test_a_misspelt_fault_is_an_error_not_a_silent_default() -> None:
+    err = error_of(scenario(faults={"duplicate_delivery": 2, "duplicated_delivery": 3}))
+    assert err.key_path == "faults.duplicated_delivery"
+    assert "unknown key" in err.problem
+
+
+def test_a_bad_task_inside_a_group_names_the_group() -> None:
+    bad = {**TASK, "id": "g-{n}", "count": 2, "schedule": {"cron": "61 * * * *"}}
+    err = error_of(scenario(task_groups=[{**TASK, "id": "ok-{n}", "count": 2}, bad]))
+    assert err.key_path == "task_groups[1].schedule.cron"
+
+
+def test_a_group_id_without_n_is_refused() -> None:
+    err = error_of(scenario(task_groups=[{**TASK, "count": 2}]))
+    assert err.key_path == "task_groups[0].id"
+
+
+def test_a_bad_inline_task_names_its_index() -> None:
+    err = error_of(scenario(tasks=[TASK, {**TASK, "id": "Bad Id"}]))
+    assert err.key_path == "tasks[1].id"
+
+
+def test_tasks_file_and_inline_tasks_together_are_refused() -> None:
+    err = error_of(scenario(tasks_file="tasks.yaml"))
+    assert "not both" in err.problem
+
+
+def test_a_missing_tasks_file_names_the_scenario_key(tmp_path: Path) -> None:
+    path = tmp_path / "scn.yaml"
+    path.write_text('start: "2026-03-07T00:00:00Z"\nduration: 1h\ntasks_file: nowhere.yaml\n')
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    assert (caught.value.file, caught.value.key_path) == (str(path), "tasks_file")
+    assert "not found" in caught.value.problem
+
+
+def test_a_tasks_file_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
+    (tmp_path / "tasks.yaml").write_text(
+        "tasks:\n  - {id: a, tenant: acme, schedule: {rate: '5 minutes'}, target: {type: sim}}\n"
+    )
+    path = tmp_path / "scn.yaml"
+    path.write_text('start: "2026-03-07T00:00:00Z"\nduration: 1h\ntasks_file: tasks.yaml\n')
+    assert [t.id for t in load_scenario(path).tasks] == ["a"]
+
+
+def test_a_duplicate_task_id_across_tasks_and_groups_is_refused() -> None:
+    err = error_of(scenario(task_groups=[{**TASK, "id": "nightly", "count": 1}]))
+    assert "more than once" in err.problem
+
+
+def test_not_yaml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "scn.yaml"
+    path.write_text("start: [unclosed\n")
+    with pytest.raises(ConfigError) as caught:
+        load_scenario(path)
+    assert "line" in caught.value.key_path
+
+
+def test_the_repository_scenarios_are_valid() -> None:
+    root = Path(__file__).resolve().parents[2] / "scenarios"
+    files = sorted(root.glob("*.yaml"))
+    assert files
+    for path in files:
+        assert load_scenario(path).tasks
