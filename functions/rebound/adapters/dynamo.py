@@ -46,6 +46,7 @@ Item = dict[str, Any]
 _SER = TypeSerializer()
 _DESER = TypeDeserializer()
 MAX_TRANSACTION_ITEMS = 100
+TASKS_EPOCH = "tasks#epoch"
 OUTBOX_TTL = timedelta(days=2)
 
 
@@ -378,6 +379,7 @@ class DynamoStore:
         # Every commit carries an audit record, so a commit that fails for any reason but a
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit
+        self._parsed_tasks: dict[tuple[str, int], StoredTask] = {}
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
         return UnitOfWork(self, actor, at)
@@ -451,7 +453,35 @@ class DynamoStore:
         return _stored_task(data) if data else None
 
     def list_tasks(self) -> list[StoredTask]:
-        return sorted((_stored_task(d) for d in self._scan("tasks", "list tasks")), key=lambda s: s.task.id)
+        """Every task. A definition is validated once per version (the sweeper lists often)."""
+        tasks: list[StoredTask] = []
+        parsed: dict[tuple[str, int], StoredTask] = {}
+        for data in self._scan("tasks", "list tasks"):
+            key = (str(data["task_id"]), int(data["version"]))
+            stored = self._parsed_tasks.get(key) or _stored_task(data)
+            parsed[key] = stored
+            tasks.append(stored)
+        self._parsed_tasks = parsed
+        return sorted(tasks, key=lambda s: s.task.id)
+
+    def tasks_epoch(self) -> int:
+        """A counter every task write increments: an unchanged epoch means an unchanged task list."""
+        item = self.get_key(TASKS_EPOCH)
+        return int(item.get("epoch", 0)) if item else 0
+
+    def _batch_get(self, table: str, key_attr: str, ids: list[str]) -> Iterator[dict[str, Any]]:
+        name = self.tables[table]
+        for start in range(0, len(ids), 100):
+            keys: list[Any] = [to_item({key_attr: i}) for i in dict.fromkeys(ids[start : start + 100])]
+            while keys:
+                resp = self._call(
+                    f"read {table}",
+                    self.client.batch_get_item,
+                    RequestItems={name: {"Keys": keys, "ConsistentRead": True}},
+                )
+                for item in resp.get("Responses", {}).get(name, []):
+                    yield from_item(item)
+                keys = list(resp.get("UnprocessedKeys", {}).get(name, {}).get("Keys", []))
 
     def save_task(
         self,
@@ -509,6 +539,7 @@ class DynamoStore:
             uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
         else:
             uow.put("tasks", data, f"task {task.id}", "version = :v", {":v": previous.version})
+        uow.update("idempotency", {"pk": TASKS_EPOCH}, "ADD epoch :one", "tasks epoch", values={":one": 1})
         uow.commit()
         return stored
 
@@ -568,23 +599,8 @@ class DynamoStore:
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]:
         """The runs that exist among ``run_ids`` (BatchGetItem, 100 keys a call, unprocessed keys retried)."""
-        found: dict[str, Run] = {}
-        table = self.tables["runs"]
-        for start in range(0, len(run_ids), 100):
-            keys: list[Any] = [
-                to_item({"run_id": run_id}) for run_id in dict.fromkeys(run_ids[start : start + 100])
-            ]
-            while keys:
-                resp = self._call(
-                    "read runs",
-                    self.client.batch_get_item,
-                    RequestItems={table: {"Keys": keys, "ConsistentRead": True}},
-                )
-                for item in resp.get("Responses", {}).get(table, []):
-                    run = Run.model_validate(from_item(item))
-                    found[run.run_id] = run
-                keys = list(resp.get("UnprocessedKeys", {}).get(table, {}).get("Keys", []))
-        return found
+        runs = (Run.model_validate(data) for data in self._batch_get("runs", "run_id", run_ids))
+        return {run.run_id: run for run in runs}
 
     def scan_runs(self) -> Iterator[Run]:
         for data in self._scan("runs", "scan runs"):

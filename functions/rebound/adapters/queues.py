@@ -125,3 +125,16 @@ class Queues:
                     )
                 )
         return out
+
+    def depth(self, queue: str) -> int:
+        """Messages in the queue, visible or in flight (approximate, as SQS counts)."""
+        try:
+            attrs = self.client.get_queue_attributes(
+                QueueUrl=self.urls[queue],
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+            )["Attributes"]
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"read the {queue} queue's depth") from exc
+        return int(attrs.get("ApproximateNumberOfMessages", 0)) + int(
+            attrs.get("ApproximateNumberOfMessagesNotVisible", 0)
+        )

@@ -10,8 +10,7 @@ from pydantic import BeforeValidator, PlainSerializer
 
 def iso(value: datetime) -> str:
     """``2026-03-07T02:00:00.000Z``: fixed width, millisecond precision, always UTC."""
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def compact(value: datetime) -> str:

@@ -39,7 +39,6 @@ LOOKAHEAD = timedelta(minutes=3)
 MAX_LOOKBACK = timedelta(days=1)
 MAX_SKIPPED_RECORDS = 100
 WATERMARK = "ledger#watermark"
-TASK_CACHE = timedelta(minutes=1)
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ class Ledger:
         since = max(since, now - MAX_LOOKBACK)
         if until <= since:
             return report
-        tasks = self._active_tasks()
+        tasks = self.active_tasks()
         due: list[tuple[StoredTask, list[ExpectedFire]]] = []
         for stored in tasks:
             spec = stored.task.schedule
@@ -247,14 +246,15 @@ class Ledger:
             if r.held_at is not None and r.state in (RunState.RETRY_SCHEDULED, RunState.PENDING)
         ]
 
-    def _active_tasks(self) -> list[StoredTask]:
-        now = self.clock.now()
+    def active_tasks(self) -> list[StoredTask]:
+        """The scheduled, active tasks; listed again only when a task was written since the last look."""
+        epoch = self.store.tasks_epoch()
         cached = self.deps.cache.get("ledger#tasks")
-        if cached is not None and now.timestamp() - cached[0] < TASK_CACHE.total_seconds():
+        if cached is not None and cached[0] == epoch:
             tasks: list[StoredTask] = cached[1]  # type: ignore[assignment]
         else:
             tasks = [t for t in self.store.list_tasks() if t.task.schedule is not None]
-            self.deps.cache["ledger#tasks"] = (now.timestamp(), tasks)
+            self.deps.cache["ledger#tasks"] = (float(epoch), tasks)
         return [t for t in tasks if not t.paused]
 
     def _watermark(self, now: datetime) -> datetime | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 from typing import Any
 
 from rebound.domain import events as ev
@@ -26,6 +27,7 @@ from rebound.engine.deps import Deps
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_DELAY_S = 900
+DLQ_SEND_CLAIM = timedelta(minutes=5)
 INVALID_MESSAGE = "INVALID_MESSAGE"
 
 
@@ -239,8 +241,16 @@ class DeadLetters:
         return saved
 
     def send_to_dlq(self, run: Run) -> Run:
-        """Put a dead-lettered run's replay message in the DLQ and record its message id."""
+        """Put a dead-lettered run's replay message in the DLQ and record its message id.
+
+        Concurrent duplicate deliveries could both get here; a short claim lets one send. If the
+        one that claimed dies before sending, the claim expires before SQS redelivers the event.
+        """
         assert run.dead_lettered_at is not None
+        if not self.store.claim_key(
+            f"dlq-send#{run.run_id}#{iso(run.dead_lettered_at)}", self.clock.now(), DLQ_SEND_CLAIM
+        ):
+            return run
         body = {
             "v": 1,
             "kind": "replay",

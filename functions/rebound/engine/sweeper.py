@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
@@ -26,7 +26,7 @@ from rebound.domain.ids import event_run_id, scheduled_run_id
 from rebound.domain.models import AttemptOutcome, Run, RunState, Task, Trigger
 from rebound.domain.retry import Reason
 from rebound.domain.states import ensure_transition
-from rebound.domain.timefmt import iso
+from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.concurrency import leave
@@ -50,6 +50,8 @@ STUCK_FAILED_AFTER = timedelta(minutes=2)
 STALE_PLAN_AFTER = timedelta(minutes=5)
 DLQ_SCAN_LIMIT = 300
 DLQ_SEEN_TTL = timedelta(days=15)
+DLQ_SCAN_STATE = "dlq#scan"
+DLQ_FULL_SCAN_EVERY = timedelta(minutes=10)
 
 
 @dataclass
@@ -85,23 +87,30 @@ class Sweeper:
 
     def sweep(self, scan_dlq: bool = True, ledger: bool = True) -> SweepReport:
         report = SweepReport()
-        self.expire_leases(report)
+        running = self.store.runs_in_state(RunState.RUNNING)
+        self.expire_leases(report, running)
         self.redecide_stuck_failures(report)
         self.redispatch_stale_plans(report)
-        self.check_slas(report)
+        the_ledger = Ledger(self.deps)
+        if any(t.task.sla is not None for t in the_ledger.active_tasks()):
+            self.check_slas(report, running)
         if ledger:
-            report.ledger = Ledger(self.deps).reconcile()
+            report.ledger = the_ledger.reconcile()
         if scan_dlq:
             self.escalate_dlq_arrivals(report)
         return report
 
     # --------------------------------------------------------------------------- leases
-    def expire_leases(self, report: SweepReport) -> None:
+    def expire_leases(self, report: SweepReport, running: list[Run] | None = None) -> None:
         now = self.clock.now()
-        for run in self.store.runs_in_state(RunState.RUNNING):
+        for run in self.store.runs_in_state(RunState.RUNNING) if running is None else running:
             expired = run.lease_expires_at is not None and run.lease_expires_at < now
             if expired and self.fail_expired(run):
                 report.leases_expired.append(run.run_id)
+
+    @staticmethod
+    def _lease_expired(run: Run, now: datetime) -> bool:
+        return run.lease_expires_at is not None and run.lease_expires_at < now
 
     def fail_expired(self, run: Run) -> bool:
         """Fail a running attempt whose lease ran out, with ``TIMEOUT``; it is then retried."""
@@ -158,7 +167,7 @@ class Sweeper:
         return True
 
     # --------------------------------------------------------------------------- SLAs
-    def check_slas(self, report: SweepReport) -> None:
+    def check_slas(self, report: SweepReport, running: list[Run] | None = None) -> None:
         """Breaches that show before the run records its own outcome: still waiting, still running."""
         now = self.clock.now()
         tasks: dict[str, Task | None] = {}
@@ -169,7 +178,9 @@ class Sweeper:
                 tasks[task_id] = stored.task if stored else None
             return tasks[task_id]
 
-        for run in self.store.runs_in_state(RunState.RUNNING):
+        for run in self.store.runs_in_state(RunState.RUNNING) if running is None else running:
+            if run.state is not RunState.RUNNING or self._lease_expired(run, now):
+                continue
             task = task_of(run.task_id)
             if task is None or task.sla is None or task.sla.max_duration is None:
                 continue
@@ -228,10 +239,23 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- the crash path
     def escalate_dlq_arrivals(self, report: SweepReport) -> None:
-        """Escalate DLQ messages that SQS put there itself (no ``reason`` attribute)."""
+        """Escalate DLQ messages that SQS put there itself (no ``reason`` attribute).
+
+        SQS cannot be peeked without receiving, so the DLQ is read only when it holds more
+        messages than at the last look (a crash-path arrival adds one), and every ten minutes
+        whatever its depth (an arrival can hide behind a redrive that removed others).
+        """
+        now = self.clock.now()
+        depth = self.deps.queues.depth("dlq")
+        last = self.store.get_key(DLQ_SCAN_STATE) or {}
+        last_at = parse_utc(last["at"]) if last.get("at") else None
+        due = last_at is None or now - last_at >= DLQ_FULL_SCAN_EVERY
+        if depth == 0 or (depth <= int(last.get("depth", 0)) and not due):
+            if depth != int(last.get("depth", -1)):
+                self.store.put_key(DLQ_SCAN_STATE, {"depth": depth, "at": last.get("at")})
+            return
         messages = self.deps.queues.peek("dlq", DLQ_SCAN_LIMIT, visibility_s=30)
         report.dlq_scanned = len(messages)
-        now = self.clock.now()
         for message in messages:
             if "reason" in message.attributes:
                 continue  # Rebound put it there and escalated it on the way.
@@ -246,6 +270,7 @@ class Sweeper:
                 raise
             if escalated:
                 report.dlq_escalated.append(message.message_id)
+        self.store.put_key(DLQ_SCAN_STATE, {"depth": depth, "at": iso(now)})
 
     def _escalate_arrival(self, message_id: str, body: str, receive_count: int) -> bool:
         detail = f"SQS moved the message to the DLQ after {receive_count} receives"
