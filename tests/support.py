@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from rebound.domain.models import Task
@@ -158,3 +162,19 @@ def detail_types(deps: Deps) -> list[str]:
 
 def first(items: Iterable[Any]) -> Any:
     return next(iter(items))
+
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "from rebound_cli.main import main; main()"]
+
+
+def simulate(scenario: Path, report: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run ``rebound local simulate`` on a scenario file as a user would, writing the report."""
+    return subprocess.run(
+        [*CLI, "local", "simulate", str(scenario), "--report", str(report), "--quiet", *extra],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        timeout=240,
+    )

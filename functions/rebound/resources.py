@@ -224,7 +224,7 @@ SPEC = ResourceSpec(
             512,
             queue="execution",
             batch_size=5,
-            max_concurrency=50,
+            max_concurrency=100,
             purpose="claims and runs attempts",
         ),
         FunctionSpec(

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from rebound_local import motopatch
-from rebound_local.instrument import AwsCalls, Throttler
+from rebound_local.instrument import AwsCalls, Throttler, in_worker
 from rebound_local.provision import ACCOUNT, REGION
 
 MAX_ATTEMPTS = 5  # botocore's standard retry mode: 1 call + 4 retries
@@ -55,6 +57,7 @@ class _Direct:
     """Shared plumbing: counting, injected throttling, botocore-style retries, error shapes."""
 
     service = ""
+    latency: CallLatency | None = None
 
     def __init__(self, fallback: Any, calls: AwsCalls, throttler: Throttler) -> None:
         self._fallback = fallback
@@ -68,6 +71,8 @@ class _Direct:
 
     def _call(self, operation: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         self._calls.record(f"{self.service}:{operation}")
+        if self.latency is not None and self.latency.aws_call_ms > 0 and in_worker():
+            self.latency.clock.sleep(self.latency.aws_call_ms / 1000.0)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if self._throttler.hit(f"{self.service}:{operation}"):
                 if attempt == MAX_ATTEMPTS:
@@ -218,15 +223,13 @@ class DirectSQS(_Direct):
         **_: Any,
     ) -> dict[str, Any]:
         if WaitTimeSeconds:  # a long poll waits outside the lock; leave it to the wire path
+            wire: dict[str, Any] = {"MaxNumberOfMessages": MaxNumberOfMessages, **_}
+            if VisibilityTimeout is not None:  # botocore rejects None; absent means the queue's
+                wire["VisibilityTimeout"] = VisibilityTimeout
+            if MessageAttributeNames is not None:
+                wire["MessageAttributeNames"] = MessageAttributeNames
             return dict(
-                self._fallback.receive_message(
-                    QueueUrl=QueueUrl,
-                    MaxNumberOfMessages=MaxNumberOfMessages,
-                    VisibilityTimeout=VisibilityTimeout,
-                    WaitTimeSeconds=WaitTimeSeconds,
-                    MessageAttributeNames=MessageAttributeNames or [],
-                    **_,
-                )
+                self._fallback.receive_message(QueueUrl=QueueUrl, WaitTimeSeconds=WaitTimeSeconds, **wire)
             )
 
         def run() -> dict[str, Any]:
@@ -304,22 +307,113 @@ class DirectEvents(_Direct):
         return self._call("PutEvents", run)
 
 
-DIRECT: dict[str, type[_Direct]] = {"dynamodb": DirectDynamoDB, "sqs": DirectSQS, "events": DirectEvents}
+class DirectScheduler(_Direct):
+    """Schedule reads and writes (each task apply and each retry makes one or two).
+
+    Calls with a start or end date, a KMS key or a client token take the wire path, so
+    timestamp parsing stays botocore's; so does every other operation.
+    """
+
+    service = "scheduler"
+    _WIRE_ONLY = ("StartDate", "EndDate", "KmsKeyArn", "ClientToken")
+
+    def __init__(self, fallback: Any, calls: AwsCalls, throttler: Throttler) -> None:
+        super().__init__(fallback, calls, throttler)
+        from moto.scheduler.models import scheduler_backends
+
+        self._backend = scheduler_backends[ACCOUNT][REGION]
+
+    def _write(self, operation: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if any(params.get(key) is not None for key in self._WIRE_ONLY):
+            return dict(getattr(self._fallback, method)(**params))
+        # As on the wire, the backend gets its own copy of every structure.
+        copied = json.loads(json.dumps(params))
+
+        def run() -> dict[str, Any]:
+            kwargs: dict[str, Any] = {
+                "description": copied.get("Description"),
+                "end_date": None,
+                "flexible_time_window": copied.get("FlexibleTimeWindow"),
+                "group_name": copied.get("GroupName"),
+                "kms_key_arn": None,
+                "name": copied["Name"],
+                "schedule_expression": copied.get("ScheduleExpression"),
+                "schedule_expression_timezone": copied.get("ScheduleExpressionTimezone"),
+                "start_date": None,
+                "state": copied.get("State"),
+                "target": copied.get("Target"),
+            }
+            if method == "create_schedule":
+                kwargs["action_after_completion"] = copied.get("ActionAfterCompletion")
+            schedule = getattr(self._backend, method)(**kwargs)
+            return {"ScheduleArn": schedule.arn}
+
+        return self._call(operation, run)
+
+    def create_schedule(self, **params: Any) -> dict[str, Any]:
+        return self._write("CreateSchedule", "create_schedule", params)
+
+    def update_schedule(self, **params: Any) -> dict[str, Any]:
+        return self._write("UpdateSchedule", "update_schedule", params)
+
+    def get_schedule(self, *, Name: str, GroupName: str | None = None, **_: Any) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            shaped: dict[str, Any] = json.loads(
+                json.dumps(self._backend.get_schedule(GroupName, Name).to_dict())
+            )
+            return shaped
+
+        shaped = self._call("GetSchedule", run)
+        if shaped.get("StartDate") is not None or shaped.get("EndDate") is not None:
+            return dict(self._fallback.get_schedule(Name=Name, GroupName=GroupName))
+        out = {key: value for key, value in shaped.items() if value is not None}
+        for key in ("CreationDate", "LastModificationDate"):
+            if isinstance(out.get(key), int | float):
+                out[key] = datetime.fromtimestamp(float(out[key]), tz=UTC)
+        return out
+
+    def delete_schedule(self, *, Name: str, GroupName: str | None = None, **_: Any) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            self._backend.delete_schedule(GroupName, Name)
+            return {}
+
+        return self._call("DeleteSchedule", run)
+
+
+DIRECT: dict[str, type[_Direct]] = {
+    "dynamodb": DirectDynamoDB,
+    "sqs": DirectSQS,
+    "events": DirectEvents,
+    "scheduler": DirectScheduler,
+}
+
+
+@dataclass(frozen=True)
+class CallLatency:
+    clock: Any
+    aws_call_ms: float
 
 
 class DirectSession:
     """Looks like a boto3 session to ``build_deps``: hot-path services direct, the rest in-process."""
 
-    def __init__(self, inner: Any, calls: AwsCalls, throttler: Throttler) -> None:
+    def __init__(
+        self, inner: Any, calls: AwsCalls, throttler: Throttler, latency: CallLatency | None = None
+    ) -> None:
         self._inner = inner
         self._calls = calls
         self._throttler = throttler
+        self._latency = latency
         self.events = inner.events
 
     def client(self, service: str, **kwargs: Any) -> Any:
         fallback = self._inner.client(service, **kwargs)
         direct = DIRECT.get(service)
-        return direct(fallback, self._calls, self._throttler) if direct else fallback
+        if direct is None:
+            return fallback
+        client = direct(fallback, self._calls, self._throttler)
+        client.latency = self._latency
+        return client
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

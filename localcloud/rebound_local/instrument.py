@@ -254,3 +254,51 @@ class MessageLedger:
     def snapshot(self) -> dict[str, _Tracked]:
         with self._lock:
             return dict(self.messages)
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """How long things take in virtual time, so that a simulated burst queues up as it would on AWS.
+
+    - ``aws_call_ms``: spent by each AWS call a handler makes (DynamoDB, SQS, EventBridge).
+    - ``invocation_ms``: spent by each Lambda invocation around the handler (a warm start).
+    - ``cold_start_ms``: spent instead of ``invocation_ms`` by the first invocation of each new
+      concurrent execution environment (when a function reaches a concurrency it never had).
+    - ``esm_start_concurrency`` / ``esm_scale_per_minute``: an SQS event source mapping starts
+      with this many concurrent batches when a backlog appears and adds up to this many per
+      minute while it lasts, up to the function's maximum concurrency (AWS: 5 and 300).
+    - ``scheduler_invocations_per_s``: EventBridge Scheduler's target-invocation quota; fires
+      beyond it in one second are delivered in the next (AWS default: 1,000 in large regions).
+
+    Only worker threads spend time: the runtime's coordinator never waits on the clock it drives.
+    The defaults (all zero or off) keep every call instantaneous and capacity unlimited by ramps.
+    """
+
+    aws_call_ms: float = 0.0
+    invocation_ms: float = 0.0
+    cold_start_ms: float = 0.0
+    esm_start_concurrency: int | None = None
+    esm_scale_per_minute: int = 300
+    scheduler_invocations_per_s: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return (
+            self.aws_call_ms > 0
+            or self.invocation_ms > 0
+            or self.cold_start_ms > 0
+            or self.esm_start_concurrency is not None
+            or self.scheduler_invocations_per_s is not None
+        )
+
+
+_worker = threading.local()
+
+
+def in_worker() -> bool:
+    """Whether this thread is running a Lambda invocation for the runtime (and may spend time)."""
+    return bool(getattr(_worker, "active", False))
+
+
+def mark_worker(active: bool) -> None:
+    _worker.active = active

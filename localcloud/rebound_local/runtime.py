@@ -36,7 +36,7 @@ from rebound.settings import Settings
 from rebound_local import motopatch
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud
-from rebound_local.instrument import SimulatedCrash
+from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
 from rebound_local.provision import ACCOUNT, REGION
 
 log = logging.getLogger(__name__)
@@ -77,6 +77,12 @@ class Mapping:
     queue_arn: str
     handler: Handler
     inflight: int = 0
+    environments: int = 0  # the most concurrent invocations so far: each one beyond was a cold start
+    backlog_since: datetime | None = None  # when the current backlog began (the scaling ramp)
+
+    @property
+    def max_concurrency(self) -> int:
+        return self.spec.max_concurrency or 1000
 
 
 @dataclass
@@ -86,6 +92,8 @@ class RuntimeStats:
     crashes: Counter[str] = field(default_factory=Counter)
     batch_item_failures: Counter[str] = field(default_factory=Counter)
     messages_delivered: Counter[str] = field(default_factory=Counter)
+    peak_concurrency: Counter[str] = field(default_factory=Counter)
+    cold_starts: Counter[str] = field(default_factory=Counter)
     events_relayed: int = 0
     schedules_fired: int = 0
     sweeps: int = 0
@@ -102,6 +110,7 @@ class LocalRuntime:
         duplicate_delivery: int = 1,
         sweep_every: timedelta = SWEEP_EVERY,
         max_workers: int = 32,
+        latency: LatencyModel | None = None,
     ) -> None:
         self.cloud = cloud
         self.settings = settings
@@ -111,7 +120,7 @@ class LocalRuntime:
         self.sweep_every = sweep_every
         self.stats = RuntimeStats()
         self.recent_events: deque[tuple[datetime, str, dict[str, Any]]] = deque(maxlen=200)
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
+        self.latency = latency or LatencyModel()
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
         wiring.use(deps)
@@ -121,6 +130,10 @@ class LocalRuntime:
             if spec.queue:
                 ref = settings.queue(spec.queue)
                 self.mappings.append(Mapping(spec, ref.name, ref.arn, load_handler(spec.handler)))
+        if self.latency.active:
+            # Invocations that spend virtual time hold a thread while they wait: one per slot.
+            max_workers = max(max_workers, sum(m.max_concurrency for m in self.mappings) + 8)
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
         relay = next(f for f in r.SPEC.functions if f.stream_table)
         self._relay_spec = relay
         self._relay = load_handler(relay.handler)
@@ -130,7 +143,12 @@ class LocalRuntime:
         self._next_sweep = _next_minute(clock.now())
         from rebound_local.scheduler import SchedulerEngine
 
-        self.scheduler = SchedulerEngine(cloud.scheduler_backend, clock.now, self._deliver_to_arn)
+        self.scheduler = SchedulerEngine(
+            cloud.scheduler_backend,
+            clock.now,
+            self._deliver_to_arn,
+            invocations_per_s=self.latency.scheduler_invocations_per_s,
+        )
 
     # --------------------------------------------------------------------------- plumbing AWS does
     def _deliver_to_arn(self, arn: str, body: str) -> None:
@@ -139,7 +157,11 @@ class LocalRuntime:
         with motopatch.LOCK:
             self.cloud.sqs_backend().send_message(queue_name=arn.rsplit(":", 1)[-1], message_body=body)
 
-    def _invoke(self, name: str, handler: Handler, spec: r.FunctionSpec, event: dict[str, Any]) -> Any:
+    def _invoke(
+        self, name: str, handler: Handler, spec: r.FunctionSpec, event: dict[str, Any], start_ms: float = 0.0
+    ) -> Any:
+        if start_ms > 0:
+            self.clock.sleep(start_ms / 1000.0)  # the environment starting, before the handler's clock
         context = LocalContext(spec, self.clock, self.settings.environment)
         with self._lock:
             self.stats.invocations[name] += 1
@@ -156,8 +178,14 @@ class LocalRuntime:
             return None
 
     # --------------------------------------------------------------------------- SQS mappings
+    def _allowed(self, mapping: Mapping, now: datetime) -> int:
+        return esm_allowed(self.latency, mapping.max_concurrency, mapping.backlog_since, now)
+
+    def _next_ramp_step(self, mapping: Mapping, now: datetime) -> datetime | None:
+        return esm_next_step(self.latency, mapping.max_concurrency, mapping.backlog_since, now)
+
     def _poll(self, mapping: Mapping) -> bool:
-        capacity = (mapping.spec.max_concurrency or 1000) - mapping.inflight
+        capacity = self._allowed(mapping, self.clock.now()) - mapping.inflight
         if capacity <= 0:
             return False
         backend = self.cloud.sqs_backend()
@@ -171,7 +199,11 @@ class LocalRuntime:
                 message_attribute_names=["All"],
             )
         if not messages:
+            if mapping.inflight == 0:
+                mapping.backlog_since = None  # the queue is drained: the mapping scales back in
             return False
+        if mapping.backlog_since is None:
+            mapping.backlog_since = self.clock.now()
         event = {"Records": [_sqs_record(m, mapping.queue_arn) for m in messages]}
         receipts = {m.id: m.receipt_handle for m in messages}
         with self._lock:
@@ -179,13 +211,21 @@ class LocalRuntime:
         for _ in range(self.duplicate_delivery):
             with self._lock:
                 mapping.inflight += 1
+                cold = mapping.inflight > mapping.environments
+                mapping.environments = max(mapping.environments, mapping.inflight)
+                self.stats.peak_concurrency[mapping.spec.logical] = mapping.environments
+                self.stats.cold_starts[mapping.spec.logical] += int(cold)
+            start_ms = self.latency.cold_start_ms if cold else self.latency.invocation_ms
             self.clock.begin()
-            self._pool.submit(self._run_batch, mapping, event, receipts)
+            self._pool.submit(self._run_batch, mapping, event, receipts, start_ms)
         return True
 
-    def _run_batch(self, mapping: Mapping, event: dict[str, Any], receipts: dict[str, str]) -> None:
+    def _run_batch(
+        self, mapping: Mapping, event: dict[str, Any], receipts: dict[str, str], start_ms: float = 0.0
+    ) -> None:
+        mark_worker(True)
         try:
-            response = self._invoke(mapping.spec.logical, mapping.handler, mapping.spec, event)
+            response = self._invoke(mapping.spec.logical, mapping.handler, mapping.spec, event, start_ms)
             if response is None:
                 return  # error or crash: every message returns after its visibility timeout
             failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
@@ -201,6 +241,7 @@ class LocalRuntime:
         except BaseException as exc:  # a bug in the runtime itself must not vanish in a thread
             self._errors.append(exc)
         finally:
+            mark_worker(False)
             with self._lock:
                 mapping.inflight -= 1
             self.clock.end()
@@ -257,11 +298,17 @@ class LocalRuntime:
         return True
 
     def _run_sweep(self) -> None:
+        mark_worker(True)
         try:
             self._invoke(
-                self._sweeper_spec.logical, self._sweeper, self._sweeper_spec, {"source": "aws.scheduler"}
+                self._sweeper_spec.logical,
+                self._sweeper,
+                self._sweeper_spec,
+                {"source": "aws.scheduler"},
+                self.latency.invocation_ms,
             )
         finally:
+            mark_worker(False)
             self.clock.end()
 
     # --------------------------------------------------------------------------- drivers
@@ -285,7 +332,8 @@ class LocalRuntime:
         backend = self.cloud.sqs_backend()
         with motopatch.LOCK:
             for mapping in self.mappings:
-                if (mapping.spec.max_concurrency or 1000) - mapping.inflight <= 0:
+                if self._allowed(mapping, now) - mapping.inflight <= 0:
+                    candidates.append(self._next_ramp_step(mapping, now))
                     continue
                 queue = backend.get_queue(mapping.queue_name)
                 for message in queue._messages:
@@ -345,6 +393,34 @@ class LocalRuntime:
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=False)
         wiring.use(None)
+
+
+def esm_allowed(model: LatencyModel, maximum: int, backlog_since: datetime | None, now: datetime) -> int:
+    """How many batches an SQS event source mapping may have in flight: its ramp, then its maximum.
+
+    Without a ramp in the model, the maximum at once. With one, ``esm_start_concurrency`` while
+    the queue is quiet and when a backlog begins, then ``esm_scale_per_minute`` more per minute.
+    """
+    start = model.esm_start_concurrency
+    if start is None:
+        return maximum
+    if backlog_since is None:
+        return min(start, maximum)
+    minutes = (now - backlog_since).total_seconds() / 60.0
+    return min(start + int(model.esm_scale_per_minute * minutes), maximum)
+
+
+def esm_next_step(
+    model: LatencyModel, maximum: int, backlog_since: datetime | None, now: datetime
+) -> datetime | None:
+    """When the ramp next allows one more batch (None: no ramp, no backlog, or at the maximum)."""
+    start = model.esm_start_concurrency
+    if start is None or backlog_since is None:
+        return None
+    allowed = esm_allowed(model, maximum, backlog_since, now)
+    if allowed >= maximum:
+        return None
+    return backlog_since + timedelta(seconds=(allowed + 1 - start) * 60.0 / model.esm_scale_per_minute)
 
 
 def _next_minute(now: datetime) -> datetime:

@@ -14,6 +14,15 @@ faults:
   duplicate_delivery: 3
   crash: {points: [after_claim, after_target, before_outcome], rate: 0.05}
   throttle: {"dynamodb:PutItem": 0.2, "scheduler:CreateSchedule": 0.5}
+model:                             # how long things take (default: instantaneous, no ramps)
+  aws_call_ms: 15                  # each DynamoDB/SQS/EventBridge call a handler makes
+  invocation_ms: 30                # each warm Lambda invocation, around the handler
+  cold_start_ms: 600               # each new concurrent environment's first invocation
+  esm_start_concurrency: 5         # SQS event source mappings: 5 batches when a backlog starts,
+  esm_scale_per_minute: 300        # then up to 300 more per minute, up to the function's maximum
+  scheduler_invocations_per_s: 1000  # EventBridge Scheduler's invocation quota
+expect:                            # scenario-specific invariants, judged with the others
+  on_time_pct: 99                  # at least this % of scheduled runs start within 60 s
 sabotage:                          # test only: break an invariant on purpose
   drop_messages: 1
   tamper_audit_records: 1
@@ -36,6 +45,7 @@ from rebound.domain.durations import Seconds
 from rebound.domain.errors import ConfigError
 from rebound.domain.models import Task
 from rebound.domain.timefmt import UtcDatetime
+from rebound_local.instrument import LatencyModel
 
 CrashPoint = Literal["after_claim", "after_target", "before_outcome"]
 CRASH_POINTS: tuple[str, ...] = ("after_claim", "after_target", "before_outcome")
@@ -70,6 +80,28 @@ class Sabotage(_Strict):
     tamper_audit_records: int = Field(default=0, ge=0, description="audit records edited after the run")
 
 
+class Model(_Strict):
+    """How long things take in virtual time; see ``rebound_local.instrument.LatencyModel``."""
+
+    aws_call_ms: float = Field(default=0.0, ge=0.0, le=10_000.0)
+    invocation_ms: float = Field(default=0.0, ge=0.0, le=60_000.0)
+    cold_start_ms: float = Field(default=0.0, ge=0.0, le=60_000.0)
+    esm_start_concurrency: int | None = Field(default=None, ge=1, le=1000)
+    esm_scale_per_minute: int = Field(default=300, ge=1, le=10_000)
+    scheduler_invocations_per_s: int | None = Field(default=None, ge=1, le=100_000)
+
+    def latency(self) -> LatencyModel:
+        return LatencyModel(**self.model_dump())
+
+
+class Expect(_Strict):
+    """What this scenario promises beyond the standing invariants; each becomes an invariant."""
+
+    on_time_pct: float | None = Field(
+        default=None, ge=0.0, le=100.0, description="minimum % of scheduled runs started within 60 s"
+    )
+
+
 class InjectedMessage(_Strict):
     at: Seconds = Field(description="offset from start")
     queue: str = "execution"
@@ -94,6 +126,8 @@ class Scenario(_Strict):
     task_groups: list[dict[str, Any]] = Field(default_factory=list)
     messages: list[InjectedMessage] = Field(default_factory=list)
     faults: Faults = Field(default_factory=Faults)
+    model: Model = Field(default_factory=Model)
+    expect: Expect = Field(default_factory=Expect)
     sabotage: Sabotage = Field(default_factory=Sabotage)
     description: str = ""
 

@@ -62,6 +62,7 @@ class SchedulerEngine:
         backend: Callable[[], Any],
         now: Callable[[], datetime],
         deliver: Callable[[str, str], None],
+        invocations_per_s: int | None = None,
     ) -> None:
         self._backend = backend
         self._now = now
@@ -75,6 +76,10 @@ class SchedulerEngine:
         self._seen_version = -1
         self.fired = 0
         self.failed = 0
+        self.invocations_per_s = invocations_per_s
+        """Scheduler's target-invocation quota; None for unlimited."""
+        self._second: datetime | None = None
+        self._fired_this_second = 0
 
     # --- index ---------------------------------------------------------------------------------
     def _schedules(self) -> list[Any]:
@@ -152,7 +157,7 @@ class SchedulerEngine:
         return timedelta(seconds=int.from_bytes(digest[:4], "big") % max(minutes * 60, 1))
 
     # --- firing --------------------------------------------------------------------------------
-    def next_due(self) -> datetime | None:
+    def _next_in_heap(self) -> datetime | None:
         self.refresh()
         while self._heap:
             due, _, key = self._heap[0]
@@ -163,13 +168,31 @@ class SchedulerEngine:
             return due
         return None
 
+    def next_due(self) -> datetime | None:
+        """When the next fire can happen: its due time, or the next second if the quota is spent."""
+        due = self._next_in_heap()
+        if due is not None and self._quota_spent(self._now()):
+            assert self._second is not None
+            return max(due, self._second + timedelta(seconds=1))
+        return due
+
+    def _quota_spent(self, now: datetime) -> bool:
+        if self.invocations_per_s is None:
+            return False
+        second = now.replace(microsecond=0)
+        if second != self._second:
+            self._second, self._fired_this_second = second, 0
+        return self._fired_this_second >= self.invocations_per_s
+
     def fire_due(self) -> int:
-        """Deliver every schedule due now. Returns how many fired."""
+        """Deliver every schedule due now, within the quota. Returns how many fired."""
         fired = 0
         now = self._now()
         while True:
-            due = self.next_due()
+            due = self._next_in_heap()
             if due is None or due > now:
+                return fired
+            if self._quota_spent(now):
                 return fired
             _, _, key = heapq.heappop(self._heap)
             entry = self._entries[key]
@@ -181,6 +204,7 @@ class SchedulerEngine:
             if schedule.state == "ENABLED":
                 self._fire(schedule, entry.nominal)
                 fired += 1
+                self._fired_this_second += 1
             self._last_fired[key] = entry.nominal
             parsed = cron.parse_schedule_expression(schedule.schedule_expression)
             if isinstance(parsed, cron.AtExpression):

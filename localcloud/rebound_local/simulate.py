@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from rebound.domain.audit import verify_chain
 from rebound.domain.ids import scheduled_run_id
 from rebound.domain.models import AuditRecord
 from rebound.domain.timefmt import iso, parse_utc
+from rebound.engine.telemetry import ON_TIME_WINDOW_S
 from rebound.ops.tasks import TaskOps
 from rebound_local import motopatch, observe
 from rebound_local.clock import VirtualClock
@@ -127,6 +129,7 @@ class Simulation:
             transport=self.transport,
             log_file=self.log_file,
             log_level=logging.WARNING,
+            latency=sc.model.latency() if sc.model.latency().active else None,
         )
         try:
             self._watch_fires(stack)
@@ -274,6 +277,9 @@ class Simulation:
             "no_message_lost": self._no_message_lost(stack),
             "every_fire_became_a_run": self._fires_became_runs(runs),
         }
+        latency = dispatch_latency(runs)
+        if self.scenario.expect.on_time_pct is not None:
+            invariants["dispatch_on_time"] = _on_time(latency, self.scenario.expect.on_time_pct)
         states = Counter(str(run["state"]) for run in runs)
         report: dict[str, Any] = {
             "ok": all(inv.ok for inv in invariants.values()),
@@ -326,10 +332,14 @@ class Simulation:
                 "crashes": dict(runtime.stats.crashes),
                 "batch_item_failures": dict(runtime.stats.batch_item_failures),
                 "messages_delivered": dict(runtime.stats.messages_delivered),
+                "peak_concurrency": dict(runtime.stats.peak_concurrency),
+                "cold_starts": dict(runtime.stats.cold_starts),
+                "schedule_quota_per_s": runtime.scheduler.invocations_per_s,
                 "events_relayed": runtime.stats.events_relayed,
                 "schedules_fired": runtime.stats.schedules_fired,
                 "sweeps": runtime.stats.sweeps,
             },
+            "dispatch_latency": latency,
             "messages": self._message_summary(stack),
             "invariants": {name: inv.to_json() for name, inv in invariants.items()},
             "metrics": stack.metrics.snapshot(),
@@ -504,6 +514,65 @@ class Simulation:
                 False, f"{len(missing)} of {len(self.fires)} schedule fires have no run", missing
             )
         return Invariant(True, f"each of {len(self.fires)} schedule fires has its run")
+
+
+def _percentile(ordered: list[float], pct: float) -> float:
+    """Nearest-rank percentile of an ascending list."""
+    rank = max(1, math.ceil(pct / 100.0 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def dispatch_latency(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """How late scheduled runs started: first attempt start minus the planned start.
+
+    The planned start is the run's ``due_at`` (its scheduled time plus the task's stagger offset)
+    or else its scheduled time, as the executor's ``task.scheduler.on_time_rate`` measures it.
+    A run counts as on time if it started within ``ON_TIME_WINDOW_S`` (60 s).
+    """
+    delays: list[float] = []
+    not_started = 0
+    for run in runs:
+        if run.get("trigger") != "schedule" or not run.get("scheduled_for"):
+            continue
+        attempts = run.get("attempts") or []
+        first = attempts[0].get("started_at") if attempts else None
+        if not first:
+            not_started += 1  # skipped by its overlap policy or a pause, or never claimed
+            continue
+        planned = parse_utc(str(run.get("due_at") or run["scheduled_for"]))
+        delays.append((parse_utc(str(first)) - planned).total_seconds())
+    out: dict[str, Any] = {
+        "scheduled_runs": len(delays) + not_started,
+        "started": len(delays),
+        "not_started": not_started,
+        "on_time_window_s": ON_TIME_WINDOW_S,
+    }
+    if not delays:
+        return out
+    delays.sort()
+    on_time = sum(1 for d in delays if d <= ON_TIME_WINDOW_S)
+    out.update(
+        p50_s=round(_percentile(delays, 50), 3),
+        p90_s=round(_percentile(delays, 90), 3),
+        p99_s=round(_percentile(delays, 99), 3),
+        max_s=round(delays[-1], 3),
+        on_time=on_time,
+        on_time_pct=round(100.0 * on_time / len(delays), 3),
+    )
+    return out
+
+
+def _on_time(latency: dict[str, Any], wanted_pct: float) -> Invariant:
+    window = latency["on_time_window_s"]
+    if not latency["scheduled_runs"]:
+        return Invariant(False, "no scheduled run to judge: the scenario expects some")
+    started, total = latency["started"], latency["scheduled_runs"]
+    pct = 100.0 * latency.get("on_time", 0) / total
+    detail = (
+        f"{pct:.2f} % of {total} scheduled runs started within {window} s (wanted {wanted_pct:g} %); "
+        f"{started} started, p50 {latency.get('p50_s', 0):.1f} s, p99 {latency.get('p99_s', 0):.1f} s"
+    )
+    return Invariant(pct >= wanted_pct, detail)
 
 
 def _run_entry(run: dict[str, Any]) -> dict[str, Any]:

@@ -14,8 +14,15 @@ from rebound.targets.registry import default_targets
 from rebound.wiring import build_deps
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud
-from rebound_local.direct import DirectSession
-from rebound_local.instrument import AwsCalls, CrashPlan, RecordingMetrics, RecordingTargets, Throttler
+from rebound_local.direct import CallLatency, DirectSession
+from rebound_local.instrument import (
+    AwsCalls,
+    CrashPlan,
+    LatencyModel,
+    RecordingMetrics,
+    RecordingTargets,
+    Throttler,
+)
 from rebound_local.provision import provision
 from rebound_local.runtime import LocalRuntime
 
@@ -98,6 +105,7 @@ def start_local(
     log_level: int = logging.INFO,
     max_workers: int = 32,
     transport: str = "http",
+    latency: LatencyModel | None = None,
 ) -> LocalStack:
     for key, value in LOCAL_POWERTOOLS_ENV.items():
         os.environ.setdefault(key, value)
@@ -111,6 +119,8 @@ def start_local(
 
     if transport not in TRANSPORTS:
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    if latency is not None and latency.aws_call_ms > 0 and transport != "direct":
+        raise ValueError("a latency model with aws_call_ms needs the direct transport")
     session: Any = cloud.session()
     client_kwargs: dict[str, Any] = {"endpoint_url": endpoint}
     aws_calls = AwsCalls()
@@ -122,7 +132,8 @@ def start_local(
         cloud.attach_inproc(session, gate=throttler.respond)
         client_kwargs = {}
     if transport == "direct":
-        session = DirectSession(session, aws_calls, throttler)
+        call_latency = CallLatency(clock, latency.aws_call_ms) if latency and latency.aws_call_ms else None
+        session = DirectSession(session, aws_calls, throttler, call_latency)
     metrics = RecordingMetrics()
     targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
     crashes = CrashPlan(faults.crash_points, faults.crash_rate, faults.seed)
@@ -136,7 +147,13 @@ def start_local(
         client_kwargs=client_kwargs,
     )
     runtime = LocalRuntime(
-        cloud, settings, deps, clock, duplicate_delivery=faults.duplicate_delivery, max_workers=max_workers
+        cloud,
+        settings,
+        deps,
+        clock,
+        duplicate_delivery=faults.duplicate_delivery,
+        max_workers=max_workers,
+        latency=latency,
     )
     route_logs(log_file, log_level)
     return LocalStack(cloud, clock, settings, runtime, metrics, aws_calls, targets, crashes, throttler)

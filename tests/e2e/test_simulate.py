@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support import REPO, simulate
+
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from rebound_cli.main import main; main()"]
 REQUIRED_INVARIANTS = {
     "no_run_left_running",
     "dead_letters_have_one_work_order",
@@ -37,17 +34,6 @@ sabotage:
   drop_messages: 1
   tamper_audit_records: 1
 """
-
-
-def simulate(scenario: Path, report: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, "local", "simulate", str(scenario), "--report", str(report), "--quiet", *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        timeout=240,
-    )
 
 
 def load(report: Path) -> dict[str, Any]:

@@ -130,3 +130,37 @@ def test_the_repository_scenarios_are_valid() -> None:
     assert files
     for path in files:
         assert load_scenario(path).tasks
+
+
+def test_a_latency_model_and_expectations_are_read_and_default_to_none() -> None:
+    loaded = parse_scenario(
+        scenario(
+            model={"aws_call_ms": 15, "esm_start_concurrency": 5, "scheduler_invocations_per_s": 1000},
+            expect={"on_time_pct": 99},
+        ),
+        "scn.yaml",
+    )
+    latency = loaded.scenario.model.latency()
+    assert (latency.aws_call_ms, latency.esm_start_concurrency, latency.esm_scale_per_minute) == (15, 5, 300)
+    assert latency.active and loaded.scenario.expect.on_time_pct == 99
+    plain = parse_scenario(scenario(), "scn.yaml").scenario
+    assert not plain.model.latency().active and plain.expect.on_time_pct is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "key_path", "words"),
+    [
+        ({"model": {"aws_call_ms": -1}}, "model.aws_call_ms", "greater than or equal to 0"),
+        (
+            {"model": {"esm_start_concurrency": 0}},
+            "model.esm_start_concurrency",
+            "greater than or equal to 1",
+        ),
+        ({"model": {"lambda_ms": 3}}, "model.lambda_ms", "unknown key"),
+        ({"expect": {"on_time_pct": 120}}, "expect.on_time_pct", "less than or equal to 100"),
+    ],
+)
+def test_a_bad_model_or_expectation_names_its_key(changes: dict[str, Any], key_path: str, words: str) -> None:
+    err = error_of(scenario(**changes))
+    assert err.file == "scn.yaml" and err.key_path == key_path
+    assert words in err.problem
