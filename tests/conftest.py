@@ -17,7 +17,7 @@ import pytest
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
-from rebound_local.instrument import RecordingMetrics
+from rebound_local.instrument import RecordingMetrics, RecordingTargets
 from support import ManualClock
 
 
@@ -101,3 +101,11 @@ def _quiet_powertools() -> None:
     from rebound_local.stack import quiet_powertools_metrics
 
     quiet_powertools_metrics()
+
+
+@pytest.fixture
+def calls(wired: Deps) -> RecordingTargets:
+    """Every real call of a target, recorded (the handlers' targets, wrapped)."""
+    recorder = RecordingTargets(wired.targets, wired.clock)
+    wired.targets = recorder
+    return recorder

@@ -178,3 +178,17 @@ def simulate(scenario: Path, report: Path, *extra: str) -> subprocess.CompletedP
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         timeout=240,
     )
+
+
+def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z") -> None:
+    """Leave a run ``running`` (its invocation died after the claim), holding its slots."""
+    import pytest
+
+    from rebound.engine.executor import Executor, QueueMessage
+    from rebound_local.instrument import CrashPlan, SimulatedCrash
+
+    saved = deps.faults
+    deps.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
+    with pytest.raises(SimulatedCrash):
+        Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 120)
+    deps.faults = saved

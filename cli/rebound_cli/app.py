@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import traceback
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -20,12 +20,50 @@ from rebound_cli.errors import describe
 from rebound_cli.local import local
 
 
+class OneLineUsageError(click.UsageError):
+    """A click usage error (missing option, bad value, unknown command) shown as one line.
+
+    ``error: <the problem> (see '<command> --help')`` on stderr, exit code 2 as click's own.
+    """
+
+    def __init__(self, original: click.UsageError) -> None:
+        super().__init__(original.format_message(), original.ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        message = " ".join(self.format_message().split()).rstrip(".")
+        if len(message) > 1 and message[0].isupper() and message[1].islower():
+            message = message[0].lower() + message[1:]
+        hint = f" (see '{self.ctx.command_path} --help')" if self.ctx is not None else ""
+        click.echo(f"error: {message}{hint}", file=file, err=file is None)
+
+
+def _one_line(exc: click.UsageError) -> click.UsageError:
+    # The no-arguments help of a group is a usage error too, but its text is the help: keep it.
+    if isinstance(exc, (OneLineUsageError, click.exceptions.NoArgsIsHelpError)):
+        return exc
+    return OneLineUsageError(exc)
+
+
 class ReboundGroup(click.Group):
-    """Turns every error a command raises into one line on stderr and an exit code (``errors``)."""
+    """Turns every error a command raises into one line on stderr and an exit code (``errors``).
+
+    Usage errors are one line too: the root's own options here (``make_context``), every
+    subcommand's in ``invoke``, where their arguments are parsed.
+    """
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _one_line(exc) from exc
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
         except Exception as exc:

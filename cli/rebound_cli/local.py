@@ -11,7 +11,14 @@ import click
 
 @click.group()
 def local() -> None:
-    """Run Rebound on this machine, against moto in server mode on 127.0.0.1."""
+    """Run Rebound on this machine, against moto in server mode on 127.0.0.1.
+
+    \b
+    Examples:
+      rebound local demo                              # the whole loop, in seconds
+      rebound local up                                # then: rebound --env local health
+      rebound local simulate scenarios/faults-2h.yaml --report out/faults.json
+    """
 
 
 @local.command()

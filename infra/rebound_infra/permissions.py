@@ -81,7 +81,8 @@ ACCESS: dict[str, Access] = {
         invoke_targets=True,
     ),
     "retry_scheduler": Access(
-        tables={**_RUN_WRITES, "policies": POLICY_READ},
+        # idempotency: the worker's heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``)
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "idempotency": PUT},
         send=("execution", "dlq"),
         create_schedules=True,
     ),

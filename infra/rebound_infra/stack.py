@@ -99,6 +99,7 @@ class ReboundStack(Stack):
             thresholds=config.alarms,
             alarm_emails=config.alarm_emails,
             retain=retain,
+            runbook_base_url=config.runbook_base_url,
         )
         self.settings = self._settings()
 

@@ -667,9 +667,13 @@ def _rule_may_match(rule: Any, detail_types: set[str], sources: set[str]) -> boo
 
 
 def _patch_event_routing() -> None:
-    """moto builds each event again (a deep copy and a JSON parse) for every rule on the bus, and
-    only then matches. Rules that list plain ``detail-type``/``source`` values none of the events
-    have are set aside for the call; every other rule is matched by moto exactly as before."""
+    """Two changes to moto's event routing:
+
+    - AWS semantics: a DISABLED rule matches nothing (moto routes to it anyway). Pausing an
+      event-triggered task disables its rule.
+    - Speed: moto builds each event again (a deep copy and a JSON parse) for every rule on the
+      bus, and only then matches. Rules that list plain ``detail-type``/``source`` values none of
+      the events have are set aside for the call; every other rule is matched by moto as before."""
     from collections import OrderedDict
 
     from moto.events.models import EventsBackend
@@ -686,7 +690,9 @@ def _patch_event_routing() -> None:
             except Exception:
                 continue  # moto reports the unknown bus itself
             keep = OrderedDict(
-                (k, r) for k, r in bus.rules.items() if _rule_may_match(r, detail_types, sources)
+                (k, r)
+                for k, r in bus.rules.items()
+                if r.state != "DISABLED" and _rule_may_match(r, detail_types, sources)
             )
             swapped.append((bus, bus.rules))
             bus.rules = keep

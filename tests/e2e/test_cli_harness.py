@@ -134,19 +134,49 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> Iterator[tupl
             yield from _commands(command, path)
 
 
-def test_every_command_has_help_with_examples() -> None:
+def test_every_command_and_group_has_help_with_examples() -> None:
     missing = []
-    for path in _commands(cli):
-        if path[0] == "local":
-            continue  # owned by the local cloud
+    for path in [(), *_commands(cli)]:
         result = CliRunner().invoke(cli, [*path, "--help"])
         assert result.exit_code == 0, path
-        command = cli
-        for name in path:
-            command = command.commands[name]  # type: ignore[attr-defined]
-        if not isinstance(command, click.Group) and "Example" not in result.output:
-            missing.append(" ".join(path))
+        if "Example" not in result.output:
+            missing.append(" ".join(("rebound", *path)))
     assert not missing, f"commands without examples in --help: {missing}"
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["runs", "skip", "some-run"], "error: missing option '--reason' (see 'rebound runs skip --help')"),
+        (
+            ["--output", "xml", "health"],
+            "error: invalid value for '-o' / '--output': 'xml' is not one of 'table', 'json' "
+            "(see 'rebound --help')",
+        ),
+        (
+            ["runs", "list", "--limit", "0"],
+            "error: invalid value for '--limit': 0 is not in the range x>=1 (see 'rebound runs list --help')",
+        ),
+        (["dlq", "nope"], "error: no such command 'nope' (see 'rebound dlq --help')"),
+        (
+            ["workorders", "show"],
+            "error: missing argument 'WORK_ORDER_ID' (see 'rebound workorders show --help')",
+        ),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_problem_and_exit_2(args: list[str], problem: str) -> None:
+    result = CliRunner().invoke(cli, args, prog_name="rebound")
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [problem]
+
+
+def test_a_group_without_a_command_still_shows_its_help() -> None:
+    result = CliRunner().invoke(cli, ["dlq"], prog_name="rebound")
+
+    assert result.exit_code == 2
+    assert "Usage: rebound dlq" in result.output and "Examples:" in result.output
 
 
 def test_an_unknown_environment_is_one_line_and_exit_4(local_cloud: Cloud) -> None:

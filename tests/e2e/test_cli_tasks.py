@@ -52,6 +52,7 @@ def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     applied = local_cloud.json("tasks", "apply", "-f", str(file))
     assert sorted(applied["applied"]["created"]) == ["hourly", "nightly", "on-order"]
     assert applied["applied"]["schedules_written"] == 2
+    assert applied["applied"]["rules_written"] == 1  # the event-triggered task's rule on the bus
 
     again = local_cloud.json("tasks", "apply", "-f", str(file))
     assert [p["change"] for p in again["plan"]] == ["unchanged"] * 3
@@ -201,3 +202,26 @@ def test_bulk_apply_paces_scheduler_calls_and_backs_off_when_throttled(
     bulk = local_cloud.json("tasks", "list", "--tenant", "bulk")
     assert len(bulk) == count and all(t["schedule_names"] == [f"task-{t['id']}"] for t in bulk)
     assert all(local_cloud.deps.schedules.get(f"task-bulk-{i:04d}") for i in range(0, count, 37))
+
+
+def test_run_now_queues_a_manual_run_and_refuses_unknown_or_paused_tasks(
+    local_cloud: Cloud, tmp_path: Path
+) -> None:
+    local_cloud.ok("tasks", "apply", "-f", str(write(tmp_path / "t.yaml", task("adhoc"))), "--yes")
+    queued = local_cloud.json("tasks", "run", "adhoc")
+    assert queued["task_id"] == "adhoc" and queued["run_id"].startswith("adhoc:manual-")
+    messages = local_cloud.deps.queues.client.receive_message(
+        QueueUrl=local_cloud.deps.settings.queue("execution").url, MaxNumberOfMessages=10
+    ).get("Messages", [])
+    bodies = [json.loads(m["Body"]) for m in messages]
+    assert [(b["kind"], b["run_id"]) for b in bodies if b.get("kind") == "manual"] == [
+        ("manual", queued["run_id"])
+    ]
+
+    unknown = local_cloud.cli("tasks", "run", "nope")
+    assert unknown.exit_code != 0 and "no task 'nope'" in unknown.output
+    assert len(unknown.output.strip().splitlines()) == 1
+
+    local_cloud.ok("tasks", "pause", "adhoc", "--yes")
+    paused = local_cloud.cli("tasks", "run", "adhoc")
+    assert paused.exit_code != 0 and "paused" in paused.output

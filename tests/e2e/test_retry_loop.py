@@ -178,3 +178,31 @@ def test_a_twenty_minute_delay_goes_through_a_one_time_schedule(make_stack) -> N
     assert run.state is RunState.SUCCEEDED and run.attempt == 2
     assert run.attempts[1].started_at == datetime(2026, 3, 7, 9, 20, tzinfo=UTC)
     assert stack.deps.schedules.get(run.dispatch_reference or "") is None  # ActionAfterCompletion=DELETE
+
+
+def test_an_event_triggered_task_runs_and_retries_on_the_local_runtime(make_stack) -> None:  # type: ignore[no-untyped-def]
+    """An outside client puts an event on the bus; the task's rule turns it into a run, which
+    fails once, is retried after base_delay and succeeds; an event the pattern does not match
+    starts nothing."""
+    stack = make_stack()
+    pattern = {"source": ["shop"], "detail-type": ["order.placed"]}
+    register(
+        stack.deps,
+        task("on-order", schedule=None, event=pattern, target={"type": "sim", "behavior": {"fail_first": 1}}),
+    )
+    events = stack.cloud.client("events")
+    entry = {
+        "Source": "shop",
+        "DetailType": "order.placed",
+        "Detail": '{"order": "o-1"}',
+        "EventBusName": stack.settings.bus_name,
+    }
+    assert (
+        events.put_events(Entries=[entry, {**entry, "DetailType": "order.cancelled"}])["FailedEntryCount"]
+        == 0
+    )
+    stack.runtime.run_virtual(START + timedelta(minutes=6))
+    [run] = runs_of(stack)["on-order"]
+    assert run.trigger.value == "event" and run.event_detail == {"order": "o-1"}
+    assert run.state is RunState.SUCCEEDED and run.attempt == 2
+    assert waits(run) == [stack.deps.policies.effective("default").base_delay]

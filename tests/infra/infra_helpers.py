@@ -79,3 +79,19 @@ def actions_on(statements: list[dict[str, Any]], logical_id: str) -> set[str]:
 
 def all_actions(statements: list[dict[str, Any]]) -> set[str]:
     return {a for st in statements if st.get("Effect") == "Allow" for a in as_list(st["Action"])}
+
+
+def flatten(value: Any) -> str:
+    """A CloudFormation string expression (``Fn::Join`` of ``Ref``/``Fn::GetAtt``) as one string,
+    each token a recognizable placeholder: ``<Ref:X>``, ``<GetAtt:X.Attr>``."""
+    if isinstance(value, str):
+        return value
+    if "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return str(separator).join(flatten(p) for p in parts)
+    if "Ref" in value:
+        return f"<Ref:{value['Ref']}>"
+    if "Fn::GetAtt" in value:
+        logical, attribute = value["Fn::GetAtt"]
+        return f"<GetAtt:{logical}.{attribute}>"
+    raise AssertionError(f"unexpected intrinsic: {value}")

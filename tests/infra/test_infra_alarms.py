@@ -4,12 +4,19 @@ dashboard; the topic's encryption. Prod's queue thresholds are tighter than dev'
 from __future__ import annotations
 
 import json
+import re
+from functools import cache
 from typing import Any
 
 import pytest
-from infra_helpers import Synth, ref_target
+import yaml
+from infra_helpers import Synth, flatten, ref_target
 
+from rebound import resources as r
 from rebound.engine import telemetry as m
+from rebound_infra.app import REPO_ROOT
+from rebound_infra.config import AlarmThresholds
+from rebound_infra.constructs.observability import QUEUE_PERIOD
 from rebound_infra.telemetry import EMITTERS
 
 pytestmark = pytest.mark.infra
@@ -144,19 +151,274 @@ def test_alerts_topic_is_encrypted_with_a_rotating_key_cloudwatch_may_use(synth:
     assert {"Service": "cloudwatch.amazonaws.com"} in principals
 
 
-def test_dashboard_shows_queues_retries_on_time_rate_work_orders_and_executor_health(synth: Synth) -> None:
-    (dashboard,) = synth.resources("prod", "AWS::CloudWatch::Dashboard").values()
-    body = json.dumps(dashboard["Properties"]["DashboardBody"])
-    for needle in (
+# --------------------------------------------------------------------------- thresholds from config
+
+
+@cache
+def configured(env: str) -> dict[str, Any]:
+    """The ``alarms`` mapping of ``config/environments/<env>.yaml``, as written (not as the stack read it)."""
+    raw = yaml.safe_load((REPO_ROOT / "config" / "environments" / f"{env}.yaml").read_text(encoding="utf-8"))
+    return dict(raw["alarms"])
+
+
+def configured_or_default(env: str, key: str) -> Any:
+    alarms = configured(env)
+    return alarms[key] if key in alarms else AlarmThresholds.model_fields[key].default
+
+
+def function_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].functions[logical].function)
+
+
+def queue_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].messaging.queues[logical])
+
+
+def test_queue_period_is_five_minutes() -> None:
+    assert QUEUE_PERIOD.to_seconds() == 300
+
+
+def test_execution_backlog_alarms_on_the_configured_oldest_message_age(synth: Synth, env: str) -> None:
+    props = alarm(synth, env, "ExecutionBacklog")
+    metric = single_metric(props)
+    assert metric["Namespace"] == "AWS/SQS"
+    assert metric["MetricName"] == "ApproximateAgeOfOldestMessage"
+    assert metric["Dimensions"] == [
+        {
+            "Name": "QueueName",
+            "Value": {"Fn::GetAtt": [queue_id(synth, env, r.EXECUTION.logical), "QueueName"]},
+        }
+    ]
+    assert metric["Stat"] == "Maximum"
+    assert metric["Period"] == QUEUE_PERIOD.to_seconds()
+    assert props["Threshold"] == configured(env)["execution_oldest_age_s"]
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["EvaluationPeriods"] == 1
+    assert props["DatapointsToAlarm"] == 1
+
+
+def test_execution_backlog_thresholds_follow_each_environment() -> None:
+    # The configs differ, so the per-environment test above tells them apart.
+    assert [configured(e)["execution_oldest_age_s"] for e in ("dev", "staging", "prod")] == [1800, 900, 300]
+
+
+def test_outbox_lag_alarms_on_the_relay_iterator_age_in_milliseconds(synth: Synth, env: str) -> None:
+    props = alarm(synth, env, "OutboxLag")
+    metric = single_metric(props)
+    assert metric["Namespace"] == "AWS/Lambda"
+    assert metric["MetricName"] == "IteratorAge"
+    assert metric["Dimensions"] == [
+        {"Name": "FunctionName", "Value": {"Ref": function_id(synth, env, "outbox_relay")}}
+    ]
+    assert metric["Stat"] == "Maximum"
+    assert metric["Period"] == QUEUE_PERIOD.to_seconds()
+    # IteratorAge is in milliseconds, the configuration in seconds.
+    assert props["Threshold"] == configured(env)["outbox_iterator_age_s"] * 1000
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["EvaluationPeriods"] == 1
+    assert props["DatapointsToAlarm"] == 1
+
+
+def test_every_function_alarms_on_any_error(synth: Synth, env: str) -> None:
+    errors = {
+        name: a for name, a in synth.stacks[env].observability.alarms.items() if name.endswith("Errors")
+    }
+    expected = {"".join(p.capitalize() for p in f.logical.split("_")) + "Errors": f for f in r.SPEC.functions}
+    assert set(errors) == set(expected)
+    for name, spec in expected.items():
+        props = alarm(synth, env, name)
+        metric = single_metric(props)
+        assert metric["Namespace"] == "AWS/Lambda", name
+        assert metric["MetricName"] == "Errors", name
+        assert metric["Dimensions"] == [
+            {"Name": "FunctionName", "Value": {"Ref": function_id(synth, env, spec.logical)}}
+        ], name
+        assert metric["Stat"] == "Sum", name
+        assert metric["Period"] == QUEUE_PERIOD.to_seconds(), name
+        assert props["Threshold"] == 1, name
+        assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold", name
+        assert props["EvaluationPeriods"] == 1, name
+        assert props["DatapointsToAlarm"] == 1, name
+
+
+def test_scheduling_failure_rate_alarms_strictly_above_the_configured_rate(synth: Synth, env: str) -> None:
+    props = alarm(synth, env, "SchedulingFailureRate")
+    assert props["Threshold"] == configured(env)["scheduling_failure_rate_percent"]
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["EvaluationPeriods"] == 1
+    window = configured(env)["scheduling_failure_window_minutes"] * 60
+    assert {q["MetricStat"]["Period"] for q in props["Metrics"] if "MetricStat" in q} == {window}
+
+
+def test_lock_contention_alarms_above_the_rate_over_its_window(synth: Synth, env: str) -> None:
+    props = alarm(synth, env, "LockContention")
+    metric = single_metric(props)
+    assert metric["Period"] == configured_or_default(env, "lock_contention_window_minutes") * 60 == 300
+    assert props["Threshold"] == configured(env)["lock_contention_percent"]
+    assert props["ComparisonOperator"] == "GreaterThanThreshold"
+    assert props["EvaluationPeriods"] == 1
+    assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
+        "environment": env,
+        "service": EMITTERS[m.LOCK_CONTENTION][0],
+    }
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def dashboard_widgets(synth: Synth, env: str) -> dict[str, dict[str, Any]]:
+    lid = synth.logical_id(env, synth.stacks[env].observability.dashboard)
+    dashboard = synth.template(env)["Resources"][lid]
+    assert dashboard["Type"] == "AWS::CloudWatch::Dashboard"
+    body = json.loads(flatten(dashboard["Properties"]["DashboardBody"]))
+    widgets = {w["properties"]["title"]: w for w in body["widgets"]}
+    assert len(widgets) == len(body["widgets"]), "widget titles must be unique"
+    return widgets
+
+
+def lines(widget: dict[str, Any]) -> list[dict[str, Any]]:
+    """The widget's metrics as dicts: ``namespace``, ``metric``, ``dims`` and the rendering options
+    (``stat`` defaults to Average, as in CloudWatch), or an ``expression`` with its options."""
+    out: list[dict[str, Any]] = []
+    for row in widget["properties"]["metrics"]:
+        options = dict(row[-1]) if isinstance(row[-1], dict) else {}
+        head = row[:-1] if isinstance(row[-1], dict) else row
+        if not head:
+            assert "expression" in options, row
+            out.append(options)
+            continue
+        namespace, name, *dims = head
+        assert len(dims) % 2 == 0 and "." not in dims and "..." not in dims, row
+        options.setdefault("stat", "Average")
+        dimensions = dict(zip(dims[::2], dims[1::2], strict=True))
+        out.append({"namespace": namespace, "metric": name, "dims": dimensions, **options})
+    return out
+
+
+def plain(line: dict[str, Any]) -> tuple[Any, ...]:
+    return (line["namespace"], line["metric"], line["dims"], line["stat"])
+
+
+def app_dims(env: str, service: str) -> dict[str, str]:
+    return {"environment": env, "service": service}
+
+
+def evaluate(expression: str, values: dict[str, float]) -> float:
+    """A metric math expression of ``IF``, ``FILL`` and arithmetic, on the given metric values."""
+    names = set(re.findall(r"\b[A-Za-z_]\w*\b", expression)) - {"IF", "FILL"}
+    assert names <= set(values), f"{expression} uses undefined ids {names - set(values)}"
+    python = re.sub(r"\bIF\(", "_if(", re.sub(r"\bFILL\(", "_fill(", expression))
+    helpers = {"_if": lambda c, a, b: a if c else b, "_fill": lambda x, _d: x}
+    return float(eval(python, {"__builtins__": {}}, {**helpers, **values}))
+
+
+def test_dashboard_has_exactly_the_expected_widgets(synth: Synth, env: str) -> None:
+    widgets = dashboard_widgets(synth, env)
+    assert set(widgets) == {
         "Execution queue",
-        "ApproximateAgeOfOldestMessage",
-        "Dead-letter queues",
-        m.RETRY_SUCCESS,
-        m.RETRY_FAILURE,
-        m.SCHEDULER_ON_TIME,
-        m.WORKORDER_OPENED,
-        "Errors",
-        "Throttles",
-        "Duration",
-    ):
-        assert needle in body, needle
+        "Dead-letter queues: depth",
+        "Dead-letter queues: oldest message (s)",
+        "Retry success and failure (%)",
+        "Scheduler on-time rate (%)",
+        "Work orders opened",
+        "Executor errors and throttles",
+        "Executor duration (ms)",
+        "Alarms",
+    }
+    for title, widget in widgets.items():
+        if widget["type"] == "metric":
+            assert widget["properties"]["region"] == "<Ref:AWS::Region>", title
+            for line in lines(widget):
+                assert line.get("period", 300) == 300, (title, line)
+
+
+def test_dashboard_execution_queue_shows_depth_and_oldest_age_of_the_execution_queue(
+    synth: Synth, env: str
+) -> None:
+    queue = {"QueueName": f"<GetAtt:{queue_id(synth, env, r.EXECUTION.logical)}.QueueName>"}
+    depth, age = lines(dashboard_widgets(synth, env)["Execution queue"])
+    assert plain(depth) == ("AWS/SQS", "ApproximateNumberOfMessagesVisible", queue, "Maximum")
+    assert plain(age) == ("AWS/SQS", "ApproximateAgeOfOldestMessage", queue, "Maximum")
+    assert age.get("yAxis") == "right"  # seconds, not messages
+
+
+@pytest.mark.parametrize(
+    ("title", "metric"),
+    [
+        ("Dead-letter queues: depth", "ApproximateNumberOfMessagesVisible"),
+        ("Dead-letter queues: oldest message (s)", "ApproximateAgeOfOldestMessage"),
+    ],
+)
+def test_dashboard_dead_letter_widgets_watch_every_dead_letter_queue(
+    synth: Synth, env: str, title: str, metric: str
+) -> None:
+    dead_letters = [r.EXECUTION_DLQ.logical, r.CONTROL_DLQ.logical, r.SCHEDULER_DLQ.logical]
+    assert {q.dead_letter for q in r.SPEC.queues if q.dead_letter} <= set(dead_letters)
+    shown = {line["label"]: plain(line) for line in lines(dashboard_widgets(synth, env)[title])}
+    assert shown == {
+        logical: (
+            "AWS/SQS",
+            metric,
+            {"QueueName": f"<GetAtt:{queue_id(synth, env, logical)}.QueueName>"},
+            "Maximum",
+        )
+        for logical in dead_letters
+    }
+
+
+def test_dashboard_retry_rates_are_success_and_failure_percentages(synth: Synth, env: str) -> None:
+    widget_lines = lines(dashboard_widgets(synth, env)["Retry success and failure (%)"])
+    hidden = {line["id"]: line for line in widget_lines if "metric" in line}
+    for line in hidden.values():
+        assert line["visible"] is False
+        assert line["namespace"] == "Rebound"
+        assert line["stat"] == "Sum"
+    success_ids = {i for i, line in hidden.items() if line["metric"] == m.RETRY_SUCCESS}
+    failure_ids = {i for i, line in hidden.items() if line["metric"] == m.RETRY_FAILURE}
+    assert success_ids | failure_ids == set(hidden)
+    assert {hidden[i]["dims"]["service"] for i in success_ids} == set(EMITTERS[m.RETRY_SUCCESS])
+    assert {hidden[i]["dims"]["service"] for i in failure_ids} == set(EMITTERS[m.RETRY_FAILURE])
+    assert all(line["dims"] == app_dims(env, line["dims"]["service"]) for line in hidden.values())
+    rates = {line["label"]: line["expression"] for line in widget_lines if "expression" in line}
+    assert set(rates) == {"retry success %", "retry failure %"}
+    for ok, bad in ((3.0, 1.0), (0.0, 2.0), (5.0, 0.0)):
+        values = {**dict.fromkeys(success_ids, ok), **dict.fromkeys(failure_ids, bad)}
+        success = evaluate(rates["retry success %"], values)
+        failure = evaluate(rates["retry failure %"], values)
+        assert success == pytest.approx(100 * ok / (ok + bad))
+        assert failure == pytest.approx(100 * bad / (ok + bad))
+    for expression in rates.values():
+        assert expression.startswith("IF("), expression  # no division by zero when nothing ran
+
+
+def test_dashboard_on_time_rate_is_the_average_of_the_scheduler_on_time_metric(
+    synth: Synth, env: str
+) -> None:
+    (line,) = lines(dashboard_widgets(synth, env)["Scheduler on-time rate (%)"])
+    (service,) = EMITTERS[m.SCHEDULER_ON_TIME]
+    assert plain(line) == ("Rebound", m.SCHEDULER_ON_TIME, app_dims(env, service), "Average")
+
+
+def test_dashboard_work_orders_opened_sums_the_opened_metric(synth: Synth, env: str) -> None:
+    (line,) = lines(dashboard_widgets(synth, env)["Work orders opened"])
+    (service,) = EMITTERS[m.WORKORDER_OPENED]
+    assert plain(line) == ("Rebound", m.WORKORDER_OPENED, app_dims(env, service), "Sum")
+
+
+def test_dashboard_executor_widgets_watch_the_executor_function(synth: Synth, env: str) -> None:
+    widgets = dashboard_widgets(synth, env)
+    executor = {"FunctionName": f"<Ref:{function_id(synth, env, 'executor')}>"}
+    assert [plain(line) for line in lines(widgets["Executor errors and throttles"])] == [
+        ("AWS/Lambda", "Errors", executor, "Sum"),
+        ("AWS/Lambda", "Throttles", executor, "Sum"),
+    ]
+    assert [plain(line) for line in lines(widgets["Executor duration (ms)"])] == [
+        ("AWS/Lambda", "Duration", executor, stat) for stat in ("p50", "p99", "Maximum")
+    ]
+
+
+def test_dashboard_alarm_widget_lists_every_alarm(synth: Synth, env: str) -> None:
+    widget = dashboard_widgets(synth, env)["Alarms"]
+    assert widget["type"] == "alarm"
+    alarm_ids = set(synth.resources(env, "AWS::CloudWatch::Alarm"))
+    assert sorted(widget["properties"]["alarms"]) == sorted(f"<GetAtt:{a}.Arn>" for a in alarm_ids)

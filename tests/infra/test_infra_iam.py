@@ -3,8 +3,6 @@ is append-only for everyone; no statement uses a ``*`` resource unless AWS requi
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from infra_helpers import Synth, actions_on, all_actions, as_list, role_statements
 
@@ -109,11 +107,6 @@ def test_retry_scheduler_creates_schedules_in_its_group_and_passes_only_the_sche
 def test_scheduler_role_only_sends_to_the_execution_queue_and_its_dlq(synth: Synth, env: str) -> None:
     stack = synth.stacks[env]
     role_id = synth.logical_id(env, stack.scheduling.role)
-    role: dict[str, Any] = synth.template(env)["Resources"][role_id]
-    (trust,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
-    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
-    assert "aws:SourceAccount" in trust["Condition"]["StringEquals"]
-    assert "aws:SourceArn" in trust["Condition"]["ArnEquals"]
     statements = role_statements(synth.template(env), role_id)
     sends = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
     assert actions_on(statements, queue_id(synth, env, "execution")) == sends
@@ -125,6 +118,36 @@ def test_scheduler_role_only_sends_to_the_execution_queue_and_its_dlq(synth: Syn
                 queue_id(synth, env, "execution"),
                 queue_id(synth, env, "scheduler_dlq"),
             }
+
+
+def test_scheduler_role_trusts_only_schedules_of_this_environments_group_in_this_account(
+    synth: Synth, env: str
+) -> None:
+    """Confused-deputy guard. EventBridge Scheduler presents the schedule *group* ARN as
+    ``aws:SourceArn`` (AWS: "The ARN you specify must be a schedule group"), so the condition is the
+    group's ARN exactly: the group whose ``schedule/<group>/*`` ARNs the functions may create."""
+    stack = synth.stacks[env]
+    template = synth.template(env)
+    role_id = synth.logical_id(env, stack.scheduling.role)
+    group_id = synth.logical_id(env, stack.scheduling.group)
+    group = template["Resources"][group_id]
+    assert group["Type"] == "AWS::Scheduler::ScheduleGroup"
+    document = template["Resources"][role_id]["Properties"]["AssumeRolePolicyDocument"]
+    (trust,) = document["Statement"]
+    assert trust["Effect"] == "Allow"
+    assert as_list(trust["Action"]) == ["sts:AssumeRole"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    account = stack.config.account or {"Ref": "AWS::AccountId"}
+    assert trust["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": account},
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": [group_id, "Arn"]}},
+    }
+    # The group trusted is the group schedules are created in.
+    statements = role_statements(template, function_role(synth, env, "retry_scheduler"))
+    (create,) = [st for st in statements if "scheduler:CreateSchedule" in as_list(st["Action"])]
+    (arn,) = as_list(create["Resource"])
+    assert arn["Fn::Join"][1][-1].endswith(f":schedule/{group['Properties']['Name']}/*")
+    assert stack.scheduling.group.schedule_group_name == group["Properties"]["Name"]
 
 
 def test_only_escalation_publishes_to_the_alerts_topic(synth: Synth) -> None:

@@ -3,6 +3,7 @@ AWS's guidance demand."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -88,3 +89,23 @@ def test_queues_outlive_the_stack_only_where_data_is_retained(synth: Synth) -> N
                 synth.template(env)["Resources"][queue_id(synth, env, spec.logical)]["DeletionPolicy"]
                 == policy
             )
+
+
+def test_only_event_triggered_task_rules_of_this_bus_may_send_to_the_execution_queue(synth: Synth) -> None:
+    policies = synth.resources("prod", "AWS::SQS::QueuePolicy").values()
+    for logical in ("execution", "control_dlq"):
+        qid = queue_id(synth, "prod", logical)
+        [statement] = [
+            st
+            for p in policies
+            if any(ref_target(q) == qid for q in p["Properties"]["Queues"])
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if st.get("Sid") == "EventTriggeredTaskRules"
+        ]
+        assert statement["Effect"] == "Allow"
+        assert statement["Principal"] == {"Service": "events.amazonaws.com"}
+        assert as_list(statement["Action"]) == ["sqs:SendMessage"]
+        source = json.dumps(statement["Condition"]["ArnLike"]["aws:SourceArn"])
+        assert ":rule/" in source and "/task-*" in source, source
+        bus_id = synth.logical_id("prod", synth.stacks["prod"].events.bus)
+        assert bus_id in source  # the rules of this environment's bus, and no other

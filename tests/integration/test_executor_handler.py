@@ -28,13 +28,6 @@ pytestmark = pytest.mark.integration
 RUN_ID = "job:20260307T090000Z"
 
 
-@pytest.fixture
-def calls(wired: Deps) -> RecordingTargets:
-    recorder = RecordingTargets(wired.targets, wired.clock)
-    wired.targets = recorder
-    return recorder
-
-
 def test_a_scheduled_fire_runs_the_target_once_and_succeeds(wired: Deps, calls: RecordingTargets) -> None:
     register(wired, task("job"))
     response = executor.lambda_handler(sqs_event(fire("job")), Context())

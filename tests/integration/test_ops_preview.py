@@ -8,7 +8,7 @@ import pytest
 
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.models import ScheduleSpec
-from rebound.ops.preview import NOT_REPEATED, SKIPPED, preview_fires
+from rebound.ops.preview import NOT_REPEATED, REPEATED, SHIFTED, SKIPPED, preview_fires
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +63,34 @@ def test_aws_rate_and_at_expressions_preview_too() -> None:
 def test_count_is_bounded() -> None:
     with pytest.raises(ValidationFailed):
         preview_fires(ScheduleSpec(cron="* * * * *"), datetime(2026, 1, 1, tzinfo=UTC), 0)
+
+
+def test_a_shift_policy_previews_the_gap_fire_at_the_first_valid_instant() -> None:
+    spec = {"cron": "30 2 * * *", "timezone": "America/New_York", "dst": {"missing": "shift"}}
+    assert rows(spec, "2026-03-07T12:00:00+00:00", 2) == [
+        ("2026-03-08T03:00:00-04:00", True, SHIFTED, "UTC-05:00 -> UTC-04:00"),
+        ("2026-03-09T02:30:00-04:00", True, None, None),
+    ]
+
+
+def test_a_twice_policy_previews_both_occurrences_of_the_repeated_time() -> None:
+    spec = {"cron": "30 1 * * *", "timezone": "America/New_York", "dst": {"repeated": "twice"}}
+    assert rows(spec, "2026-10-31T12:00:00+00:00", 3) == [
+        ("2026-11-01T01:30:00-04:00", True, None, None),
+        ("2026-11-01T01:30:00-05:00", True, REPEATED, "UTC-04:00 -> UTC-05:00"),
+        ("2026-11-02T01:30:00-05:00", True, None, None),
+    ]
+
+
+def test_the_preview_fires_exactly_what_the_ledger_expects() -> None:
+    from rebound.engine.ledger import expected_fires
+
+    for dst in ({}, {"missing": "shift"}, {"repeated": "twice"}, {"missing": "shift", "repeated": "twice"}):
+        for after in ("2026-03-07T12:00:00+00:00", "2026-10-31T12:00:00+00:00"):
+            spec = ScheduleSpec.model_validate(
+                {"cron": "30 1,2 * * *", "timezone": "America/New_York", "dst": dst}
+            )
+            start = datetime.fromisoformat(after)
+            firing = [f.at for f in preview_fires(spec, start, 6) if f.fires]
+            ledger = [f.at for f in expected_fires("t", spec, start, firing[-1])]
+            assert firing == ledger, (dst, after)

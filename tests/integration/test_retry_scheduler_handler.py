@@ -65,6 +65,26 @@ def test_a_delay_over_fifteen_minutes_uses_a_one_time_schedule_that_deletes_itse
     assert scheduled["via"] == "scheduler" and scheduled["dispatch_reference"] == name
 
 
+def test_every_schedule_rebound_writes_retries_delivery_and_dead_letters_what_it_cannot_deliver(
+    wired: Deps,
+) -> None:
+    """Scheduler's own retry policy (its maximum) and the Scheduler DLQ, on the one-time retry
+    schedules and on the tasks' recurring schedules alike, as the stack's alarms expect."""
+    detail = fail_once(wired, retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"})
+    deliver_failed(detail)
+    names = [retry_dispatch_reference(RUN_ID, 2), *wired.store.get_task("job").schedule_names]  # type: ignore[union-attr]
+    assert len(names) == 2
+    for name in names:
+        schedule = wired.schedules.get(name)
+        assert schedule is not None, name
+        assert schedule["Target"]["RetryPolicy"] == {
+            "MaximumRetryAttempts": 185,
+            "MaximumEventAgeInSeconds": 86400,
+        }
+        assert schedule["Target"]["DeadLetterConfig"] == {"Arn": wired.settings.queue("scheduler_dlq").arn}
+        assert schedule["Target"]["RoleArn"] == wired.settings.scheduler_role_arn
+
+
 def test_handling_the_same_failure_twice_reuses_the_plan(wired: Deps) -> None:
     detail = fail_once(wired, retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"})
     deliver_failed(detail)

@@ -16,7 +16,6 @@ from rebound.engine.ledger import Ledger
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import escalation
 from rebound.ops.tasks import TaskOps
-from rebound_local.instrument import CrashPlan, SimulatedCrash
 from support import (
     Context,
     ManualClock,
@@ -26,19 +25,11 @@ from support import (
     queue_messages,
     register,
     sqs_event,
+    start_and_crash,
     task,
 )
 
 pytestmark = pytest.mark.integration
-
-
-def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z") -> None:
-    """Leave a run ``running`` (its invocation died after the claim), holding its slots."""
-    saved = deps.faults
-    deps.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
-    with pytest.raises(SimulatedCrash):
-        Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 120)
-    deps.faults = saved
 
 
 def deliver(deps: Deps, task_id: str, when: str) -> str:
@@ -336,3 +327,157 @@ def test_tenant_settings_in_a_task_file_are_stored_and_enforced(deps: Deps, tmp_
     assert ops.apply_tenants(document.tenants) == []  # idempotent
     start_and_crash(deps, "a")
     assert deliver(deps, "b", "2026-03-07T09:00:00Z") == "waiting"
+
+
+# --------------------------------------------------------------------------- jitter and the ledger
+
+
+def test_a_jittered_fire_delivered_late_in_its_window_is_not_missed(deps: Deps, clock: ManualClock) -> None:
+    clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
+    register(
+        deps,
+        task("spread", schedule={"cron": "0 * * * *", "jitter_window": "10m"}, catch_up={"policy": "skip"}),
+    )
+    Ledger(deps).reconcile()
+    clock.set(datetime(2026, 3, 7, 9, 3, tzinfo=UTC))
+    assert Ledger(deps).reconcile().missed == []  # 09:00 is still inside its window
+    clock.set(datetime(2026, 3, 7, 9, 7, tzinfo=UTC))
+    assert deliver(deps, "spread", "2026-03-07T09:00:00Z") == "succeeded"  # Scheduler's moment
+    clock.set(datetime(2026, 3, 7, 9, 20, tzinfo=UTC))
+    assert Ledger(deps).reconcile().missed == []
+    assert deps.metrics.counts.get("task.scheduler.missed_total", 0) == 0
+    on_time = deps.metrics.observations["task.scheduler.on_time_rate"]
+    assert on_time == [100.0]  # 7 minutes into a 10-minute window is on time
+
+
+def test_a_jittered_fire_that_never_comes_is_missed_once_its_window_has_passed(
+    deps: Deps, clock: ManualClock
+) -> None:
+    clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
+    register(
+        deps,
+        task("spread", schedule={"cron": "0 * * * *", "jitter_window": "10m"}, catch_up={"policy": "skip"}),
+    )
+    Ledger(deps).reconcile()
+    clock.set(datetime(2026, 3, 7, 9, 11, tzinfo=UTC))
+    assert Ledger(deps).reconcile().missed == []  # window (10 min) + grace (2 min) not yet over
+    clock.set(datetime(2026, 3, 7, 9, 13, tzinfo=UTC))
+    report = Ledger(deps).reconcile()
+    assert report.missed == report.skipped == ["spread:20260307T090000Z"]
+    assert Ledger(deps).reconcile().missed == []  # counted once
+
+
+def test_the_sla_start_delay_of_a_jittered_task_counts_from_the_end_of_its_window(
+    deps: Deps, clock: ManualClock
+) -> None:
+    schedule = {"cron": "0 * * * *", "jitter_window": "5m"}
+    register(deps, task("spread", schedule=schedule, sla={"max_start_delay": "1m"}))
+    clock.set(datetime(2026, 3, 7, 9, 5, 30, tzinfo=UTC))  # 30 s after the window closed: within the SLA
+    deliver(deps, "spread", "2026-03-07T09:00:00Z")
+    clock.set(datetime(2026, 3, 7, 10, 7, tzinfo=UTC))  # 2 minutes after the window: a breach
+    deliver(deps, "spread", "2026-03-07T10:00:00Z")
+    [breach] = events_of(deps, "task.sla.breached")
+    assert breach["run_id"] == "spread:20260307T100000Z" and breach["observed_s"] == 120
+    assert deps.metrics.observations["task.scheduler.on_time_rate"] == [100.0, 0.0]
+
+
+# --------------------------------------------------------------------------- more overlap and catch-up
+
+
+def test_overlap_allow_all_starts_a_run_while_another_runs(deps: Deps) -> None:
+    register(deps, task("job", overlap="allow_all"))
+    start_and_crash(deps, "job")
+    assert deliver(deps, "job", "2026-03-07T09:05:00Z") == "succeeded"
+    first = deps.store.get_run("job:20260307T090000Z")
+    assert first is not None and first.state is RunState.RUNNING  # untouched, still running
+    assert slot(deps, "slots#task#job") == []  # allow_all takes no task slot
+
+
+def test_catch_up_all_runs_at_most_max_runs_and_only_inside_its_window(
+    deps: Deps, clock: ManualClock
+) -> None:
+    clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
+    every_five = {"cron": "*/5 * * * *"}
+    register(
+        deps,
+        task("capped", schedule=every_five, catch_up={"policy": "all", "max_runs": 2, "window": "1h"}),
+        task("windowed", schedule=every_five, catch_up={"policy": "all", "max_runs": 10, "window": "12m"}),
+    )
+    Ledger(deps).reconcile()
+    clock.set(datetime(2026, 3, 7, 9, 23, tzinfo=UTC))  # 09:00 .. 09:20 never arrived: five fires each
+    report = Ledger(deps).reconcile()
+    assert len(report.missed) == 10
+
+    def of(task_id: str, ids: list[str]) -> list[str]:
+        return sorted(i.split(":")[1] for i in ids if i.startswith(f"{task_id}:"))
+
+    # capped: all five are inside its hour; max_runs keeps the latest two.
+    assert of("capped", report.caught_up) == ["20260307T091500Z", "20260307T092000Z"]
+    assert of("capped", report.skipped) == ["20260307T090000Z", "20260307T090500Z", "20260307T091000Z"]
+    # windowed: the cap is ten, but only 09:15 and 09:20 are inside 12 minutes (09:10 is 13 old).
+    assert of("windowed", report.caught_up) == ["20260307T091500Z", "20260307T092000Z"]
+    assert of("windowed", report.skipped) == ["20260307T090000Z", "20260307T090500Z", "20260307T091000Z"]
+
+
+# --------------------------------------------------------------------------- SLA notification
+
+
+def test_an_sla_breach_is_notified_on_the_alerts_topic(wired: Deps, clock: ManualClock) -> None:
+    sqs = wired.queues.client
+    inbox = sqs.create_queue(QueueName="sla-inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert wired.settings.topic_arn
+    wired.notifier.channels[0].client.subscribe(  # type: ignore[attr-defined]
+        TopicArn=wired.settings.topic_arn,
+        Protocol="sqs",
+        Endpoint=arn,
+        Attributes={"RawMessageDelivery": "true"},
+    )
+    register(wired, task("job", sla={"max_start_delay": "30s"}))
+    clock.set(datetime(2026, 3, 7, 9, 0, 45, tzinfo=UTC))
+    deliver(wired, "job", "2026-03-07T09:00:00Z")
+    [breach] = events_of(wired, "task.sla.breached")
+    escalation.lambda_handler(sqs_event(bus_event("task.sla.breached", breach)), Context())
+    [message] = sqs.receive_message(QueueUrl=inbox, MessageAttributeNames=["All"])["Messages"]
+    body = json.loads(message["Body"])
+    assert body["task_id"] == "job" and body["kind"] == "start_delay"
+    assert body["next_step"] == "rebound runs show job:20260307T090000Z"
+    assert message["MessageAttributes"]["severity"]["StringValue"] == "warning"
+    assert wired.store.work_orders() == []  # one breach notifies; only three in a row open a work order
+
+
+# --------------------------------------------------------------------------- schedule forms
+
+
+def test_an_aws_expression_is_deployed_verbatim_in_the_tasks_time_zone(deps: Deps) -> None:
+    register(deps, task("weekdays", schedule={"aws": "cron(0 9 ? * MON-FRI *)", "timezone": "Europe/London"}))
+    [name] = deps.store.get_task("weekdays").schedule_names  # type: ignore[union-attr]
+    schedule = deps.schedules.get(name)
+    assert schedule is not None
+    assert schedule["ScheduleExpression"] == "cron(0 9 ? * MON-FRI *)"
+    assert schedule["ScheduleExpressionTimezone"] == "Europe/London"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "problem"),
+    [
+        ({"aws": "cron(0 9 * * MON-FRI *)"}, "?"),  # AWS needs ? in day-of-month or day-of-week
+        ({"aws": "every tuesday"}, "every tuesday"),
+        ({"aws": "cron(0 9 ? * MON-FRI *)", "dst": {"repeated": "twice"}}, "dst applies to Unix cron"),
+    ],
+)
+def test_a_bad_aws_schedule_is_refused_with_the_reason(schedule: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        task("bad", schedule=schedule)
+    assert "schedule" in str(refused.value) and problem in str(refused.value)
+
+
+def test_a_unix_day_of_month_or_day_of_week_task_deploys_two_schedules_that_together_fire_as_cron(
+    deps: Deps,
+) -> None:
+    # Unix: the 1st of the month OR any Monday. AWS needs ? in one of the two fields, so two schedules.
+    register(deps, task("either", schedule={"cron": "0 9 1 * 1", "timezone": "UTC"}))
+    names = deps.store.get_task("either").schedule_names  # type: ignore[union-attr]
+    assert len(names) == 2
+    expressions = sorted(deps.schedules.get(n)["ScheduleExpression"] for n in names)  # type: ignore[index]
+    assert expressions == ["cron(0 9 1 * ? *)", "cron(0 9 ? * MON *)"]

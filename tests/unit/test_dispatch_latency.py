@@ -47,3 +47,11 @@ def test_the_expectation_holds_at_its_threshold_and_fails_without_runs() -> None
     runs = [run("2026-03-07T09:00:00Z", "2026-03-07T09:01:00Z")]  # exactly 60 s: on time
     assert _on_time(dispatch_latency(runs), 100.0).ok
     assert not _on_time(dispatch_latency([]), 99.0).ok
+
+
+def test_a_jittered_run_is_measured_from_the_end_of_its_window() -> None:
+    jittered = {**run("2026-03-07T09:00:00Z", "2026-03-07T09:07:30Z"), "task_id": "spread"}
+    plain = {**run("2026-03-07T09:00:00Z", "2026-03-07T09:07:30Z"), "task_id": "plain"}
+    out = dispatch_latency([jittered, plain], {"spread": 600.0})
+    assert (out["on_time"], out["scheduled_runs"]) == (1, 2)  # 7.5 min into a 10-minute window is on time
+    assert out["max_s"] == 450.0  # the plain one, 7.5 min late

@@ -11,7 +11,13 @@ from rebound_cli.errors import EXIT_UNHEALTHY
 
 @click.group()
 def audit() -> None:
-    """The audit trail: an append-only hash chain per run, work order, task and policy."""
+    """The audit trail: an append-only hash chain per run, work order, task and policy.
+
+    \b
+    Examples:
+      rebound audit verify export-ledger:20260307T090500Z
+      rebound audit verify --all
+    """
 
 
 @audit.command("verify")

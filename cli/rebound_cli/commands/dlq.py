@@ -46,7 +46,16 @@ def _filters(app: App, kwargs: dict[str, Any]) -> DlqFilter:
 
 @click.group()
 def dlq() -> None:
-    """The execution DLQ: runs that exhausted or refused their retries."""
+    """The execution DLQ: runs that exhausted or refused their retries.
+
+    \b
+    Examples:
+      rebound dlq list --task export-ledger --since 2h
+      rebound dlq show MESSAGE_ID
+      rebound dlq redrive --task export-ledger --dry-run
+      rebound dlq redrive --task export-ledger --rate 5 --yes
+      rebound dlq archive --older-than 10d --delete --yes
+    """
 
 
 @dlq.command("list")

@@ -31,6 +31,13 @@ def health(app: App, as_json: bool, ack_sla: str | None) -> None:
     Exits 0 when no check fails (warnings included), 3 when one fails: scripts and deploy
     pipelines can gate on it.
 
+    Retry worker freshness: every invocation of the retry scheduler function records a
+    heartbeat. retry_worker fails when work waits for the worker (a failed run, or a message in
+    the retry queue, older than 1m) and its last heartbeat is older than 5m or missing: it is not
+    being invoked, even if the sweeper covers for it. A quiet system with nothing waiting is ok
+    however old the heartbeat. It also fails when a failed run has waited more than 5m for a
+    retry decision, and warns when the retry queue holds 100 or more messages.
+
     \b
     Examples:
       rebound health

@@ -13,7 +13,14 @@ SUMMARY = ("max_attempts", "base_delay", "multiplier", "max_delay", "max_age", "
 
 @click.group()
 def policies() -> None:
-    """Retry policies: list, show, and change them (validated, versioned, audited)."""
+    """Retry policies: list, show, and change them (validated, versioned, audited).
+
+    \b
+    Examples:
+      rebound policies list
+      rebound policies show default
+      rebound policies set default max_attempts=5 base_delay=30s --dry-run
+    """
 
 
 @policies.command("list")

@@ -15,7 +15,16 @@ STATES = [s.value for s in RunState]
 
 @click.group()
 def runs() -> None:
-    """Runs: what happened, and recovering them."""
+    """Runs: what happened, and recovering them.
+
+    \b
+    Examples:
+      rebound runs list --status dead_lettered --since 6h
+      rebound runs show export-ledger:20260307T090500Z
+      rebound runs retry export-ledger:20260307T090500Z --reason "target fixed"
+      rebound runs skip export-ledger:20260307T090500Z --reason "booked by hand"
+      rebound runs retry-failed --task export-ledger --reason "target fixed"
+    """
 
 
 @runs.command("list")

@@ -19,7 +19,16 @@ SHOWN_CHANGES = 50
 
 @click.group()
 def tasks() -> None:
-    """Register tasks from a file and look after them."""
+    """Register tasks from a file and look after them.
+
+    \b
+    Examples:
+      rebound tasks apply -f tasks.yaml --dry-run     # the diff, nothing changed
+      rebound tasks list --state paused
+      rebound tasks show export-ledger
+      rebound tasks pause export-ledger --reason "target down, INC-123"
+      rebound tasks preview export-ledger --count 5
+    """
 
 
 def _change_view(change: TaskChange) -> dict[str, Any]:
@@ -87,7 +96,7 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
 
     \b
     JSON fields: dry_run, plan[] (id, change: create|update|unchanged, diff{path: {from, to}}),
-    applied (created[], updated[], unchanged[], schedules_written, throttled) or null.
+    applied (created[], updated[], unchanged[], schedules_written, rules_written, throttled) or null.
     """
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
@@ -109,7 +118,8 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
         {"dry_run": False, "plan": plan, "applied": {**result.as_dict(), "tenants": tenants}},
         lambda: out.say(
             f"applied: {len(result.created)} created, {len(result.updated)} updated, "
-            f"{len(result.unchanged)} unchanged; {result.schedules_written} schedule(s) written"
+            f"{len(result.unchanged)} unchanged; {result.schedules_written} schedule(s) and "
+            f"{result.rules_written} event rule(s) written"
             + (f"; {result.throttled} throttled call(s) retried" if result.throttled else "")
             + (f"; tenant settings for {', '.join(tenants)}" if tenants else "")
             + ("" if todo or tenants else " (nothing to change)")
@@ -234,6 +244,32 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
     out.emit(app, view, lambda: out.say(summary))
 
 
+@tasks.command("run")
+@click.argument("task_id")
+@click.option(
+    "--token", help="idempotency token: a retried request with the same token (same second) is one run"
+)
+@click.pass_obj
+def run_now(app: App, task_id: str, token: str | None) -> None:
+    """Run a registered task now, outside its schedule, with the task's retry policy.
+
+    An unknown or paused task is refused (exit code as for any error); nothing is queued.
+
+    \b
+    Examples:
+      rebound tasks run nightly-report
+      rebound -o json tasks run nightly-report
+
+    JSON: run_id, task_id.
+    """
+    run_id = app.tasks(writer=True).run_now(task_id, token)
+    out.emit(
+        app,
+        {"run_id": run_id, "task_id": task_id},
+        lambda: out.say(f"run {run_id} queued; follow it with: rebound runs show {run_id}"),
+    )
+
+
 @tasks.command("pause")
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
@@ -277,9 +313,11 @@ def resume(app: App, task_id: str, reason: str) -> None:
 def preview(app: App, task_id: str, count: int, after: str | None) -> None:
     """The next COUNT fire times in the task's time zone, with DST changes marked.
 
-    Rows with `fires: no` are wall-clock matches EventBridge Scheduler does not fire: a local
-    time that does not exist when clocks spring forward (dst-skipped), or the second of a local
-    time that happens twice when they fall back (dst-not-repeated).
+    Rows with `fires: no` are wall-clock matches that do not fire under the task's DST policy
+    (the default is EventBridge Scheduler's): a local time that does not exist when clocks
+    spring forward (dst-skipped), or the second of a local time that happens twice when they
+    fall back (dst-not-repeated). With `dst: {missing: shift}` or `dst: {repeated: twice}` those
+    fire, delivered by Rebound's run ledger, marked dst-shifted or dst-repeated.
 
     \b
     Examples:

@@ -12,7 +12,15 @@ from rebound_cli.context import App
 
 @click.group()
 def workorders() -> None:
-    """Work orders: one per dead-lettered run, open -> acknowledged -> resolved."""
+    """Work orders: one per dead-lettered run, open -> acknowledged -> resolved.
+
+    \b
+    Examples:
+      rebound workorders list --state open --severity critical
+      rebound workorders show WO_ID
+      rebound workorders ack WO_ID --note "looking at it"
+      rebound workorders resolve WO_ID --resolution replayed --note "redriven" --yes
+    """
 
 
 @workorders.command("list")

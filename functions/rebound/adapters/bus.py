@@ -1,20 +1,38 @@
-"""EventBridge: publishing outbox events to the environment's bus."""
+"""EventBridge: publishing outbox events to the environment's bus, and the rules of event-triggered tasks.
+
+An event-triggered task is one rule on the environment's bus with the task's event pattern. Its
+one target is the execution queue; an input transformer turns the matched event into the
+execution message ``{"kind": "event", "task_id", "event_id", "time", "detail"}``, so the run id
+derives from the event's id and a redelivered event reuses its run.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rebound.adapters.errors import translate
+from rebound.adapters.errors import error_code, translate
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
     from mypy_boto3_events.type_defs import PutEventsRequestEntryTypeDef
 
 MAX_ENTRIES = 10
+RULE_TARGET_ID = "execution"
+RULE_RETRY_ATTEMPTS = 185  # EventBridge's maximum, as for the stack's own rules
+RULE_MAX_EVENT_AGE_S = 86400
+
+
+def event_input_template(task_id: str) -> dict[str, object]:
+    """The rule target's input transformer: the matched event as an execution message."""
+    fields = f'"v": 1, "kind": "event", "task_id": "{task_id}"'
+    template = "{" + fields + ', "event_id": "<id>", "time": "<time>", "detail": <detail>}'
+    paths = {"id": "$.id", "time": "$.time", "detail": "$.detail"}
+    return {"InputPathsMap": paths, "InputTemplate": template}
 
 
 @dataclass(frozen=True)
@@ -52,3 +70,82 @@ class Bus:
                 if result.get("ErrorCode"):
                     failed.append(event.key)
         return failed
+
+    # ------------------------------------------------------------------- event-triggered tasks
+    def put_task_rule(
+        self,
+        name: str,
+        task_id: str,
+        pattern: str,
+        queue_arn: str,
+        dead_letter_arn: str,
+        *,
+        enabled: bool,
+        description: str = "",
+    ) -> str:
+        """Create or update a task's rule and its target. Returns created, updated or unchanged."""
+        state: Literal["ENABLED", "DISABLED"] = "ENABLED" if enabled else "DISABLED"
+        target = {
+            "Id": RULE_TARGET_ID,
+            "Arn": queue_arn,
+            "InputTransformer": event_input_template(task_id),
+            "RetryPolicy": {
+                "MaximumRetryAttempts": RULE_RETRY_ATTEMPTS,
+                "MaximumEventAgeInSeconds": RULE_MAX_EVENT_AGE_S,
+            },
+            "DeadLetterConfig": {"Arn": dead_letter_arn},
+        }
+        current = self.get_rule(name)
+        if current is not None and current.get("EventPattern") and current.get("State") == state:
+            same_pattern = json.loads(str(current["EventPattern"])) == json.loads(pattern)
+            if same_pattern and self._targets(name) == [target]:
+                return "unchanged"
+        try:
+            self.client.put_rule(
+                Name=name,
+                EventBusName=self.bus_name,
+                EventPattern=pattern,
+                State=state,
+                Description=description[:512],
+            )
+            resp = self.client.put_targets(Rule=name, EventBusName=self.bus_name, Targets=[target])  # type: ignore[list-item]
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"write rule {name}") from exc
+        if resp.get("FailedEntryCount"):
+            failed = resp.get("FailedEntries", [{}])[0]
+            raise translate(
+                RuntimeError(f"{failed.get('ErrorCode')}: {failed.get('ErrorMessage')}"), f"write rule {name}"
+            )
+        return "created" if current is None else "updated"
+
+    def get_rule(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.client.describe_rule(Name=name, EventBusName=self.bus_name))
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return None
+            raise translate(exc, f"read rule {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"read rule {name}") from exc
+
+    def _targets(self, name: str) -> list[dict[str, Any]]:
+        try:
+            resp = self.client.list_targets_by_rule(Rule=name, EventBusName=self.bus_name)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"read targets of rule {name}") from exc
+        return [dict(t) for t in resp.get("Targets", [])]
+
+    def delete_task_rule(self, name: str) -> bool:
+        """Remove the rule's target, then the rule. False if there was no rule."""
+        if self.get_rule(name) is None:
+            return False
+        try:
+            self.client.remove_targets(Rule=name, EventBusName=self.bus_name, Ids=[RULE_TARGET_ID])
+            self.client.delete_rule(Name=name, EventBusName=self.bus_name)
+        except ClientError as exc:
+            if error_code(exc) == "ResourceNotFoundException":
+                return False
+            raise translate(exc, f"delete rule {name}") from exc
+        except BotoCoreError as exc:
+            raise translate(exc, f"delete rule {name}") from exc
+        return True

@@ -48,6 +48,11 @@ def task_schedule_name(task_id: str, index: int = 0) -> str:
     return f"task-{task_id}" if index == 0 else f"task-{task_id}-{index}"
 
 
+def task_rule_name(task_id: str) -> str:
+    """The EventBridge rule of an event-triggered task, on the environment's bus."""
+    return f"task-{task_id}"
+
+
 def run_subject(run_id: str) -> str:
     return f"run#{run_id}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -311,9 +312,19 @@ class Task(Strict):
 
     @field_validator("event")
     @classmethod
-    def _pattern_is_mapping(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value is not None and not value:
+    def _valid_pattern(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        if not value:
             raise ValueError("an event pattern needs at least one key, such as source or detail-type")
+        _check_pattern(value, "event")
+        from rebound.domain.jsonutil import canonical_bytes
+
+        size = len(canonical_bytes(value))
+        if size > MAX_EVENT_PATTERN_BYTES:
+            raise ValueError(
+                f"the event pattern is {size} bytes; EventBridge takes at most {MAX_EVENT_PATTERN_BYTES}"
+            )
         return value
 
     @model_validator(mode="after")
@@ -325,6 +336,32 @@ class Task(Strict):
     @property
     def policy_name(self) -> str:
         return self.retry_policy if isinstance(self.retry_policy, str) else self.retry_policy.extends
+
+
+MAX_EVENT_PATTERN_BYTES = 4096
+_PATTERN_SCALARS = (str, int, float, bool, type(None))
+
+
+def _check_pattern(pattern: dict[str, Any], path: str) -> None:
+    """EventBridge's pattern shape: each key maps to an object (nested fields) or to a non-empty
+    array of values or filters (``{"prefix": ...}`` and the like). Names the bad key's path."""
+    for key, value in pattern.items():
+        where = f"{path}.{key}"
+        if isinstance(value, dict):
+            if not value:
+                raise ValueError(f"{where}: an empty object matches nothing; remove it or add fields")
+            _check_pattern(value, where)
+        elif isinstance(value, list):
+            if not value:
+                raise ValueError(f"{where}: an empty array matches nothing; list the values to match")
+            for item in value:
+                if not isinstance(item, (*_PATTERN_SCALARS, dict)):
+                    raise ValueError(f"{where}: {item!r} is not a value or a filter EventBridge can match")
+        else:
+            raise ValueError(
+                f"{where}: EventBridge matches against an array of values: write [{json.dumps(value)}], "
+                f"not {json.dumps(value)}"
+            )
 
 
 class TenantSettings(Strict):

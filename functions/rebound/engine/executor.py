@@ -34,7 +34,9 @@ from rebound.adapters.dynamo import StoredTask
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
+from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import (
+    MAX_PAYLOAD_BYTES,
     Attempt,
     AttemptOutcome,
     OverlapPolicy,
@@ -70,6 +72,7 @@ MIN_ATTEMPT_S = 5
 WAIT_S = 30.0
 TENANT_CACHE_S = 60.0
 UNKNOWN_TASK = "UNKNOWN_TASK"
+PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 UNKNOWN_RUN = "UNKNOWN_RUN"
 CLAIM_RETRIES = 3
 
@@ -200,7 +203,15 @@ class Executor:
         if result != "claim-lost":
             return result
         existing = self.store.get_run(run_id)
-        if existing is not None and existing.state is RunState.PENDING and existing.attempt == 0:
+        # A pending run nobody has tried yet (the sweeper made it) is claimed here. One that is
+        # waiting for a busy mutex group or tenant quota already has its own message coming back:
+        # a second delivery of the fire must not queue a second waiter.
+        if (
+            existing is not None
+            and existing.state is RunState.PENDING
+            and existing.attempt == 0
+            and existing.waits == 0
+        ):
             result = self._claim_and_run(existing, existing, stored, remaining_s)
             if result != "claim-lost":
                 return result
@@ -558,16 +569,26 @@ class Executor:
         if n > run.budget_start + 1:
             self.deps.metrics.count(m.EXECUTION_RETRY)
         if n == 1 and run.trigger is Trigger.SCHEDULE:
-            late = (now - (run.due_at or run.scheduled_for)).total_seconds()
+            late = sla.start_delay(task, run, now)
             self.deps.metrics.observe(
                 m.SCHEDULER_ON_TIME, 100.0 if late <= m.ON_TIME_WINDOW_S else 0.0, "Percent"
             )
         self.deps.faults.reached("after_claim")
 
+        payload: dict[str, Any] = {}
+        if task is not None:
+            payload = {**task.payload, **({"event": run.event_detail} if run.event_detail else {})}
+        size = len(canonical_bytes(payload)) if run.event_detail else 0  # a task's own payload was checked
         if task is None:
             outcome = Outcome.failure(UNKNOWN_TASK, f"task {run.task_id!r} no longer exists", retryable=False)
+        elif size > MAX_PAYLOAD_BYTES:
+            outcome = Outcome.failure(
+                PAYLOAD_TOO_LARGE,
+                f"the task's payload with the event's detail is {size} bytes; the limit is "
+                f"{MAX_PAYLOAD_BYTES} (256 KiB)",
+                retryable=False,
+            )
         else:
-            payload = {**task.payload, **({"event": run.event_detail} if run.event_detail else {})}
             call = Invocation(
                 run_id=run.run_id,
                 task_id=run.task_id,

@@ -2,7 +2,8 @@
 
 Every minute the sweeper asks the ledger to compare each active task's expected fire times (up to
 two minutes ago, so Scheduler's in-minute delivery and the queue have had time) with the runs
-that exist. A fire without a run is either
+that exist. A task with a jitter window or a stagger is checked that much later again, since its
+fires arrive up to that late by design. A fire without a run is either
 
 - one EventBridge Scheduler never delivers by design: the second occurrence of a repeated hour
   (DST policy ``twice``) or a fire moved out of a spring-forward gap (policy ``shift``). Rebound
@@ -79,6 +80,12 @@ def expected_fires(
     return [ExpectedFire(task_id, at, None, True) for at in sorted(fires)]
 
 
+def delivery_lag(task_id: str, spec: ScheduleSpec) -> timedelta:
+    """How long after its instant a fire may arrive by design: the jitter window (Scheduler
+    delivers anywhere in it) plus the task's stagger offset (the executor holds it that long)."""
+    return timedelta(seconds=(spec.jitter_window or 0) + spec.stagger_offset(task_id))
+
+
 @dataclass
 class LedgerReport:
     checked_until: datetime | None = None
@@ -110,8 +117,11 @@ class Ledger:
         for stored in tasks:
             spec = stored.task.schedule
             assert spec is not None
-            start = max(since, stored.active_since or since)
-            fires = expected_fires(stored.task.id, spec, start, until, origin=stored.active_since)
+            # A fire a jitter window or stagger delivers later by design is checked that much later.
+            lag = delivery_lag(stored.task.id, spec)
+            lo, hi = since - lag, until - lag
+            start = max(lo, stored.active_since or lo)
+            fires = expected_fires(stored.task.id, spec, start, hi, origin=stored.active_since)
             if fires:
                 due.append((stored, fires))
         run_ids = [f.run_id for _, fires in due for f in fires]

@@ -5,6 +5,10 @@ transaction), then dispatched. A crash between the two leaves the run ``retry_sc
 plan; the redelivered event, or the sweeper's stale-plan check, dispatches it again. Dispatch is
 idempotent: the one-time schedule's name derives from (run, attempt), and a duplicate queue
 message loses the executor's claim.
+
+Every invocation of the retry scheduler function first records a heartbeat (one put of a fixed
+key in the idempotency table): ``rebound health`` compares it with the work waiting for the
+worker, so a worker that stopped being invoked is seen even when the sweeper covers for it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ log = logging.getLogger(__name__)
 MAX_QUEUE_DELAY_S = 900
 DLQ_SEND_CLAIM = timedelta(minutes=5)
 INVALID_MESSAGE = "INVALID_MESSAGE"
+HEARTBEAT_KEY = "heartbeat#retry_scheduler"
+"""Idempotency-table key whose ``at`` is when the retry scheduler function was last invoked."""
 
 
 def via_for(delay_s: float) -> str:
@@ -41,6 +47,13 @@ class RetryScheduler:
         self.store = deps.store
         self.clock = deps.clock
         self.actor = actor
+
+    def heartbeat(self) -> None:
+        """Record that the retry worker is alive (``HEARTBEAT_KEY``). Never fails the invocation."""
+        try:
+            self.store.put_key(HEARTBEAT_KEY, {"at": iso(self.clock.now())})
+        except ReboundError as exc:
+            log.warning("could not record the retry worker's heartbeat: %s", exc.message)
 
     def on_failed(self, run_id: str, attempt: int) -> str:
         """Handle ``task.execution.failed`` for (run, attempt). Safe to call any number of times."""

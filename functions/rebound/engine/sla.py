@@ -32,11 +32,18 @@ class Breach:
     limit_s: float
 
 
+def start_delay(task: Task | None, run: Run, started_at: datetime) -> float:
+    """Seconds a run started after it was due: after its stagger offset (``due_at``) and after the
+    end of its task's jitter window, within which Scheduler delivers at a moment of its choosing."""
+    due = run.due_at or run.scheduled_for
+    window = (task.schedule.jitter_window or 0) if task is not None and task.schedule is not None else 0
+    return (started_at - due).total_seconds() - window
+
+
 def start_delay_breach(task: Task | None, run: Run, started_at: datetime) -> Breach | None:
     if task is None or task.sla is None or task.sla.max_start_delay is None or run.attempt != 1:
         return None
-    due = run.due_at or run.scheduled_for
-    delay = (started_at - due).total_seconds()
+    delay = start_delay(task, run, started_at)
     return (
         Breach("start_delay", delay, task.sla.max_start_delay) if delay > task.sla.max_start_delay else None
     )

@@ -22,6 +22,7 @@ metrics = metrics_for("retry_scheduler")
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     scheduler = RetryScheduler(wiring.deps())
+    scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
         detail = json.loads(record.body)["detail"]

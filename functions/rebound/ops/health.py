@@ -1,8 +1,14 @@
 """Is the retry and recovery loop healthy? One report, each check ``ok``, ``warn`` or ``fail``.
 
-- ``retry_worker``: failed runs must be picked up by the retry scheduler within seconds (the
-  sweeper re-decides them after two minutes); an old ``failed`` run or a growing retry queue
-  means neither is keeping up.
+- ``retry_worker``: is the retry scheduler alive and keeping up? Each invocation of it records
+  a heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``). It fails when there is work the worker
+  should have done (a ``failed`` run, or a message in the retry queue, waiting longer than
+  ``retry_worker_grace``) and its last heartbeat is older than ``retry_worker_stale`` (or there
+  is none): the worker is not being invoked, even if the sweeper covers for it. An idle system
+  (nothing waiting) is ok however old the heartbeat. It also fails when a ``failed`` run waited
+  longer than ``failed_run_stale`` (neither the worker nor the sweeper decided it), and warns on a
+  large retry backlog. The retry queue's age comes from CloudWatch; without it, the messages
+  beyond the runs that failed within the grace count as waiting.
 - ``stale_retry_plans``: ``retry_scheduled`` runs whose next attempt is long overdue.
 - ``stuck_replays``: runs replayed (by an operator or a redrive) whose first attempt never started.
 - ``failed_retry_executions``: retry dispatches and events that ended in a DLQ of their own: the
@@ -25,9 +31,10 @@ from typing import Any
 
 from rebound.domain.errors import ReboundError
 from rebound.domain.ids import task_schedule_name
-from rebound.domain.models import RunState, Severity, TaskState, WorkOrderState
-from rebound.domain.timefmt import iso
+from rebound.domain.models import Run, RunState, Severity, TaskState, WorkOrderState
+from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
+from rebound.engine.retries import HEARTBEAT_KEY
 from rebound.engine.sweeper import STALE_PLAN_AFTER
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.queue_batches import QueueBatches
@@ -48,6 +55,8 @@ _RANK = {Status.OK: 0, Status.WARN: 1, Status.FAIL: 2}
 @dataclass(frozen=True)
 class Thresholds:
     failed_run_stale: timedelta = timedelta(minutes=5)
+    retry_worker_stale: timedelta = timedelta(minutes=5)
+    retry_worker_grace: timedelta = timedelta(minutes=1)
     retry_backlog_warn: int = 100
     plan_overdue_warn: timedelta = STALE_PLAN_AFTER
     plan_overdue_fail: timedelta = timedelta(minutes=15)
@@ -151,28 +160,64 @@ class HealthOps:
 
     # --------------------------------------------------------------------------- checks
     def retry_worker(self, now: datetime, t: Thresholds) -> Check:
-        failed = self.store.runs_in_state(RunState.FAILED, updated_before=now - t.failed_run_stale)
+        failed = self.store.runs_in_state(RunState.FAILED)
+        stuck = [r for r in failed if now - r.updated_at > t.failed_run_stale]
         backlog = self.queue.depth("retry")
-        details = [f"{r.run_id}: failed since {iso(r.updated_at)}" for r in failed[:10]]
-        oldest = max(((now - r.updated_at).total_seconds() for r in failed), default=0.0)
-        if failed:
+        heartbeat = self._heartbeat()
+        beat = f"last ran {_ago((now - heartbeat).total_seconds())} ago" if heartbeat else "never ran"
+        queue = f"retry queue holds {backlog.visible} visible, {backlog.in_flight} in flight"
+        if stuck:
+            oldest = max((now - r.updated_at).total_seconds() for r in stuck)
             return Check(
                 "retry_worker",
                 Status.FAIL,
-                f"{len(failed)} failed run(s) not picked up within "
-                f"{_ago(t.failed_run_stale.total_seconds())}; oldest {_ago(oldest)}; "
-                f"retry queue holds {backlog.visible}",
-                details,
+                f"{len(stuck)} failed run(s) not picked up within "
+                f"{_ago(t.failed_run_stale.total_seconds())}; oldest {_ago(oldest)}; worker {beat}; {queue}",
+                [f"{r.run_id}: failed since {iso(r.updated_at)}" for r in stuck[:10]],
                 oldest,
+            )
+        waiting = self._waiting_work(now, t, failed, backlog.visible)
+        silent = heartbeat is None or now - heartbeat > t.retry_worker_stale
+        if waiting and silent:
+            silence = (now - heartbeat).total_seconds() if heartbeat else None
+            return Check(
+                "retry_worker",
+                Status.FAIL,
+                f"retry worker stale: {beat} (limit {_ago(t.retry_worker_stale.total_seconds())}) "
+                f"while work waits for it; {queue}",
+                waiting,
+                silence,
             )
         status = Status.WARN if backlog.visible >= t.retry_backlog_warn else Status.OK
         return Check(
             "retry_worker",
             status,
-            f"no failed run waiting for a decision; retry queue holds {backlog.visible} visible, "
-            f"{backlog.in_flight} in flight",
+            f"worker {beat}; {len(failed)} failed run(s) awaiting a decision; {queue}",
             value=float(backlog.visible),
         )
+
+    def _heartbeat(self) -> datetime | None:
+        item = self.store.get_key(HEARTBEAT_KEY)
+        return parse_utc(item["at"]) if item and item.get("at") else None
+
+    def _waiting_work(self, now: datetime, t: Thresholds, failed: list[Run], visible: int) -> list[str]:
+        """What the retry worker should have done by now (empty when nothing is overdue)."""
+        grace = t.retry_worker_grace
+        fresh = sum(1 for r in failed if now - r.updated_at <= grace)
+        waiting = [
+            f"{r.run_id}: failed since {iso(r.updated_at)}" for r in failed if now - r.updated_at > grace
+        ][:10]
+        if visible:
+            age = self.oldest_age(self.deps.settings.queue("retry").name) if self.oldest_age else None
+            if age is not None and age > grace.total_seconds():
+                waiting.append(f"retry queue: {visible} message(s), the oldest waiting {_ago(age)}")
+            elif age is None and visible > fresh:
+                # Without CloudWatch, each run that failed within the grace explains one message.
+                waiting.append(
+                    f"retry queue: {visible} message(s), more than the {fresh} run(s) that failed "
+                    f"in the last {_ago(grace.total_seconds())}"
+                )
+        return waiting
 
     def stale_plans(self, now: datetime, t: Thresholds) -> Check:
         overdue = [

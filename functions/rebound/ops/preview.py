@@ -1,10 +1,14 @@
 """When a task fires next, in its own time zone, with daylight-saving changes called out.
 
-A Unix cron task is deployed as EventBridge Scheduler ``cron(...)`` schedules, so its fires follow
-Scheduler's documented DST behaviour (``rebound.domain.cron``): a local time that does not exist
-(spring forward) is skipped, and a local time that happens twice (fall back) fires once, the first
-time. The preview lists the fires and, between them, the wall-clock matches Scheduler will *not*
-fire for those reasons (``fires: false``), and marks the first fire after each offset change.
+A Unix cron task follows its DST policy (``schedule.dst``, see ``rebound.domain.cron``). By default
+that is EventBridge Scheduler's own behaviour: a local time that does not exist (spring forward) is
+skipped, and a local time that happens twice (fall back) fires once, the first time. With
+``missing: shift`` the skipped time runs at the first valid instant after the gap, and with
+``repeated: twice`` the repeated time runs a second time; Scheduler does not send those fires,
+Rebound's run ledger does, and the preview marks them (``dst-shifted``, ``dst-repeated``).
+
+The preview lists the fires and, between them, the wall-clock matches that will *not* fire under
+the task's policy (``fires: false``), and marks the first fire after each offset change.
 """
 
 from __future__ import annotations
@@ -24,6 +28,12 @@ SKIPPED = "dst-skipped"
 """The local time falls in the hour that a spring-forward change removes: Scheduler skips it."""
 NOT_REPEATED = "dst-not-repeated"
 """The local time happens twice at a fall-back change: Scheduler fires the first one only."""
+SHIFTED = "dst-shifted"
+"""Policy ``missing: shift``: the local time does not exist; it fires at the first valid instant
+after the gap, delivered by the run ledger."""
+REPEATED = "dst-repeated"
+"""Policy ``repeated: twice``: the second occurrence of a repeated local time, delivered by the
+run ledger."""
 MAX_PREVIEW = 1000
 
 
@@ -72,26 +82,30 @@ def preview_fires(
         raise ValidationFailed(f"--count must be between 1 and {MAX_PREVIEW}", key_path="count")
     zone = ZoneInfo(spec.timezone)
     if spec.cron is not None:
-        rows = _unix_rows(spec.cron, spec.timezone, after, count)
+        policy = cron.DstPolicy(repeated=spec.dst.repeated, missing=spec.dst.missing)
+        rows = _unix_rows(spec.cron, spec.timezone, after, count, policy)
     else:
         rows = _scheduler_rows(scheduler_expressions(spec)[0], spec.timezone, after, count, rate_start)
     return _mark_offset_changes(rows, after, zone)
 
 
-def _unix_rows(expr: str, tz: str, after: datetime, count: int) -> list[PreviewFire]:
-    fires = cron.unix_fire_times(expr, tz, after, count)
-    rows = [PreviewFire(f.at, f.local) for f in fires]
+def _unix_rows(expr: str, tz: str, after: datetime, count: int, policy: cron.DstPolicy) -> list[PreviewFire]:
+    fires = cron.unix_fire_times(expr, tz, after, count, policy)
+    fired = {cron.NOTE_SHIFTED: SHIFTED, cron.NOTE_REPEAT: REPEATED}
+    rows = [PreviewFire(f.at, f.local, note=fired.get(f.note) if f.note else None) for f in fires]
     if not fires:
         return rows
-    # Every wall-clock match, repeated and missing ones included, over the same span.
+    # Every wall-clock match, repeated and missing ones included, over the same span: those the
+    # policy does not fire are listed as not firing.
     everything = cron.fire_times_between(
         expr, tz, after, fires[-1].at, cron.DstPolicy(repeated="twice", missing="shift")
     )
-    notes = {cron.NOTE_SHIFTED: SKIPPED, cron.NOTE_REPEAT: NOT_REPEATED}
+    dropped = {cron.NOTE_SHIFTED: SKIPPED, cron.NOTE_REPEAT: NOT_REPEATED}
+    firing = {r.at for r in rows}
     rows += [
-        PreviewFire(f.at, f.local, fires=False, note=notes[f.note])
+        PreviewFire(f.at, f.local, fires=False, note=dropped[f.note])
         for f in everything
-        if f.note in notes and f.at not in {r.at for r in rows}
+        if f.note in dropped and f.at not in firing
     ]
     return sorted(rows, key=lambda r: (r.at, r.fires))
 

@@ -13,6 +13,8 @@ backoff while the limiter slows down.
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,9 +25,10 @@ from typing import Any, TypeVar
 from rebound.adapters.dynamo import StoredTask
 from rebound.config.loader import load_task_document, load_task_file
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
+from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
-from rebound.domain.timefmt import parse_utc
+from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
@@ -62,6 +65,7 @@ class ApplyResult:
     updated: list[str] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)
     schedules_written: int = 0
+    rules_written: int = 0
     throttled: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -70,6 +74,7 @@ class ApplyResult:
             "updated": self.updated,
             "unchanged": self.unchanged,
             "schedules_written": self.schedules_written,
+            "rules_written": self.rules_written,
             "throttled": self.throttled,
         }
 
@@ -289,9 +294,11 @@ class TaskOps:
             if change.change is Change.UNCHANGED:
                 result.unchanged.append(change.task.id)
                 result.schedules_written += self._write_schedules(change.task, change.previous)
+                result.rules_written += self._write_rule(change.task, change.previous)
             else:
                 stored = self.backoff.call(lambda change=change: self._save(change, now()))  # type: ignore[misc]
                 result.schedules_written += self._write_schedules(stored.task, change.previous)
+                result.rules_written += self._write_rule(stored.task, change.previous)
                 (result.created if change.change is Change.CREATE else result.updated).append(change.task.id)
             if progress:
                 progress(change)
@@ -345,6 +352,51 @@ class TaskOps:
                 self._scheduler(lambda old=old: self.deps.schedules.delete(old), 1)  # type: ignore[misc]
         return written
 
+    def _write_rule(self, task: Task, previous: StoredTask | None) -> int:
+        """An event-triggered task's rule on the bus follows the task (pattern, paused or active)."""
+        name = task_rule_name(task.id)
+        if task.event is None:
+            if previous is not None and previous.task.event is not None:
+                self.backoff.call(lambda: self.deps.bus.delete_task_rule(name))
+            return 0
+        settings = self.deps.settings
+        outcome = self.backoff.call(
+            lambda: self.deps.bus.put_task_rule(
+                name,
+                task.id,
+                json.dumps(task.event, sort_keys=True),
+                settings.queue("execution").arn,
+                settings.queue("control_dlq").arn,
+                enabled=task.state is TaskState.ACTIVE,
+                description=f"Rebound task {task.id}",
+            )
+        )
+        return int(outcome != "unchanged")
+
+    def run_now(self, task_id: str, token: str | None = None) -> str:
+        """Ask for a run of a registered, active task now. Returns the run id.
+
+        The same ``token`` at the same second names the same run, so a retried request does not
+        start a second one; without a token every request is a new run.
+        """
+        stored = self.get(task_id)  # an unknown task is refused here, not at run time
+        if stored.paused:
+            raise ValidationFailed(
+                f"task {task_id} is paused; resume it before asking for a run", key_path="state"
+            )
+        now = self.deps.clock.now()
+        run_id = manual_run_id(task_id, now, token or uuid.uuid4().hex)
+        body = {
+            "v": 1,
+            "kind": "manual",
+            "task_id": task_id,
+            "run_id": run_id,
+            "requested_at": iso(now),
+            "actor": self.actor,
+        }
+        self.deps.queues.send("execution", body)
+        return run_id
+
     def set_state(self, task_id: str, state: TaskState, reason: str = "") -> StoredTask:
         """Pause or resume: the record and every schedule of the task follow."""
         current = self.get(task_id)
@@ -361,6 +413,7 @@ class TaskOps:
             evidence={"reason": reason} if reason else None,
         )
         self._write_schedules(task, current)
+        self._write_rule(task, current)
         if state is TaskState.ACTIVE:
             # What the pause held back: the catch-up policy for its fires, and the held retries.
             self.last_resume = Ledger(self.deps, self.actor).resume(current, self.deps.clock.now())

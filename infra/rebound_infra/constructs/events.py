@@ -2,19 +2,25 @@
 
 Each rule sends its detail types from ``SPEC.event_source`` to the queue its spec names, with
 EventBridge's retry policy and the control DLQ for what it cannot deliver.
+
+Event-triggered tasks get their rules at run time (``rebound tasks apply``), named
+``task-<task id>`` on this bus. The execution queue and the control DLQ accept messages from
+exactly those rules: a resource policy conditioned on the rule ARN prefix.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from rebound import resources as r
+from rebound.domain.ids import task_rule_name
 
 RULE_MAX_EVENT_AGE = Duration.hours(24)
 RULE_RETRY_ATTEMPTS = 185
@@ -63,4 +69,19 @@ class Events(Construct):
                         max_event_age=RULE_MAX_EVENT_AGE,
                     )
                 ],
+            )
+        self.task_rules_arn = Stack.of(self).format_arn(
+            service="events",
+            resource="rule",
+            resource_name=f"{self.bus.event_bus_name}/{task_rule_name('*')}",
+        )
+        for queue in (queues[r.EXECUTION.logical], dead_letter_queue):
+            queue.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="EventTriggeredTaskRules",
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["sqs:SendMessage"],
+                    resources=[queue.queue_arn],
+                    conditions={"ArnLike": {"aws:SourceArn": self.task_rules_arn}},
+                )
             )

@@ -2,6 +2,9 @@
 
 The alerts topic is also where escalation publishes work orders. It is encrypted with a customer
 managed key because CloudWatch alarms cannot publish to a topic under the AWS managed SNS key.
+
+Every alarm names its runbook: a page in ``docs/runbooks`` (``RUNBOOKS``, ``ERRORS_RUNBOOKS``),
+linked at the end of its description under the environment's ``runbook_base_url``.
 """
 
 from __future__ import annotations
@@ -26,6 +29,27 @@ from rebound_infra.telemetry import EMITTERS
 
 QUEUE_PERIOD = Duration.minutes(5)
 
+# The runbook page of each alarm, in docs/runbooks. The DLQ alarms share one page.
+RUNBOOKS = {
+    "RetryFailureRate": "retry-failure-rate.md",
+    "SchedulingFailureRate": "scheduling-failure-rate.md",
+    "WorkOrderFailures": "work-order-failures.md",
+    "SlaBreaches": "sla-breaches.md",
+    "LockContention": "lock-contention.md",
+    "ExecutionBacklog": "execution-backlog.md",
+    "OutboxLag": "outbox-lag.md",
+}
+DLQ_RUNBOOK = "dlq-depth-and-age.md"
+# The runbook of each function's ``<Function>Errors`` alarm, by the function's logical name.
+ERRORS_RUNBOOKS = {
+    "executor": "executor-errors.md",
+    "retry_scheduler": "retry-scheduler-errors.md",
+    "escalation": "escalation-errors.md",
+    "outbox_relay": "outbox-relay-errors.md",
+    "sweeper": "sweeper-errors.md",
+    "ops_api": "ops-api-errors.md",
+}
+
 
 class Observability(Construct):
     def __init__(
@@ -37,9 +61,11 @@ class Observability(Construct):
         thresholds: AlarmThresholds,
         alarm_emails: Sequence[str],
         retain: bool,
+        runbook_base_url: str = "docs/runbooks",
     ) -> None:
         super().__init__(scope, id)
         self.environment = environment
+        self.runbook_base_url = runbook_base_url.rstrip("/")
         self.thresholds = thresholds
         self.key = kms.Key(
             self,
@@ -67,6 +93,8 @@ class Observability(Construct):
         for email in alarm_emails:
             self.topic.add_subscription(subs.EmailSubscription(email))
         self.alarms: dict[str, cw.Alarm] = {}
+        self.runbooks: dict[str, str] = {}
+        """The runbook page (a file name in docs/runbooks) of each alarm, by alarm id."""
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
 
     # --------------------------------------------------------------------------- metrics
@@ -113,9 +141,14 @@ class Observability(Construct):
         *,
         threshold: float,
         description: str,
+        runbook: str | None = None,
         comparison: cw.ComparisonOperator = cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         evaluation_periods: int = 1,
     ) -> cw.Alarm:
+        """An alarm on the alerts topic. ``runbook`` defaults to ``RUNBOOKS[id]``; none is an error."""
+        page = runbook or RUNBOOKS.get(id)
+        if page is None:
+            raise ValueError(f"alarm {id} has no runbook: add its page to docs/runbooks and RUNBOOKS")
         alarm = cw.Alarm(
             self,
             id,
@@ -125,12 +158,14 @@ class Observability(Construct):
             evaluation_periods=evaluation_periods,
             datapoints_to_alarm=evaluation_periods,
             treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
-            alarm_description=f"Rebound {self.environment}: {description}",
+            alarm_description=f"Rebound {self.environment}: {description}. "
+            f"Runbook: {self.runbook_base_url}/{page}",
         )
         action = cw_actions.SnsAction(self.topic)
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
         self.alarms[id] = alarm
+        self.runbooks[id] = page
         return alarm
 
     def add_alarms(
@@ -197,6 +232,7 @@ class Observability(Construct):
                 threshold=t.dlq_depth,
                 comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 description=f"{t.dlq_depth} or more messages in the {logical} queue",
+                runbook=DLQ_RUNBOOK,
             )
             self.alarm(
                 f"{_camel(logical)}OldestAge",
@@ -204,6 +240,7 @@ class Observability(Construct):
                 threshold=t.dlq_oldest_age_s,
                 description=f"a message in the {logical} queue is older than {t.dlq_oldest_age_s}s; "
                 "recover or archive it before the queue's retention deletes it",
+                runbook=DLQ_RUNBOOK,
             )
         self.alarm(
             "ExecutionBacklog",
@@ -226,6 +263,7 @@ class Observability(Construct):
                 threshold=1,
                 comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 description=f"the {logical} function failed invocations",
+                runbook=ERRORS_RUNBOOKS.get(logical),
             )
 
     # --------------------------------------------------------------------------- dashboard

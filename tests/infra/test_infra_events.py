@@ -1,0 +1,160 @@
+"""The event bus: ``SPEC.rules`` deliver to their queues with EventBridge's retry policy and the
+control DLQ behind them; the bus archives Rebound's events for the configured retention; SQS
+accepts events only from this bus's rules.
+
+(That the ``EventTriggeredTaskRules`` statement exists, allows ``events.amazonaws.com`` to
+``sqs:SendMessage`` and names ``task-*`` rules of this bus is in ``test_infra_messaging.py``.)
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+import yaml
+from infra_helpers import Synth, as_list, flatten, ref_target
+
+from rebound import resources as r
+from rebound.domain.ids import task_rule_name
+from rebound_infra.app import REPO_ROOT
+from rebound_infra.constructs.events import RULE_MAX_EVENT_AGE, RULE_RETRY_ATTEMPTS
+
+pytestmark = pytest.mark.infra
+
+
+@cache
+def configured(env: str) -> dict[str, Any]:
+    """``config/environments/<env>.yaml`` as written."""
+    path = REPO_ROOT / "config" / "environments" / f"{env}.yaml"
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+
+
+def queue_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].messaging.queues[logical])
+
+
+def bus_id(synth: Synth, env: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].events.bus)
+
+
+def rule_id(synth: Synth, env: str, logical: str) -> str:
+    return synth.logical_id(env, synth.stacks[env].events.rules[logical])
+
+
+def queue_statements(synth: Synth, env: str, logical: str) -> list[dict[str, Any]]:
+    qid = queue_id(synth, env, logical)
+    return [
+        st
+        for policy in synth.resources(env, "AWS::SQS::QueuePolicy").values()
+        if any(ref_target(q) == qid for q in policy["Properties"]["Queues"])
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_rule_retry_constants_are_the_eventbridge_maximums() -> None:
+    assert RULE_RETRY_ATTEMPTS == 185
+    assert RULE_MAX_EVENT_AGE.to_seconds() == 86400
+
+
+def test_the_bus_has_exactly_the_spec_rules(synth: Synth, env: str) -> None:
+    expected = {rule_id(synth, env, spec.logical) for spec in r.SPEC.rules}
+    assert set(synth.resources(env, "AWS::Events::Rule")) == expected
+    assert len(expected) == len(r.SPEC.rules)
+
+
+@pytest.mark.parametrize("spec", r.SPEC.rules, ids=lambda s: s.logical)
+def test_spec_rule_delivers_its_detail_types_to_its_queue_with_retries_and_the_control_dlq(
+    synth: Synth, env: str, spec: r.RuleSpec
+) -> None:
+    props = synth.template(env)["Resources"][rule_id(synth, env, spec.logical)]["Properties"]
+    assert props["EventBusName"] == {"Ref": bus_id(synth, env)}
+    assert props["State"] == "ENABLED"
+    assert props["EventPattern"] == {"source": [r.SPEC.event_source], "detail-type": list(spec.detail_types)}
+    (target,) = props["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [queue_id(synth, env, spec.queue), "Arn"]}
+    assert target["RetryPolicy"] == {"MaximumRetryAttempts": 185, "MaximumEventAgeInSeconds": 86400}
+    assert target["DeadLetterConfig"] == {
+        "Arn": {"Fn::GetAtt": [queue_id(synth, env, r.CONTROL_DLQ.logical), "Arn"]}
+    }
+    # The consumer gets the event as put on the bus: no input transformation, no FIFO parameters.
+    assert not {"Input", "InputPath", "InputTransformer", "SqsParameters"} & set(target)
+
+
+@pytest.mark.parametrize("spec", r.SPEC.rules, ids=lambda s: s.logical)
+def test_spec_rule_may_send_to_its_queue_and_to_the_control_dlq(
+    synth: Synth, env: str, spec: r.RuleSpec
+) -> None:
+    """Without these grants EventBridge drops the event (or the dead letter) silently."""
+    rule_arn = {"Fn::GetAtt": [rule_id(synth, env, spec.logical), "Arn"]}
+    for queue in (spec.queue, r.CONTROL_DLQ.logical):
+        grants = [
+            st
+            for st in queue_statements(synth, env, queue)
+            if st["Effect"] == "Allow"
+            and st.get("Condition", {}).get("ArnEquals") == {"aws:SourceArn": rule_arn}
+        ]
+        assert len(grants) == 1, (spec.logical, queue)
+        (st,) = grants
+        assert st["Principal"] == {"Service": "events.amazonaws.com"}
+        assert "sqs:SendMessage" in as_list(st["Action"])
+        assert st["Resource"] == {"Fn::GetAtt": [queue_id(synth, env, queue), "Arn"]}
+
+
+def test_bus_archives_rebound_events_for_the_configured_retention(synth: Synth, env: str) -> None:
+    archives = [
+        a["Properties"]
+        for a in synth.resources(env, "AWS::Events::Archive").values()
+        if a["Properties"]["SourceArn"] == {"Fn::GetAtt": [bus_id(synth, env), "Arn"]}
+    ]
+    assert len(archives) == 1
+    (archive,) = archives
+    assert archive["EventPattern"] == {"source": [r.SPEC.event_source]}
+    assert r.SPEC.event_source == "rebound"
+    assert archive["RetentionDays"] == configured(env)["bus_archive_retention_days"]
+
+
+def test_archive_retention_differs_per_environment() -> None:
+    # Distinct values, so the test above tells the environments apart.
+    assert [configured(e)["bus_archive_retention_days"] for e in ("dev", "staging", "prod")] == [3, 14, 30]
+
+
+@pytest.mark.parametrize("logical", [r.EXECUTION.logical, r.CONTROL_DLQ.logical])
+def test_task_rule_grant_is_exactly_the_task_rules_of_this_bus_in_this_account(
+    synth: Synth, env: str, logical: str
+) -> None:
+    (st,) = [s for s in queue_statements(synth, env, logical) if s.get("Sid") == "EventTriggeredTaskRules"]
+    assert st["Resource"] == {"Fn::GetAtt": [queue_id(synth, env, logical), "Arn"]}
+    assert set(st["Condition"]) == {"ArnLike"}
+    assert set(st["Condition"]["ArnLike"]) == {"aws:SourceArn"}
+    source = flatten(st["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert source == (
+        "arn:<Ref:AWS::Partition>:events:<Ref:AWS::Region>:<Ref:AWS::AccountId>:rule/"
+        f"<Ref:{bus_id(synth, env)}>/{task_rule_name('*')}"
+    )
+    assert task_rule_name("*") == "task-*"
+
+
+@pytest.mark.parametrize("logical", [r.EXECUTION.logical, r.CONTROL_DLQ.logical])
+def test_events_reach_the_queue_only_from_rules_of_this_bus(synth: Synth, env: str, logical: str) -> None:
+    """Every Allow on the execution queue and the control DLQ is for EventBridge, conditioned on
+    a rule of this stack that uses the queue, or on the ``task-*`` rules of this bus."""
+    uses = {
+        rule_id(synth, env, spec.logical)
+        for spec in r.SPEC.rules
+        if logical in (spec.queue, r.CONTROL_DLQ.logical)
+    }
+    allowed = [st for st in queue_statements(synth, env, logical) if st["Effect"] == "Allow"]
+    assert allowed
+    seen: set[str] = set()
+    for st in allowed:
+        assert st["Principal"] == {"Service": "events.amazonaws.com"}, st
+        assert set(as_list(st["Action"])) <= {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
+        if st.get("Sid") == "EventTriggeredTaskRules":
+            seen.add("task-*")
+            continue
+        assert set(st["Condition"]) == {"ArnEquals"}, st
+        rule = ref_target(st["Condition"]["ArnEquals"]["aws:SourceArn"])
+        assert rule in uses, st
+        seen.add(str(rule))
+    assert seen == uses | {"task-*"}
