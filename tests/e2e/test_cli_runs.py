@@ -103,6 +103,13 @@ def test_show_is_one_correlated_timeline(local_cloud: Cloud) -> None:
         failed["detail"]["error_code"] == "SIM_FAILURE"
         and "always fails" in failed["detail"]["error_message"]
     )
+    # Each attempt names the queue delivery that carried it: message id and SQS receive count.
+    started = [e for e in shown["timeline"] if e["action"] == "attempt-started"]
+    assert len(started) == 3
+    for entry in started:
+        delivery = entry["detail"]["delivery"]
+        assert delivery["message_id"] and delivery["receive_count"] >= 1
+    assert len({e["detail"]["delivery"]["message_id"] for e in started}) == 3  # a new message per retry
     assert shown["audit"]["ok"] is True
     assert shown["work_order"]["state"] == "open"
     assert shown["dlq_message"]["run_id"] == LEDGER_RUN

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -86,6 +87,17 @@ class QueueMessage:
     attributes: dict[str, str] | None = None
 
 
+_DELIVERY: ContextVar[QueueMessage | None] = ContextVar("rebound_delivery", default=None)
+"""The queue message being processed (per thread), so the attempt's audit record names its delivery."""
+
+
+def _delivery() -> dict[str, Any] | None:
+    message = _DELIVERY.get()
+    if message is None:
+        return None
+    return {"message_id": message.message_id, "receive_count": message.receive_count}
+
+
 class NotEnoughTime(ReboundError):
     """The invocation has too little time left to run this attempt; hand the message back."""
 
@@ -102,6 +114,13 @@ class Executor:
     # --------------------------------------------------------------------------- entry
     def process(self, message: QueueMessage, remaining_s: float) -> str:
         """Handle one message. Returns what happened; raises to have the message redelivered."""
+        token = _DELIVERY.set(message)
+        try:
+            return self._process(message, remaining_s)
+        finally:
+            _DELIVERY.reset(token)
+
+    def _process(self, message: QueueMessage, remaining_s: float) -> str:
         try:
             parsed = parse_execution_message(message.body)
         except ValidationFailed as exc:
@@ -546,6 +565,7 @@ class Executor:
                 "deadline_s": round(attempt_s, 3),
                 "lease_owner": self.request_id,
                 "slots": running.slots,
+                "delivery": _delivery(),
             },
             from_state=run.state,
         )
