@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from rebound.domain.errors import ConfigError
 from rebound.domain.ids import task_rule_name
 from rebound.domain.models import RunState, TaskState
 from rebound.engine.deps import Deps
@@ -125,7 +126,7 @@ def test_a_malformed_pattern_is_refused_at_registration_with_its_key(
     file.write_text(
         json.dumps({"tasks": [{"id": "bad", "tenant": "acme", "event": pattern, "target": {"type": "sim"}}]})
     )
-    with pytest.raises(Exception) as refused:
+    with pytest.raises(ConfigError) as refused:
         TaskOps(deps, "test").load(file)
     assert problem in str(refused.value)
     assert str(file) in str(refused.value)

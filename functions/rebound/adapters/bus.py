@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rebound.adapters.errors import error_code, translate
+from rebound.adapters.errors import call_or_none, translate
+from rebound.domain.errors import OperationalError
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -113,20 +114,18 @@ class Bus:
             raise translate(exc, f"write rule {name}") from exc
         if resp.get("FailedEntryCount"):
             failed = resp.get("FailedEntries", [{}])[0]
-            raise translate(
-                RuntimeError(f"{failed.get('ErrorCode')}: {failed.get('ErrorMessage')}"), f"write rule {name}"
+            raise OperationalError(
+                f"write rule {name}: target refused ({failed.get('ErrorCode')}: {failed.get('ErrorMessage')})"
             )
         return "created" if current is None else "updated"
 
     def get_rule(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self.client.describe_rule(Name=name, EventBusName=self.bus_name))
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return None
-            raise translate(exc, f"read rule {name}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"read rule {name}") from exc
+        found = call_or_none(
+            f"read rule {name}",
+            lambda: self.client.describe_rule(Name=name, EventBusName=self.bus_name),
+            none_on="ResourceNotFoundException",
+        )
+        return dict(found) if found is not None else None
 
     def _targets(self, name: str) -> list[dict[str, Any]]:
         try:
@@ -137,15 +136,10 @@ class Bus:
 
     def delete_task_rule(self, name: str) -> bool:
         """Remove the rule's target, then the rule. False if there was no rule."""
-        if self.get_rule(name) is None:
-            return False
-        try:
+
+        def remove() -> bool:
             self.client.remove_targets(Rule=name, EventBusName=self.bus_name, Ids=[RULE_TARGET_ID])
             self.client.delete_rule(Name=name, EventBusName=self.bus_name)
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return False
-            raise translate(exc, f"delete rule {name}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"delete rule {name}") from exc
-        return True
+            return True
+
+        return bool(call_or_none(f"delete rule {name}", remove, none_on="ResourceNotFoundException"))

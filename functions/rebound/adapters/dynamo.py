@@ -136,6 +136,21 @@ class StoredTask:
         return self.paused and (self.paused_at is None or scheduled_for > self.paused_at)
 
 
+def _conditioned(
+    op: dict[str, Any],
+    condition: str | None,
+    values: Mapping[str, Any] | None,
+    names: Mapping[str, str] | None,
+) -> None:
+    """Add a transaction item's condition and expression attributes, where given."""
+    if condition:
+        op["ConditionExpression"] = condition
+    if values:
+        op["ExpressionAttributeValues"] = to_item(values)
+    if names:
+        op["ExpressionAttributeNames"] = dict(names)
+
+
 @dataclass
 class UnitOfWork:
     """Collects changes and commits them as one transaction."""
@@ -265,12 +280,7 @@ class UnitOfWork:
         names: Mapping[str, str] | None = None,
     ) -> None:
         op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
-        if condition:
-            op["ConditionExpression"] = condition
-        if values:
-            op["ExpressionAttributeValues"] = to_item(values)
-        if names:
-            op["ExpressionAttributeNames"] = dict(names)
+        _conditioned(op, condition, values, names)
         self._stage({"Put": op}, label)  # type: ignore[typeddict-item]
 
     def update(
@@ -288,12 +298,7 @@ class UnitOfWork:
             "Key": to_item(key),
             "UpdateExpression": expression,
         }
-        if condition:
-            op["ConditionExpression"] = condition
-        if values:
-            op["ExpressionAttributeValues"] = to_item(values)
-        if names:
-            op["ExpressionAttributeNames"] = dict(names)
+        _conditioned(op, condition, values, names)
         self._stage({"Update": op}, label)  # type: ignore[typeddict-item]
 
     def commit(self) -> None:

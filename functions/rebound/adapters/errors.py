@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.domain.errors import Conflict, OperationalError, ReboundError, Throttled
+
+T = TypeVar("T")
 
 THROTTLING_CODES = frozenset(
     {
@@ -45,3 +50,16 @@ def translate(exc: Exception, doing: str) -> ReboundError:
     if isinstance(exc, BotoCoreError):
         return OperationalError(f"{doing}: {type(exc).__name__}")
     return OperationalError(f"{doing}: {type(exc).__name__}: {exc}")
+
+
+def call_or_none(doing: str, call: Callable[[], T], *, none_on: str) -> T | None:
+    """Make an AWS call. ``None`` when AWS answers with the error code ``none_on`` (the schedule
+    is not there, the conditional put lost); any other failure is raised as :func:`translate` says."""
+    try:
+        return call()
+    except ClientError as exc:
+        if error_code(exc) == none_on:
+            return None
+        raise translate(exc, doing) from exc
+    except BotoCoreError as exc:
+        raise translate(exc, doing) from exc

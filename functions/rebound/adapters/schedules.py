@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rebound.adapters.errors import error_code, translate
+from rebound.adapters.errors import call_or_none, translate
 from rebound.domain.jsonutil import dumps
 
 if TYPE_CHECKING:
@@ -56,8 +56,9 @@ class Schedules:
 
     def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool:
         """Create a one-time ``at()`` schedule that deletes itself. False if it exists already."""
-        try:
-            self.client.create_schedule(
+        created = call_or_none(
+            f"create schedule {name}",
+            lambda: self.client.create_schedule(
                 Name=name,
                 GroupName=self.group,
                 ScheduleExpression=at_expression(when),
@@ -67,14 +68,10 @@ class Schedules:
                 ActionAfterCompletion="DELETE",
                 State="ENABLED",
                 Description="Rebound retry",
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConflictException":
-                return False
-            raise translate(exc, f"create schedule {name}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"create schedule {name}") from exc
-        return True
+            ),
+            none_on="ConflictException",
+        )
+        return created is not None
 
     def put_recurring(
         self,
@@ -103,14 +100,7 @@ class Schedules:
             "State": "ENABLED" if enabled else "DISABLED",
             "Description": description[:512],
         }
-        try:
-            current = self.client.get_schedule(Name=name, GroupName=self.group)
-        except ClientError as exc:
-            if error_code(exc) != "ResourceNotFoundException":
-                raise translate(exc, f"read schedule {name}") from exc
-            current = None
-        except BotoCoreError as exc:
-            raise translate(exc, f"read schedule {name}") from exc
+        current = self.get(name)
         try:
             if current is None:
                 self.client.create_schedule(**args)
@@ -132,22 +122,17 @@ class Schedules:
             raise translate(exc, f"write schedule {name}") from exc
 
     def delete(self, name: str) -> bool:
-        try:
-            self.client.delete_schedule(Name=name, GroupName=self.group)
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return False
-            raise translate(exc, f"delete schedule {name}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"delete schedule {name}") from exc
-        return True
+        deleted = call_or_none(
+            f"delete schedule {name}",
+            lambda: self.client.delete_schedule(Name=name, GroupName=self.group),
+            none_on="ResourceNotFoundException",
+        )
+        return deleted is not None
 
     def get(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self.client.get_schedule(Name=name, GroupName=self.group))
-        except ClientError as exc:
-            if error_code(exc) == "ResourceNotFoundException":
-                return None
-            raise translate(exc, f"read schedule {name}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"read schedule {name}") from exc
+        found = call_or_none(
+            f"read schedule {name}",
+            lambda: self.client.get_schedule(Name=name, GroupName=self.group),
+            none_on="ResourceNotFoundException",
+        )
+        return dict(found) if found is not None else None

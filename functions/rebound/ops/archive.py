@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.dynamo import from_item, to_item
-from rebound.adapters.errors import error_code, translate
+from rebound.adapters.errors import call_or_none, translate
 from rebound.domain.errors import NotFound
 from rebound.domain.timefmt import iso
 
@@ -90,19 +90,16 @@ class ArchiveStore:
             "archived_by": actor,
             "expires_at": int((at + timedelta(days=keep_days)).timestamp()),
         }
-        try:
-            self.client.put_item(
+        stored = call_or_none(
+            f"archive DLQ message {message_id}",
+            lambda: self.client.put_item(
                 TableName=self.table,
                 Item=to_item(data),
                 ConditionExpression="attribute_not_exists(message_id)",
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise translate(exc, f"archive DLQ message {message_id}") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"archive DLQ message {message_id}") from exc
-        return True
+            ),
+            none_on="ConditionalCheckFailedException",
+        )
+        return stored is not None
 
     def get(self, message_id: str) -> ArchivedItem | None:
         try:
@@ -133,8 +130,9 @@ class ArchiveStore:
 
     def mark_redriven(self, message_id: str, at: datetime, actor: str) -> bool:
         """``archived`` -> ``redriven``. False if it was not ``archived`` any more."""
-        try:
-            self.client.update_item(
+        marked = call_or_none(
+            f"mark archived message {message_id} redriven",
+            lambda: self.client.update_item(
                 TableName=self.table,
                 Key=to_item({"message_id": message_id}),
                 UpdateExpression="SET #s = :new, redriven_at = :at, redriven_by = :by",
@@ -143,14 +141,10 @@ class ArchiveStore:
                 ExpressionAttributeValues=to_item(
                     {":new": REDRIVEN, ":old": ARCHIVED, ":at": iso(at), ":by": actor}
                 ),
-            )
-        except ClientError as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                return False
-            raise translate(exc, f"mark archived message {message_id} redriven") from exc
-        except BotoCoreError as exc:
-            raise translate(exc, f"mark archived message {message_id} redriven") from exc
-        return True
+            ),
+            none_on="ConditionalCheckFailedException",
+        )
+        return marked is not None
 
 
 def _item(data: dict[str, Any]) -> ArchivedItem:

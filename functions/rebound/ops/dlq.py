@@ -33,7 +33,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Protocol
@@ -311,13 +311,7 @@ class RedriveItem:
     detail: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "message_id": self.message_id,
-            "run_id": self.run_id,
-            "task_id": self.task_id,
-            "outcome": self.outcome,
-            "detail": self.detail,
-        }
+        return asdict(self)
 
 
 MOVED = "moved"
