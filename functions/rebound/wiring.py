@@ -21,7 +21,16 @@ from rebound.adapters.secrets import SecretResolver
 from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
-from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes, PowertoolsMetrics, SystemClock
+from rebound.engine.ports import (
+    Clock,
+    CrashPoints,
+    Fanout,
+    Metrics,
+    NoCrashes,
+    PowertoolsMetrics,
+    SystemClock,
+    ThreadFanout,
+)
 from rebound.engine.telemetry import AUDIT_FAILURE
 from rebound.settings import Settings, settings_from_env
 from rebound.targets.base import Targets
@@ -58,6 +67,7 @@ def build_deps(
     metrics: Metrics | None = None,
     faults: CrashPoints | None = None,
     targets: Targets | None = None,
+    fanout: Fanout | None = None,
     client_kwargs: dict[str, Any] | None = None,
 ) -> Deps:
     session = session or boto3.session.Session()
@@ -102,4 +112,5 @@ def build_deps(
         policies=PolicyService(store, load_policy_book(settings.config_dir)),
         metrics=metrics,
         faults=faults or NoCrashes(),
+        fanout=fanout or ThreadFanout(),
     )

@@ -10,7 +10,7 @@ from rebound.adapters.bus import Bus
 from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.queues import Queues
 from rebound.adapters.schedules import Schedules
-from rebound.engine.ports import Clock, CrashPoints, Metrics, NoCrashes
+from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics, NoCrashes, ThreadFanout
 from rebound.settings import Settings
 from rebound.targets.base import Targets
 
@@ -32,6 +32,8 @@ class Deps:
     policies: PolicyService
     metrics: Metrics
     faults: CrashPoints = field(default_factory=NoCrashes)
+    fanout: Fanout = field(default_factory=ThreadFanout)
+    """Runs the messages of one executor batch at once, so no attempt waits for another."""
     cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 
