@@ -62,7 +62,7 @@ def register(deps: Deps, *tasks: Task) -> None:
 class Context:
     """A Lambda context with a fixed amount of time left."""
 
-    remaining_ms: int = 120_000
+    remaining_ms: int = 300_000
     function_name: str = "rebound-test"
     function_version: str = "$LATEST"
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:rebound-test"
@@ -139,6 +139,53 @@ def queue_messages(deps: Deps, queue: str) -> list[dict[str, Any]]:
     ]
 
 
+def receive_event(deps: Deps, queue: str = "execution", max_messages: int = 10) -> dict[str, Any]:
+    """Receive what is visible on a queue, as the Lambda event source mapping would, with real
+    receipt handles (so the handler's visibility changes and the runtime's deletes act on it)."""
+    ref = deps.settings.queue(queue)
+    resp = deps.queues.client.receive_message(
+        QueueUrl=ref.url,
+        MaxNumberOfMessages=max_messages,
+        MessageAttributeNames=["All"],
+        MessageSystemAttributeNames=["All"],
+    )
+    records = []
+    for m in resp.get("Messages", []):
+        record = sqs_record(
+            m["Body"],
+            message_id=m["MessageId"],
+            receive_count=int(m["Attributes"]["ApproximateReceiveCount"]),
+            receipt=m["ReceiptHandle"],
+        )
+        record["messageAttributes"] = {
+            k: {"stringValue": v.get("StringValue"), "dataType": v["DataType"]}
+            for k, v in m.get("MessageAttributes", {}).items()
+        }
+        record["eventSourceARN"] = ref.arn
+        records.append(record)
+    return {"Records": records}
+
+
+def delete_done(
+    deps: Deps, event: dict[str, Any], response: dict[str, Any], queue: str = "execution"
+) -> None:
+    """What the event source mapping does after an invocation: delete every message not reported failed."""
+    failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+    for record in event["Records"]:
+        if record["messageId"] not in failed:
+            deps.queues.client.delete_message(
+                QueueUrl=deps.settings.queue(queue).url, ReceiptHandle=record["receiptHandle"]
+            )
+
+
+def visible_at_ms(deps: Deps, queue: str, message_id: str) -> float:
+    from moto.sqs.models import sqs_backends
+
+    q = sqs_backends["123456789012"]["us-east-1"].get_queue(deps.settings.queue(queue).name)
+    [m] = [m for m in q._messages if m.id == message_id]
+    return float(m.visible_at)
+
+
 def _json_or_text(text: str) -> Any:
     try:
         return json.loads(text)
@@ -190,5 +237,5 @@ def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z"
     saved = deps.faults
     deps.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
     with pytest.raises(SimulatedCrash):
-        Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 120)
+        Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 300)
     deps.faults = saved

@@ -18,6 +18,7 @@ from rebound.adapters.notify import Notifier, notification_channels
 from rebound.adapters.queues import Queues
 from rebound.adapters.schedules import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
+from rebound.adapters.streams import StreamReader
 from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
@@ -80,6 +81,7 @@ def build_deps(
         settings.tables,
         settings.event_source,
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
+        sleep=clock.sleep,
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(
@@ -113,4 +115,5 @@ def build_deps(
         metrics=metrics,
         faults=faults or NoCrashes(),
         fanout=fanout or ThreadFanout(),
+        streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
     )

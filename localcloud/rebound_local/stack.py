@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rebound.engine.ports import SequentialFanout
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
 from rebound.wiring import build_deps
@@ -145,6 +146,8 @@ def start_local(
         faults=crashes,
         targets=targets,
         client_kwargs=client_kwargs,
+        # Threads the virtual clock does not know would break its accounting of busy workers.
+        fanout=SequentialFanout(),
     )
     runtime = LocalRuntime(
         cloud,

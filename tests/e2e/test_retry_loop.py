@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rebound.config.loader import load_task_file
-from rebound.domain.audit import rebuild_run, verify_chain
+from rebound.domain.audit import rebuild_run, trail_mismatches, verify_chain
 from rebound.domain.models import Run, RunState
 from rebound.resources import EXECUTION_VISIBILITY_S
 from rebound_local.clock import VirtualClock
@@ -84,7 +84,9 @@ def test_demo_scenario(make_stack) -> None:  # type: ignore[no-untyped-def]
     assert len(orders) == 1 and dead.work_order_id == orders[0].work_order_id
     trail = deps.store.audit_trail(f"run#{dead.run_id}")
     assert verify_chain(dead.run_id, trail).ok
-    assert rebuild_run(dead.run_id, trail) == deps.store.get_run(dead.run_id)
+    stored = deps.store.get_run(dead.run_id)
+    assert stored is not None and trail_mismatches(stored, trail) == []
+    assert rebuild_run(dead.run_id, trail) == stored.model_copy(update={"rev": 0})
     assert [r.action for r in trail] == [
         "attempt-started",
         "attempt-failed",

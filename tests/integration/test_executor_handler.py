@@ -8,20 +8,25 @@ import threading
 
 import pytest
 
+from rebound.domain.errors import Throttled
 from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.handlers import executor
+from rebound.targets.base import Invocation, Outcome
 from rebound_local.instrument import RecordingTargets
 from support import (
     Context,
+    delete_done,
     detail_types,
     fire,
     outbox_events,
     queue_messages,
+    receive_event,
     register,
     sqs_event,
     sqs_record,
     task,
+    visible_at_ms,
 )
 
 pytestmark = pytest.mark.integration
@@ -131,21 +136,107 @@ def test_a_bad_message_does_not_disturb_its_neighbours_in_the_batch(
     assert len(queue_messages(wired, "dlq")) == 1
 
 
-def test_too_little_time_left_hands_the_message_back_untouched(wired: Deps, calls: RecordingTargets) -> None:
+def test_too_little_time_left_releases_the_attempt_to_a_fresh_message(
+    wired: Deps, calls: RecordingTargets
+) -> None:
+    """A message it has no time for is not handed back (that would count towards maxReceiveCount):
+    the run is recorded pending under a new dispatch token and a fresh message carries it."""
     register(wired, task("job"))
-    sent = wired.queues.send("execution", fire("job"))
-    from moto.sqs.models import sqs_backends
-
-    backend = sqs_backends["123456789012"]["us-east-1"]
-    [msg] = backend.receive_message(wired.settings.queue("execution").name, 1, 0, 600)
-    event = {"Records": [sqs_record(msg.body, message_id=sent.message_id, receipt=msg.receipt_handle)]}
+    wired.queues.send("execution", fire("job"))
+    event = receive_event(wired)
     response = executor.lambda_handler(event, Context(remaining_ms=8_000))
-    assert response == {"batchItemFailures": [{"itemIdentifier": sent.message_id}]}
+    assert response == {"batchItemFailures": []}  # the original is deleted: it is stale now
+    delete_done(wired, event, response)
     assert calls.calls == []
-    assert wired.store.get_run(RUN_ID) is None
-    # released for another invocation now, instead of after the visibility timeout
-    wired.clock.sleep(0.01)  # moto needs the clock to move past the release instant
-    assert backend.receive_message(wired.settings.queue("execution").name, 1, 0, 600)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.PENDING and run.releases == 1 and run.dispatch == 1
+    [fresh] = queue_messages(wired, "execution")
+    assert fresh["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 1, "dispatch": 1}
+    assert fresh["receive_count"] == 0
+    wired.clock.sleep(2)
+    again = receive_event(wired)
+    delete_done(wired, again, executor.lambda_handler(again, Context()))
+    assert wired.store.get_run(RUN_ID).state is RunState.SUCCEEDED  # type: ignore[union-attr]
+    assert [(c.run_id, c.attempt) for c in calls.calls] == [(RUN_ID, 1)]
+
+
+def test_a_run_that_never_gets_enough_time_is_dead_lettered_after_three_releases(
+    wired: Deps, calls: RecordingTargets
+) -> None:
+    register(wired, task("job"))
+    wired.queues.send("execution", fire("job"))
+    for _ in range(4):
+        wired.clock.sleep(2)
+        event = receive_event(wired)
+        delete_done(wired, event, executor.lambda_handler(event, Context(remaining_ms=8_000)))
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.DEAD_LETTERED
+    assert run.dead_letter_reason == "not_enough_time" and run.last_error_code == "NOT_ENOUGH_TIME"
+    assert calls.calls == [] and queue_messages(wired, "execution") == []
+    assert len(queue_messages(wired, "dlq")) == 1
+
+
+def test_the_attempt_deadline_is_never_cut_to_the_invocation_time_left(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=200))
+    executor.lambda_handler(sqs_event(fire("job")), Context(remaining_ms=60_000))
+    assert [r.action for r in wired.store.audit_trail(f"run#{RUN_ID}")] == ["released"]
+    executor.lambda_handler(
+        sqs_event({"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 1, "dispatch": 1}), Context()
+    )
+    [started] = [r for r in wired.store.audit_trail(f"run#{RUN_ID}") if r.action == "attempt-started"]
+    assert started.evidence["deadline_s"] == 200  # the task's whole timeout
+
+
+def test_the_messages_of_a_batch_run_at_once_each_with_the_whole_timeout(wired: Deps) -> None:
+    """Three 100-second attempts in a 300-second invocation: one after the other, the third would
+    start with 100 s left and be cut short (or released). Side by side, each has its own 150 s."""
+    register(wired, *(task(f"job{i}", timeout_s=150) for i in range(3)))
+    started = threading.Barrier(3, timeout=10)
+    t0 = wired.clock.now()
+
+    class Slow:
+        def invoke(self, target: object, call: Invocation) -> Outcome:
+            started.wait()  # all three are claimed before any of them takes its time
+            wired.clock.sleep(100)
+            return Outcome.success()
+
+    wired.targets.invokers["sim"] = Slow()
+
+    class Invocation300(Context):
+        def get_remaining_time_in_millis(self) -> int:
+            return int(300_000 - (wired.clock.now() - t0).total_seconds() * 1000)
+
+    event = sqs_event(*(fire(f"job{i}") for i in range(3)))
+    assert executor.lambda_handler(event, Invocation300()) == {"batchItemFailures": []}
+    for i in range(3):
+        run = wired.store.get_run(f"job{i}:20260307T090000Z")
+        assert run is not None and run.state is RunState.SUCCEEDED
+        [claim] = [r for r in wired.store.audit_trail(f"run#{run.run_id}") if r.action == "attempt-started"]
+        assert claim.evidence["deadline_s"] == 150 and claim.at == t0
+
+
+def test_a_transient_failure_brings_the_message_back_within_seconds(wired: Deps) -> None:
+    register(wired, task("job"))
+    wired.queues.send("execution", fire("job"))
+    event = receive_event(wired)
+    [record] = event["Records"]
+    real = wired.store.get_task
+
+    def throttled(task_id: str) -> object:
+        raise Throttled("read tasks: throttled (injected)")
+
+    wired.store.get_task = throttled  # type: ignore[method-assign,assignment]
+    try:
+        response = executor.lambda_handler(event, Context())
+    finally:
+        wired.store.get_task = real  # type: ignore[method-assign]
+    assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    back_in_ms = visible_at_ms(wired, "execution", record["messageId"]) - wired.clock.now().timestamp() * 1000
+    assert 2_500 <= back_in_ms <= 5_000  # receive 1: 5 s, jittered down to half; not 30 minutes
+    wired.clock.sleep(6)
+    again = receive_event(wired)
+    delete_done(wired, again, executor.lambda_handler(again, Context()))
+    assert wired.store.get_run(RUN_ID).state is RunState.SUCCEEDED  # type: ignore[union-attr]
 
 
 def test_fires_due_after_a_pause_are_recorded_as_skipped(wired: Deps, calls: RecordingTargets) -> None:
@@ -167,10 +258,3 @@ def test_a_fire_due_before_the_pause_still_runs_when_delivered_late(
     executor.lambda_handler(sqs_event(fire("job", "2026-03-07T09:05:00Z")), Context())
     run = wired.store.get_run("job:20260307T090500Z")
     assert run is not None and run.state is RunState.SUCCEEDED and len(calls.calls) == 1
-
-
-def test_the_attempt_deadline_is_cut_to_the_invocation_time_left(wired: Deps) -> None:
-    register(wired, task("job", timeout_s=200))
-    executor.lambda_handler(sqs_event(fire("job")), Context(remaining_ms=60_000))
-    [started] = [r for r in wired.store.audit_trail(f"run#{RUN_ID}") if r.action == "attempt-started"]
-    assert started.evidence["deadline_s"] == 50  # 60 s left minus the 10 s safety margin

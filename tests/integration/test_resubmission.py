@@ -127,7 +127,7 @@ def test_resubmitting_a_waiting_run_neither_queues_a_second_waiter_nor_runs_it_t
     assert before.state is RunState.PENDING and before.attempt == 0 and before.waits == 1
     runs = all_runs(wired)
     [queued] = [m for m in queue_messages(wired, "execution") if m["body"].get("run_id") == RUN_ID]
-    assert queued["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 1}
+    assert queued["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 1, "dispatch": 1}
 
     for _ in range(2):  # duplicates while the mutex is busy
         assert resubmit("job") == {"batchItemFailures": []}

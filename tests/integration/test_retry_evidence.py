@@ -49,7 +49,7 @@ def test_the_delay_queue_path_records_attempt_time_outcome_and_reference(wired: 
     assert run is not None and run.state is RunState.RETRY_SCHEDULED and run.next_retry_at is not None
     [record] = retry_records(wired)
     evidence = record.evidence
-    expected_ref = retry_dispatch_reference(RUN_ID, 2)
+    expected_ref = retry_dispatch_reference(RUN_ID, 2, 1)
     assert evidence["attempt"] == 2
     assert evidence["next_retry_at"] == iso(run.next_retry_at) == iso(failed_at + timedelta(seconds=120))
     assert evidence["outcome"] == "failed"
@@ -59,7 +59,13 @@ def test_the_delay_queue_path_records_attempt_time_outcome_and_reference(wired: 
     # The reference is the one the dispatch really carries.
     [msg] = queue_messages(wired, "execution")
     assert msg["attributes"]["dispatch_reference"] == expected_ref
-    assert msg["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": evidence["attempt"]}
+    assert msg["body"] == {
+        "v": 1,
+        "kind": "attempt",
+        "run_id": RUN_ID,
+        "attempt": evidence["attempt"],
+        "dispatch": run.dispatch,
+    }
     assert msg["delayed_until_ms"] == (failed_at + timedelta(seconds=120)).timestamp() * 1000
     assert wired.schedules.get(expected_ref) is None
 
@@ -79,7 +85,7 @@ def test_the_one_time_schedule_path_records_attempt_time_outcome_and_reference(w
     assert run is not None and run.state is RunState.RETRY_SCHEDULED
     [record] = retry_records(wired)
     evidence = record.evidence
-    expected_ref = retry_dispatch_reference(RUN_ID, 2)
+    expected_ref = retry_dispatch_reference(RUN_ID, 2, 1)
     assert evidence["attempt"] == 2
     assert evidence["next_retry_at"] == iso(failed_at + timedelta(minutes=20)) == "2026-03-07T09:20:00.000Z"
     assert evidence["outcome"] == "failed"
@@ -115,7 +121,7 @@ def test_the_second_retry_names_the_third_attempt_and_its_own_reference(wired: D
 
     first, second = retry_records(wired)
     assert (first.evidence["attempt"], second.evidence["attempt"]) == (2, 3)
-    assert second.evidence["dispatch_reference"] == retry_dispatch_reference(RUN_ID, 3)
+    assert second.evidence["dispatch_reference"] == retry_dispatch_reference(RUN_ID, 3, 2)
     assert second.evidence["dispatch_reference"] != first.evidence["dispatch_reference"]
     # base 120 s, multiplier 2: the second wait is 240 s.
     assert second.evidence["next_retry_at"] == iso(second_failed_at + timedelta(seconds=240))

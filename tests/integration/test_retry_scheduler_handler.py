@@ -36,7 +36,7 @@ def test_a_short_delay_goes_through_the_delay_queue(wired: Deps) -> None:
     assert run is not None and run.state is RunState.RETRY_SCHEDULED
     assert run.next_retry_at == wired.clock.now() + timedelta(seconds=120)
     [msg] = queue_messages(wired, "execution")
-    assert msg["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 2}
+    assert msg["body"] == {"v": 1, "kind": "attempt", "run_id": RUN_ID, "attempt": 2, "dispatch": 1}
     assert msg["delayed_until_ms"] == (wired.clock.now() + timedelta(seconds=120)).timestamp() * 1000
     [(_, scheduled)] = [(t, d) for t, d in outbox_events(wired) if t == "task.retry.scheduled"]
     assert scheduled["attempt"] == 2 and scheduled["delay_s"] == 120 and scheduled["via"] == "delay_queue"
@@ -47,7 +47,7 @@ def test_a_delay_over_fifteen_minutes_uses_a_one_time_schedule_that_deletes_itse
     detail = fail_once(wired, retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"})
     deliver_failed(detail)
     assert queue_messages(wired, "execution") == []
-    name = retry_dispatch_reference(RUN_ID, 2)
+    name = retry_dispatch_reference(RUN_ID, 2, 1)
     schedule = wired.schedules.get(name)
     assert schedule is not None
     assert schedule["ScheduleExpression"] == "at(2026-03-07T09:20:00)"
@@ -60,6 +60,7 @@ def test_a_delay_over_fifteen_minutes_uses_a_one_time_schedule_that_deletes_itse
         "kind": "attempt",
         "run_id": RUN_ID,
         "attempt": 2,
+        "dispatch": 1,
     }
     [scheduled] = [d for t, d in outbox_events(wired) if t == "task.retry.scheduled"]
     assert scheduled["via"] == "scheduler" and scheduled["dispatch_reference"] == name
@@ -72,7 +73,7 @@ def test_every_schedule_rebound_writes_retries_delivery_and_dead_letters_what_it
     schedules and on the tasks' recurring schedules alike, as the stack's alarms expect."""
     detail = fail_once(wired, retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"})
     deliver_failed(detail)
-    names = [retry_dispatch_reference(RUN_ID, 2), *wired.store.get_task("job").schedule_names]  # type: ignore[union-attr]
+    names = [retry_dispatch_reference(RUN_ID, 2, 1), *wired.store.get_task("job").schedule_names]  # type: ignore[union-attr]
     assert len(names) == 2
     for name in names:
         schedule = wired.schedules.get(name)
@@ -94,7 +95,7 @@ def test_handling_the_same_failure_twice_reuses_the_plan(wired: Deps) -> None:
     assert [r.action for r in wired.store.audit_trail(f"run#{RUN_ID}")].count("retry-scheduled") == 1
     groups = wired.schedules.client.list_schedules(GroupName=wired.settings.schedule_group)["Schedules"]
     assert [s["Name"] for s in groups if s["Name"].startswith("retry-")] == [
-        retry_dispatch_reference(RUN_ID, 2)
+        retry_dispatch_reference(RUN_ID, 2, 1)
     ]
 
 

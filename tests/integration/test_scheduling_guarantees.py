@@ -11,22 +11,27 @@ import pytest
 from rebound.domain.models import AttemptOutcome, RunState, TaskState, TenantSettings
 from rebound.engine import sla
 from rebound.engine.deps import Deps
+from rebound.engine.dispatch import observe_queue
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.engine.ledger import Ledger
+from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import escalation
+from rebound.handlers import executor as executor_handler
 from rebound.ops.tasks import TaskOps
 from support import (
     Context,
     ManualClock,
     bus_event,
+    delete_done,
     fire,
     outbox_events,
     queue_messages,
+    receive_event,
     register,
     sqs_event,
     start_and_crash,
     task,
+    visible_at_ms,
 )
 
 pytestmark = pytest.mark.integration
@@ -34,6 +39,11 @@ pytestmark = pytest.mark.integration
 
 def deliver(deps: Deps, task_id: str, when: str) -> str:
     return Executor(deps).process(QueueMessage(f"m-{task_id}-{when}-x", json.dumps(fire(task_id, when))), 120)
+
+
+def reconcile(deps: Deps) -> LedgerReport:
+    """The ledger as the sweeper runs it: after looking at the execution queue."""
+    return Ledger(deps).reconcile(observe_queue(deps))
 
 
 def slot(deps: Deps, key: str) -> list[str]:
@@ -103,7 +113,7 @@ def test_a_busy_mutex_group_makes_a_run_wait_without_spending_an_attempt(deps: D
     [warning] = events_of(deps, "task.execution.waiting")
     assert warning["reason"] == "mutex_busy" and warning["holders"] == ["a:20260307T090000Z"]
     [msg] = [m for m in queue_messages(deps, "execution") if m["body"].get("run_id") == run.run_id]
-    assert msg["body"] == {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": 1}
+    assert msg["body"] == {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": 1, "dispatch": 1}
     assert deps.metrics.observations["task.lock.contention_rate"][-1] == 100.0
 
 
@@ -132,17 +142,30 @@ def test_slots_are_left_when_the_attempt_ends_and_when_its_lease_expires(
 # --------------------------------------------------------------------------- stagger
 
 
-def test_stagger_delays_each_task_by_its_own_fixed_offset(deps: Deps) -> None:
-    register(deps, task("job", schedule={"cron": "0 * * * *", "stagger": "60s"}))
+def test_stagger_delays_each_task_by_its_own_fixed_offset(wired: Deps) -> None:
+    """The staggered fire itself comes back at the task's offset: no copy is made, so a crash at
+    any moment leaves exactly one message for the fire."""
+    register(wired, task("job", schedule={"cron": "0 * * * *", "stagger": "60s"}))
     offset = task("job", schedule={"cron": "0 * * * *", "stagger": "60s"}).schedule.stagger_offset("job")  # type: ignore[union-attr]
     assert 0 < offset < 60
-    assert deliver(deps, "job", "2026-03-07T09:00:00Z") == "staggered"
-    [msg] = queue_messages(deps, "execution")
-    assert msg["delayed_until_ms"] == pytest.approx((deps.clock.now().timestamp() + offset) * 1000, abs=1000)
-    deps.clock.sleep(offset)  # type: ignore[attr-defined]
-    assert deliver(deps, "job", "2026-03-07T09:00:00Z") == "succeeded"
-    run = deps.store.get_run("job:20260307T090000Z")
-    assert run is not None and run.due_at == datetime(2026, 3, 7, 9, tzinfo=UTC) + timedelta(seconds=offset)
+    wired.queues.send("execution", fire("job", "2026-03-07T09:00:00Z"))
+    event = receive_event(wired)
+    response = executor_handler.lambda_handler(event, Context())
+    [record] = event["Records"]
+    assert response == {"batchItemFailures": [{"itemIdentifier": record["messageId"]}]}
+    [msg] = queue_messages(wired, "execution")
+    assert msg["id"] == record["messageId"]
+    expected = (wired.clock.now().timestamp() + offset) * 1000
+    assert visible_at_ms(wired, "execution", msg["id"]) == pytest.approx(expected, abs=1000)
+    assert wired.store.get_run("job:20260307T090000Z") is None
+    wired.clock.sleep(offset + 1)  # type: ignore[attr-defined]
+    again = receive_event(wired)
+    assert [r["messageId"] for r in again["Records"]] == [record["messageId"]]
+    delete_done(wired, again, executor_handler.lambda_handler(again, Context()))
+    run = wired.store.get_run("job:20260307T090000Z")
+    assert run is not None and run.state is RunState.SUCCEEDED
+    assert run.due_at == datetime(2026, 3, 7, 9, tzinfo=UTC) + timedelta(seconds=offset)
+    assert queue_messages(wired, "execution") == []
 
 
 def test_stagger_spreads_tasks_on_the_same_minute() -> None:
@@ -233,8 +256,10 @@ def test_resume_catches_up_on_the_fires_of_the_pause(deps: Deps, clock: ManualCl
     report = ops.last_resume
     assert report is not None and report.caught_up == ["job:20260307T094000Z"]
     assert sorted(report.skipped) == ["job:20260307T091000Z", "job:20260307T092000Z", "job:20260307T093000Z"]
-    [msg] = [m for m in queue_messages(deps, "execution") if m["body"].get("catch_up")]
-    assert msg["body"]["scheduled_time"] == "2026-03-07T09:40:00.000Z"
+    [msg] = queue_messages(deps, "execution")
+    assert msg["body"]["run_id"] == "job:20260307T094000Z" and msg["body"]["attempt"] == 1
+    caught_up = deps.store.get_run("job:20260307T094000Z")
+    assert caught_up is not None and caught_up.catch_up and caught_up.state is RunState.PENDING
 
 
 # --------------------------------------------------------------------------- the run ledger
@@ -243,22 +268,22 @@ def test_resume_catches_up_on_the_fires_of_the_pause(deps: Deps, clock: ManualCl
 def test_the_ledger_finds_a_missed_fire_and_catches_up(deps: Deps, clock: ManualClock) -> None:
     clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
     register(deps, task("job", schedule={"cron": "*/5 * * * *"}, catch_up={"policy": "all", "max_runs": 5}))
-    Ledger(deps).reconcile()  # sets the watermark at 08:57
+    reconcile(deps)  # sets the watermark at 08:57
     clock.sleep(14 * 60)  # 09:13: the fires at 09:00, 09:05 and 09:10 never arrived
     deliver(deps, "job", "2026-03-07T09:05:00Z")  # ...except this one
-    report = Ledger(deps).reconcile()
+    report = reconcile(deps)
     assert sorted(report.missed) == ["job:20260307T090000Z", "job:20260307T091000Z"]
     assert sorted(report.caught_up) == sorted(report.missed)
     assert deps.metrics.counts["task.scheduler.missed_total"] == 2
-    assert Ledger(deps).reconcile().missed == []  # accounted for once
+    assert reconcile(deps).missed == []  # accounted for once
 
 
 def test_the_ledger_skip_policy_records_missed_fires_as_skipped_runs(deps: Deps, clock: ManualClock) -> None:
     clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
     register(deps, task("job", schedule={"cron": "*/5 * * * *"}, catch_up={"policy": "skip"}))
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.sleep(9 * 60)
-    report = Ledger(deps).reconcile()
+    report = reconcile(deps)
     assert report.caught_up == [] and report.skipped == ["job:20260307T090000Z", "job:20260307T090500Z"]
     run = deps.store.get_run("job:20260307T090000Z")
     assert run is not None and run.state is RunState.SKIPPED
@@ -276,15 +301,17 @@ def test_the_ledger_delivers_the_repeated_hour_scheduler_runs_only_once(
             schedule={"cron": "30 1 * * *", "timezone": "America/New_York", "dst": {"repeated": "twice"}},
         ),
     )
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.set(datetime(2026, 11, 1, 5, 30, tzinfo=UTC))
     deliver(deps, "nightly", "2026-11-01T05:30:00Z")  # Scheduler delivers the first 01:30 itself
     clock.set(datetime(2026, 11, 1, 6, 28, tzinfo=UTC))
-    report = Ledger(deps).reconcile()  # sends the second 01:30 ahead, delayed to its instant
+    report = reconcile(deps)  # sends the second 01:30 ahead, delayed to its instant
     assert report.delivered == ["nightly:20261101T063000Z"]
-    [msg] = [m for m in queue_messages(deps, "execution") if m["body"].get("source") == "ledger"]
+    [msg] = [
+        m for m in queue_messages(deps, "execution") if m["body"].get("run_id") == "nightly:20261101T063000Z"
+    ]
     assert msg["delayed_until_ms"] == datetime(2026, 11, 1, 6, 30, tzinfo=UTC).timestamp() * 1000
-    assert Ledger(deps).reconcile().delivered == []  # once
+    assert reconcile(deps).delivered == []  # once
 
 
 def test_the_ledger_shifts_a_fire_out_of_the_spring_forward_gap(deps: Deps, clock: ManualClock) -> None:
@@ -297,9 +324,9 @@ def test_the_ledger_shifts_a_fire_out_of_the_spring_forward_gap(deps: Deps, cloc
             schedule={"cron": "30 2 * * *", "timezone": "America/New_York", "dst": {"missing": "shift"}},
         ),
     )
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.set(datetime(2026, 3, 8, 6, 58, tzinfo=UTC))
-    assert Ledger(deps).reconcile().delivered == ["nightly:20260308T070000Z"]
+    assert reconcile(deps).delivered == ["nightly:20260308T070000Z"]
 
 
 def test_a_jitter_window_becomes_the_schedules_flexible_time_window(deps: Deps) -> None:
@@ -338,13 +365,13 @@ def test_a_jittered_fire_delivered_late_in_its_window_is_not_missed(deps: Deps, 
         deps,
         task("spread", schedule={"cron": "0 * * * *", "jitter_window": "10m"}, catch_up={"policy": "skip"}),
     )
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.set(datetime(2026, 3, 7, 9, 3, tzinfo=UTC))
-    assert Ledger(deps).reconcile().missed == []  # 09:00 is still inside its window
+    assert reconcile(deps).missed == []  # 09:00 is still inside its window
     clock.set(datetime(2026, 3, 7, 9, 7, tzinfo=UTC))
     assert deliver(deps, "spread", "2026-03-07T09:00:00Z") == "succeeded"  # Scheduler's moment
     clock.set(datetime(2026, 3, 7, 9, 20, tzinfo=UTC))
-    assert Ledger(deps).reconcile().missed == []
+    assert reconcile(deps).missed == []
     assert deps.metrics.counts.get("task.scheduler.missed_total", 0) == 0
     on_time = deps.metrics.observations["task.scheduler.on_time_rate"]
     assert on_time == [100.0]  # 7 minutes into a 10-minute window is on time
@@ -358,13 +385,13 @@ def test_a_jittered_fire_that_never_comes_is_missed_once_its_window_has_passed(
         deps,
         task("spread", schedule={"cron": "0 * * * *", "jitter_window": "10m"}, catch_up={"policy": "skip"}),
     )
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.set(datetime(2026, 3, 7, 9, 11, tzinfo=UTC))
-    assert Ledger(deps).reconcile().missed == []  # window (10 min) + grace (2 min) not yet over
+    assert reconcile(deps).missed == []  # window (10 min) + grace (2 min) not yet over
     clock.set(datetime(2026, 3, 7, 9, 13, tzinfo=UTC))
-    report = Ledger(deps).reconcile()
+    report = reconcile(deps)
     assert report.missed == report.skipped == ["spread:20260307T090000Z"]
-    assert Ledger(deps).reconcile().missed == []  # counted once
+    assert reconcile(deps).missed == []  # counted once
 
 
 def test_the_sla_start_delay_of_a_jittered_task_counts_from_the_end_of_its_window(
@@ -403,9 +430,9 @@ def test_catch_up_all_runs_at_most_max_runs_and_only_inside_its_window(
         task("capped", schedule=every_five, catch_up={"policy": "all", "max_runs": 2, "window": "1h"}),
         task("windowed", schedule=every_five, catch_up={"policy": "all", "max_runs": 10, "window": "12m"}),
     )
-    Ledger(deps).reconcile()
+    reconcile(deps)
     clock.set(datetime(2026, 3, 7, 9, 23, tzinfo=UTC))  # 09:00 .. 09:20 never arrived: five fires each
-    report = Ledger(deps).reconcile()
+    report = reconcile(deps)
     assert len(report.missed) == 10
 
     def of(task_id: str, ids: list[str]) -> list[str]:

@@ -10,18 +10,20 @@ commit together or not at all.
 from __future__ import annotations
 
 import json
+import random
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
 from rebound.domain.audit import GENESIS, next_record, run_changes
-from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.errors import TRANSIENT, Conflict, OperationalError
 from rebound.domain.events import DomainEvent
 from rebound.domain.ids import outbox_event_id, run_subject
 from rebound.domain.jsonutil import dumps
@@ -42,10 +44,15 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
 Item = dict[str, Any]
+T = TypeVar("T")
 
 _SER = TypeSerializer()
 _DESER = TypeDeserializer()
 MAX_TRANSACTION_ITEMS = 100
+WRITE_ATTEMPTS = 8
+"""Tries of one write that meets transient contention or throttling (~2.5 s of backoff in all)."""
+BACKOFF_BASE_S = 0.025
+BACKOFF_CAP_S = 1.0
 TASKS_EPOCH = "tasks#epoch"
 OUTBOX_TTL = timedelta(days=2)
 
@@ -69,7 +76,7 @@ def _plain(value: Any) -> Any:
 DOC = "doc"
 TOP_LEVEL: dict[str, frozenset[str]] = {
     "tasks": frozenset({"task_id", "tenant", "state", "version"}),
-    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq"}),
+    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "rev"}),
     "audit": frozenset({"subject", "seq"}),
     "outbox": frozenset(
         {"event_id", "detail_type", "source", "detail", "subject", "created_at", "expires_at"}
@@ -192,9 +199,31 @@ class UnitOfWork:
             staged.state.value,
             {**(evidence or {}), "changes": run_changes(before, staged)},
         )
-        saved = staged.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
+        saved = staged.model_copy(
+            update={"audit_seq": record.seq, "audit_head": record.hash, "rev": self._rev(before)}
+        )
         self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
         return saved
+
+    def touch_run(self, before: Run, after: Run) -> Run:
+        """Stage a bookkeeping write of a run that changes no state (a waiting run's next poll):
+        guarded like any write, without an audit record, so the item still names its chain head."""
+        if after.state is not before.state or after.attempt != before.attempt:
+            raise ValueError(f"touch_run cannot change the state of {before.run_id}")
+        saved = after.model_copy(
+            update={
+                "updated_at": self.at,
+                "audit_seq": before.audit_seq,
+                "audit_head": before.audit_head,
+                "rev": self._rev(before),
+            }
+        )
+        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        return saved
+
+    def _rev(self, before: Run | None) -> int:
+        """The revision a staged run write gets (one more than what it replaces, once per commit)."""
+        return (before.rev if before is not None else 0) + 1
 
     def save_work_order(
         self,
@@ -301,12 +330,15 @@ class UnitOfWork:
         _conditioned(op, condition, values, names)
         self._stage({"Update": op}, label)  # type: ignore[typeddict-item]
 
-    def commit(self) -> None:
+    def commit(self, attempts: int = WRITE_ATTEMPTS) -> None:
+        """Write everything in one transaction. ``Conflict``: a condition failed (someone changed
+        the record first); nothing was written. A transaction that met a concurrent write or a
+        throttle is sent again, up to ``attempts`` times, before its error is raised."""
         if not self.items:
             return
         if len(self.items) > MAX_TRANSACTION_ITEMS:
             raise OperationalError(f"a change of {len(self.items)} items exceeds the transaction limit")
-        self.store.transact(self.items, self.labels)
+        self.store.transact(self.items, self.labels, attempts=attempts)
 
     # --- internals ----------------------------------------------------------------------------
     def _audit(
@@ -357,6 +389,14 @@ class UnitOfWork:
         op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
         if before is None:
             op["ConditionExpression"] = f"attribute_not_exists({key_attr})"
+        elif isinstance(before, Run):
+            # ``rev`` changes on every write, bookkeeping included; items written before it
+            # existed are guarded by their audit sequence number alone.
+            op["ConditionExpression"] = "audit_seq = :seq AND (attribute_not_exists(rev) OR rev = :rev)"
+            op["ExpressionAttributeValues"] = {
+                ":seq": {"N": str(before.audit_seq)},
+                ":rev": {"N": str(before.rev)},
+            }
         else:
             op["ConditionExpression"] = "audit_seq = :seq"
             op["ExpressionAttributeValues"] = {":seq": {"N": str(before.audit_seq)}}
@@ -377,10 +417,14 @@ class DynamoStore:
         tables: Mapping[str, str],
         event_source: str = "rebound",
         on_failed_commit: Callable[[], None] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.client = client
         self.tables = dict(tables)
         self.event_source = event_source
+        self.sleep = sleep
+        """How to wait between tries of a contended write (the engine's clock locally)."""
+        self._rng = random.Random()
         # Every commit carries an audit record, so a commit that fails for any reason but a
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit
@@ -391,30 +435,54 @@ class DynamoStore:
 
     # --- low level --------------------------------------------------------------------------
     def _call(self, doing: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        try:
-            return fn(**kwargs)
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, doing) from exc
+        def once() -> Any:
+            try:
+                return fn(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, doing) from exc
 
-    def transact(self, items: list[TransactWriteItemTypeDef], labels: list[str]) -> None:
+        return self.retrying(WRITE_ATTEMPTS, once)
+
+    def transact(
+        self, items: list[TransactWriteItemTypeDef], labels: list[str], attempts: int = WRITE_ATTEMPTS
+    ) -> None:
         doing = "commit " + ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
+        try:
+            self.retrying(attempts, lambda: self._transact_once(items, labels, doing))
+        except Conflict:
+            raise
+        except OperationalError:
+            if self.on_failed_commit is not None:
+                self.on_failed_commit()
+            raise
+
+    def _transact_once(self, items: list[TransactWriteItemTypeDef], labels: list[str], doing: str) -> None:
         try:
             self.client.transact_write_items(TransactItems=items)
         except ClientError as exc:
             err = translate(exc, doing)
             if isinstance(err, Conflict):
                 reasons = exc.response.get("CancellationReasons", [])
-                failed = [
-                    labels[i] for i, reason in enumerate(reasons) if reason.get("Code") not in (None, "None")
+                err.details["failed"] = [
+                    labels[i]
+                    for i, reason in enumerate(reasons)
+                    if reason.get("Code") == "ConditionalCheckFailed"
                 ]
-                err.details["failed"] = failed
-            elif self.on_failed_commit is not None:
-                self.on_failed_commit()
             raise err from exc
         except BotoCoreError as exc:
-            if self.on_failed_commit is not None:
-                self.on_failed_commit()
             raise translate(exc, doing) from exc
+
+    def retrying(self, attempts: int, call: Callable[[], T]) -> T:
+        """``call()``, tried again after a transient error (contention, throttling) with full-jitter
+        exponential backoff, up to ``attempts`` tries; the last transient error is raised."""
+        for n in range(1, attempts + 1):
+            try:
+                return call()
+            except TRANSIENT:
+                if n == attempts:
+                    raise
+                self.sleep(self._rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**n)))
+        raise AssertionError("unreachable")
 
     def _get(self, table: str, key: Mapping[str, Any], consistent: bool = True) -> dict[str, Any] | None:
         resp = self._call(
@@ -670,19 +738,23 @@ class DynamoStore:
     ) -> bool:
         """Record ``key`` unless it exists and has not expired. True if this call recorded it."""
         item = {"pk": key, "created_at": iso(at), "expires_at": int((at + ttl).timestamp()), **(data or {})}
-        try:
-            self.client.put_item(
-                TableName=self.tables["idempotency"],
-                Item=to_item(item, "idempotency"),
-                ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
-                ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
-            )
-        except ClientError as exc:
-            err = translate(exc, f"claim {key}")
-            if isinstance(err, Conflict):
-                return False
-            raise err from exc
-        return True
+
+        def put() -> bool:
+            try:
+                self.client.put_item(
+                    TableName=self.tables["idempotency"],
+                    Item=to_item(item, "idempotency"),
+                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
+                    ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
+                )
+            except ClientError as exc:
+                err = translate(exc, f"claim {key}")
+                if isinstance(err, Conflict):
+                    return False
+                raise err from exc
+            return True
+
+        return self.retrying(WRITE_ATTEMPTS, put)
 
     def put_key(self, key: str, data: Mapping[str, Any]) -> None:
         """Write a small record with no expiry (a watermark, a counter's baseline)."""

@@ -7,9 +7,16 @@ from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rebound.domain.errors import Conflict, OperationalError, ReboundError, Throttled
+from rebound.domain.errors import Conflict, Contended, OperationalError, ReboundError, Throttled
 
 T = TypeVar("T")
+
+CONTENTION_CODES = frozenset({"TransactionConflictException", "TransactionInProgressException"})
+"""A single write that met a transaction on the same item: nothing written, try again."""
+TRANSIENT_REASONS = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+)
+"""Cancellation reasons of a transaction that say "not now", not "no"."""
 
 THROTTLING_CODES = frozenset(
     {
@@ -38,18 +45,31 @@ def translate(exc: Exception, doing: str) -> ReboundError:
         if code == "ConditionalCheckFailedException":
             return Conflict(f"{doing}: the record changed underneath us", aws_code=code)
         if code == "TransactionCanceledException":
-            reasons = [str(r.get("Code", "")) for r in exc.response.get("CancellationReasons", [])]
-            if "ConditionalCheckFailed" in reasons or "TransactionConflict" in reasons:
-                return Conflict(f"{doing}: the record changed underneath us", aws_code=code, reasons=reasons)
-            if any(reason in ("ThrottlingError", "ProvisionedThroughputExceeded") for reason in reasons):
-                return Throttled(f"{doing}: throttled by DynamoDB", aws_code=code, reasons=reasons)
-            return OperationalError(f"{doing}: transaction cancelled ({', '.join(reasons)})", aws_code=code)
+            return _cancelled(exc, doing)
+        if code in CONTENTION_CODES:
+            return Contended(f"{doing}: a concurrent transaction held the item ({code})", aws_code=code)
         if code in THROTTLING_CODES:
             return Throttled(f"{doing}: throttled ({code})", aws_code=code)
         return OperationalError(f"{doing}: AWS refused ({code})", aws_code=code)
     if isinstance(exc, BotoCoreError):
         return OperationalError(f"{doing}: {type(exc).__name__}")
     return OperationalError(f"{doing}: {type(exc).__name__}: {exc}")
+
+
+def _cancelled(exc: ClientError, doing: str) -> ReboundError:
+    """A cancelled transaction. A transient reason on any item (a conflict with another write, a
+    throttle) means the outcome of every condition is unknown, so the whole transaction is
+    transient and may be sent again; only conditions that failed with nothing transient beside
+    them are a ``Conflict``."""
+    code = error_code(exc)
+    reasons = [str(r.get("Code", "")) for r in exc.response.get("CancellationReasons", [])]
+    if "TransactionConflict" in reasons:
+        return Contended(f"{doing}: a concurrent write touched the same item", aws_code=code, reasons=reasons)
+    if TRANSIENT_REASONS.intersection(reasons):
+        return Throttled(f"{doing}: throttled by DynamoDB", aws_code=code, reasons=reasons)
+    if "ConditionalCheckFailed" in reasons:
+        return Conflict(f"{doing}: the record changed underneath us", aws_code=code, reasons=reasons)
+    return OperationalError(f"{doing}: transaction cancelled ({', '.join(reasons)})", aws_code=code)
 
 
 def call_or_none(doing: str, call: Callable[[], T], *, none_on: str) -> T | None:

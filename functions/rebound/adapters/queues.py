@@ -50,6 +50,38 @@ class SentMessage:
 
 
 @dataclass(frozen=True)
+class QueueCounts:
+    """SQS's approximate counts: visible, in flight (received, not deleted) and delayed."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+
+def read_counts(client: SQSClient, url: str, queue: str) -> QueueCounts:
+    try:
+        attrs = client.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+    except (ClientError, BotoCoreError) as exc:
+        raise translate(exc, f"read the counts of the {queue} queue") from exc
+    return QueueCounts(
+        int(attrs.get("ApproximateNumberOfMessages", 0)),
+        int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
+        int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
+    )
+
+
+@dataclass(frozen=True)
 class PeekedMessage:
     message_id: str
     body: str
@@ -125,6 +157,26 @@ class Queues:
                     )
                 )
         return out
+
+    def counts(self, queue: str) -> QueueCounts:
+        return read_counts(self.client, self.urls[queue], queue)
+
+    def change_visibility(self, queue: str, receipt_handle: str, seconds: float) -> None:
+        """Make an in-flight message visible again after ``seconds`` (0: now)."""
+        try:
+            self.client.change_message_visibility(
+                QueueUrl=self.urls[queue],
+                ReceiptHandle=receipt_handle,
+                VisibilityTimeout=min(max(math.ceil(seconds), 0), 43_200),
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"change a message's visibility on the {queue} queue") from exc
+
+    def delete(self, queue: str, receipt_handle: str) -> None:
+        try:
+            self.client.delete_message(QueueUrl=self.urls[queue], ReceiptHandle=receipt_handle)
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"delete a message from the {queue} queue") from exc
 
     def depth(self, queue: str) -> int:
         """Messages in the queue, visible or in flight (approximate, as SQS counts)."""

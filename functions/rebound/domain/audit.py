@@ -18,7 +18,11 @@ from rebound.domain.models import AuditRecord, Run
 from rebound.domain.timefmt import iso
 
 GENESIS = "0" * 64
-CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head")
+CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head", "rev")
+"""Fields the chain itself, or the store's optimistic lock, keeps: never part of a record's changes."""
+POLL_FIELDS = ("dispatch", "next_retry_at", "wait_polls")
+"""Fields a waiting run's polls change without an audit record (``UnitOfWork.touch_run``). Every
+record carries them, so the chain catches up with the polls at the next record."""
 
 
 def record_hash(fields: dict[str, Any]) -> str:
@@ -80,16 +84,20 @@ def verify_chain(subject: str, records: list[AuditRecord]) -> ChainCheck:
 
 
 def run_changes(before: Run | None, after: Run) -> dict[str, Any]:
-    """The fields of ``after`` that differ from ``before`` (all fields for a new run)."""
+    """The fields of ``after`` that differ from ``before`` (all fields for a new run), and always
+    the poll fields (a poll may have changed them since the last record)."""
     new = after.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
     if before is None:
         return new
     old = before.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
-    return {key: value for key, value in new.items() if old.get(key) != value}
+    return {key: value for key, value in new.items() if old.get(key) != value or key in POLL_FIELDS}
 
 
 def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
-    """The run as its audit trail says it should be stored now."""
+    """The run as its audit trail says it should be stored now.
+
+    Exact but for ``rev`` (the store's write counter) and, while a wait episode goes on, the
+    poll fields and ``updated_at`` of the polls since its first record."""
     fields: dict[str, Any] = {"run_id": run_id}
     ordered = sorted(records, key=lambda r: r.seq)
     for record in ordered:
@@ -98,3 +106,17 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
         fields["audit_seq"] = ordered[-1].seq
         fields["audit_head"] = ordered[-1].hash
     return Run.model_validate(fields)
+
+
+def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
+    """Fields of the stored run that differ from what its trail rebuilds, bookkeeping aside:
+    ``rev`` never counts, and while a wait episode goes on, neither do the poll fields and
+    ``updated_at`` (polls change them without a record)."""
+    rebuilt = rebuild_run(stored.run_id, records).model_dump(mode="json")
+    actual = stored.model_dump(mode="json")
+    ignored = {"rev"}
+    if stored.waiting_since is not None:
+        ignored |= {*POLL_FIELDS, "updated_at"}
+    return sorted(
+        k for k in set(rebuilt) | set(actual) if k not in ignored and rebuilt.get(k) != actual.get(k)
+    )

@@ -104,3 +104,18 @@ class OperationalError(ReboundError):
 class Throttled(OperationalError):
     code = "THROTTLED"
     http_status = 429
+
+
+class Contended(OperationalError):
+    """Another write touched the same item at the same moment (DynamoDB's ``TransactionConflict``).
+
+    Nothing was written and no condition was judged: the same write may simply be tried again.
+    It is never a lost condition (that is ``Conflict``).
+    """
+
+    code = "CONTENDED"
+    http_status = 503
+
+
+TRANSIENT: tuple[type[OperationalError], ...] = (Throttled, Contended)
+"""Errors after which the same request may be sent again unchanged."""

@@ -38,9 +38,11 @@ def work_order_id(subject: str, occurrence: str = "") -> str:
     return f"wo-{_digest(subject, occurrence)}" if occurrence else f"wo-{_digest(subject)}"
 
 
-def retry_dispatch_reference(run_id: str, attempt: int) -> str:
-    """Names the dispatch of ``attempt``; also the one-time schedule's name (<= 64 chars)."""
-    return f"retry-{_digest(run_id)}-{attempt}"
+def retry_dispatch_reference(run_id: str, attempt: int, dispatch: int = 0) -> str:
+    """Names the dispatch of ``attempt`` under the run's dispatch token; also the one-time
+    schedule's name (<= 64 chars), so re-sending the same dispatch finds the same schedule."""
+    base = f"retry-{_digest(run_id)}-{attempt}"
+    return f"{base}-{dispatch}" if dispatch else base
 
 
 def task_schedule_name(task_id: str, index: int = 0) -> str:

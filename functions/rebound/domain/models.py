@@ -66,6 +66,11 @@ class RetryPolicy(Strict):
     terminal_errors: tuple[ErrorCode, ...] = ()
     severity: Severity = Severity.HIGH
     runbook_url: str | None = None
+    max_wait: Annotated[Seconds, Field(gt=0, le=7 * 86400)] = Field(
+        default=3600.0,
+        description="longest a run may wait for a busy mutex, quota or overlap slot before it is "
+        "dead-lettered with WAIT_EXHAUSTED",
+    )
 
     @model_validator(mode="after")
     def _cap_not_below_base(self) -> RetryPolicy:
@@ -106,6 +111,7 @@ class PolicyOverride(Strict):
     terminal_errors: tuple[ErrorCode, ...] | None = None
     severity: Severity | None = None
     runbook_url: str | None = None
+    max_wait: Seconds | None = None
 
     def changes(self) -> dict[str, Any]:
         return self.model_dump(exclude={"extends"}, exclude_none=True, mode="json")
@@ -450,7 +456,15 @@ class Run(BaseModel):
     attempts: list[Attempt] = Field(default_factory=list)
     lease_expires_at: UtcDatetime | None = None
     lease_owner: str | None = None
-    next_retry_at: UtcDatetime | None = None
+    next_retry_at: UtcDatetime | None = Field(
+        default=None, description="when the message that carries the next step is due (a retry, a poll)"
+    )
+    dispatch: int = Field(
+        default=0,
+        ge=0,
+        description="token of the one message that may carry this run's next step; every new "
+        "message for the run gets a new token, so older copies are recognised as stale",
+    )
     dispatch_reference: str | None = None
     last_error_code: str | None = None
     last_error_message: str | None = None
@@ -462,13 +476,26 @@ class Run(BaseModel):
     policy_ref: str | None = None
     event_detail: dict[str, Any] | None = None
     due_at: UtcDatetime | None = Field(default=None, description="when the first attempt was meant to start")
-    waits: int = Field(default=0, ge=0, description="times the run waited for a mutex, quota or overlap slot")
+    waits: int = Field(default=0, ge=0, description="wait episodes: times the run found a slot busy")
+    waiting_since: UtcDatetime | None = Field(default=None, description="start of the current wait episode")
+    wait_reason: str | None = None
+    wait_polls: int = Field(default=0, ge=0, description="polls in the current wait episode")
+    releases: int = Field(
+        default=0, ge=0, description="times a message for it was handed back unstarted (too little time)"
+    )
     slots: list[str] = Field(default_factory=list, description="concurrency slots the running attempt holds")
     held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
     catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
     sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
     audit_seq: int = 0
     audit_head: str = "0" * 64
+    rev: int = Field(
+        default=0, ge=0, description="write revision: every write of the item increments it (optimistic lock)"
+    )
+
+    @property
+    def waiting(self) -> bool:
+        return self.waiting_since is not None
 
     @property
     def attempts_in_budget(self) -> int:
@@ -480,6 +507,11 @@ class Run(BaseModel):
 
 
 # --------------------------------------------------------------------------- audit
+
+
+def with_changes(run: Run, update: dict[str, Any]) -> Run:
+    """``run`` with ``update`` applied and validated (``model_copy`` would not validate)."""
+    return Run.model_validate({**run.model_dump(), **update})
 
 
 class AuditRecord(BaseModel):

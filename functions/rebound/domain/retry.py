@@ -84,6 +84,9 @@ class Reason:
     MAX_AGE = "max_age_exceeded"
     REDRIVE_EXHAUSTED = "max_receive_count_exceeded"
     INVALID_MESSAGE = "invalid_message"
+    WAIT_EXHAUSTED = "wait_exhausted"
+    NOT_ENOUGH_TIME = "not_enough_time"
+    UNKNOWN_POLICY = "unknown_policy"
 
 
 def is_terminal(policy: RetryPolicy, error_code: str | None, retryable: bool) -> str | None:

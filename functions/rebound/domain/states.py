@@ -8,7 +8,7 @@ from rebound.domain.models import RunState
 S = RunState
 
 TRANSITIONS: dict[RunState, frozenset[RunState]] = {
-    S.PENDING: frozenset({S.RUNNING, S.FAILED, S.CANCELLED, S.SKIPPED}),
+    S.PENDING: frozenset({S.RUNNING, S.FAILED, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
     S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),
     S.RETRY_SCHEDULED: frozenset({S.RUNNING, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),

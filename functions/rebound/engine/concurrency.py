@@ -3,20 +3,34 @@
 A slot is an item in the idempotency table holding the set of runs inside it (``holders``) and
 its capacity. A run enters its slots in the same transaction that claims its attempt
 (``ADD holders :run`` if the set has room or already holds the run) and leaves them in the same
-transaction that records the attempt's outcome (``DELETE holders :run``), or when its lease
-expires, or when it is cancelled. So a slot can never outlive the state that justified it, and
-entering or leaving twice changes nothing.
+transaction that ends its stay: the attempt's outcome, its lease expiring, a cancel or skip (by
+an operator or by policy), a dead letter. So a slot can never outlive the state that justified
+it, and entering or leaving twice changes nothing.
+
+Each holder also carries an expiry (an attribute ``exp:<run id>``, epoch seconds): its lease's
+end plus a grace period for a running run, the end of its longest wait for a run waiting in a
+buffer. A claim that finds a slot full of holders past their expiry removes them (a conditional
+write, so only what is really expired goes) and tries again. Nothing normally expires: it is the
+backstop for a holder whose leaving was lost.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.dynamo import UnitOfWork
+from rebound.domain.errors import Conflict
 from rebound.domain.models import OverlapPolicy, Task, TenantSettings
 
+if TYPE_CHECKING:
+    from rebound.adapters.dynamo import DynamoStore
+
 SLOT_PREFIX = "slots#"
+SLOT_GRACE = timedelta(minutes=10)
+"""A holder expires this long after its lease: the sweeper fails an expired lease (and leaves its
+slots) long before."""
 
 
 @dataclass(frozen=True)
@@ -51,23 +65,72 @@ def buffer_slot(task: Task) -> Slot:
     return Slot("buffer", task.id, 1)
 
 
-def enter(uow: UnitOfWork, slot: Slot, run_id: str) -> None:
+def expiry_attribute(run_id: str) -> str:
+    return f"exp:{run_id}"
+
+
+def enter(uow: UnitOfWork, slot: Slot, run_id: str, until: datetime) -> None:
+    """Stage entering ``slot`` until ``until`` (lease end or longest wait); fails if it is full."""
     uow.update(
         "idempotency",
         {"pk": slot.key},
-        "ADD holders :run SET cap = :cap",
+        "ADD holders :run SET cap = :cap, #exp = :until",
         slot.label,
         condition="attribute_not_exists(holders) OR size(holders) < :cap OR contains(holders, :id)",
-        values={":run": {run_id}, ":cap": slot.cap, ":id": run_id},
+        values={":run": {run_id}, ":cap": slot.cap, ":id": run_id, ":until": int(until.timestamp())},
+        names={"#exp": expiry_attribute(run_id)},
     )
 
 
 def leave(uow: UnitOfWork, key: str, run_id: str) -> None:
-    uow.update("idempotency", {"pk": key}, "DELETE holders :run", f"leave {key}", values={":run": {run_id}})
+    uow.update(
+        "idempotency",
+        {"pk": key},
+        "DELETE holders :run REMOVE #exp",
+        f"leave {key}",
+        values={":run": {run_id}},
+        names={"#exp": expiry_attribute(run_id)},
+    )
 
 
 def holders(item: dict[str, Any] | None) -> list[str]:
     return sorted(item.get("holders", [])) if item else []
+
+
+def expired_holders(item: dict[str, Any] | None, now: datetime) -> list[str]:
+    """Holders whose expiry has passed (holders entered before expiries existed never expire)."""
+    if not item:
+        return []
+    stamp = now.timestamp()
+    return [
+        run_id
+        for run_id in holders(item)
+        if isinstance(item.get(expiry_attribute(run_id)), int | float)
+        and float(item[expiry_attribute(run_id)]) < stamp
+    ]
+
+
+def reap(store: DynamoStore, key: str, run_id: str, now: datetime, actor: str) -> bool:
+    """Remove an expired holder from a slot, audited on the slot's own chain (``slot#...``). False
+    if it was not expired any more or was gone already."""
+    uow = store.unit_of_work(actor, now)
+    uow.update(
+        "idempotency",
+        {"pk": key},
+        "DELETE holders :run REMOVE #exp",
+        f"reap {key}",
+        condition="contains(holders, :id) AND #exp < :now",
+        values={":run": {run_id}, ":id": run_id, ":now": int(now.timestamp())},
+        names={"#exp": expiry_attribute(run_id)},
+    )
+    uow.append_audit(
+        f"slot#{key.removeprefix(SLOT_PREFIX)}", action="holder-expired", evidence={"run_id": run_id}
+    )
+    try:
+        uow.commit()
+    except Conflict:
+        return False
+    return True
 
 
 def busy_slots(failed_labels: list[str], slots: list[Slot]) -> list[Slot]:

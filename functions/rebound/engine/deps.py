@@ -16,6 +16,7 @@ from rebound.targets.base import Targets
 
 if TYPE_CHECKING:
     from rebound.adapters.notify import Notifier
+    from rebound.adapters.streams import StreamReader
     from rebound.engine.policies import PolicyService
 
 
@@ -34,6 +35,8 @@ class Deps:
     faults: CrashPoints = field(default_factory=NoCrashes)
     fanout: Fanout = field(default_factory=ThreadFanout)
     """Runs the messages of one executor batch at once, so no attempt waits for another."""
+    streams: StreamReader | None = None
+    """Reads a range of the outbox stream again (the sweeper's recovery of failed relay batches)."""
     cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 

@@ -17,9 +17,11 @@ from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import work_order_id
 from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
 from rebound.domain.timefmt import parse_utc
+from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
+from rebound.engine.retries import DeadLetters
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,10 @@ class Escalation:
         self.actor = actor
 
     def on_dead_lettered(self, detail: dict[str, Any]) -> WorkOrder:
+        """Open the work order, make sure the dead letter has its DLQ message, then notify.
+
+        Every dead letter reaches this handler through the outbox, so this is where a DLQ message
+        the dead-lettering invocation did not live to send is sent after all."""
         subject = str(detail["subject"])
         order_id = work_order_id(subject, str(detail.get("dead_lettered_at") or ""))
         order = self.store.get_work_order(order_id)
@@ -45,6 +51,11 @@ class Escalation:
                     extra={"subject": subject, "work_order_id": order_id, "error": exc.message},
                 )
                 raise
+            self.deps.faults.reached(cp.AFTER_WORK_ORDER_COMMIT)
+        if subject.startswith("run#") and detail.get("run_id") and not detail.get("message_id"):
+            DeadLetters(self.deps, self.actor).ensure_in_dlq(
+                str(detail["run_id"]), str(detail.get("dead_lettered_at") or "") or None
+            )
         return self.notify(order)
 
     def on_sla_breached(self, detail: dict[str, Any]) -> str:

@@ -3,21 +3,27 @@ the target, record the outcome.
 
 Exactly-once in effect:
 
-- The claim is a conditional transaction on the run (its state must allow a start and its
-  attempt counter must be one below the message's attempt), so a duplicate or concurrent
-  delivery of the same (run, attempt) loses the claim and never reaches the target.
-- The claim sets a lease: the attempt's deadline (the task timeout, cut to what the invocation
-  has left) plus a grace period. An attempt whose lease expires is failed with ``TIMEOUT`` by the
-  sweeper and retried; a run is never left ``running``.
-- The outcome is written only if the run is still ``running`` this attempt, under this lease.
+- The claim is a conditional transaction on the run (its state must allow a start, its attempt
+  counter must be one below the message's attempt, and the message must carry the run's current
+  dispatch token, ``rebound.engine.dispatch``), so a duplicate, concurrent or stale delivery of
+  the same (run, attempt) loses the claim and never reaches the target.
+- The claim sets a lease: the attempt's deadline (the task timeout, never cut: an attempt that
+  would not fit in what the invocation has left is *released* instead) plus a grace period. An
+  attempt whose lease expires is failed with ``TIMEOUT`` by the sweeper and retried; a run is
+  never left ``running``.
+- The outcome is written only if the run is still this attempt, under this lease. A write that
+  meets contention is tried again until it lands; the outcome is never thrown away because
+  another write happened to touch the same item.
 
 Scheduling guarantees that act at the claim:
 
 - **Concurrency slots** (``rebound.engine.concurrency``) are entered in the claim transaction and
-  left in the outcome transaction. A busy mutex group or tenant quota makes the run wait: it is
-  recorded ``waiting`` (``task.execution.waiting``) and tried again later without spending an
-  attempt. A busy task slot applies the task's overlap policy.
-- **Stagger**: a fire that arrives before its task's stagger offset is sent back with a delay.
+  left in the outcome transaction. A busy mutex group or tenant quota makes the run wait: one
+  wait *episode* (audited once, ``task.execution.waiting``) made of polls 30 s apart, each a new
+  dispatch token and one message; past the policy's ``max_wait`` the run is dead-lettered with
+  ``WAIT_EXHAUSTED``. A busy task slot applies the task's overlap policy.
+- **Stagger**: a fire that arrives before its task's stagger offset is made visible again at the
+  offset (the same message, so there is never a second copy).
 - **Pause**: a retry (or a waiting run) of a paused task is held until the task resumes.
 - **SLA**: a late start or a long attempt is recorded as a breach in the same transaction.
 """
@@ -34,26 +40,41 @@ from typing import Any
 from rebound.adapters.dynamo import StoredTask
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
-from rebound.domain.ids import event_run_id, scheduled_run_id
+from rebound.domain.ids import event_run_id, run_subject, scheduled_run_id
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import (
     MAX_PAYLOAD_BYTES,
     Attempt,
     AttemptOutcome,
     OverlapPolicy,
+    RetryPolicy,
     Run,
     RunState,
     Task,
     TenantSettings,
     Trigger,
+    with_changes,
 )
 from rebound.domain.retry import Reason
-from rebound.domain.states import CLAIMABLE, ensure_transition
+from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
-from rebound.engine.concurrency import Slot, buffer_slot, busy_slots, enter, holders, leave, slots_for
+from rebound.engine.concurrency import (
+    SLOT_GRACE,
+    Slot,
+    buffer_slot,
+    busy_slots,
+    enter,
+    expired_holders,
+    holders,
+    leave,
+    reap,
+    slots_for,
+)
 from rebound.engine.deps import Deps
+from rebound.engine.dispatch import Dispatcher, accepts
 from rebound.engine.messages import (
     AttemptMessage,
     EventMessage,
@@ -71,10 +92,16 @@ LEASE_GRACE_S = 30
 SAFETY_MARGIN_S = 10
 MIN_ATTEMPT_S = 5
 WAIT_S = 30.0
+RELEASE_DELAY_S = 1.0
+MAX_RELEASES = 3
 TENANT_CACHE_S = 60.0
+RECORD_ATTEMPTS = 14
+"""Tries of the outcome write under contention: about 10 s of backoff, well inside the lease's grace."""
 UNKNOWN_TASK = "UNKNOWN_TASK"
 PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 UNKNOWN_RUN = "UNKNOWN_RUN"
+WAIT_EXHAUSTED = "WAIT_EXHAUSTED"
+NOT_ENOUGH_TIME = "NOT_ENOUGH_TIME"
 CLAIM_RETRIES = 3
 
 
@@ -98,10 +125,14 @@ def _delivery() -> dict[str, Any] | None:
     return {"message_id": message.message_id, "receive_count": message.receive_count}
 
 
-class NotEnoughTime(ReboundError):
-    """The invocation has too little time left to run this attempt; hand the message back."""
+class Deferred(ReboundError):
+    """Not yet: make this same message visible again in ``delay_s`` (a staggered fire)."""
 
-    code = "NOT_ENOUGH_TIME"
+    code = "DEFERRED"
+
+    def __init__(self, message: str, delay_s: float, **details: Any) -> None:
+        super().__init__(message, delay_s=delay_s, **details)
+        self.delay_s = delay_s
 
 
 class Executor:
@@ -110,10 +141,12 @@ class Executor:
         self.store = deps.store
         self.clock = deps.clock
         self.request_id = request_id
+        self.dispatcher = Dispatcher(deps, "executor")
 
     # --------------------------------------------------------------------------- entry
     def process(self, message: QueueMessage, remaining_s: float) -> str:
-        """Handle one message. Returns what happened; raises to have the message redelivered."""
+        """Handle one message. Returns what happened; raises to have the message redelivered
+        (``Deferred``: at a given time)."""
         token = _DELIVERY.set(message)
         try:
             return self._process(message, remaining_s)
@@ -134,20 +167,19 @@ class Executor:
                 parsed.scheduled_time,
                 None,
                 remaining_s,
-                message,
                 catch_up=parsed.catch_up,
             )
         if isinstance(parsed, EventMessage):
             run_id = event_run_id(parsed.task_id, parsed.event_id)
             return self._start_new(
-                run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, remaining_s, message
+                run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, remaining_s
             )
         if isinstance(parsed, ManualMessage):
             return self._start_new(
-                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, remaining_s, message
+                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, remaining_s
             )
         if isinstance(parsed, AttemptMessage):
-            return self._retry(parsed, message, remaining_s)
+            return self._attempt(parsed, message, remaining_s)
         return self._replay(parsed, message, remaining_s)
 
     # --------------------------------------------------------------------------- refusal
@@ -177,7 +209,6 @@ class Executor:
         scheduled_for: datetime,
         detail: dict[str, Any] | None,
         remaining_s: float,
-        message: QueueMessage,
         catch_up: bool = False,
     ) -> str:
         stored = self.store.get_task(task_id)
@@ -195,10 +226,10 @@ class Executor:
             offset = stored.task.schedule.stagger_offset(task_id)
             if offset and not catch_up:
                 due_at = scheduled_for + timedelta(seconds=offset)
-                if (due_at - now).total_seconds() >= 1:
-                    # Staggered: come back at the task's own offset into the minute.
-                    self.deps.queues.send("execution", message.body, delay_s=(due_at - now).total_seconds())
-                    return "staggered"
+                wait = (due_at - now).total_seconds()
+                if wait >= 1:
+                    # Staggered: the same message comes back at the task's own offset into the minute.
+                    raise Deferred(f"{run_id} is staggered to {iso(due_at)}", wait, run_id=run_id)
         run = Run(
             run_id=run_id,
             task_id=task_id,
@@ -222,14 +253,13 @@ class Executor:
         if result != "claim-lost":
             return result
         existing = self.store.get_run(run_id)
-        # A pending run nobody has tried yet (the sweeper made it) is claimed here. One that is
-        # waiting for a busy mutex group or tenant quota already has its own message coming back:
-        # a second delivery of the fire must not queue a second waiter.
+        # A pending run that no message has been sent for yet (token 0) is this fire's to claim.
+        # Any other (waiting, released, staggered, caught up) has its own message coming.
         if (
             existing is not None
             and existing.state is RunState.PENDING
             and existing.attempt == 0
-            and existing.waits == 0
+            and existing.dispatch == 0
         ):
             result = self._claim_and_run(existing, existing, stored, remaining_s)
             if result != "claim-lost":
@@ -242,7 +272,7 @@ class Executor:
         now = self.clock.now()
         uow = self.store.unit_of_work("executor", now)
         created = uow.save_run(None, run, action="created", evidence={"trigger": run.trigger.value})
-        failed = created.model_copy(
+        failed = run.model_copy(
             update={
                 "state": RunState.FAILED,
                 "last_error_code": UNKNOWN_TASK,
@@ -254,8 +284,9 @@ class Executor:
         failed = uow.save_run(
             created, failed, action="rejected", evidence={"error_code": UNKNOWN_TASK, "outcome": "refused"}
         )
-        uow.emit(ev.execution_updated(failed, None, now), f"run#{run.run_id}")
-        uow.emit(ev.execution_failed(failed, retryable=False, at=now), f"run#{run.run_id}")
+        subject = run_subject(run.run_id)
+        uow.emit(ev.execution_updated(failed, None, now), subject)
+        uow.emit(ev.execution_failed(failed, retryable=False, at=now), subject)
         try:
             uow.commit()
         except Conflict:
@@ -270,7 +301,13 @@ class Executor:
         now = self.clock.now()
         ensure_transition(run.state, RunState.SKIPPED, run.run_id)
         skipped = run.model_copy(
-            update={"state": RunState.SKIPPED, "last_error_message": reason.replace("_", " "), "slots": []}
+            update={
+                "state": RunState.SKIPPED,
+                "last_error_message": reason.replace("_", " "),
+                "slots": [],
+                "next_retry_at": None,
+                "waiting_since": None,
+            }
         )
         uow = self.store.unit_of_work("executor", now)
         saved = uow.save_run(
@@ -282,7 +319,7 @@ class Executor:
         )
         for key in run.slots:
             leave(uow, key, run.run_id)
-        uow.emit(ev.execution_updated(saved, run.state if before else None, now), f"run#{run.run_id}")
+        uow.emit(ev.execution_updated(saved, run.state if before else None, now), run_subject(run.run_id))
         try:
             uow.commit()
         except Conflict:
@@ -290,19 +327,25 @@ class Executor:
         return f"skipped-{reason.replace('_', '-')}"
 
     # --------------------------------------------------------------------------- retries and replays
-    def _retry(self, msg: AttemptMessage, message: QueueMessage, remaining_s: float) -> str:
+    def _attempt(self, msg: AttemptMessage, message: QueueMessage, remaining_s: float) -> str:
         for _ in range(CLAIM_RETRIES):
             run = self.store.get_run(msg.run_id)
             if run is None:
                 return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
-            if run.state not in CLAIMABLE or run.attempt != msg.attempt - 1:
+            if not accepts(run, msg.attempt, msg.dispatch):
                 log.info(
                     "stale or duplicate attempt message",
-                    extra={"run_id": run.run_id, "state": run.state.value, "attempt": msg.attempt},
+                    extra={
+                        "run_id": run.run_id,
+                        "state": run.state.value,
+                        "attempt": msg.attempt,
+                        "dispatch": msg.dispatch,
+                        "current_dispatch": run.dispatch,
+                    },
                 )
                 return "duplicate"
             stored = self.store.get_task(run.task_id)
-            if stored is not None and stored.paused and run.state is not RunState.REPLAYED:
+            if stored is not None and _held_by_pause(stored, run):
                 return self._hold(run)
             result = self._claim_and_run(run, run, stored, remaining_s)
             if result != "claim-lost":
@@ -310,14 +353,30 @@ class Executor:
         return "duplicate"
 
     def _hold(self, run: Run) -> str:
-        """The task is paused: keep the run where it is until the task resumes (which dispatches it)."""
+        """The task is paused: keep the run where it is until the task resumes (which dispatches it).
+
+        A wait episode ends here, and a buffered run leaves the buffer; it waits again, from the
+        start, if it is still blocked after the resume."""
         if run.held_at is not None:
             return "held"
         now = self.clock.now()
         uow = self.store.unit_of_work("executor", now)
         uow.save_run(
-            run, run.model_copy(update={"held_at": now}), action="held", evidence={"reason": "task_paused"}
+            run,
+            run.model_copy(
+                update={
+                    "held_at": now,
+                    "next_retry_at": None,
+                    "waiting_since": None,
+                    "wait_polls": 0,
+                    "slots": [],
+                }
+            ),
+            action="held",
+            evidence={"reason": "task_paused", "waited_s": _waited(run, now), "slots_left": run.slots},
         )
+        for key in run.slots:
+            leave(uow, key, run.run_id)  # a held run keeps no place in a buffer
         try:
             uow.commit()
         except Conflict:
@@ -330,9 +389,10 @@ class Executor:
             if run is None:
                 return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
             stored = self.store.get_task(run.task_id)
-            if run.state is RunState.REPLAYED and run.attempt == run.budget_start:
+            stale_token = msg.dispatch is not None and msg.dispatch != run.dispatch
+            if run.state is RunState.REPLAYED and run.attempt == run.budget_start and not stale_token:
                 result = self._claim_and_run(run, run, stored, remaining_s)
-            elif run.state is RunState.DEAD_LETTERED:
+            elif run.state is RunState.DEAD_LETTERED and msg.dispatch is None:
                 if (
                     msg.dead_lettered_at
                     and run.dead_lettered_at
@@ -344,8 +404,8 @@ class Executor:
                 result = self._replay_from_queue(run, stored, msg.actor, remaining_s)
             else:
                 log.info(
-                    "replay skipped: run is not dead-lettered",
-                    extra={"run_id": run.run_id, "state": run.state.value},
+                    "replay skipped: run is not waiting for this replay",
+                    extra={"run_id": run.run_id, "state": run.state.value, "dispatch": msg.dispatch},
                 )
                 return "duplicate"
             if result != "claim-lost":
@@ -354,7 +414,8 @@ class Executor:
 
     def _replay_from_queue(self, run: Run, stored: StoredTask | None, actor: str, remaining_s: float) -> str:
         """A replay that arrived without an operator's replay record (a console redrive): start a
-        fresh budget, without overrides, and run it."""
+        fresh budget, without overrides, and run it. This same message stays the carrier until
+        the claim (a crash in between redelivers it, and it claims then)."""
         now = self.clock.now()
         replayed = run.model_copy(
             update={
@@ -362,6 +423,7 @@ class Executor:
                 "budget_start": run.attempt,
                 "budget_started_at": now,
                 "budget_overrides": None,
+                "next_retry_at": now,
             }
         )
         uow = self.store.unit_of_work(actor, now)
@@ -371,11 +433,12 @@ class Executor:
             action="replayed",
             evidence={"fresh_budget_from_attempt": run.attempt + 1, "via": "queue"},
         )
-        uow.emit(ev.execution_updated(saved, run.state, now), f"run#{run.run_id}")
+        uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run.run_id))
         try:
             uow.commit()
         except Conflict:
             return "claim-lost"
+        self.deps.faults.reached(cp.AFTER_REPLAY_COMMIT)
         return self._claim_and_run(saved, saved, stored, remaining_s)
 
     # --------------------------------------------------------------------------- concurrency
@@ -389,6 +452,10 @@ class Executor:
         self.deps.cache[key] = (now, settings)
         return settings
 
+    def _policy(self, stored: StoredTask | None) -> RetryPolicy:
+        policy, _ = self.deps.policies.for_task_or_default(stored.task if stored else None)
+        return policy
+
     def _blocked(
         self,
         before: Run | None,
@@ -397,10 +464,19 @@ class Executor:
         busy: list[Slot],
         remaining_s: float,
         cancelled_others: bool,
+        reaped: bool,
     ) -> str:
         """A slot the run needs is taken: skip, cancel the other run, or wait, as policy says."""
         task = stored.task
-        holder_ids = sorted({h for s in busy for h in holders(self.store.get_key(s.key))} - {run.run_id})
+        items = {s.key: self.store.get_key(s.key) for s in busy}
+        if not reaped:
+            now = self.clock.now()
+            expired = [(key, h) for key, item in items.items() for h in expired_holders(item, now)]
+            gone = [reap(self.store, key, h, now, "executor") for key, h in expired if h != run.run_id]
+            if any(gone):
+                log.warning("expired slot holders removed", extra={"run_id": run.run_id, "slots": expired})
+                return self._claim_and_run(before, run, stored, remaining_s, cancelled_others, reaped=True)
+        holder_ids = sorted({h for item in items.values() for h in holders(item)} - {run.run_id})
         task_busy = any(s.kind == "task" for s in busy)
         first = run.attempt == 0
         self.deps.metrics.observe(m.LOCK_CONTENTION, 100.0, "Percent")
@@ -410,7 +486,8 @@ class Executor:
         if task_busy and first and cancel and len(busy) == 1:
             for other in holder_ids:
                 self._cancel_running(other, reason=f"cancelled by {run.run_id} (overlap: cancel_other)")
-            return self._claim_and_run(before, run, stored, remaining_s, cancelled_others=True)
+            self.deps.faults.reached(cp.AFTER_CANCEL_OTHER)
+            return self._claim_and_run(before, run, stored, remaining_s, cancelled_others=True, reaped=reaped)
         buffering = task_busy and first and task.overlap is OverlapPolicy.BUFFER_ONE
         reason = (
             "overlap"
@@ -420,75 +497,151 @@ class Executor:
             else "tenant_quota"
         )
         return self._wait(
-            before, run, task, busy, holder_ids, reason, buffer_slot(task) if buffering else None
+            before, run, stored, busy, holder_ids, reason, buffer_slot(task) if buffering else None
         )
 
     def _wait(
         self,
         before: Run | None,
         run: Run,
-        task: Task,
+        stored: StoredTask,
         busy: list[Slot],
         holder_ids: list[str],
         reason: str,
         buffer: Slot | None,
     ) -> str:
-        """Record that the run waits, and try again later, without spending an attempt."""
+        """Wait for the slot without spending an attempt: one episode, one poll every ``WAIT_S``.
+
+        The episode's first poll is audited and announced (``task.execution.waiting``); the rest
+        only renew the dispatch token. Past the policy's ``max_wait`` the run is dead-lettered."""
         now = self.clock.now()
+        policy = self._policy(stored)
+        if run.waiting_since is not None and (now - run.waiting_since).total_seconds() > policy.max_wait:
+            return self._wait_exhausted(before, run, policy, reason, holder_ids)
         join_buffer = buffer is not None and buffer.key not in run.slots
-        waiting = run.model_copy(
-            update={
-                "waits": run.waits + 1,
-                "slots": [*run.slots, buffer.key] if buffer and join_buffer else run.slots,
-            }
-        )
+        update: dict[str, Any] = {
+            "dispatch": run.dispatch + 1,
+            "next_retry_at": now + timedelta(seconds=WAIT_S),
+            "slots": [*run.slots, buffer.key] if buffer is not None and join_buffer else run.slots,
+        }
         uow = self.store.unit_of_work("executor", now)
-        saved = uow.save_run(
-            before,
-            waiting,
-            action="waiting",
-            evidence={
-                "reason": reason,
-                "slots": [s.key for s in busy],
-                "holders": holder_ids,
-                "retry_in_s": WAIT_S,
-            },
-            from_state=run.state,
-        )
+        if before is not None and run.waiting_since is not None and not join_buffer:
+            saved = uow.touch_run(before, with_changes(run, {**update, "wait_polls": run.wait_polls + 1}))
+        else:
+            update.update(waits=run.waits + 1, waiting_since=now, wait_reason=reason, wait_polls=0)
+            saved = uow.save_run(
+                before,
+                with_changes(run, update),
+                action="waiting",
+                evidence={
+                    "reason": reason,
+                    "slots": [s.key for s in busy],
+                    "holders": holder_ids,
+                    "poll_every_s": WAIT_S,
+                    "max_wait_s": policy.max_wait,
+                    "dispatch": update["dispatch"],
+                },
+                from_state=run.state,
+            )
+            uow.emit(
+                ev.execution_waiting(
+                    saved, reason=reason, slots=[s.key for s in busy], holders=holder_ids, retry_in_s=WAIT_S
+                ),
+                run_subject(run.run_id),
+            )
         if buffer is not None and join_buffer:
-            enter(uow, buffer, run.run_id)
-        uow.emit(
-            ev.execution_waiting(
-                saved, reason=reason, slots=[s.key for s in busy], holders=holder_ids, retry_in_s=WAIT_S
-            ),
-            f"run#{run.run_id}",
-        )
+            until = now + timedelta(seconds=policy.max_wait) + SLOT_GRACE
+            enter(uow, buffer, run.run_id, until)
         try:
             uow.commit()
         except Conflict as exc:
             if buffer is not None and buffer.label in exc.details.get("failed", []):
                 return self._skip(before, run, "overlap", holder_ids)  # someone is buffered already
             return "duplicate"
-        self.deps.queues.send(
-            "execution",
-            {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": run.attempt + 1},
-            delay_s=WAIT_S,
-        )
-        log.warning(
-            "run waiting for a slot",
-            extra={"run_id": run.run_id, "task_id": run.task_id, "reason": reason, "holders": holder_ids},
-        )
+        self.deps.faults.reached(cp.AFTER_WAIT)
+        self.dispatcher.send(saved)
+        if saved.wait_polls == 0:
+            log.warning(
+                "run waiting for a slot",
+                extra={"run_id": run.run_id, "task_id": run.task_id, "reason": reason, "holders": holder_ids},
+            )
         return "waiting"
+
+    def _wait_exhausted(
+        self, before: Run | None, run: Run, policy: RetryPolicy, reason: str, holder_ids: list[str]
+    ) -> str:
+        assert before is not None and run.waiting_since is not None
+        waited = _waited(run, self.clock.now())
+        failed = run.model_copy(
+            update={
+                "last_error_code": WAIT_EXHAUSTED,
+                "last_error_message": f"waited {waited:.0f}s for {reason.replace('_', ' ')} "
+                f"(held by {', '.join(holder_ids) or 'nobody'}); the limit is {policy.max_wait:.0f}s",
+                "last_error_retryable": False,
+            }
+        )
+        saved = DeadLetters(self.deps, "executor").dead_letter(
+            failed, Reason.WAIT_EXHAUSTED, policy, error_code=WAIT_EXHAUSTED, previous=before
+        )
+        return "wait-exhausted" if saved is not None else "duplicate"
+
+    def _release(self, before: Run | None, run: Run, stored: StoredTask | None, remaining_s: float) -> str:
+        """Too little time left to run the whole attempt: hand it to a fresh message under a new
+        token (a fresh message starts with a receive count of one, so a release never pushes a
+        run towards the DLQ). After ``MAX_RELEASES`` the run is dead-lettered instead."""
+        now = self.clock.now()
+        if run.releases >= MAX_RELEASES:
+            failed = run.model_copy(
+                update={
+                    "last_error_code": NOT_ENOUGH_TIME,
+                    "last_error_message": f"released {run.releases} times: the executor never had the "
+                    "task's whole timeout left",
+                    "last_error_retryable": False,
+                }
+            )
+            policy = self._policy(stored)
+            saved = DeadLetters(self.deps, "executor").dead_letter(
+                failed, Reason.NOT_ENOUGH_TIME, policy, error_code=NOT_ENOUGH_TIME, previous=before
+            )
+            return "not-enough-time" if saved is not None else "duplicate"
+        after = with_changes(
+            run,
+            {
+                "dispatch": run.dispatch + 1,
+                "releases": run.releases + 1,
+                "next_retry_at": now + timedelta(seconds=RELEASE_DELAY_S),
+            },
+        )
+        uow = self.store.unit_of_work("executor", now)
+        saved = uow.save_run(
+            before,
+            after,
+            action="released",
+            evidence={
+                "remaining_s": round(remaining_s, 3),
+                "created": before is None,
+                "dispatch": after.dispatch,
+                "delivery": _delivery(),
+            },
+            from_state=run.state,
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return "duplicate"
+        self.deps.faults.reached(cp.AFTER_RELEASE)
+        self.dispatcher.send(saved)
+        log.warning(
+            "released: not enough time left", extra={"run_id": run.run_id, "remaining_s": remaining_s}
+        )
+        return "released"
 
     def _cancel_running(self, run_id: str, reason: str) -> None:
         other = self.store.get_run(run_id)
-        if other is None:
-            return
-        now = self.clock.now()
-        uow = self.store.unit_of_work("executor", now)
-        if other.state is not RunState.RUNNING:
+        if other is None or other.state is not RunState.RUNNING:
             # Not running any more: it left, or is leaving, its slots in its own transaction.
             return
+        now = self.clock.now()
         current = other.attempts[-1]
         finished = current.model_copy(
             update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
@@ -504,10 +657,11 @@ class Executor:
             }
         )
         ensure_transition(other.state, cancelled.state, other.run_id)
+        uow = self.store.unit_of_work("executor", now)
         saved = uow.save_run(other, cancelled, action="cancelled", evidence={"reason": reason})
         for key in other.slots:
             leave(uow, key, other.run_id)
-        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), f"run#{other.run_id}")
+        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), run_subject(other.run_id))
         try:
             uow.commit()
         except Conflict:
@@ -521,57 +675,68 @@ class Executor:
         stored: StoredTask | None,
         remaining_s: float,
         cancelled_others: bool = False,
+        reaped: bool = False,
     ) -> str:
         now = self.clock.now()
         task = stored.task if stored else None
         timeout_s = float(task.timeout_s) if task else float(MIN_ATTEMPT_S)
         if run.budget_overrides is not None and run.budget_overrides.timeout_s is not None:
             timeout_s = float(run.budget_overrides.timeout_s)
-        budget_s = remaining_s - SAFETY_MARGIN_S
-        if budget_s < min(timeout_s, MIN_ATTEMPT_S):
-            raise NotEnoughTime(f"{remaining_s:.0f}s left; not starting {run.run_id}", run_id=run.run_id)
-        attempt_s = min(timeout_s, budget_s)
+        if remaining_s - SAFETY_MARGIN_S < timeout_s:
+            # Never cut an attempt's deadline to what this invocation has left: that would fail
+            # it with a TIMEOUT it did not earn. Hand it to a fresh message instead.
+            return self._release(before, run, stored, remaining_s)
+        attempt_s = timeout_s
         slots = slots_for(task, self._tenant(task.tenant)) if task else []
         n = run.attempt + 1
+        lease_end = now + timedelta(seconds=attempt_s + LEASE_GRACE_S)
         running = run.model_copy(
             update={
                 "state": RunState.RUNNING,
                 "attempt": n,
                 "attempts": [*run.attempts, Attempt(n=n, started_at=now)],
-                "lease_expires_at": now + timedelta(seconds=attempt_s + LEASE_GRACE_S),
+                "lease_expires_at": lease_end,
                 "lease_owner": self.request_id,
                 "next_retry_at": None,
                 "held_at": None,
                 "slots": [s.key for s in slots],
+                "waiting_since": None,
+                "wait_reason": None,
+                "wait_polls": 0,
             }
         )
         breach = sla.start_delay_breach(task, running, now)
         if breach is not None:
             running = sla.with_breach(running, breach)
         ensure_transition(run.state, RunState.RUNNING, run.run_id)
-        subject = f"run#{run.run_id}"
+        subject = run_subject(run.run_id)
         uow = self.store.unit_of_work("executor", now)
+        evidence: dict[str, Any] = {
+            "attempt": n,
+            "created": before is None,
+            "trigger": run.trigger.value,
+            "lease_expires_at": iso(lease_end),
+            "deadline_s": round(attempt_s, 3),
+            "lease_owner": self.request_id,
+            "slots": running.slots,
+            "dispatch": run.dispatch,
+            "delivery": _delivery(),
+        }
+        if run.waiting_since is not None:
+            evidence["waited"] = {
+                "reason": run.wait_reason,
+                "since": iso(run.waiting_since),
+                "polls": run.wait_polls,
+                "waited_s": _waited(run, now),
+            }
         # A new run is created pending and claimed in the same atomic write; one audit record
         # and one event describe both (``created: true``), as nothing could observe it pending.
         claimed = uow.save_run(
-            before,
-            running,
-            action="attempt-started",
-            evidence={
-                "attempt": n,
-                "created": before is None,
-                "trigger": run.trigger.value,
-                "lease_expires_at": iso(running.lease_expires_at or now),
-                "deadline_s": round(attempt_s, 3),
-                "lease_owner": self.request_id,
-                "slots": running.slots,
-                "delivery": _delivery(),
-            },
-            from_state=run.state,
+            before, running, action="attempt-started", evidence=evidence, from_state=run.state
         )
         uow.emit(ev.execution_updated(claimed, run.state, now), subject)
         for slot in slots:
-            enter(uow, slot, run.run_id)
+            enter(uow, slot, run.run_id, lease_end + SLOT_GRACE)
         for key in set(run.slots) - set(running.slots):
             leave(uow, key, run.run_id)  # a buffered run leaves the buffer as it starts
         if breach is not None:
@@ -583,7 +748,7 @@ class Executor:
             busy = busy_slots(failed, slots)
             if not busy or f"runs {run.run_id}" in failed or stored is None:
                 return "claim-lost"
-            return self._blocked(before, run, stored, busy, remaining_s, cancelled_others)
+            return self._blocked(before, run, stored, busy, remaining_s, cancelled_others, reaped)
         if slots:
             self.deps.metrics.observe(m.LOCK_CONTENTION, 0.0, "Percent")
         if n > run.budget_start + 1:
@@ -593,7 +758,7 @@ class Executor:
             self.deps.metrics.observe(
                 m.SCHEDULER_ON_TIME, 100.0 if late <= m.ON_TIME_WINDOW_S else 0.0, "Percent"
             )
-        self.deps.faults.reached("after_claim")
+        self.deps.faults.reached(cp.AFTER_CLAIM)
 
         payload: dict[str, Any] = {}
         if task is not None:
@@ -620,7 +785,7 @@ class Executor:
                 trace_id=hashlib.sha256(run.run_id.encode()).hexdigest()[:32],
             )
             outcome = self.deps.targets.invoke(task.target, call)
-        self.deps.faults.reached("after_target")
+        self.deps.faults.reached(cp.AFTER_TARGET)
         return self._record(claimed, outcome, task)
 
     def _record(self, claimed: Run, outcome: Outcome, task: Task | None) -> str:
@@ -661,7 +826,7 @@ class Executor:
         breach = sla.duration_breach(task, claimed, duration_s)
         if breach is not None:
             after = sla.with_breach(after, breach)
-        self.deps.faults.reached("before_outcome")
+        self.deps.faults.reached(cp.BEFORE_OUTCOME)
         uow = self.store.unit_of_work("executor", now)
         saved = uow.save_run(
             claimed,
@@ -675,7 +840,7 @@ class Executor:
                 "duration_ms": duration_ms,
             },
         )
-        subject = f"run#{claimed.run_id}"
+        subject = run_subject(claimed.run_id)
         uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
         if not outcome.ok:
             uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
@@ -686,7 +851,9 @@ class Executor:
         elif outcome.ok and task is not None and task.sla is not None and not saved.sla_breaches:
             sla.stage_reset(uow, task.id)
         try:
-            uow.commit()
+            # Contention (another write on one of these items at the same moment) is not a
+            # verdict on this outcome: try again, patiently, before the lease runs out.
+            uow.commit(attempts=RECORD_ATTEMPTS)
         except Conflict:
             latest = self.store.get_run(claimed.run_id)
             log.warning(
@@ -729,3 +896,17 @@ class Executor:
                 "error_code": attempt.error_code,
             },
         )
+
+
+def _held_by_pause(stored: StoredTask, run: Run) -> bool:
+    """Whether a paused task holds this run back: its retries and waits are held; a replay an
+    operator asked for is not; a first start due before the pause began is not either."""
+    if not stored.paused or run.state is RunState.REPLAYED:
+        return False
+    if run.state is RunState.PENDING and run.attempt == 0:
+        return stored.paused_for(run.scheduled_for)
+    return True
+
+
+def _waited(run: Run, now: datetime) -> float:
+    return round((now - run.waiting_since).total_seconds(), 3) if run.waiting_since else 0.0

@@ -43,6 +43,9 @@ class AttemptMessage(_Message):
     kind: Literal["attempt"]
     run_id: str = Field(min_length=1)
     attempt: int = Field(ge=1)
+    dispatch: int | None = Field(
+        default=None, ge=0, description="the run's dispatch token when this message was sent"
+    )
 
 
 class ReplayMessage(_Message):
@@ -56,6 +59,11 @@ class ReplayMessage(_Message):
     attempts: int | None = None
     error_code: str | None = None
     dead_lettered_at: str | None = None
+    dispatch: int | None = Field(
+        default=None,
+        ge=0,
+        description="the run's dispatch token (set when Rebound sent it; absent on a DLQ copy moved back)",
+    )
 
 
 class ManualMessage(_Message):

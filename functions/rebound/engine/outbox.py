@@ -7,7 +7,7 @@ there, so consumers must be (and are) idempotent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rebound.adapters.bus import Bus, BusEvent
@@ -31,7 +31,7 @@ def stream_events(records: Iterable[Mapping[str, Any]]) -> list[BusEvent]:
     return events
 
 
-def relay(records: list[Mapping[str, Any]], bus: Bus) -> list[str]:
+def relay(records: Sequence[Mapping[str, Any]], bus: Bus) -> list[str]:
     """Publish the stream batch; returns the sequence numbers to retry from (the earliest failure)."""
     events = stream_events(records)
     failed = set(bus.publish(events))

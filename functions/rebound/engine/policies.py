@@ -43,6 +43,14 @@ class PolicyService:
         merged = {**base.model_dump(mode="json", exclude={"name", "version"}), **spec.changes()}
         return build_policy(base.name, {}, merged, base.version, f"task {task.id} retry_policy")
 
+    def for_task_or_default(self, task: Task | None) -> tuple[RetryPolicy, str | None]:
+        """The task's policy, or, when this deployment does not know it (a name the CLI accepted
+        from another config, a stored override that no longer validates), ``default`` and why."""
+        try:
+            return self.for_task(task), None
+        except (PolicyNotFound, ValidationFailed) as exc:
+            return self.effective("default"), exc.message
+
     def set(self, name: str, changes: dict[str, Any], *, actor: str, at: datetime) -> RetryPolicy:
         """Store a new version of a named policy with ``changes`` applied, audited."""
         unknown = sorted(set(changes) - POLICY_FIELDS)

@@ -1,10 +1,16 @@
 """After a failed attempt: schedule the next one, or dead-letter the run.
 
-The decision is recorded first (state, audit record and ``task.retry.scheduled`` event in one
-transaction), then dispatched. A crash between the two leaves the run ``retry_scheduled`` with its
-plan; the redelivered event, or the sweeper's stale-plan check, dispatches it again. Dispatch is
-idempotent: the one-time schedule's name derives from (run, attempt), and a duplicate queue
-message loses the executor's claim.
+The decision is recorded first (state, audit record, ``task.retry.scheduled`` event and a new
+dispatch token in one transaction), then dispatched (``rebound.engine.dispatch``). A crash
+between the two leaves the run ``retry_scheduled`` waiting for a carrier that was never sent; the
+sweeper's overdue-dispatch check sends it. Dispatch is single-flight: only a message with the
+run's current token can start the attempt, and a one-time schedule's name derives from (run,
+attempt, token).
+
+A dead letter is recorded first too, then its replay message is put in the DLQ. The escalation
+handler, which every dead letter reaches through the outbox, sends that message if it is still
+missing, so a crash in between loses nothing; a second copy (a crash after the send, before its
+id was recorded) is removed by the sweeper's DLQ check.
 
 Every invocation of the retry scheduler function first records a heartbeat (one put of a fixed
 key in the idempotency table): ``rebound health`` compares it with the work waiting for the
@@ -16,21 +22,23 @@ from __future__ import annotations
 import hashlib
 import logging
 from datetime import timedelta
-from typing import Any
 
 from rebound.domain import events as ev
-from rebound.domain.errors import Conflict, ReboundError
-from rebound.domain.ids import message_subject, retry_dispatch_reference
+from rebound.domain.errors import Conflict, OperationalError, ReboundError
+from rebound.domain.ids import message_subject, retry_dispatch_reference, run_subject
 from rebound.domain.models import AttemptOutcome, RetryPolicy, Run, RunState
-from rebound.domain.retry import decide_retry
+from rebound.domain.retry import Reason, decide_retry
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m
+from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
+from rebound.engine.dispatch import MAX_QUEUE_DELAY_S, Dispatcher
 
 log = logging.getLogger(__name__)
 
-MAX_QUEUE_DELAY_S = 900
+UNKNOWN_POLICY = "UNKNOWN_POLICY"
 DLQ_SEND_CLAIM = timedelta(minutes=5)
 INVALID_MESSAGE = "INVALID_MESSAGE"
 HEARTBEAT_KEY = "heartbeat#retry_scheduler"
@@ -56,26 +64,33 @@ class RetryScheduler:
             log.warning("could not record the retry worker's heartbeat: %s", exc.message)
 
     def on_failed(self, run_id: str, attempt: int) -> str:
-        """Handle ``task.execution.failed`` for (run, attempt). Safe to call any number of times."""
+        """Handle ``task.execution.failed`` for (run, attempt). Safe to call any number of times.
+
+        Only a ``failed`` run is decided. A run already ``retry_scheduled`` has its carrier on the
+        way, or, if a crash lost it, the sweeper sends it: sending it again from here, on every
+        redelivery of the event, is what made waiting retries multiply."""
         run = self.store.get_run(run_id)
         if run is None:
             log.error("failed event for an unknown run", extra={"run_id": run_id})
             return "unknown-run"
-        if run.attempt != attempt:
-            return "stale"
-        if run.state is RunState.RETRY_SCHEDULED:
-            self.dispatch(run)
-            return "redispatched"
-        if run.state is RunState.DEAD_LETTERED and run.dlq_message_id is None:
-            DeadLetters(self.deps, self.actor).send_to_dlq(run)
-            return "dlq-resent"
-        if run.state is not RunState.FAILED:
+        if run.attempt != attempt or run.state is not RunState.FAILED:
             return "stale"
         return self.decide(run)
 
     def decide(self, run: Run) -> str:
         stored = self.store.get_task(run.task_id)
-        policy = self.deps.policies.for_task(stored.task if stored else None)
+        policy, problem = self.deps.policies.for_task_or_default(stored.task if stored else None)
+        if problem is not None:
+            # The run names a policy this deployment does not have: no guess at a retry; a dead
+            # letter that says why, with a work order, so an operator fixes the task.
+            log.error("unknown retry policy", extra={"run_id": run.run_id, "task_id": run.task_id})
+            unknown = run.model_copy(
+                update={"last_error_code": UNKNOWN_POLICY, "last_error_message": problem}
+            )
+            saved = DeadLetters(self.deps, self.actor).dead_letter(
+                unknown, Reason.UNKNOWN_POLICY, policy, error_code=UNKNOWN_POLICY, previous=run
+            )
+            return "dead-lettered" if saved is not None else "stale"
         if run.budget_overrides is not None and run.budget_overrides.max_attempts is not None:
             policy = policy.model_copy(update={"max_attempts": run.budget_overrides.max_attempts})
         now = self.clock.now()
@@ -89,15 +104,17 @@ class RetryScheduler:
             rng=self.deps.rng(run.run_id, run.attempt),
         )
         if not decision.retry:
-            DeadLetters(self.deps, self.actor).dead_letter(run, decision.reason, policy)
-            return "dead-lettered"
+            saved = DeadLetters(self.deps, self.actor).dead_letter(run, decision.reason, policy)
+            return "dead-lettered" if saved is not None else "stale"
         assert decision.next_retry_at is not None
-        reference = retry_dispatch_reference(run.run_id, run.attempt + 1)
+        token = run.dispatch + 1
+        reference = retry_dispatch_reference(run.run_id, run.attempt + 1, token)
         via = via_for(decision.delay_s)
         planned = run.model_copy(
             update={
                 "state": RunState.RETRY_SCHEDULED,
                 "next_retry_at": decision.next_retry_at,
+                "dispatch": token,
                 "dispatch_reference": reference,
                 "policy_ref": f"{policy.name}@v{policy.version}",
             }
@@ -113,13 +130,14 @@ class RetryScheduler:
                 "next_retry_at": iso(decision.next_retry_at),
                 "outcome": _outcome(run),
                 "dispatch_reference": reference,
+                "dispatch": token,
                 "delay_s": round(decision.delay_s, 3),
                 "via": via,
                 "policy": f"{policy.name}@v{policy.version}",
                 "error_code": run.last_error_code,
             },
         )
-        subject = f"run#{run.run_id}"
+        subject = run_subject(run.run_id)
         uow.emit(ev.execution_updated(saved, run.state, now), subject)
         uow.emit(ev.retry_scheduled(saved, delay_s=decision.delay_s, via=via), subject)
         try:
@@ -127,35 +145,13 @@ class RetryScheduler:
         except Conflict:
             return "stale"
         self.deps.metrics.count(m.RETRY_SCHEDULED)
+        self.deps.faults.reached(cp.AFTER_RETRY_COMMIT)
         self.dispatch(saved)
         return "retry-scheduled"
 
     def dispatch(self, run: Run) -> str:
-        """Put the planned attempt on its way: the delay queue, or a one-time schedule."""
-        assert run.next_retry_at is not None and run.dispatch_reference is not None
-        delay = max((run.next_retry_at - self.clock.now()).total_seconds(), 0.0)
-        body: dict[str, Any] = {"v": 1, "kind": "attempt", "run_id": run.run_id, "attempt": run.attempt + 1}
-        try:
-            if delay <= MAX_QUEUE_DELAY_S:
-                self.deps.queues.send(
-                    "execution",
-                    body,
-                    delay_s=delay,
-                    attributes={"dispatch_reference": run.dispatch_reference},
-                )
-                via = "delay_queue"
-            else:
-                self.deps.schedules.create_one_time(run.dispatch_reference, run.next_retry_at, body)
-                via = "scheduler"
-        except ReboundError:
-            self.deps.metrics.count(m.SCHEDULING_FAILURE)
-            raise
-        self.deps.metrics.count(m.SCHEDULING_SUCCESS)
-        log.info(
-            "retry dispatched",
-            extra={"run_id": run.run_id, "attempt": run.attempt + 1, "via": via, "delay_s": round(delay, 3)},
-        )
-        return via
+        """Send the carrier of the planned attempt: the delay queue, or a one-time schedule."""
+        return Dispatcher(self.deps, self.actor).send(run)
 
 
 def _outcome(run: Run) -> str:
@@ -183,12 +179,17 @@ class DeadLetters:
         send: bool = True,
         message_id: str | None = None,
         error_code: str | None = None,
+        previous: Run | None = None,
     ) -> Run | None:
         """Record ``dead_lettered`` with its evidence and event; then put the run in the DLQ.
 
-        ``send=False`` is the crash path: SQS already moved the message to the DLQ, where it stays.
+        ``previous`` is the stored run when ``run`` carries changes not yet written (the error
+        that dead-letters it). Slots the run still holds (a waiting run's buffer) are left in the
+        same transaction. ``send=False`` is the crash path: SQS already moved the message to the
+        DLQ, where it stays. ``None`` if the run changed meanwhile.
         """
         now = self.clock.now()
+        before = previous or run
         after = run.model_copy(
             update={
                 "state": RunState.DEAD_LETTERED,
@@ -200,12 +201,15 @@ class DeadLetters:
                 "policy_ref": f"{policy.name}@v{policy.version}",
                 "dlq_message_id": message_id,
                 "last_error_code": error_code or run.last_error_code,
+                "slots": [],
+                "waiting_since": None,
+                "held_at": None,
             }
         )
-        ensure_transition(run.state, after.state, run.run_id)
+        ensure_transition(before.state, after.state, run.run_id)
         uow = self.store.unit_of_work(self.actor, now)
         saved = uow.save_run(
-            run,
+            before,
             after,
             action="dead-lettered",
             evidence={
@@ -214,12 +218,15 @@ class DeadLetters:
                 "dead_lettered_at": iso(now),
                 "reason": reason,
                 "error_code": after.last_error_code,
+                "error_message": after.last_error_message,
                 "path": "explicit" if send else "redrive_policy",
                 "policy": f"{policy.name}@v{policy.version}",
             },
         )
-        subject = f"run#{run.run_id}"
-        uow.emit(ev.execution_updated(saved, run.state, now), subject)
+        for key in before.slots:
+            leave(uow, key, run.run_id)
+        subject = run_subject(run.run_id)
+        uow.emit(ev.execution_updated(saved, before.state, now), subject)
         uow.emit(
             ev.dead_lettered(
                 subject=subject,
@@ -244,20 +251,44 @@ class DeadLetters:
                 "task_id": run.task_id,
                 "tenant_id": run.tenant,
                 "reason": reason,
-                "error_code": run.last_error_code,
+                "error_code": after.last_error_code,
                 "retry_count": max(run.attempt - 1, 0),
                 "status": "dead_lettered",
             },
         )
         if send:
+            self.deps.faults.reached(cp.AFTER_DEAD_LETTER_COMMIT)
             return self.send_to_dlq(saved)
         return saved
+
+    def ensure_in_dlq(self, run_id: str, dead_lettered_at: str | None) -> str:
+        """The escalation path's guarantee: this dead letter has its DLQ message.
+
+        ``recorded`` if the run names its message (or moved on), ``sent`` if this call sent it;
+        raises ``OperationalError`` while another sender holds the claim, so the event comes back
+        later and checks again."""
+        run = self.store.get_run(run_id)
+        if (
+            run is None
+            or run.state is not RunState.DEAD_LETTERED
+            or run.dlq_message_id is not None
+            or (dead_lettered_at and run.dead_lettered_at and iso(run.dead_lettered_at) != dead_lettered_at)
+        ):
+            return "recorded"
+        sent = self.send_to_dlq(run)
+        if sent.dlq_message_id is None:
+            raise OperationalError(
+                f"the DLQ message of {run_id} is being sent by another invocation; checking again later",
+                run_id=run_id,
+            )
+        return "sent"
 
     def send_to_dlq(self, run: Run) -> Run:
         """Put a dead-lettered run's replay message in the DLQ and record its message id.
 
-        Concurrent duplicate deliveries could both get here; a short claim lets one send. If the
-        one that claimed dies before sending, the claim expires before SQS redelivers the event.
+        Concurrent senders (the retry scheduler right after the dead letter, the escalation
+        handler that checks for it) take a short claim so that one sends. If the one that claimed
+        dies before sending, the claim expires before the escalation event comes back.
         """
         assert run.dead_lettered_at is not None
         if not self.store.claim_key(
@@ -287,20 +318,24 @@ class DeadLetters:
                 "dead_lettered_at": iso(run.dead_lettered_at),
             },
         )
-        now = self.clock.now()
-        uow = self.store.unit_of_work(self.actor, now)
+        self.deps.faults.reached(cp.AFTER_DLQ_SEND)
+        return self.record_dlq_message(run, sent.message_id) or run
+
+    def record_dlq_message(self, run: Run, message_id: str) -> Run | None:
+        """Name ``message_id`` as the dead letter's DLQ message on the run. None if it changed."""
+        uow = self.store.unit_of_work(self.actor, self.clock.now())
         recorded = uow.save_run(
             run,
-            run.model_copy(update={"dlq_message_id": sent.message_id}),
+            run.model_copy(update={"dlq_message_id": message_id}),
             action="dlq-message-sent",
-            evidence={"dlq_message_id": sent.message_id},
+            evidence={"dlq_message_id": message_id},
         )
         try:
             uow.commit()
         except Conflict:
             # The run moved on (an operator replayed it already); the message is a harmless extra.
             log.info("dlq message id not recorded: run changed", extra={"run_id": run.run_id})
-            return run
+            return None
         return recorded
 
     def dead_letter_message(
@@ -332,6 +367,7 @@ class DeadLetters:
                     "source_message_id": message_id,
                 },
             ).message_id
+            self.deps.faults.reached(cp.AFTER_REFUSE_SEND)
         uow = self.store.unit_of_work(self.actor, now)
         uow.append_audit(
             subject,

@@ -24,5 +24,6 @@ AUDIT_FAILURE = "task.audit.failure_total"
 INVALID_MESSAGE = "task.message.invalid_total"
 LEASE_EXPIRED = "task.lease.expired_total"
 OUTCOME_DISCARDED = "task.execution.outcome_discarded_total"
+SWEEPER_FAILURE = "task.sweeper.failure_total"
 
 ON_TIME_WINDOW_S = 60

@@ -1,46 +1,79 @@
-"""Executor: an SQS batch from the execution queue in, partial batch failures out."""
+"""Executor: an SQS batch from the execution queue in, partial batch failures out.
+
+The messages of a batch run at once (``deps.fanout``), each with the whole time the invocation
+has: an attempt's deadline never depends on its place in the batch. Powertools'
+``BatchProcessor`` handles records one after another, so this handler builds the partial batch
+response itself.
+
+A message that reports a failure comes back: a staggered fire at its offset, any other failure
+(a throttle, contention that outlasted its retries, a bug) after a short backoff that grows with
+its receive count, instead of the queue's 30-minute visibility timeout.
+"""
 
 from __future__ import annotations
 
+import logging
+import random
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
 from rebound.adapters.queues import read_attributes
-from rebound.engine.executor import Executor, NotEnoughTime, QueueMessage
+from rebound.domain.errors import ReboundError
+from rebound.engine.executor import Deferred, Executor, QueueMessage
 from rebound.handlers.observability import logger_for, metrics_for
 
 logger = logger_for("executor")
 metrics = metrics_for("executor")
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE_S = 5.0
+BACKOFF_CAP_S = 300.0
+
+
+def backoff_s(receive_count: int, rng: random.Random) -> float:
+    """How long a failed message stays invisible: 5 s, 10 s, 20 s ... capped at 5 minutes, jittered."""
+    ceiling = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2 ** max(receive_count - 1, 0))
+    return rng.uniform(ceiling / 2, ceiling)
 
 
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.deps()
     executor = Executor(deps, request_id=context.aws_request_id)
+    rng = random.Random()
 
-    def record_handler(record: SQSRecord) -> str:
+    def handle(record: dict[str, Any]) -> str | None:
+        """Process one record; the message id if it must come back, else None."""
+        system = record.get("attributes") or {}
         message = QueueMessage(
-            message_id=record.message_id,
-            body=record.body,
-            receive_count=int(record.attributes.approximate_receive_count or 1),
-            receipt_handle=record.receipt_handle,
-            attributes=read_attributes(record.raw_event.get("messageAttributes", {})),
+            message_id=str(record["messageId"]),
+            body=str(record.get("body", "")),
+            receive_count=int(system.get("ApproximateReceiveCount") or 1),
+            receipt_handle=str(record.get("receiptHandle", "")),
+            attributes=read_attributes(record.get("messageAttributes") or {}),
         )
         try:
-            return executor.process(message, context.get_remaining_time_in_millis() / 1000)
-        except NotEnoughTime:
-            deps.queues.release("execution", record.receipt_handle)
-            raise
+            executor.process(message, context.get_remaining_time_in_millis() / 1000)
+            return None
+        except Deferred as later:
+            delay = later.delay_s
+        except ReboundError as exc:
+            log.warning(
+                "message failed; it comes back after a backoff",
+                extra={"message_id": message.message_id, "error": exc.code, "detail": exc.message},
+            )
+            delay = backoff_s(message.receive_count, rng)
+        except Exception:
+            log.exception("message failed with an unexpected error", extra={"message_id": message.message_id})
+            delay = backoff_s(message.receive_count, rng)
+        try:
+            deps.queues.change_visibility("execution", message.receipt_handle, delay)
+        except ReboundError as exc:  # it comes back after the queue's visibility timeout instead
+            log.warning("could not set the message's visibility: %s", exc.message)
+        return message.message_id
 
-    return process_partial_response(
-        event=event,
-        record_handler=record_handler,
-        processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
-        context=context,
-    )
+    failed = deps.fanout.map(handle, list(event.get("Records", [])))
+    return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed if message_id]}

@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.engine.crashpoints import AFTER_PUBLISH
 from rebound.engine.outbox import relay
 from rebound.handlers.observability import logger_for, metrics_for
 
@@ -17,7 +18,9 @@ metrics = metrics_for("outbox_relay")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    retry_from = relay(event.get("Records", []), wiring.deps().bus)
+    deps = wiring.deps()
+    retry_from = relay(event.get("Records", []), deps.bus)
+    deps.faults.reached(AFTER_PUBLISH)  # published, not yet checkpointed: the batch comes again
     if retry_from:
         logger.warning("events not accepted by the bus; retrying", extra={"sequence_number": retry_from[0]})
     return {"batchItemFailures": [{"itemIdentifier": seq} for seq in retry_from]}

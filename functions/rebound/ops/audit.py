@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebound.domain.audit import rebuild_run, verify_chain
+from rebound.domain.audit import trail_mismatches, verify_chain
 from rebound.domain.errors import NotFound
 from rebound.domain.ids import run_subject
 from rebound.engine.deps import Deps
@@ -71,9 +71,7 @@ class AuditOps:
         stored = self.store.get_run(run_id)
         if stored is None:
             return AuditResult(subject, False, check.records, "the trail exists but the run does not")
-        rebuilt = rebuild_run(run_id, trail).model_dump(mode="json")
-        actual = stored.model_dump(mode="json")
-        mismatched = sorted(k for k in set(rebuilt) | set(actual) if rebuilt.get(k) != actual.get(k))
+        mismatched = trail_mismatches(stored, trail)
         if mismatched:
             return AuditResult(
                 subject,

@@ -34,8 +34,8 @@ from rebound.domain.ids import task_schedule_name
 from rebound.domain.models import Run, RunState, Severity, TaskState, WorkOrderState
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
+from rebound.engine.dispatch import OVERDUE_AFTER
 from rebound.engine.retries import HEARTBEAT_KEY
-from rebound.engine.sweeper import STALE_PLAN_AFTER
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.queue_batches import QueueBatches
 
@@ -58,7 +58,7 @@ class Thresholds:
     retry_worker_stale: timedelta = timedelta(minutes=5)
     retry_worker_grace: timedelta = timedelta(minutes=1)
     retry_backlog_warn: int = 100
-    plan_overdue_warn: timedelta = STALE_PLAN_AFTER
+    plan_overdue_warn: timedelta = OVERDUE_AFTER
     plan_overdue_fail: timedelta = timedelta(minutes=15)
     replay_unstarted: timedelta = timedelta(minutes=10)
     ack_sla: dict[Severity, timedelta] = field(

@@ -15,13 +15,15 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
-from rebound.adapters.queues import message_attributes, read_attributes
+from rebound.adapters.queues import QueueCounts, message_attributes, read_attributes, read_counts
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
 BATCH = 10
 """The most entries SQS takes in one batch request, and the most messages one receive returns."""
+Depth = QueueCounts
+"""A queue's counts (visible, in flight, delayed), as the DLQ operations read them."""
 
 
 @dataclass(frozen=True)
@@ -50,16 +52,6 @@ class BatchResult:
 
 
 @dataclass(frozen=True)
-class Depth:
-    visible: int
-    in_flight: int
-    delayed: int
-
-    @property
-    def total(self) -> int:
-        return self.visible + self.in_flight + self.delayed
-
-
 class QueueBatches:
     def __init__(self, client: SQSClient, urls: Mapping[str, str]) -> None:
         self.client = client
@@ -144,19 +136,4 @@ class QueueBatches:
 
     def depth(self, queue: str) -> Depth:
         self.requests += 1
-        try:
-            attrs = self.client.get_queue_attributes(
-                QueueUrl=self.urls[queue],
-                AttributeNames=[
-                    "ApproximateNumberOfMessages",
-                    "ApproximateNumberOfMessagesNotVisible",
-                    "ApproximateNumberOfMessagesDelayed",
-                ],
-            )["Attributes"]
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, f"read the depth of the {queue} queue") from exc
-        return Depth(
-            visible=int(attrs.get("ApproximateNumberOfMessages", 0)),
-            in_flight=int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
-            delayed=int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
-        )
+        return read_counts(self.client, self.urls[queue], queue)

@@ -27,7 +27,7 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, AuditRecord, Run, RunState
+from rebound.domain.models import MAX_TASK_TIMEOUT_S, AuditRecord, Run, RunState, with_changes
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
@@ -62,11 +62,6 @@ class BudgetOverrides:
         if self.max_attempts is not None:
             out["max_attempts"] = self.max_attempts
         return out
-
-
-def with_changes(run: Run, update: dict[str, Any]) -> Run:
-    """``run`` with ``update`` applied and validated (``model_copy`` would not validate)."""
-    return Run.model_validate({**run.model_dump(), **update})
 
 
 class Replays:
@@ -131,7 +126,8 @@ class Replays:
             "budget_start": run.attempt,
             "budget_started_at": now,
             "dlq_message_id": None,
-            "next_retry_at": None,
+            "next_retry_at": now,
+            "dispatch": run.dispatch + 1,
         }
         update["budget_overrides"] = overrides.as_dict() if overrides else None
         saved = uow.save_run(
@@ -162,6 +158,7 @@ class Replays:
             "v": 1,
             "kind": "replay",
             "run_id": run.run_id,
+            "dispatch": run.dispatch,
             "actor": self.actor,
             "task_id": run.task_id,
             "reason": run.dead_letter_reason,

@@ -27,21 +27,25 @@ from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject
 from rebound.domain.models import (
+    AttemptOutcome,
     Resolution,
     Run,
     RunState,
     Trigger,
     WorkOrder,
     WorkOrderState,
+    with_changes,
 )
 from rebound.domain.states import TERMINAL, ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.engine import crashpoints as cp
+from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
-from rebound.engine.retries import RetryScheduler
+from rebound.engine.dispatch import Dispatcher
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.queue_batches import BATCH, QueueBatches
-from rebound.ops.replay import BudgetOverrides, Replays, with_changes
+from rebound.ops.replay import BudgetOverrides, Replays
 
 EXECUTION = "execution"
 
@@ -264,8 +268,18 @@ class RunOps:
                     f"run {run_id} was replayed already; its budget's overrides cannot change now",
                     key_path="overrides",
                 )
-            self._send_replays([run])
-            return RetryOutcome(run_id, "resent", run.state.value, "the replay message was sent again")
+            # A new token first, then the message: a replay message that was sent after all
+            # becomes stale, so the replay still starts once.
+            resent = Dispatcher(self.deps, self.actor).renew(
+                run,
+                due=self.deps.clock.now(),
+                action="replay-resent",
+                evidence={"reason": reason or None},
+                crash_point=cp.AFTER_REDISPATCH_COMMIT,
+            )
+            if resent is None:
+                raise Conflict(f"run {run_id} changed meanwhile; look at it again and retry", run_id=run_id)
+            return RetryOutcome(run_id, "resent", resent.state.value, "the replay message was sent again")
         if run.state in (RunState.FAILED, RunState.RETRY_SCHEDULED):
             return self._retry_now(run, overrides, reason)
         raise Conflict(
@@ -277,10 +291,14 @@ class RunOps:
 
     def _retry_now(self, run: Run, overrides: BudgetOverrides | None, reason: str) -> RetryOutcome:
         now = self.deps.clock.now()
+        token = run.dispatch + 1
         update: dict[str, Any] = {
             "state": RunState.RETRY_SCHEDULED,
             "next_retry_at": now,
-            "dispatch_reference": retry_dispatch_reference(run.run_id, run.attempt + 1),
+            "dispatch": token,
+            "dispatch_reference": retry_dispatch_reference(run.run_id, run.attempt + 1, token),
+            "waiting_since": None,
+            "held_at": None,
         }
         if overrides:
             update["budget_overrides"] = overrides.as_dict()
@@ -303,7 +321,7 @@ class RunOps:
         )
         uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run.run_id))
         self._commit(uow, run.run_id)
-        via = RetryScheduler(self.deps, self.actor).dispatch(saved)
+        via = Dispatcher(self.deps, self.actor).send(saved)
         return RetryOutcome(
             run.run_id,
             "dispatched",
@@ -386,14 +404,35 @@ class RunOps:
             raise Conflict(f"run {run_id} is {run.state.value} already", run_id=run_id, state=run.state.value)
         ensure_transition(run.state, state, run_id)
         now = self.deps.clock.now()
-        after = run.model_copy(
-            update={"state": state, "next_retry_at": None, "lease_expires_at": None, "lease_owner": None}
-        )
+        update: dict[str, Any] = {
+            "state": state,
+            "next_retry_at": None,
+            "lease_expires_at": None,
+            "lease_owner": None,
+            "slots": [],
+            "waiting_since": None,
+            "held_at": None,
+        }
+        if run.state is RunState.RUNNING and run.attempts:
+            update["attempts"] = [
+                *run.attempts[:-1],
+                run.attempts[-1].model_copy(
+                    update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
+                ),
+            ]
+        after = run.model_copy(update=update)
         action = "skipped" if state is RunState.SKIPPED else "cancelled"
         uow = self.store.unit_of_work(self.actor, now)
         saved = uow.save_run(
-            run, after, action=action, evidence={"reason": reason, "work_order_id": run.work_order_id}
+            run,
+            after,
+            action=action,
+            evidence={"reason": reason, "work_order_id": run.work_order_id, "slots_left": run.slots},
         )
+        # Every slot the run holds (a running attempt's, a waiting run's buffer) is left in the
+        # same transaction: nothing else would ever leave them.
+        for key in run.slots:
+            leave(uow, key, run.run_id)
         uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run_id))
         order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
         if order is not None and order.state is not WorkOrderState.RESOLVED:

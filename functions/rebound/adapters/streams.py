@@ -1,0 +1,83 @@
+"""DynamoDB Streams: read again a range of the outbox stream that the relay's mapping gave up on.
+
+The relay's event source mapping retries a failing batch a bounded number of times, then sends a
+failure record (``DDBStreamBatchInfo``: stream, shard, first and last sequence number) to the
+control DLQ and moves on. The records themselves stay in the stream for 24 hours, so the sweeper
+reads the range again from here and publishes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from rebound.adapters.errors import translate
+
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class StreamRange:
+    stream_arn: str
+    shard_id: str
+    first: str
+    last: str
+
+    @classmethod
+    def from_failure_record(cls, body: Mapping[str, Any]) -> StreamRange | None:
+        """The range of a Lambda on-failure record for a DynamoDB stream, or None if it is not one."""
+        info = body.get("DDBStreamBatchInfo")
+        if not isinstance(info, Mapping):
+            return None
+        try:
+            return cls(
+                str(info["streamArn"]),
+                str(info["shardId"]),
+                str(info["startSequenceNumber"]),
+                str(info["endSequenceNumber"]),
+            )
+        except KeyError:
+            return None
+
+
+class StreamReader:
+    """``client`` is a factory: the client is made on first use (a cold start never needs it)."""
+
+    def __init__(self, client: Callable[[], Any]) -> None:
+        self._factory = client
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._factory()
+        return self._client
+
+    def read(self, span: StreamRange) -> list[dict[str, Any]]:
+        """Every record from ``first`` to ``last`` (sequence numbers, inclusive), in order."""
+        doing = f"read stream records {span.first}..{span.last}"
+        try:
+            iterator = self.client.get_shard_iterator(
+                StreamArn=span.stream_arn,
+                ShardId=span.shard_id,
+                ShardIteratorType="AT_SEQUENCE_NUMBER",
+                SequenceNumber=span.first,
+            )["ShardIterator"]
+            out: list[dict[str, Any]] = []
+            last = int(span.last)
+            while iterator:
+                page = self.client.get_records(ShardIterator=iterator, Limit=PAGE)
+                records = page.get("Records", [])
+                for record in records:
+                    if int(record["dynamodb"]["SequenceNumber"]) > last:
+                        return out
+                    out.append(record)
+                if not records:
+                    return out
+                iterator = page.get("NextShardIterator")
+            return out
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, doing) from exc

@@ -1,0 +1,186 @@
+"""One pending dispatch per run.
+
+A run that waits for its next step (a retry, a poll of a busy slot, a replay, a released or
+staggered start) expects exactly one message to carry that step: its *carrier*. The run records
+a dispatch token (``Run.dispatch``) and every carrier names the token it was sent under. Whenever
+Rebound puts a new carrier on its way it first records a new token, guarded by the run's write
+revision so that two writers cannot both do it, and only then sends the message. A copy of an
+older carrier that still arrives (a redelivery, a message a crashed invocation left in flight,
+a one-time schedule that fired late) names an older token and is dropped as stale: re-sending is
+always safe, and messages cannot multiply.
+
+A crash between recording a token and sending its carrier leaves the run waiting for a message
+that never comes. The sweeper finds such runs (``overdue``) and renews their dispatch; it does
+so only when it has evidence that the old carrier is not merely late (see ``Evidence``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from rebound.domain.errors import Conflict, ReboundError
+from rebound.domain.ids import retry_dispatch_reference
+from rebound.domain.models import Run, RunState, with_changes
+from rebound.domain.timefmt import iso, parse_utc
+from rebound.engine import telemetry as m
+from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUE_DELAY_S = 900
+QUIET_KEY = "queue#execution#quiet"
+"""Control-table key: when the sweeper last saw the execution queue with nothing visible and
+nothing in flight."""
+QUIET_SLACK = timedelta(minutes=1)
+"""SQS's message counts are approximate and may lag by about a minute."""
+DELIVERY_SLACK = timedelta(minutes=1)
+"""Scheduler (a one-time retry schedule, a fire) delivers within the minute it is due."""
+OVERDUE_AFTER = timedelta(minutes=2)
+"""A carrier not claimed this long after it was due may be lost (with evidence, see ``Evidence``)."""
+LOST_AFTER = timedelta(hours=1)
+"""Past this, a carrier that has not arrived is taken for lost even without a quiet queue."""
+WAITING_STATES = frozenset({RunState.PENDING, RunState.RETRY_SCHEDULED, RunState.REPLAYED})
+"""States in which a run waits for a carrier (the states the executor may start an attempt from)."""
+
+
+def carrier(run: Run) -> dict[str, Any]:
+    """The message body that carries ``run``'s next step under its current token."""
+    if run.state is RunState.REPLAYED and run.attempt == run.budget_start:
+        return {
+            "v": 1,
+            "kind": "replay",
+            "run_id": run.run_id,
+            "task_id": run.task_id,
+            "dispatch": run.dispatch,
+            "dead_lettered_at": iso(run.dead_lettered_at) if run.dead_lettered_at else None,
+        }
+    return {
+        "v": 1,
+        "kind": "attempt",
+        "run_id": run.run_id,
+        "attempt": run.attempt + 1,
+        "dispatch": run.dispatch,
+    }
+
+
+def accepts(run: Run, attempt: int, dispatch: int | None) -> bool:
+    """Whether an ``attempt`` message for (``attempt``, ``dispatch``) may start ``run``'s next attempt.
+
+    A message without a token was sent before tokens existed (or by hand); the attempt number
+    alone decides for it.
+    """
+    if run.state not in WAITING_STATES or run.attempt != attempt - 1:
+        return False
+    return dispatch is None or dispatch == run.dispatch
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the sweeper knows about the execution queue: the last moment it saw it quiet.
+
+    SQS cannot be searched for a message. But when the queue has nothing visible and nothing in
+    flight, every message that became visible before then has been received and deleted, so its
+    effect is committed. A carrier (or a fire) due before that moment, minus the counts' lag and
+    the delivery window, that left no trace, is lost, not late.
+    """
+
+    quiet_at: datetime | None
+
+    def gone(self, due: datetime, now: datetime) -> bool:
+        """Whether a message due at ``due`` can no longer be waiting in the execution queue."""
+        if now - due >= LOST_AFTER:
+            return True
+        return self.quiet_at is not None and self.quiet_at - QUIET_SLACK - DELIVERY_SLACK >= due
+
+
+def read_evidence(deps: Deps) -> Evidence:
+    item = deps.store.get_key(QUIET_KEY)
+    return Evidence(parse_utc(item["at"]) if item and item.get("at") else None)
+
+
+def observe_queue(deps: Deps) -> Evidence:
+    """Look at the execution queue's counts; record the moment if it is quiet. Returns the evidence."""
+    now = deps.clock.now()
+    counts = deps.queues.counts("execution")
+    if counts.visible == 0 and counts.in_flight == 0:
+        deps.store.put_key(QUIET_KEY, {"at": iso(now)})
+        return Evidence(now)
+    return read_evidence(deps)
+
+
+class Dispatcher:
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.store = deps.store
+        self.clock = deps.clock
+        self.actor = actor
+
+    def send(self, run: Run) -> str:
+        """Send the carrier of ``run``'s current token, due at ``next_retry_at`` (now if unset):
+        the delay queue within 15 minutes, otherwise a one-time schedule named by the token."""
+        due = run.next_retry_at or self.clock.now()
+        delay = max((due - self.clock.now()).total_seconds(), 0.0)
+        body = carrier(run)
+        reference = retry_dispatch_reference(run.run_id, run.attempt + 1, run.dispatch)
+        try:
+            if delay <= MAX_QUEUE_DELAY_S:
+                self.deps.queues.send(
+                    "execution",
+                    body,
+                    delay_s=delay,
+                    attributes={
+                        "run_id": run.run_id,
+                        "dispatch": run.dispatch,
+                        "dispatch_reference": reference,
+                    },
+                )
+                via = "delay_queue"
+            else:
+                self.deps.schedules.create_one_time(reference, due, body)
+                via = "scheduler"
+        except ReboundError:
+            self.deps.metrics.count(m.SCHEDULING_FAILURE)
+            raise
+        self.deps.metrics.count(m.SCHEDULING_SUCCESS)
+        log.info(
+            "dispatched",
+            extra={
+                "run_id": run.run_id,
+                "attempt": run.attempt + 1,
+                "dispatch": run.dispatch,
+                "via": via,
+                "delay_s": round(delay, 3),
+            },
+        )
+        return via
+
+    def renew(
+        self,
+        run: Run,
+        *,
+        due: datetime,
+        action: str,
+        evidence: dict[str, Any],
+        crash_point: str,
+        update: dict[str, Any] | None = None,
+    ) -> Run | None:
+        """Record a new token for ``run`` (audited as ``action``), then send its carrier.
+
+        ``None`` if the run changed meanwhile (someone else moved it on).
+        """
+        now = self.clock.now()
+        after = with_changes(run, {**(update or {}), "dispatch": run.dispatch + 1, "next_retry_at": due})
+        uow = self.store.unit_of_work(self.actor, now)
+        saved = uow.save_run(
+            run, after, action=action, evidence={**evidence, "dispatch": after.dispatch, "due": iso(due)}
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return None
+        self.deps.faults.reached(crash_point)
+        self.send(saved)
+        return saved
