@@ -51,7 +51,6 @@ class BatchResult:
     failed: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
 class QueueBatches:
     def __init__(self, client: SQSClient, urls: Mapping[str, str]) -> None:
         self.client = client
