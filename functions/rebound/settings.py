@@ -57,6 +57,11 @@ class Settings(BaseModel):
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
     config_dir: Path
+    deployed_policies: tuple[str, ...] | None = Field(
+        default=None,
+        description="the named retry policies bundled with this environment's functions (None: not "
+        "recorded, an older deployment); with the policies stored at run time, all it knows",
+    )
 
     def table(self, logical: str) -> str:
         return self.tables[logical]
@@ -152,6 +157,9 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "event_source": settings.event_source,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
+        "deployed_policies": list(settings.deployed_policies)
+        if settings.deployed_policies is not None
+        else None,
     }
 
 

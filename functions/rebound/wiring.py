@@ -111,7 +111,7 @@ def build_deps(
         bus=Bus(session.client("events", **kwargs), settings.bus_name),
         targets=targets or default_targets(session, clock, kwargs),
         notifier=Notifier(channels),
-        policies=PolicyService(store, load_policy_book(settings.config_dir)),
+        policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,
         faults=faults or NoCrashes(),
         fanout=fanout or ThreadFanout(),

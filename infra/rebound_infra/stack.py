@@ -12,6 +12,7 @@ from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from rebound import resources as r
+from rebound.config.loader import load_policy_book
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
@@ -101,6 +102,8 @@ class ReboundStack(Stack):
             retain=retain,
             runbook_base_url=config.runbook_base_url,
         )
+        # The named policies the functions' bundle carries (its rebound/_config), for the CLI.
+        self.deployed_policies = tuple(load_policy_book(assets.code.path / "rebound" / "_config").names())
         self.settings = self._settings()
 
         code, deps = assets.code, assets.dependencies
@@ -212,5 +215,6 @@ class ReboundStack(Stack):
             event_source=r.SPEC.event_source,
             runbook_base_url=self.config.runbook_base_url,
             config_dir=BUNDLED_CONFIG_DIR,
+            deployed_policies=self.deployed_policies,
             **notifications,
         )

@@ -16,9 +16,10 @@ EMITTERS: dict[str, tuple[str, ...]] = {
     m.RETRY_FAILURE: ("executor",),
     m.SCHEDULER_ON_TIME: ("executor",),
     m.LOCK_CONTENTION: ("executor",),
-    m.SCHEDULING_SUCCESS: ("retry_scheduler", "sweeper"),
-    m.SCHEDULING_FAILURE: ("retry_scheduler", "sweeper"),
+    m.SCHEDULING_SUCCESS: ("executor", "retry_scheduler", "sweeper"),
+    m.SCHEDULING_FAILURE: ("executor", "retry_scheduler", "sweeper"),
     m.WORKORDER_OPENED: ("escalation",),
     m.WORKORDER_FAILURE: ("escalation",),
     m.SLA_BREACH: ("executor", "sweeper"),
+    m.SWEEPER_FAILURE: ("sweeper",),
 }

@@ -14,6 +14,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from rebound import resources as r
+from rebound.config.loader import load_policy_book
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 
 REGION = "us-east-1"
@@ -166,6 +167,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         topic_arn=topic_arn,
         event_source=r.SPEC.event_source,
         config_dir=default_config_dir(),
+        deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),

@@ -114,6 +114,16 @@ def test_any_work_order_creation_failure_alarms(synth: Synth, env: str) -> None:
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
 
 
+def test_any_failed_sweeper_step_or_item_alarms(synth: Synth, env: str) -> None:
+    props = alarm(synth, env, "SweeperItemFailures")
+    metric = single_metric(props)
+    assert metric["MetricName"] == m.SWEEPER_FAILURE
+    assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {"environment": env, "service": "sweeper"}
+    assert props["Threshold"] == 1
+    assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert props["AlarmDescription"].endswith("sweeper-item-failures.md")
+
+
 def test_app_metrics_carry_the_dimensions_powertools_writes(synth: Synth, env: str) -> None:
     metric = single_metric(alarm(synth, env, "WorkOrderFailures"))
     assert metric["Namespace"] == "Rebound"

@@ -491,3 +491,21 @@ def test_a_held_run_that_a_resume_missed_is_sent_by_the_sweeper(wired: Deps, clo
     Sweeper(wired).sweep(scan_dlq=False, ledger=False)
     drain(wired)
     assert run_of(wired).state is RunState.SUCCEEDED
+
+
+def test_tasks_apply_refuses_a_policy_the_environment_does_not_have(deps: Deps) -> None:
+    """The CLI's config knows ``quick``; the environment's functions were deployed without it."""
+    from rebound.domain.errors import ValidationFailed
+    from rebound.ops.tasks import TaskOps
+
+    deps.policies.deployed = ("default", "patient")
+    ops = TaskOps(deps, "test")
+    with pytest.raises(ValidationFailed) as refused:
+        ops.plan([task("job", retry_policy="quick")])
+    assert refused.value.details["key_path"] == "retry_policy"
+    assert "'quick' is not in environment 'test'" in refused.value.message
+    assert "rebound policies set quick" in refused.value.message
+    ops.plan([task("job", retry_policy={"extends": "patient", "max_attempts": 4})])  # deployed: fine
+    # Stored at run time, the environment knows it.
+    deps.policies.set("quick", {"max_attempts": 5}, actor="ops", at=deps.clock.now())
+    assert [c.task.id for c in TaskOps(deps, "test").plan([task("job", retry_policy="quick")])] == ["job"]

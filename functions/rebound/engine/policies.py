@@ -13,9 +13,18 @@ from rebound.domain.timefmt import iso
 
 
 class PolicyService:
-    def __init__(self, store: DynamoStore, book: PolicyBook) -> None:
+    def __init__(self, store: DynamoStore, book: PolicyBook, deployed: tuple[str, ...] | None = None) -> None:
         self.store = store
         self.book = book
+        self.deployed = deployed
+        """The named policies the environment's functions were deployed with (None: not known)."""
+
+    def missing_in_environment(self, name: str) -> bool:
+        """Whether the environment's functions would not know policy ``name``: neither deployed
+        with their bundle nor stored at run time. (The CLI's own config may have it.)"""
+        if self.deployed is None or name in self.deployed:
+            return False
+        return self.store.latest_policy(name) is None
 
     def names(self) -> list[str]:
         return sorted(set(self.book.names()) | set(self.store.stored_policy_names()))

@@ -258,6 +258,16 @@ class TaskOps:
         try:
             if key not in self._valid_policies:
                 self.deps.policies.for_task(task)
+                name = task.policy_name
+                if self.deps.policies.missing_in_environment(name):
+                    deployed = ", ".join(self.deps.policies.deployed or ())
+                    raise ValidationFailed(
+                        f"task {task.id}: retry policy {name!r} is not in environment "
+                        f"{self.deps.settings.environment!r} (its functions were deployed with: {deployed}); "
+                        f"deploy the config that defines it, or store it there first with "
+                        f"`rebound policies set {name} KEY=VALUE`",
+                        key_path="retry_policy",
+                    )
                 self._valid_policies.add(key)
         except PolicyNotFound as exc:
             raise ValidationFailed(f"task {task.id}: {exc.message}", key_path="retry_policy") from None

@@ -38,6 +38,7 @@ RUNBOOKS = {
     "LockContention": "lock-contention.md",
     "ExecutionBacklog": "execution-backlog.md",
     "OutboxLag": "outbox-lag.md",
+    "SweeperItemFailures": "sweeper-item-failures.md",
 }
 DLQ_RUNBOOK = "dlq-depth-and-age.md"
 # The runbook of each function's ``<Function>Errors`` alarm, by the function's logical name.
@@ -204,6 +205,14 @@ class Observability(Construct):
             threshold=t.workorder_failures,
             comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"{t.workorder_failures} or more work orders could not be created in 5 minutes",
+        )
+        self.alarm(
+            "SweeperItemFailures",
+            self.summed(m.SWEEPER_FAILURE, Duration.minutes(5), "sweeper failures"),
+            threshold=t.sweeper_failures,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description=f"{t.sweeper_failures} or more sweeper steps or items failed in 5 minutes "
+            "(the rest of each sweep went on)",
         )
         self.alarm(
             "SlaBreaches",
