@@ -227,7 +227,7 @@ class MessageLedger:
         self.sent: Counter[str] = Counter()
         self.moved: Counter[str] = Counter()
 
-    def added(self, queue: str, message_id: str) -> None:
+    def added(self, queue: str, message_id: str, body: str | None = None) -> None:
         with self._lock:
             tracked = self.messages.get(message_id)
             if tracked is None:

@@ -609,7 +609,7 @@ _ledger: list[Any] = [None]
 def track_messages(ledger: Any) -> None:
     """Report every message SQS accepts, moves, deletes or purges to ``ledger`` (``None``: stop).
 
-    ``ledger`` has ``added(queue, message_id)``, ``deleted(queue, message_id)`` and
+    ``ledger`` has ``added(queue, message_id, body)``, ``deleted(queue, message_id)`` and
     ``purged(queue, message_ids)``; a message added again under the same id is a move to a
     dead-letter queue (moto moves the message object itself).
     """
@@ -626,7 +626,7 @@ def _patch_sqs_ledger() -> None:
         add_message(self, message)
         ledger = _ledger[0]
         if ledger is not None and self._messages and self._messages[-1] is message:
-            ledger.added(self.name, message.id)
+            ledger.added(self.name, message.id, message.body)
 
     def tracked_delete(self: Any, receipt_handle: str) -> Any:
         deleted = delete_message(self, receipt_handle)  # the indexed delete: the message, or None

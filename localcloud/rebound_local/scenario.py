@@ -78,6 +78,16 @@ class Sabotage(_Strict):
 
     drop_messages: int = Field(default=0, ge=0, description="messages removed from the execution queue")
     tamper_audit_records: int = Field(default=0, ge=0, description="audit records edited after the run")
+    duplicate_fires: int = Field(default=0, ge=0, description="fires Scheduler delivers twice")
+    call_target_twice: int = Field(default=0, ge=0, description="target calls made twice")
+    leak_slots: int = Field(default=0, ge=0, description="finished runs put back into a slot at the end")
+    strand_runs: int = Field(default=0, ge=0, description="finished runs set back to pending at the end")
+    remove_dlq_messages: int = Field(default=0, ge=0, description="dead letters whose DLQ message is removed")
+    skip_delivered_fires: int = Field(
+        default=0, ge=0, description="delivered fires whose run is replaced by one skipped as missed"
+    )
+    remove_work_orders: int = Field(default=0, ge=0, description="dead letters whose work order is deleted")
+    stale_heads: int = Field(default=0, ge=0, description="runs whose item names a wrong chain head")
 
 
 class Model(_Strict):

@@ -20,48 +20,27 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from rebound.domain.audit import verify_chain
-from rebound.domain.ids import scheduled_run_id
-from rebound.domain.models import AuditRecord
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
 from rebound.ops.tasks import TaskOps
+from rebound_local import invariants as inv
 from rebound_local import motopatch, observe
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.instrument import MessageLedger
+from rebound_local.invariants import Fire, Invariant, LiveCarriers, Tee
 from rebound_local.scenario import LoadedScenario
 from rebound_local.stack import Faults, LocalStack, start_local
 
 log = logging.getLogger(__name__)
 
-UNSETTLED = ("pending", "running", "failed", "retry_scheduled", "replayed")
+UNSETTLED = inv.UNSETTLED
 SETTLE_STEP = timedelta(minutes=1)
-EXAMPLES = 10
-
-
-@dataclass
-class Invariant:
-    ok: bool
-    detail: str
-    examples: list[Any] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": self.ok, "detail": self.detail}
-        if self.examples:
-            out["examples"] = self.examples[:EXAMPLES]
-        return out
-
-
-@dataclass
-class Fire:
-    task_id: str
-    scheduled_time: str
 
 
 @dataclass
@@ -74,7 +53,7 @@ class SimulationResult:
 
     @property
     def failed(self) -> list[str]:
-        return [name for name, inv in self.report["invariants"].items() if not inv["ok"]]
+        return [name for name, held in self.report["invariants"].items() if not held["ok"]]
 
 
 Progress = Callable[[str, datetime], None]
@@ -102,6 +81,10 @@ class Simulation:
         self.tampered: list[str] = []
         self.timing: dict[str, float] = {}
         self._drops_left = self.scenario.sabotage.drop_messages
+        self._duplicates_left = self.scenario.sabotage.duplicate_fires
+        self.sabotaged: dict[str, list[str]] = {}
+        self._stack: LocalStack | None = None
+        self.live = LiveCarriers("", self._read_run)
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
@@ -131,8 +114,12 @@ class Simulation:
             log_level=logging.WARNING,
             latency=sc.model.latency() if sc.model.latency().active else None,
         )
+        self._stack = stack
+        self.live.queue = stack.settings.queue("execution").name
+        motopatch.track_messages(Tee(self.ledger, self.live))
         try:
             self._watch_fires(stack)
+            self._double_target_calls(stack)
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply(ops.plan(self.loaded.tasks))
             self.timing["startup_s"] = time.monotonic() - started
@@ -146,6 +133,7 @@ class Simulation:
             self.timing["settle_s"] = time.monotonic() - mark
 
             self._tamper(stack)
+            self._sabotage_end(stack)
             mark = time.monotonic()
             report = self._report(stack, clock, settled_at)
             self.timing["report_s"] = time.monotonic() - mark
@@ -164,6 +152,10 @@ class Simulation:
 
         def watched(arn: str, body: str) -> None:
             deliver(arn, body)
+            if self._duplicates_left > 0 and arn.endswith(":" + execution_queue) and '"fire"' in body:
+                self._duplicates_left -= 1  # sabotage: a second live copy of the fire
+                deliver(arn, body)
+                self.sabotaged.setdefault("duplicate_fires", []).append(body[:120])
             try:
                 message = json.loads(body)
             except ValueError:
@@ -239,6 +231,120 @@ class Simulation:
             return False
         return observe.schedule_counts(stack.cloud).one_time == 0
 
+    def _read_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run as moto holds it now (called from inside moto, under its lock)."""
+        stack = self._stack
+        if stack is None:
+            return None
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("runs"))
+        item = table.items.get(DynamoType({"S": run_id}))
+        return observe.decode_item(item) if item is not None else None
+
+    def _double_target_calls(self, stack: LocalStack) -> None:
+        """Sabotage: the first ``call_target_twice`` target calls are made twice."""
+        budget = [self.scenario.sabotage.call_target_twice]
+        if not budget[0]:
+            return
+        targets = stack.targets
+        invoke = targets.invoke
+
+        def twice(target: Any, call: Any) -> Any:
+            if budget[0] > 0:
+                budget[0] -= 1
+                invoke(target, call)
+                self.sabotaged.setdefault("call_target_twice", []).append(
+                    f"{call.run_id} attempt {call.attempt}"
+                )
+            return invoke(target, call)
+
+        targets.invoke = twice  # type: ignore[method-assign]
+
+    def _sabotage_end(self, stack: LocalStack) -> None:
+        """Sabotage at the end, each breaking one invariant: leaked slots, stranded runs, lost DLQ
+        messages, delivered fires recorded as missed."""
+        sab = self.scenario.sabotage
+        if not any(
+            (
+                sab.leak_slots,
+                sab.strand_runs,
+                sab.remove_dlq_messages,
+                sab.skip_delivered_fires,
+                sab.remove_work_orders,
+                sab.stale_heads,
+            )
+        ):
+            return
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        s = stack.settings
+        backend = stack.cloud.dynamodb_backend()
+        runs = observe.table_items(stack.cloud, s.table("runs"))
+        done = [r for r in runs if r["state"] == "succeeded"]
+        delivered = {f.run_id for f in self.fires}
+        with motopatch.LOCK:
+            for n, run in enumerate(done[: sab.leak_slots]):
+                backend.put_item(
+                    s.table("idempotency"),
+                    {
+                        "pk": {"S": f"slots#sabotage#{n}"},
+                        "holders": {"SS": [run["run_id"]]},
+                        "cap": {"N": "1"},
+                    },
+                )
+                self.sabotaged.setdefault("leak_slots", []).append(run["run_id"])
+            stranded = done[sab.leak_slots : sab.leak_slots + sab.strand_runs]
+            for n, run in enumerate(stranded):  # the first left running, the others pending
+                item = backend.get_table(s.table("runs")).items[DynamoType({"S": run["run_id"]})]
+                item.attrs["state"] = DynamoType({"S": "running" if n == 0 else "pending"})
+                self.sabotaged.setdefault("strand_runs", []).append(run["run_id"])
+            others = done[sab.leak_slots + sab.strand_runs :][: sab.stale_heads]
+            for run in others:
+                item = backend.get_table(s.table("runs")).items[DynamoType({"S": run["run_id"]})]
+                item.attrs["audit_seq"] = DynamoType({"N": str(int(run["audit_seq"]) + 1)})
+                self.sabotaged.setdefault("stale_heads", []).append(run["run_id"])
+            orders = backend.get_table(s.table("workorders"))
+            linked = [
+                r["work_order_id"] for r in runs if r["state"] == "dead_lettered" and r.get("work_order_id")
+            ]
+            for order_id in linked[: sab.remove_work_orders]:
+                orders.delete_item(DynamoType({"S": order_id}), None)
+                self.sabotaged.setdefault("remove_work_orders", []).append(order_id)
+            dead = {r["dlq_message_id"]: r["run_id"] for r in runs if r["state"] == "dead_lettered"}
+            queue = stack.cloud.sqs_backend().get_queue(s.queue("dlq").name)
+            gone = [m for m in queue._messages if m.id in dead][: sab.remove_dlq_messages]
+            for message in gone:  # as an operator's purge would: accounted for, but gone
+                queue._messages.remove(message)
+                self.ledger.purged(queue.name, [message.id])
+                self.sabotaged.setdefault("remove_dlq_messages", []).append(dead[message.id])
+        if sab.skip_delivered_fires:
+            self._skip_delivered(
+                stack, [r for r in done if r["run_id"] in delivered][-sab.skip_delivered_fires :]
+            )
+
+    def _skip_delivered(self, stack: LocalStack, runs: list[dict[str, Any]]) -> None:
+        """Replace delivered fires' runs by runs the ledger records as missed (with valid chains)."""
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        from rebound.engine.ledger import Ledger
+
+        s = stack.settings
+        backend = stack.cloud.dynamodb_backend()
+        ledger = Ledger(stack.deps, actor="ledger")
+        for run in runs:
+            with motopatch.LOCK:
+                backend.get_table(s.table("runs")).delete_item(DynamoType({"S": run["run_id"]}), None)
+                audit = backend.get_table(s.table("audit"))
+                audit.items.pop(DynamoType({"S": f"run#{run['run_id']}"}), None)
+                outbox = backend.get_table(s.table("outbox"))
+                prefix = f"run#{run['run_id']}#"
+                for key in [k for k in outbox.items if str(k.value).startswith(prefix)]:
+                    outbox.delete_item(key, None)
+            stored = stack.deps.store.get_task(run["task_id"])
+            ledger._record_skipped(stored, parse_utc(str(run["scheduled_for"])), stack.clock.now())
+            self.sabotaged.setdefault("skip_delivered_fires", []).append(run["run_id"])
+
     def _tamper(self, stack: LocalStack) -> None:
         """Sabotage: edit stored audit records after the fact, as a tamperer with table access would."""
         wanted = self.scenario.sabotage.tamper_audit_records
@@ -267,16 +373,23 @@ class Simulation:
         depths = observe.queue_depths(cloud, s)
         runtime = stack.runtime
 
-        invariants = {
-            "no_run_left_running": self._no_run_running(runs),
-            "every_run_settled": self._every_run_settled(runs),
-            "dead_letters_have_one_work_order": self._one_work_order(runs, orders, chains),
-            "no_target_called_twice_per_attempt": self._no_double_calls(stack),
-            "audit_chains_verify": self._chains_verify(chains),
-            "run_items_match_their_chains": self._heads_match(runs, chains),
-            "no_message_lost": self._no_message_lost(stack),
-            "every_fire_became_a_run": self._fires_became_runs(runs),
-        }
+        slots = [
+            i for i in observe.table_items(cloud, s.table("idempotency")) if str(i["pk"]).startswith("slots#")
+        ]
+        world = inv.World(
+            runs=runs,
+            orders=orders,
+            chains=chains,
+            slots=slots,
+            dlq=self._dlq_copies(stack),
+            fires=self.fires,
+            target_calls=[(c.run_id, c.attempt) for c in stack.targets.calls],
+            paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
+            ended_at=clock.now(),
+        )
+        invariants = inv.judge(world)
+        invariants["no_message_lost"] = self._no_message_lost(stack)
+        invariants["at_most_one_live_message_per_run"] = self.live.invariant()
         windows = {
             t.id: float(t.schedule.jitter_window)
             for t in self.loaded.tasks
@@ -329,7 +442,11 @@ class Simulation:
                 "duplicate_delivery": self.scenario.faults.duplicate_delivery,
                 "crashes": dict(stack.crashes.crashes),
                 "throttled": dict(stack.throttler.injected),
-                "sabotage": {"dropped_messages": self.dropped, "tampered_audit_records": self.tampered},
+                "sabotage": {
+                    "dropped_messages": self.dropped,
+                    "tampered_audit_records": self.tampered,
+                    **self.sabotaged,
+                },
             },
             "runtime": {
                 "invocations": dict(runtime.stats.invocations),
@@ -367,87 +484,6 @@ class Simulation:
         return report
 
     # --------------------------------------------------------------------------- invariants
-    @staticmethod
-    def _no_run_running(runs: list[dict[str, Any]]) -> Invariant:
-        stuck = [run["run_id"] for run in runs if run["state"] == "running"]
-        if stuck:
-            return Invariant(False, f"{len(stuck)} run(s) still running after the settle window", stuck)
-        return Invariant(True, f"none of {len(runs)} runs is running")
-
-    @staticmethod
-    def _every_run_settled(runs: list[dict[str, Any]]) -> Invariant:
-        open_runs = [f"{run['run_id']} ({run['state']})" for run in runs if run["state"] in UNSETTLED]
-        if open_runs:
-            return Invariant(False, f"{len(open_runs)} run(s) did not reach a final state", open_runs)
-        return Invariant(True, f"all {len(runs)} runs reached a final state")
-
-    @staticmethod
-    def _one_work_order(
-        runs: list[dict[str, Any]], orders: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]
-    ) -> Invariant:
-        per_subject = Counter(str(order["subject"]) for order in orders)
-        by_subject = {str(order["subject"]): order for order in orders}
-        dead = {f"run#{run['run_id']}": run for run in runs if run["state"] == "dead_lettered"}
-        messages = [
-            subject
-            for subject, chain in chains.items()
-            if subject.startswith("msg#") and any(rec["action"] == "dead-lettered" for rec in chain)
-        ]
-        problems: list[str] = []
-        for subject in [*dead, *messages]:
-            count = per_subject.get(subject, 0)
-            if count != 1:
-                problems.append(f"{subject}: {count} work orders")
-                continue
-            run = dead.get(subject)
-            if run is not None and run.get("work_order_id") != by_subject[subject]["work_order_id"]:
-                problems.append(f"{subject}: the run names work order {run.get('work_order_id')!r}")
-        known = set(dead) | set(messages)
-        strays = [s for s in per_subject if s not in known and s.startswith("msg#")]
-        problems += [f"{s}: a work order for a message that was never dead-lettered" for s in strays]
-        total = len(dead) + len(messages)
-        if problems:
-            return Invariant(False, f"{len(problems)} of {total} dead letters break the rule", problems)
-        return Invariant(
-            True, f"{len(dead)} dead-lettered runs and {len(messages)} refused messages, one work order each"
-        )
-
-    @staticmethod
-    def _no_double_calls(stack: LocalStack) -> Invariant:
-        counts = Counter((call.run_id, call.attempt) for call in stack.targets.calls)
-        twice = [f"{run_id} attempt {attempt}: {n} calls" for (run_id, attempt), n in counts.items() if n > 1]
-        if twice:
-            return Invariant(
-                False, f"{len(twice)} (run, attempt) pairs called the target more than once", twice
-            )
-        return Invariant(True, f"{len(counts)} (run, attempt) pairs, each called once")
-
-    @staticmethod
-    def _chains_verify(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
-        broken: list[str] = []
-        records = 0
-        for subject, chain in chains.items():
-            parsed = [AuditRecord.model_validate(rec) for rec in chain]
-            records += len(parsed)
-            check = verify_chain(subject, parsed)
-            if not check.ok:
-                broken.append(f"{subject}: {check.detail}")
-        if broken:
-            return Invariant(False, f"{len(broken)} of {len(chains)} audit chains do not verify", broken)
-        return Invariant(True, f"{len(chains)} chains, {records} records verified")
-
-    @staticmethod
-    def _heads_match(runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]) -> Invariant:
-        wrong: list[str] = []
-        for run in runs:
-            chain = chains.get(f"run#{run['run_id']}", [])
-            head = chain[-1] if chain else None
-            if head is None or int(run["audit_seq"]) != int(head["seq"]) or run["audit_head"] != head["hash"]:
-                wrong.append(f"{run['run_id']}: item at seq {run['audit_seq']}, chain at {len(chain)}")
-        if wrong:
-            return Invariant(False, f"{len(wrong)} run(s) do not point at the head of their chain", wrong)
-        return Invariant(True, f"{len(runs)} runs point at the head of their audit chain")
-
     def _no_message_lost(self, stack: LocalStack) -> Invariant:
         accounted = self._account(stack)
         lost = accounted.pop("_lost_examples")
@@ -502,23 +538,43 @@ class Simulation:
         return out
 
     def _message_summary(self, stack: LocalStack) -> dict[str, Any]:
+        peak = max(self.live.peak.values(), default=0)
         return {
             "sent_per_queue": dict(self.ledger.sent),
             "moved_to_dlq": dict(self.ledger.moved),
+            "live_per_run_peak": peak,
+            "runs_with_more_than_one_live": sum(1 for n in self.live.peak.values() if n > 1),
         }
 
-    def _fires_became_runs(self, runs: list[dict[str, Any]]) -> Invariant:
-        ids = {str(run["run_id"]) for run in runs}
-        missing = [
-            f"{fire.task_id} @ {fire.scheduled_time}"
-            for fire in self.fires
-            if scheduled_run_id(fire.task_id, parse_utc(fire.scheduled_time)) not in ids
-        ]
-        if missing:
-            return Invariant(
-                False, f"{len(missing)} of {len(self.fires)} schedule fires have no run", missing
+    def _dlq_copies(self, stack: LocalStack) -> list[inv.DlqCopy]:
+        """Every message in the DLQ and every entry of its archive, with what it names."""
+        s = stack.settings
+        copies: list[inv.DlqCopy] = []
+        with motopatch.LOCK:
+            queue = stack.cloud.sqs_backend().get_queue(s.queue("dlq").name)
+            for message in queue._messages:
+                attrs = {k: v.get("StringValue") for k, v in (message.message_attributes or {}).items()}
+                copies.append(
+                    inv.DlqCopy(
+                        message.id,
+                        "dlq",
+                        attrs.get("run_id"),
+                        attrs.get("dead_lettered_at"),
+                        attrs.get("source_message_id"),
+                    )
+                )
+        for item in observe.table_items(stack.cloud, s.table("dlq_archive")):
+            attrs = item.get("attributes") or {}
+            copies.append(
+                inv.DlqCopy(
+                    str(item["message_id"]),
+                    "archive",
+                    attrs.get("run_id"),
+                    attrs.get("dead_lettered_at"),
+                    attrs.get("source_message_id"),
+                )
             )
-        return Invariant(True, f"each of {len(self.fires)} schedule fires has its run")
+        return copies
 
 
 def _percentile(ordered: list[float], pct: float) -> float:
@@ -672,11 +728,11 @@ def run_simulate(
     table.add_column("invariant")
     table.add_column("held")
     table.add_column("detail")
-    for name, inv in report["invariants"].items():
-        verdict = "[green]yes[/green]" if inv["ok"] else "[red]NO[/red]"
-        detail = inv["detail"]
-        if not inv["ok"] and inv.get("examples"):
-            detail += "\n  e.g. " + "\n  e.g. ".join(str(e) for e in inv["examples"][:3])
+    for name, held in report["invariants"].items():
+        verdict = "[green]yes[/green]" if held["ok"] else "[red]NO[/red]"
+        detail = held["detail"]
+        if not held["ok"] and held.get("examples"):
+            detail += "\n  e.g. " + "\n  e.g. ".join(str(e) for e in held["examples"][:3])
         table.add_row(name, verdict, detail)
     console.print(table)
     summary = report["summary"]

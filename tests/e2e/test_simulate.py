@@ -88,6 +88,61 @@ def test_a_lost_message_and_a_tampered_audit_record_fail_the_run(tmp_path: Path)
     assert any(dropped in example for example in report["invariants"]["no_message_lost"]["examples"])
 
 
+SABOTAGED_EVERY_CHECK = """
+description: breaks every invariant the engine must keep, one knob each
+start: "2026-03-07T00:00:00Z"
+duration: 1h
+settle: 1h
+tasks:
+  - {id: steady, tenant: acme, schedule: {cron: "*/5 * * * *"}, target: {type: sim}}
+  - id: broken
+    tenant: acme
+    schedule: {cron: "*/15 * * * *"}
+    target: {type: sim, behavior: {always_fail: true}}
+    retry_policy: {extends: quick, max_attempts: 2, base_delay: 5s}
+sabotage:
+  duplicate_fires: 1
+  call_target_twice: 1
+  leak_slots: 1
+  strand_runs: 2
+  stale_heads: 1
+  remove_dlq_messages: 1
+  remove_work_orders: 1
+  skip_delivered_fires: 1
+"""
+EACH_CHECK = {
+    "at_most_one_live_message_per_run": "duplicate_fires",
+    "no_target_called_twice_per_attempt": "call_target_twice",
+    "no_slot_held_by_an_idle_run": "leak_slots",
+    "no_run_left_running": "strand_runs",
+    "every_run_settled": "strand_runs",
+    "run_items_match_their_chains": "stale_heads",
+    "dead_letters_have_one_dlq_message": "remove_dlq_messages",
+    "dead_letters_have_one_work_order": "remove_work_orders",
+    "every_fire_became_a_run": "skip_delivered_fires",
+}
+
+
+def test_each_invariant_fails_when_its_rule_is_broken(tmp_path: Path) -> None:
+    """With the faults off, only what the sabotage breaks fails, and each knob breaks its check."""
+    scenario = tmp_path / "sabotaged.yaml"
+    scenario.write_text(SABOTAGED_EVERY_CHECK)
+    report_path = tmp_path / "sabotaged.json"
+    done = simulate(scenario, report_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    report = load(report_path)
+    failed = {name for name, inv in report["invariants"].items() if not inv["ok"]}
+    assert failed == set(EACH_CHECK), failed
+    sabotage = report["faults"]["sabotage"]
+    for check, knob in EACH_CHECK.items():
+        assert sabotage.get(knob), f"{knob} did nothing, so {check} proves nothing"
+    live = report["invariants"]["at_most_one_live_message_per_run"]
+    assert live["examples"] and "2 live at once" in live["examples"][0]
+    assert report["messages"]["live_per_run_peak"] == 2
+    skipped = report["invariants"]["every_fire_became_a_run"]["examples"]
+    assert any("skipped as 'missed'" in e for e in skipped)
+
+
 def test_a_bad_scenario_file_exits_2_naming_the_key(tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text(

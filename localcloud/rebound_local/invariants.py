@@ -1,0 +1,472 @@
+"""What must hold after any scenario, however hostile the cloud: the simulator's invariants.
+
+Each invariant reads the end state straight from moto (runs, work orders, audit chains, slots,
+queues, the DLQ archive) or a record the simulator kept while it ran (the fires Scheduler
+delivered, every target call, every message SQS accepted, the live carriers of each run). None of
+them asks the engine what happened: they judge what is there.
+
+- ``every_fire_became_a_run``: each fire Scheduler delivered ended as a run that ran, or that an
+  operator or a declared policy (overlap, pause) skipped or cancelled, or that was dead-lettered
+  with a work order. A delivered fire skipped as "missed" fails: it was late, not missed.
+- ``no_target_called_twice_per_attempt``.
+- ``no_run_left_running`` and ``every_run_settled``: nothing ``running``, ``pending``, waiting,
+  ``failed``, ``retry_scheduled`` or ``replayed`` at the end without a reason (held while its
+  task is paused; a retry due after the settle window).
+- ``no_slot_held_by_an_idle_run``: every slot holder is a run that is running.
+- ``at_most_one_live_message_per_run``: at every moment, at most one message that could start a
+  run's next step (``LiveCarriers``); the report gives the peak.
+- ``audit_chains_verify`` and ``run_items_match_their_chains``.
+- ``dead_letters_have_one_work_order`` and ``dead_letters_have_one_dlq_message``: every
+  dead-lettered run and every refused message has exactly one work order and exactly one message
+  in the DLQ (or its archive).
+- ``no_message_lost`` (judged in ``simulate`` from the message ledger).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from rebound.domain.audit import verify_chain
+from rebound.domain.ids import event_run_id, scheduled_run_id, work_order_id
+from rebound.domain.models import AuditRecord
+from rebound.domain.timefmt import parse_utc
+from rebound.engine.dispatch import WAITING_STATES
+
+EXAMPLES = 10
+UNSETTLED = ("pending", "running", "failed", "retry_scheduled", "replayed")
+CLAIMABLE = frozenset(s.value for s in WAITING_STATES)
+
+
+@dataclass
+class Invariant:
+    ok: bool
+    detail: str
+    examples: list[Any] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"ok": self.ok, "detail": self.detail}
+        if self.examples:
+            out["examples"] = self.examples[:EXAMPLES]
+        return out
+
+
+@dataclass(frozen=True)
+class Fire:
+    task_id: str
+    scheduled_time: str
+
+    @property
+    def run_id(self) -> str:
+        return scheduled_run_id(self.task_id, parse_utc(self.scheduled_time))
+
+
+# --------------------------------------------------------------------------- live carriers
+
+
+@dataclass(frozen=True)
+class Carrier:
+    """What an execution message says about the run it would move: enough to tell if it is live."""
+
+    run_id: str
+    kind: str
+    attempt: int | None = None
+    dispatch: int | None = None
+    dead_lettered_at: str | None = None
+
+    @classmethod
+    def of(cls, body: str) -> Carrier | None:
+        try:
+            data = json.loads(body)
+        except (TypeError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        try:
+            kind = str(data["kind"])
+            if kind == "fire":
+                return cls(
+                    scheduled_run_id(str(data["task_id"]), parse_utc(str(data["scheduled_time"]))), kind
+                )
+            if kind == "event":
+                return cls(event_run_id(str(data["task_id"]), str(data["event_id"])), kind)
+            if kind == "manual":
+                return cls(str(data["run_id"]), kind)
+            if kind in ("attempt", "replay"):
+                return cls(
+                    str(data["run_id"]),
+                    kind,
+                    int(data["attempt"]) if "attempt" in data else None,
+                    int(data["dispatch"]) if data.get("dispatch") is not None else None,
+                    data.get("dead_lettered_at"),
+                )
+        except (KeyError, TypeError, ValueError):
+            return None
+        return None
+
+    def live(self, run: dict[str, Any] | None) -> bool:
+        """Whether delivering this message now could start (or wait for) the run's next step.
+
+        A model of the protocol, written apart from the executor: a start message is live while
+        its run does not exist or waits with no carrier of its own (token 0); an attempt or
+        replay message is live while the run waits in a claimable state for exactly that attempt
+        under exactly that token (a message without a token: for that attempt).
+        """
+        if self.kind in ("fire", "event", "manual"):
+            return run is None or (
+                run.get("state") == "pending"
+                and int(run.get("attempt", 0)) == 0
+                and int(run.get("dispatch", 0)) == 0
+            )
+        if run is None:
+            return False
+        state = run.get("state")
+        token_ok = self.dispatch is None or self.dispatch == int(run.get("dispatch", 0))
+        if self.kind == "attempt":
+            return (
+                state in CLAIMABLE
+                and run.get("held_at") is None
+                and self.attempt == int(run.get("attempt", 0)) + 1
+                and token_ok
+            )
+        if state == "dead_lettered":
+            return self.dispatch is None and self.dead_lettered_at in (None, run.get("dead_lettered_at"))
+        return state == "replayed" and run.get("attempt") == run.get("budget_start") and token_ok
+
+
+class LiveCarriers:
+    """Counts, at every message SQS adds to the execution queue, the live carriers of its run.
+
+    Fed from inside moto (``motopatch.track_messages``), under moto's lock, so the run it reads is
+    the run as it is at that moment. Liveness only falls between two adds of a run's messages (a
+    claim, a new token), so the peak happens at an add and checking there finds it.
+    """
+
+    def __init__(self, queue: str, read_run: Any) -> None:
+        self.queue = queue
+        self._read_run = read_run
+        self._lock = threading.Lock()
+        self._present: dict[str, dict[str, Carrier]] = defaultdict(dict)
+        self._where: dict[str, str] = {}
+        self.peak: Counter[str] = Counter()
+        self.checked = 0
+
+    def added(self, queue: str, message_id: str, body: str | None = None) -> None:
+        with self._lock:
+            if queue != self.queue:
+                self._forget(message_id)
+                return
+            carrier = Carrier.of(body or "")
+            if carrier is None:
+                return
+            self._present[carrier.run_id][message_id] = carrier
+            self._where[message_id] = carrier.run_id
+            run = self._read_run(carrier.run_id)
+            live = sum(1 for c in self._present[carrier.run_id].values() if c.live(run))
+            self.checked += 1
+            if live > self.peak[carrier.run_id]:
+                self.peak[carrier.run_id] = live
+
+    def deleted(self, queue: str, message_id: str) -> None:
+        with self._lock:
+            self._forget(message_id)
+
+    def purged(self, queue: str, message_ids: Iterable[str]) -> None:
+        with self._lock:
+            for message_id in message_ids:
+                self._forget(message_id)
+
+    def _forget(self, message_id: str) -> None:
+        run_id = self._where.pop(message_id, None)
+        if run_id is not None:
+            self._present[run_id].pop(message_id, None)
+            if not self._present[run_id]:
+                del self._present[run_id]
+
+    def invariant(self) -> Invariant:
+        overall = max(self.peak.values(), default=0)
+        over = sorted((run_id for run_id, n in self.peak.items() if n > 1), key=lambda r: -self.peak[r])
+        detail = f"peak {overall} live message(s) for one run, over {self.checked} messages added"
+        if over:
+            return Invariant(
+                False,
+                f"{len(over)} run(s) had more than one live message at once; {detail}",
+                [f"{run_id}: {self.peak[run_id]} live at once" for run_id in over],
+            )
+        return Invariant(True, detail)
+
+
+class Tee:
+    """Hands every message-ledger report to several listeners."""
+
+    def __init__(self, *listeners: Any) -> None:
+        self.listeners = listeners
+
+    def added(self, queue: str, message_id: str, body: str | None = None) -> None:
+        for listener in self.listeners:
+            listener.added(queue, message_id, body)
+
+    def deleted(self, queue: str, message_id: str) -> None:
+        for listener in self.listeners:
+            listener.deleted(queue, message_id)
+
+    def purged(self, queue: str, message_ids: Iterable[str]) -> None:
+        ids = list(message_ids)
+        for listener in self.listeners:
+            listener.purged(queue, ids)
+
+
+# --------------------------------------------------------------------------- the end state
+
+
+@dataclass(frozen=True)
+class DlqCopy:
+    """A message in the DLQ or its archive, and what it names."""
+
+    message_id: str
+    where: str
+    run_id: str | None
+    dead_lettered_at: str | None
+    source_message_id: str | None
+
+
+@dataclass
+class World:
+    """The end state the invariants judge."""
+
+    runs: list[dict[str, Any]]
+    orders: list[dict[str, Any]]
+    chains: dict[str, list[dict[str, Any]]]
+    slots: list[dict[str, Any]]
+    dlq: list[DlqCopy]
+    fires: list[Fire]
+    target_calls: list[tuple[str, int]]
+    paused_tasks: set[str]
+    ended_at: datetime
+
+
+def judge(world: World) -> dict[str, Invariant]:
+    by_id = {str(run["run_id"]): run for run in world.runs}
+    return {
+        "no_run_left_running": no_run_left_running(world.runs),
+        "every_run_settled": every_run_settled(world.runs, world.paused_tasks, world.ended_at),
+        "dead_letters_have_one_work_order": one_work_order(world.runs, world.orders, world.chains),
+        "dead_letters_have_one_dlq_message": one_dlq_message(world.runs, world.chains, world.dlq),
+        "no_target_called_twice_per_attempt": no_double_calls(world.target_calls),
+        "audit_chains_verify": chains_verify(world.chains),
+        "run_items_match_their_chains": heads_match(world.runs, world.chains),
+        "every_fire_became_a_run": fires_became_runs(world.fires, by_id, world.chains),
+        "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
+    }
+
+
+def no_run_left_running(runs: list[dict[str, Any]]) -> Invariant:
+    stuck = [run["run_id"] for run in runs if run["state"] == "running"]
+    if stuck:
+        return Invariant(False, f"{len(stuck)} run(s) still running after the settle window", stuck)
+    return Invariant(True, f"none of {len(runs)} runs is running")
+
+
+def every_run_settled(runs: list[dict[str, Any]], paused: set[str], ended_at: datetime) -> Invariant:
+    """Runs still owed work must have a reason: held by a paused task, or due after the end."""
+    open_runs: list[str] = []
+    excused = 0
+    for run in runs:
+        if run["state"] not in UNSETTLED:
+            continue
+        held = run.get("held_at") is not None and run["task_id"] in paused
+        later = (
+            run["state"] in ("retry_scheduled", "pending")
+            and run.get("next_retry_at")
+            and parse_utc(str(run["next_retry_at"])) > ended_at
+            and run.get("waiting_since") is None
+        )
+        if held or later:
+            excused += 1
+            continue
+        waiting = " waiting" if run.get("waiting_since") else ""
+        open_runs.append(f"{run['run_id']} ({run['state']}{waiting})")
+    if open_runs:
+        return Invariant(
+            False, f"{len(open_runs)} run(s) did not reach a final state, with no reason", open_runs
+        )
+    tail = f" ({excused} held by a paused task or due after the window)" if excused else ""
+    return Invariant(True, f"all {len(runs)} runs reached a final state{tail}")
+
+
+def _dead_subjects(
+    runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    dead = {f"run#{run['run_id']}": run for run in runs if run["state"] == "dead_lettered"}
+    refused = [
+        subject
+        for subject, chain in chains.items()
+        if subject.startswith("msg#") and any(rec["action"] == "dead-lettered" for rec in chain)
+    ]
+    return dead, refused
+
+
+def one_work_order(
+    runs: list[dict[str, Any]], orders: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]
+) -> Invariant:
+    """One work order per dead-letter occurrence (its id derives from the subject and the
+    occurrence's time), linked from the run; one per refused message."""
+    dead, refused = _dead_subjects(runs, chains)
+    per_subject = Counter(str(order["subject"]) for order in orders)
+    ids = {str(order["work_order_id"]) for order in orders}
+    problems: list[str] = []
+    for subject, run in dead.items():
+        expected = work_order_id(subject, str(run.get("dead_lettered_at") or ""))
+        if expected not in ids:
+            problems.append(f"{subject}: no work order for its dead letter of {run.get('dead_lettered_at')}")
+        elif run.get("work_order_id") != expected:
+            problems.append(
+                f"{subject}: the run names work order {run.get('work_order_id')!r}, not {expected}"
+            )
+    for subject in refused:
+        if per_subject.get(subject, 0) != 1:
+            problems.append(f"{subject}: {per_subject.get(subject, 0)} work orders")
+    known = set(dead) | set(refused)
+    strays = [s for s in per_subject if s not in known and s.startswith("msg#")]
+    problems += [f"{s}: a work order for a message that was never dead-lettered" for s in strays]
+    total = len(dead) + len(refused)
+    if problems:
+        return Invariant(False, f"{len(problems)} of {total} dead letters break the rule", problems)
+    return Invariant(
+        True, f"{len(dead)} dead-lettered runs and {len(refused)} refused messages, one work order each"
+    )
+
+
+def one_dlq_message(
+    runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]], dlq: list[DlqCopy]
+) -> Invariant:
+    """Exactly one message in the DLQ (or its archive) for each dead letter."""
+    dead, refused = _dead_subjects(runs, chains)
+    by_id = {copy.message_id: copy for copy in dlq}
+    problems: list[str] = []
+    for subject, run in dead.items():
+        at = run.get("dead_lettered_at")
+        copies = {
+            c.message_id
+            for c in dlq
+            if (c.run_id == run["run_id"] and c.dead_lettered_at == at)
+            or c.message_id == run.get("dlq_message_id")
+        }
+        if len(copies) != 1 or run.get("dlq_message_id") not in copies:
+            problems.append(
+                f"{subject}: {len(copies)} DLQ message(s); the run names {run.get('dlq_message_id')!r}"
+            )
+    for subject in refused:
+        source = subject.removeprefix("msg#")
+        copies = {c.message_id for c in dlq if c.source_message_id == source or c.message_id == source}
+        if len(copies) != 1:
+            problems.append(f"{subject}: {len(copies)} DLQ message(s)")
+    total = len(dead) + len(refused)
+    if problems:
+        return Invariant(False, f"{len(problems)} of {total} dead letters break the rule", problems)
+    where = Counter(by_id[c].where for c in by_id)
+    return Invariant(
+        True,
+        f"{len(dead)} dead-lettered runs and {len(refused)} refused messages, one DLQ message each "
+        f"({dict(where) or 'none'})",
+    )
+
+
+def no_double_calls(calls: list[tuple[str, int]]) -> Invariant:
+    counts = Counter(calls)
+    twice = [f"{run_id} attempt {attempt}: {n} calls" for (run_id, attempt), n in counts.items() if n > 1]
+    if twice:
+        return Invariant(False, f"{len(twice)} (run, attempt) pairs called the target more than once", twice)
+    return Invariant(True, f"{len(counts)} (run, attempt) pairs, each called once")
+
+
+def chains_verify(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    broken: list[str] = []
+    records = 0
+    for subject, chain in chains.items():
+        parsed = [AuditRecord.model_validate(rec) for rec in chain]
+        records += len(parsed)
+        check = verify_chain(subject, parsed)
+        if not check.ok:
+            broken.append(f"{subject}: {check.detail}")
+    if broken:
+        return Invariant(False, f"{len(broken)} of {len(chains)} audit chains do not verify", broken)
+    return Invariant(True, f"{len(chains)} chains, {records} records verified")
+
+
+def heads_match(runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    wrong: list[str] = []
+    for run in runs:
+        chain = chains.get(f"run#{run['run_id']}", [])
+        head = chain[-1] if chain else None
+        if head is None or int(run["audit_seq"]) != int(head["seq"]) or run["audit_head"] != head["hash"]:
+            wrong.append(f"{run['run_id']}: item at seq {run['audit_seq']}, chain at {len(chain)}")
+    if wrong:
+        return Invariant(False, f"{len(wrong)} run(s) do not point at the head of their chain", wrong)
+    return Invariant(True, f"{len(runs)} runs point at the head of their audit chain")
+
+
+DECLARED_SKIPS = frozenset({"overlap", "task_paused"})
+
+
+def _skip_reason(chain: list[dict[str, Any]]) -> str | None:
+    for record in reversed(chain):
+        if record["action"] == "skipped":
+            evidence = record.get("evidence") or {}
+            return str(evidence.get("reason"))
+    return None
+
+
+def fires_became_runs(
+    fires: list[Fire], runs: dict[str, dict[str, Any]], chains: dict[str, list[dict[str, Any]]]
+) -> Invariant:
+    missing: list[str] = []
+    skipped_as_missed: list[str] = []
+    for fire in fires:
+        run = runs.get(fire.run_id)
+        if run is None:
+            missing.append(f"{fire.task_id} @ {fire.scheduled_time}: no run")
+            continue
+        if run["state"] == "skipped":
+            reason = _skip_reason(chains.get(f"run#{fire.run_id}", []))
+            if reason not in DECLARED_SKIPS and not _by_operator(chains.get(f"run#{fire.run_id}", [])):
+                skipped_as_missed.append(f"{fire.run_id}: delivered, but skipped as {reason!r}")
+    problems = missing + skipped_as_missed
+    if problems:
+        return Invariant(
+            False,
+            f"{len(missing)} delivered fire(s) have no run, {len(skipped_as_missed)} were skipped though "
+            f"they were delivered (of {len(fires)})",
+            problems,
+        )
+    return Invariant(
+        True, f"each of {len(fires)} delivered fires ran, or a declared policy or an operator skipped it"
+    )
+
+
+def _by_operator(chain: list[dict[str, Any]]) -> bool:
+    """A skip an operator asked for (the CLI or API writes ``via`` ... and a person's reason)."""
+    for record in reversed(chain):
+        if record["action"] == "skipped":
+            return str(record.get("actor", "")) not in {"executor", "ledger", "sweeper", "simulator"}
+    return False
+
+
+def no_idle_holders(slots: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> Invariant:
+    idle: list[str] = []
+    held = 0
+    for item in slots:
+        for holder in item.get("holders") or []:
+            held += 1
+            run = runs.get(str(holder))
+            if run is None or run["state"] != "running":
+                state = run["state"] if run else "no such run"
+                idle.append(f"{item['pk']}: held by {holder} ({state})")
+    if idle:
+        return Invariant(False, f"{len(idle)} slot place(s) held by runs that are not running", idle)
+    return Invariant(True, f"{len(slots)} slots, {held} holder(s), each running")
