@@ -20,7 +20,6 @@ AFTER_TARGET: Final = "after_target"
 BEFORE_OUTCOME: Final = "before_outcome"
 AFTER_WAIT: Final = "after_wait"
 AFTER_RELEASE: Final = "after_release"
-AFTER_STAGGER: Final = "after_stagger"
 AFTER_REFUSE_SEND: Final = "after_refuse_send"
 AFTER_REPLAY_COMMIT: Final = "after_replay_commit"
 AFTER_CANCEL_OTHER: Final = "after_cancel_other"
@@ -52,10 +51,6 @@ CRASH_POINTS: Final[dict[str, str]] = {
         "executor: a message it had no time to start was recorded as released with a new "
         "dispatch token; the fresh message not sent yet. Repaired by the overdue-dispatch check."
     ),
-    AFTER_STAGGER: (
-        "executor: a staggered fire's run was recorded pending, due at its offset; the delayed "
-        "message not sent yet. Repaired by the overdue-dispatch check."
-    ),
     AFTER_REFUSE_SEND: (
         "executor: a message it cannot run was sent to the DLQ; its audit record and event not "
         "committed yet. Repaired by redelivery of the message (a second DLQ copy is removed by "
@@ -71,8 +66,7 @@ CRASH_POINTS: Final[dict[str, str]] = {
     ),
     AFTER_RETRY_COMMIT: (
         "retry scheduler: retry_scheduled committed with a new dispatch token; the message (or "
-        "one-time schedule) not sent yet. Repaired by redelivery of task.execution.failed and by "
-        "the overdue-dispatch check."
+        "one-time schedule) not sent yet. Repaired by the sweeper's overdue-dispatch check."
     ),
     AFTER_DEAD_LETTER_COMMIT: (
         "retry scheduler or sweeper: dead_lettered committed; its DLQ message not sent yet. "
