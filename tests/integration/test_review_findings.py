@@ -386,6 +386,23 @@ def test_a_crash_after_a_wait_is_recorded_loses_nothing(wired: Deps, clock: Manu
     assert run_of(wired).state is RunState.SUCCEEDED
 
 
+def test_a_lost_carrier_is_sent_again_while_another_message_is_in_flight(
+    wired: Deps, clock: ManualClock
+) -> None:
+    """A crashed invocation keeps its messages in flight for 30 minutes; the queue is not quiet,
+    but it is drained, and that is enough to tell a lost carrier (a new token makes any copy stale)."""
+    register(wired, task("a", mutex_group="g", timeout_s=30), task("job", mutex_group="g"))
+    start_and_crash(wired, "a")
+    with crashing_at(wired, cp.AFTER_WAIT):
+        Executor(wired).process(QueueMessage("m1", json.dumps(fire("job"))), 300)
+    wired.queues.send("execution", fire("a", "2026-03-07T08:00:00Z"))
+    receive_event(wired)  # received by an invocation that then dies: in flight for 30 minutes
+    clock.sleep(4 * 60)
+    report = Sweeper(wired).sweep(scan_dlq=False, ledger=False)
+    assert RUN in report.plans_redispatched
+    assert [m["body"]["dispatch"] for m in messages_for(wired, RUN)] == [2]
+
+
 def test_a_crash_after_the_ledger_records_a_catch_up_loses_nothing(wired: Deps, clock: ManualClock) -> None:
     clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
     register(wired, task("job", schedule={"cron": "*/5 * * * *"}, catch_up={"policy": "latest"}))

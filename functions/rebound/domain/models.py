@@ -239,14 +239,19 @@ class SimBehavior(Strict):
     terminal_error: ErrorCode | None = None
     fail_rate: float | None = Field(default=None, ge=0.0, le=1.0)
     seed: int | None = None
-    hang: bool | None = None
+    hang: bool | None = Field(default=None, description="sleeps until its deadline, then fails with TIMEOUT")
+    stall: bool | None = Field(
+        default=None,
+        description="ignores its deadline and never returns: a hung dependency that only the "
+        "function's own timeout ends (locally: faults.handler_timeouts: enforce)",
+    )
     duration_s: float | None = Field(default=None, ge=0.0)
 
     @model_validator(mode="after")
     def _one_behavior(self) -> SimBehavior:
         primary = [
             key
-            for key in ("ok", "fail_first", "always_fail", "terminal_error", "fail_rate", "hang")
+            for key in ("ok", "fail_first", "always_fail", "terminal_error", "fail_rate", "hang", "stall")
             if getattr(self, key) not in (None, False)
         ]
         if len(primary) > 1:

@@ -79,36 +79,59 @@ def accepts(run: Run, attempt: int, dispatch: int | None) -> bool:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the sweeper knows about the execution queue: the last moment it saw it quiet.
+    """What the sweeper knows about the execution queue: the last moments it saw it drained
+    (nothing visible) and quiet (nothing visible and nothing in flight).
 
-    SQS cannot be searched for a message. But when the queue has nothing visible and nothing in
-    flight, every message that became visible before then has been received and deleted, so its
-    effect is committed. A carrier (or a fire) due before that moment, minus the counts' lag and
-    the delivery window, that left no trace, is lost, not late.
+    SQS cannot be searched for a message. But when nothing is visible, every message that became
+    visible before has been received: it was deleted after its effect, or it is in flight. And
+    when nothing is in flight either, every such message has been deleted, its effect committed.
+
+    - A **carrier** due before the queue was seen drained, whose run still waits for it, is
+      either lost or in flight (about to claim, or left by a crashed invocation until its
+      visibility timeout). Renewing the dispatch is safe either way: an in-flight copy names the
+      old token and is dropped as stale when it is processed or comes back.
+    - A **fire** due before the queue was seen quiet, that left no run, never reached the queue:
+      it is missed. Drained is not enough here: a fire left in flight by a crashed invocation has
+      no run yet, and comes back.
+
+    Both allow a minute for SQS's approximate counts and a minute for Scheduler's delivery window.
+    After ``LOST_AFTER`` a message that has not arrived is taken for lost, whatever the queue said.
     """
 
     quiet_at: datetime | None
+    drained_at: datetime | None = None
 
     def gone(self, due: datetime, now: datetime) -> bool:
-        """Whether a message due at ``due`` can no longer be waiting in the execution queue."""
-        if now - due >= LOST_AFTER:
-            return True
-        return self.quiet_at is not None and self.quiet_at - QUIET_SLACK - DELIVERY_SLACK >= due
+        """Whether a fire due at ``due`` can no longer be waiting anywhere in the execution queue."""
+        return now - due >= LOST_AFTER or _before(due, self.quiet_at)
+
+    def carrier_gone(self, due: datetime, now: datetime) -> bool:
+        """Whether a carrier due at ``due`` can no longer be waiting to become visible."""
+        return now - due >= LOST_AFTER or _before(due, self.drained_at) or _before(due, self.quiet_at)
+
+
+def _before(due: datetime, seen: datetime | None) -> bool:
+    return seen is not None and seen - QUIET_SLACK - DELIVERY_SLACK >= due
 
 
 def read_evidence(deps: Deps) -> Evidence:
-    item = deps.store.get_key(QUIET_KEY)
-    return Evidence(parse_utc(item["at"]) if item and item.get("at") else None)
+    item = deps.store.get_key(QUIET_KEY) or {}
+    return Evidence(
+        parse_utc(item["at"]) if item.get("at") else None,
+        parse_utc(item["drained_at"]) if item.get("drained_at") else None,
+    )
 
 
 def observe_queue(deps: Deps) -> Evidence:
-    """Look at the execution queue's counts; record the moment if it is quiet. Returns the evidence."""
+    """Look at the execution queue's counts; record the moment if it is drained or quiet."""
     now = deps.clock.now()
     counts = deps.queues.counts("execution")
-    if counts.visible == 0 and counts.in_flight == 0:
-        deps.store.put_key(QUIET_KEY, {"at": iso(now)})
-        return Evidence(now)
-    return read_evidence(deps)
+    if counts.visible > 0:
+        return read_evidence(deps)
+    before = read_evidence(deps)
+    quiet = now if counts.in_flight == 0 else before.quiet_at
+    deps.store.put_key(QUIET_KEY, {"at": iso(quiet) if quiet else None, "drained_at": iso(now)})
+    return Evidence(quiet, now)
 
 
 class Dispatcher:

@@ -330,7 +330,7 @@ class Sweeper:
             if run.state is RunState.REPLAYED and run.attempt != run.budget_start:
                 return
             due = run.next_retry_at or run.updated_at
-            if due > cutoff or not evidence.gone(due, now):
+            if due > cutoff or not evidence.carrier_gone(due, now):
                 return  # not overdue, or perhaps only late: its carrier may still arrive
             renewed = self.dispatcher.renew(
                 run,

@@ -9,6 +9,8 @@ from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome
 
 SIM_FAILURE = "SIM_FAILURE"
+STALL_S = 7 * 86400.0
+"""How long a stalled sim target sleeps: far past any function's timeout."""
 
 
 def _unit_interval(seed: int, run_id: str, attempt: int) -> float:
@@ -22,6 +24,9 @@ class SimInvoker:
 
     def invoke(self, target: SimTarget, call: Invocation) -> Outcome:
         b = target.behavior
+        if b.stall:
+            self.clock.sleep(STALL_S)  # only the invocation's end (its timeout) stops this
+            return Outcome.failure(TIMEOUT, "sim target stalled past its deadline and was never stopped")
         available = (call.deadline - self.clock.now()).total_seconds()
         if b.hang or (b.duration_s is not None and b.duration_s > available):
             self.clock.sleep(max(available, 0.0))
