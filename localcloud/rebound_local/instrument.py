@@ -22,6 +22,10 @@ from botocore.awsrequest import AWSResponse
 
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
+from rebound_local.invocations import SimulatedCrash as SimulatedCrash  # re-exported: it began here
+from rebound_local.invocations import abandon_current
+from rebound_local.invocations import in_worker as in_worker
+from rebound_local.invocations import mark_worker as mark_worker
 
 
 class RecordingMetrics:
@@ -56,18 +60,15 @@ class RecordingMetrics:
             return out
 
 
-class SimulatedCrash(BaseException):
-    """The invocation dies here, as a Lambda does on a crash or timeout: no cleanup, no response.
-
-    A ``BaseException`` so that no handler's ``except Exception`` can swallow it.
-    """
-
-
 @dataclass
 class CrashPlan:
+    """Crashes at named points: each time one is reached, with probability ``rate``, at most
+    ``limit`` times per point (``None``: no limit). A crash kills the whole invocation."""
+
     points: frozenset[str] = frozenset()
     rate: float = 0.0
     seed: int = 0
+    limit: int | None = None
     crashes: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -78,10 +79,13 @@ class CrashPlan:
         if point not in self.points or self.rate <= 0:
             return
         with self._lock:
+            if self.limit is not None and self.crashes[point] >= self.limit:
+                return
             hit = self._rng.random() < self.rate
             if hit:
                 self.crashes[point] += 1
         if hit:
+            abandon_current("crash")
             raise SimulatedCrash(point)
 
 
@@ -290,15 +294,3 @@ class LatencyModel:
             or self.esm_start_concurrency is not None
             or self.scheduler_invocations_per_s is not None
         )
-
-
-_worker = threading.local()
-
-
-def in_worker() -> bool:
-    """Whether this thread is running a Lambda invocation for the runtime (and may spend time)."""
-    return bool(getattr(_worker, "active", False))
-
-
-def mark_worker(active: bool) -> None:
-    _worker.active = active

@@ -114,22 +114,16 @@ class Simulation:
         mock_random.seed(self.seed)
         motopatch.track_messages(self.ledger)
         clock = VirtualClock(sc.start)
-        crash = sc.faults.crash
-        faults = Faults(
-            duplicate_delivery=sc.faults.duplicate_delivery,
-            crash_points=frozenset(crash.points) if crash else frozenset(),
-            crash_rate=crash.rate if crash else 0.0,
-            throttle=dict(sc.faults.throttle),
-            seed=self.seed,
-        )
         stack = start_local(
             clock,
-            faults=faults,
+            faults=Faults.from_config(sc.faults, self.seed),
             jitter_seed=self.seed,
             transport=self.transport,
             log_file=self.log_file,
             log_level=logging.WARNING,
             latency=sc.model.latency() if sc.model.latency().active else None,
+            concurrency=sc.model.concurrency,
+            executor_max_concurrency=sc.model.executor_max_concurrency,
         )
         try:
             self._watch_fires(stack)
