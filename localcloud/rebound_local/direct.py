@@ -24,9 +24,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+from moto.core.exceptions import ServiceException
 
 from rebound_local import motopatch
-from rebound_local.instrument import AwsCalls, Throttler
+from rebound_local.instrument import THROTTLE_CODES, AwsCalls, Throttler
 from rebound_local.invocations import CallGate
 from rebound_local.provision import ACCOUNT, REGION
 
@@ -76,11 +77,7 @@ class _Direct:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if self._throttler.hit(f"{self.service}:{operation}"):
                 if attempt == MAX_ATTEMPTS:
-                    code = (
-                        "ProvisionedThroughputExceededException"
-                        if self.service == "dynamodb"
-                        else "ThrottlingException"
-                    )
+                    code = THROTTLE_CODES.get(self.service, "ThrottlingException")
                     raise ClientError(
                         {"Error": {"Code": code, "Message": "Rate exceeded (injected by the simulator)"}},
                         operation,
@@ -94,8 +91,26 @@ class _Direct:
             except Exception as exc:
                 if hasattr(exc, "error_type") or hasattr(exc, "description"):
                     raise _client_error(exc, operation) from exc
+                if isinstance(exc, ServiceException):
+                    raise self._service_error(exc, operation) from exc
                 raise
         raise AssertionError("unreachable")
+
+    def _service_error(self, exc: ServiceException, operation: str) -> ClientError:
+        """The botocore error for one of moto's serializable exceptions (SQS raises these)."""
+        code, message = str(exc.code), str(exc.message)
+        status = 400
+        try:
+            shape = self.meta.service_model.shape_for_error_code(code)
+        except Exception:
+            shape = None
+        if shape is not None:
+            status = int(shape.metadata.get("error", {}).get("httpStatusCode", 400))
+        response: dict[str, Any] = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return ClientError(response, operation)  # type: ignore[arg-type]
 
 
 class DirectDynamoDB(_Direct):

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound_local import motopatch
-from rebound_local.instrument import Throttler
+from rebound_local.instrument import THROTTLE_CODES, Throttler
 
 CONFLICT_REASON = ("TransactionConflict", "Transaction is ongoing for the item", None)
 STALE_VISIBILITY = (
@@ -89,7 +89,6 @@ class MotoFaults:
                 return None
             self.conflicts[key] += 1
             return self._conflict_rng.randrange(items)
-
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -394,9 +393,6 @@ def _count_stale(key: str) -> None:
 
 
 # --------------------------------------------------------------------------- 4. throttling
-_THROTTLE_CODE = {"dynamodb": "ProvisionedThroughputExceededException"}
-
-
 def _patch_throttling() -> None:
     from moto.core.exceptions import ServiceException
     from moto.core.responses import ActionResult, BaseResponse
@@ -416,7 +412,7 @@ def _patch_throttling() -> None:
             except Exception:
                 operation = ""
             if operation and faults.throttler.hit(f"{service}:{operation}"):
-                error = Throttled(_THROTTLE_CODE.get(service, "ThrottlingException"), Throttled.message)
+                error = Throttled(THROTTLE_CODES.get(service, "ThrottlingException"), Throttled.message)
                 status, headers, body = self.serialized(ActionResult(error))
                 return (400 if status < 400 else status), headers, body
         return call_action(self)

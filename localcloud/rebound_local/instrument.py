@@ -143,7 +143,13 @@ class AwsCalls:
 # The service ids botocore uses in event names, for the service names users write.
 _EVENT_SERVICE = {"events": "eventbridge", "eventbridge": "eventbridge"}
 _SERVICE_OF_EVENT = {"eventbridge": "events"}
-_THROTTLE_CODE = {"dynamodb": "ProvisionedThroughputExceededException"}
+THROTTLE_CODES = {
+    "dynamodb": "ProvisionedThroughputExceededException",
+    "sqs": "RequestThrottled",
+    "sns": "ThrottledException",
+    "lambda": "TooManyRequestsException",
+}
+"""Each service's own throttling error (botocore retries each of them); others: ThrottlingException."""
 
 
 class Throttler:
@@ -191,7 +197,7 @@ class Throttler:
         service = _SERVICE_OF_EVENT.get(service_id, service_id)
         if not self.hit(f"{service}:{operation}"):
             return None
-        code = _THROTTLE_CODE.get(service, "ThrottlingException")
+        code = THROTTLE_CODES.get(service, "ThrottlingException")
         message = "Rate exceeded (injected by the simulator)"
         body = json.dumps({"__type": code, "message": message}).encode()
         headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
