@@ -78,9 +78,10 @@ def install() -> None:
         _patch_sqs_ledger()
         _patch_event_routing()
         _state["installed"] = True
-    from rebound_local import hostile
+    from rebound_local import hostile, streams
 
     hostile.install()  # faults inside moto; they pass through until activated
+    streams.install()
 
 
 _last_now: list[Any] = [None, 0.0]

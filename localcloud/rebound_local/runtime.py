@@ -500,17 +500,18 @@ class LocalRuntime:
                 continue
             nxt = self.next_due()
             if nxt is None or nxt > until:
-                if clock.now() < until:
-                    clock.advance_to(until)
-                    continue
-                break
-            if nxt <= clock.now():
+                if clock.now() >= until:
+                    break
+                nxt = until
+            elif nxt <= clock.now():
                 # Something is due but could not start (no capacity): only a sleeper can free it.
                 wake = clock.next_wakeup()
                 if wake is None:
                     break
                 nxt = wake
             clock.advance_to(nxt)
+            # The workers it woke finish their turn before the next pump looks at the queues.
+            self._wait_idle()
         self.drain()
 
     def drain(self) -> None:

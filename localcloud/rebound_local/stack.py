@@ -126,6 +126,8 @@ class LocalStack:
     throttler: Throttler
     moto_faults: MotoFaults
     gate: CallGate
+    session: Any
+    """The handlers' session (with the ``direct`` transport a ``DirectSession``)."""
 
     @property
     def deps(self) -> Any:
@@ -249,5 +251,16 @@ def start_local(
     )
     route_logs(log_file, log_level)
     return LocalStack(
-        cloud, clock, settings, runtime, metrics, aws_calls, targets, crashes, throttler, moto_faults, gate
+        cloud,
+        clock,
+        settings,
+        runtime,
+        metrics,
+        aws_calls,
+        targets,
+        crashes,
+        throttler,
+        moto_faults,
+        gate,
+        session,
     )

@@ -43,6 +43,33 @@ RETENTION = timedelta(hours=24)
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 30.0
 _CHECKPOINT = "_rebound_checkpoint"
+_patched = [False]
+
+
+def install() -> None:
+    """Reading a trimmed position answers ``TrimmedDataAccessException``, as DynamoDB Streams does
+    (moto fails an assertion there). Applied once per process, with the other moto patches."""
+    if _patched[0]:
+        return
+    from moto.core.exceptions import JsonRESTError
+    from moto.dynamodb.models.table import StreamShard
+
+    class TrimmedDataAccessException(JsonRESTError):
+        def __init__(self) -> None:
+            super().__init__(
+                "TrimmedDataAccessException",
+                "The operation attempted to read past the oldest stream record in a shard.",
+            )
+
+    get = StreamShard.get
+
+    def trimmed_get(self: Any, start: int, quantity: int) -> list[dict[str, Any]]:
+        if int(start) < self.starting_sequence_number:
+            raise TrimmedDataAccessException()
+        return get(self, int(start), quantity)
+
+    StreamShard.get = trimmed_get  # type: ignore[method-assign]
+    _patched[0] = True
 
 
 def checkpoint(shard: Any) -> int:
