@@ -161,6 +161,7 @@ class LocalRuntime:
         self._numbers = itertools.count(1)
         self._active: Counter[str] = Counter()
         self._closing = False
+        self._stalled = False
         self._relay_busy = False
         if isinstance(clock, VirtualClock):
             clock.interleave = self.gate.jitter_ms > 0
@@ -483,6 +484,7 @@ class LocalRuntime:
         """Wait until no worker is busy; ``RuntimeHung`` if one stays busy for ``wall_s``."""
         limit = self.stall_wall_s if wall_s is None else wall_s
         if not self.clock.wait_idle(timeout=max(limit, 0.0)):
+            self._stalled = True
             raise self._hung(f"a worker stayed busy for {limit:g} s of wall time without the clock moving")
 
     def run_virtual(self, until: datetime, on_step: Callable[[], None] | None = None) -> None:
@@ -495,6 +497,7 @@ class LocalRuntime:
             if on_step:
                 on_step()
             if still.stuck():
+                self._stalled = True
                 raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
             if progressed:
                 continue
@@ -520,6 +523,7 @@ class LocalRuntime:
         while self.pump():
             self._wait_idle()
             if still.stuck():
+                self._stalled = True
                 raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
         if self._errors:
             raise RuntimeError("the local runtime failed") from self._errors[0]
@@ -547,6 +551,8 @@ class LocalRuntime:
         are abandoned and ``RuntimeHung`` says what they were.
         """
         self._closing = True
+        if self._stalled:  # it already failed to finish once: do not wait as long again
+            wall_bound_s = min(wall_bound_s, 1.0)
         clock = self.clock
         started = time.monotonic()
         if not isinstance(clock, VirtualClock):
@@ -578,7 +584,8 @@ class LocalRuntime:
         self.running.abandon_all("closed")
         clock = self.clock
         if isinstance(clock, VirtualClock):
-            clock.wait_idle(timeout=5.0)  # the abandoned wake with SimulatedCrash and unwind
+            # The abandoned wake with SimulatedCrash and unwind (a stalled worker cannot).
+            clock.wait_idle(timeout=0.5 if self._stalled else 5.0)
         raise hung
 
     def close(self) -> None:
@@ -587,7 +594,7 @@ class LocalRuntime:
         except RuntimeHung as hung:
             log.error("the local runtime stopped with invocations still running: %s", hung)
         finally:
-            stuck = self._pool.shutdown(timeout=5.0)
+            stuck = self._pool.shutdown(timeout=1.0 if self._stalled else 5.0)
             if stuck:
                 log.error("worker threads still busy at close: %s", ", ".join(stuck))
             wiring.use(None)
