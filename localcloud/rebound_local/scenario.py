@@ -202,6 +202,27 @@ class Scenario(_Strict):
         return self.start + timedelta(seconds=self.duration)
 
 
+class FaultsFile(_Strict):
+    """``rebound local up --faults FILE``: the scenario's ``faults`` (and optionally its ``model``),
+    for every client of the local endpoint; ``seed`` seeds every draw (default 0)."""
+
+    faults: Faults
+    model: Model = Field(default_factory=Model)
+    seed: int = 0
+
+
+def load_faults_file(path: Path | str) -> FaultsFile:
+    """Read and check a faults file; errors name the file and the key path (``ConfigError``)."""
+    path = Path(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "expected a mapping with a faults: key")
+    try:
+        return FaultsFile.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(str(path), exc) from None
+
+
 class LoadedScenario(BaseModel):
     """A validated scenario with its tasks resolved."""
 

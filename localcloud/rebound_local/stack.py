@@ -209,7 +209,8 @@ def start_local(
     gate = CallGate(
         clock,
         aws_call_ms=latency.aws_call_ms if latency else 0.0,
-        jitter_ms=YIELD_MS if concurrency is not None else 0.0,
+        # Interleaving needs turns only on a virtual clock; on a scaled one threads really race.
+        jitter_ms=YIELD_MS if concurrency is not None and isinstance(clock, VirtualClock) else 0.0,
     )
     gate.attach(session)  # in the calling thread, before each botocore call (the direct path calls it too)
     # Throttled in moto (every client) or here (the handlers only); never both.

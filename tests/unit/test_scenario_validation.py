@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rebound.domain.errors import ConfigError
-from rebound_local.scenario import load_scenario, parse_scenario
+from rebound_local.scenario import load_faults_file, load_scenario, parse_scenario
 
 pytestmark = pytest.mark.unit
 
@@ -246,3 +246,42 @@ def test_a_bad_hostile_key_names_its_path(changes: dict[str, Any], key_path: str
     err = error_of(scenario(**changes))
     assert err.file == "scn.yaml" and err.key_path == key_path
     assert words in err.problem
+
+
+# --------------------------------------------------------------------------- rebound local up --faults
+def test_a_faults_file_reads_the_scenario_faults_and_model(tmp_path: Path) -> None:
+    path = tmp_path / "faults.yaml"
+    path.write_text(
+        "seed: 4\n"
+        "faults:\n  transaction_conflict: 0.1\n  receipt_handles: latest_only\n"
+        "model:\n  concurrency: 2\n"
+    )
+    chosen = load_faults_file(path)
+    assert (chosen.seed, chosen.faults.transaction_conflict, chosen.model.concurrency) == (4, 0.1, 2)
+    assert chosen.faults.receipt_handles == "latest_only"
+
+
+def test_the_repository_faults_file_is_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert load_faults_file(root / "config" / "local" / "hostile-faults.yaml").faults.stream_retries == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path", "words"),
+    [
+        ("faults:\n  index_lag: later\n", "faults.index_lag", "expected a duration"),
+        ("faults:\n  crash: {points: [nowhere], rate: 1}\n", "faults.crash.points[0]", "unknown crash point"),
+        ("model:\n  concurrency: 2\n", "faults", "required key is missing"),
+        ("faults: {}\ntenants: {}\n", "tenants", "unknown key"),
+        ("- faults\n", "", "expected a mapping"),
+    ],
+)
+def test_a_bad_faults_file_names_the_file_and_the_key(
+    tmp_path: Path, text: str, key_path: str, words: str
+) -> None:
+    path = tmp_path / "faults.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_faults_file(path)
+    assert (caught.value.file, caught.value.key_path) == (str(path), key_path)
+    assert words in caught.value.problem
