@@ -15,7 +15,7 @@ the behaviour each patch provides, so an upgrade that breaks one fails loudly.
 4. **SQS receive.** moto recomputes all queue attributes for every message received; the
    retention check needs one of them.
 5. **Change counters.** Schedule changes bump ``versions["scheduler"]`` so the local Scheduler
-   re-reads schedules only when something changed.
+   re-reads schedules only when something changed (SQS and stream counters: ``changes``).
 6. **Queries.** moto answers every ``Query`` by sorting and filtering the whole table. The patch
    keeps, per table, which items each global secondary index's partition key value holds
    (updated on every put, delete and update), and hands moto's own query code only the items of
@@ -78,10 +78,11 @@ def install() -> None:
         _patch_sqs_ledger()
         _patch_event_routing()
         _state["installed"] = True
-    from rebound_local import hostile, streams
+    from rebound_local import changes, hostile, streams
 
     hostile.install()  # faults inside moto; they pass through until activated
     streams.install()
+    changes.install()
 
 
 _last_now: list[Any] = [None, 0.0]

@@ -162,6 +162,7 @@ class LocalRuntime:
         self._active: Counter[str] = Counter()
         self._closing = False
         self._stalled = False
+        self._ended = 0  # invocations returned: each may have freed capacity
         self._relay_busy = False
         if isinstance(clock, VirtualClock):
             clock.interleave = self.gate.jitter_ms > 0
@@ -367,6 +368,7 @@ class LocalRuntime:
             mark_worker(False)
             with self._lock:
                 mapping.inflight -= 1
+                self._ended += 1
             self.clock.end()
 
     # --------------------------------------------------------------------------- the outbox stream
@@ -414,7 +416,9 @@ class LocalRuntime:
             self._errors.append(exc)
         finally:
             mark_worker(False)
-            self._relay_busy = False
+            with self._lock:
+                self._relay_busy = False
+                self._ended += 1
             self.clock.end()
 
     # --------------------------------------------------------------------------- the sweeper
@@ -458,7 +462,14 @@ class LocalRuntime:
         return did
 
     def next_due(self) -> datetime | None:
-        candidates = [self.scheduler.next_due(), self.clock.next_wakeup(), self._next_sweep]
+        """When anything is next due (never before now): a sleeper waking, or what ``_next_outside`` finds."""
+        due = _earliest(self.clock.next_wakeup(), self._next_outside())
+        return None if due is None else max(due, self.clock.now())
+
+    def _next_outside(self) -> datetime | None:
+        """When the next thing other than a sleeper is due: a schedule, a message, a sweep, a ramp
+        step, a stream retry (never before now)."""
+        candidates = [self.scheduler.next_due(), self._next_sweep]
         if not self._relay_busy:
             candidates.append(self.stream.retry_at)
         now = self.clock.now()
@@ -487,21 +498,40 @@ class LocalRuntime:
             self._stalled = True
             raise self._hung(f"a worker stayed busy for {limit:g} s of wall time without the clock moving")
 
+    def _changes(self) -> tuple[int, ...]:
+        """Moves whenever something may have become due sooner (``changes``) or capacity was freed."""
+        versions = motopatch.versions
+        return (versions["sqs"], versions["stream"], versions["scheduler"], self._ended)
+
     def run_virtual(self, until: datetime, on_step: Callable[[], None] | None = None) -> None:
         clock = self.clock
         assert isinstance(clock, VirtualClock), "run_virtual needs a VirtualClock"
         still = _Stillness(clock, self.stall_wall_s)
+        # After a pump that started nothing: the change counters then, and the next time anything
+        # but a sleeper is due. While neither has moved, another pump would start nothing either.
+        quiet: tuple[tuple[int, ...], datetime | None] | None = None
         while True:
-            progressed = self.pump()
-            self._wait_idle()
+            if quiet is not None and self._errors:
+                raise RuntimeError("the local runtime failed") from self._errors[0]
+            if (
+                quiet is None
+                or quiet[0] != self._changes()
+                or (quiet[1] is not None and quiet[1] <= clock.now())
+            ):
+                progressed = self.pump()
+                self._wait_idle()
+                if progressed:
+                    quiet = None
+                else:
+                    quiet = (self._changes(), self._next_outside())
             if on_step:
                 on_step()
             if still.stuck():
                 self._stalled = True
                 raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
-            if progressed:
+            if quiet is None:
                 continue
-            nxt = self.next_due()
+            nxt = _earliest(clock.next_wakeup(), quiet[1])
             if nxt is None or nxt > until:
                 if clock.now() >= until:
                     break
@@ -598,6 +628,11 @@ class LocalRuntime:
             if stuck:
                 log.error("worker threads still busy at close: %s", ", ".join(stuck))
             wiring.use(None)
+
+
+def _earliest(*times: datetime | None) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
 
 
 class _Stillness:
