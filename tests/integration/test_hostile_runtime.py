@@ -281,3 +281,19 @@ def test_a_worker_busy_off_the_clock_fails_the_run_after_the_stall_bound(
         assert "stayed busy" in caught.value.reason
     finally:
         release.set()
+
+
+# --------------------------------------------------------------------------- throttling in moto (up)
+def test_with_throttling_in_moto_each_handler_attempt_is_throttled_at_most_once(
+    local_stacks: list[LocalStack],
+) -> None:
+    faults = Faults(throttle={"dynamodb:GetItem": 0.25}, throttle_in_moto=True, seed=2)
+    stack, _ = start(local_stacks, transport="inproc", faults=faults)
+    client, table = stack.deps.store.client, stack.settings.table("tasks")
+    retries = 0
+    for n in range(8):
+        answer = client.get_item(TableName=table, Key={"task_id": {"S": f"t{n}"}})
+        retries += answer["ResponseMetadata"]["RetryAttempts"]
+    assert stack.throttler.injected == {}  # the handlers' own session throttles nothing ...
+    # ... so every retry botocore made answered a throttle from moto, and every throttle was retried.
+    assert retries == stack.moto_faults.throttler.injected["dynamodb:GetItem"] > 0
