@@ -53,7 +53,7 @@ from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
 from rebound_local.invocations import CallGate, Invocation, Lane, working_for
 from rebound_local.provision import ACCOUNT, REGION
 from rebound_local.streams import Delivery, FailureDestination, StreamMapping
-from rebound_local.workers import Running, RuntimeHung, WorkerPool
+from rebound_local.workers import Running, RuntimeHung, Stillness, WorkerPool, earliest
 
 log = logging.getLogger(__name__)
 
@@ -463,7 +463,7 @@ class LocalRuntime:
 
     def next_due(self) -> datetime | None:
         """When anything is next due (never before now): a sleeper waking, or what ``_next_outside`` finds."""
-        due = _earliest(self.clock.next_wakeup(), self._next_outside())
+        due = earliest(self.clock.next_wakeup(), self._next_outside())
         return None if due is None else max(due, self.clock.now())
 
     def _next_outside(self) -> datetime | None:
@@ -506,7 +506,7 @@ class LocalRuntime:
     def run_virtual(self, until: datetime, on_step: Callable[[], None] | None = None) -> None:
         clock = self.clock
         assert isinstance(clock, VirtualClock), "run_virtual needs a VirtualClock"
-        still = _Stillness(clock, self.stall_wall_s)
+        still = Stillness(clock, self.stall_wall_s)
         # After a pump that started nothing: the change counters then, and the next time anything
         # but a sleeper is due. While neither has moved, another pump would start nothing either.
         quiet: tuple[tuple[int, ...], datetime | None] | None = None
@@ -531,7 +531,7 @@ class LocalRuntime:
                 raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
             if quiet is None:
                 continue
-            nxt = _earliest(clock.next_wakeup(), quiet[1])
+            nxt = earliest(clock.next_wakeup(), quiet[1])
             if nxt is None or nxt > until:
                 if clock.now() >= until:
                     break
@@ -549,7 +549,7 @@ class LocalRuntime:
 
     def drain(self) -> None:
         """Finish the work already due now without moving the clock."""
-        still = _Stillness(self.clock, self.stall_wall_s)
+        still = Stillness(self.clock, self.stall_wall_s)
         while self.pump():
             self._wait_idle()
             if still.stuck():
@@ -628,28 +628,6 @@ class LocalRuntime:
             if stuck:
                 log.error("worker threads still busy at close: %s", ", ".join(stuck))
             wiring.use(None)
-
-
-def _earliest(*times: datetime | None) -> datetime | None:
-    known = [t for t in times if t is not None]
-    return min(known) if known else None
-
-
-class _Stillness:
-    """Notices when virtual time has not moved for ``wall_s`` of wall time."""
-
-    def __init__(self, clock: VirtualClock | ScaledClock, wall_s: float) -> None:
-        self._clock = clock
-        self._wall_s = wall_s
-        self._seen = clock.now()
-        self._since = time.monotonic()
-
-    def stuck(self) -> bool:
-        now = self._clock.now()
-        if now != self._seen:
-            self._seen, self._since = now, time.monotonic()
-            return False
-        return time.monotonic() - self._since > self._wall_s
 
 
 def esm_allowed(model: LatencyModel, maximum: int, backlog_since: datetime | None, now: datetime) -> int:

@@ -5,7 +5,8 @@
   handed-over job always gets a thread at once (a job waiting for a thread while the virtual clock
   counts it busy would stop the clock for good).
 - ``Running``: the invocations under way, for abandoning them and for saying what was still
-  running when the runtime cannot finish (``RuntimeHung``).
+  running when the runtime cannot finish (``RuntimeHung``); ``Stillness`` notices virtual time
+  that no longer moves.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import Clock
 from rebound_local.invocations import Invocation
 
 log = logging.getLogger(__name__)
@@ -109,3 +112,25 @@ class RuntimeHung(RuntimeError):
 
     def to_json(self) -> dict[str, Any]:
         return {"reason": self.reason, "at": iso(self.now), "running": self.running}
+
+
+def earliest(*times: datetime | None) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+class Stillness:
+    """Notices when virtual time has not moved for ``wall_s`` of wall time."""
+
+    def __init__(self, clock: Clock, wall_s: float) -> None:
+        self._clock = clock
+        self._wall_s = wall_s
+        self._seen = clock.now()
+        self._since = time.monotonic()
+
+    def stuck(self) -> bool:
+        now = self._clock.now()
+        if now != self._seen:
+            self._seen, self._since = now, time.monotonic()
+            return False
+        return time.monotonic() - self._since > self._wall_s
