@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -109,3 +110,15 @@ def calls(wired: Deps) -> RecordingTargets:
     recorder = RecordingTargets(wired.targets, wired.clock)
     wired.targets = recorder
     return recorder
+
+
+@pytest.fixture
+def local_stacks() -> Iterator[list[Any]]:
+    """Local stacks a test starts (``support.start_virtual``): stopped afterwards, moto reset."""
+    from rebound_local.cloud import reset_moto
+
+    started: list[Any] = []
+    yield started
+    for stack in started:
+        stack.stop()
+    reset_moto()

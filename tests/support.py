@@ -239,3 +239,20 @@ def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z"
     with pytest.raises(SimulatedCrash):
         Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 300)
     deps.faults = saved
+
+
+def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[Any, Any]:
+    """A local stack on a fresh moto and a ``VirtualClock`` at ``start`` (``direct`` transport
+    unless ``transport`` says otherwise); kept in ``started`` (the ``local_stacks`` fixture)."""
+    from rebound_local import motopatch
+    from rebound_local.clock import VirtualClock
+    from rebound_local.cloud import reset_moto
+    from rebound_local.stack import start_local
+
+    reset_moto()
+    motopatch.install()
+    clock = VirtualClock(start)
+    kwargs.setdefault("transport", "direct")
+    stack = start_local(clock, **kwargs)
+    started.append(stack)
+    return stack, clock

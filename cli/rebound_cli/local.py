@@ -55,28 +55,51 @@ def demo() -> None:
 @click.option(
     "--env", "environment", default="local", show_default=True, help="environment name of the resources"
 )
-def up(port: int, time_scale: float, state_dir: Path | None, no_view: bool, environment: str) -> None:
+@click.option(
+    "--faults",
+    "faults_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="YAML with faults: (as in a scenario file; model: optional): a hostile cloud for every client",
+)
+def up(
+    port: int,
+    time_scale: float,
+    state_dir: Path | None,
+    no_view: bool,
+    environment: str,
+    faults_file: Path | None,
+) -> None:
     """Start the AWS stand-in with Rebound running in it, until Ctrl-C.
 
-    Any AWS client can use the printed endpoint (region us-east-1, any credentials).
+    Any AWS client can use the printed endpoint (region us-east-1, any credentials). With
+    --faults, every client meets the faults the file names (throttling, transaction conflicts,
+    index lag, latest-only receipt handles; the runtime's own crashes, timeouts and retries).
 
     \b
     Examples:
       rebound local up
       rebound local up --time-scale 60 --state-dir .local-state/up
       rebound local up --port 0 --no-view
+      rebound local up --faults config/local/hostile-faults.yaml
     """
+    from rebound.domain.errors import ConfigError
     from rebound_local.up import UpOptions, run_up
 
-    code = run_up(
-        UpOptions(
-            port=port,
-            time_scale=time_scale,
-            state_dir=state_dir,
-            view=not no_view,
-            environment=environment,
+    try:
+        code = run_up(
+            UpOptions(
+                port=port,
+                time_scale=time_scale,
+                state_dir=state_dir,
+                view=not no_view,
+                environment=environment,
+                faults_file=faults_file,
+            )
         )
-    )
+    except ConfigError as exc:
+        click.echo(f"error: {exc.message}", err=True)
+        sys.exit(2)
     sys.exit(code)
 
 

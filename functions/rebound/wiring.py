@@ -6,6 +6,7 @@ clock, metrics sink and fault points.
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any
 
@@ -82,6 +83,7 @@ def build_deps(
         settings.event_source,
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
         sleep=clock.sleep,
+        rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ import boto3
 from rebound_local import motopatch
 from rebound_local.provision import ACCOUNT, REGION
 
+_ACCOUNT_STREAMS = re.compile(r"^https://\d{12}\.streams-ddb\.([a-z0-9-]+)\.amazonaws\.com")
 LOCAL_CREDENTIALS = {"aws_access_key_id": "rebound-local", "aws_secret_access_key": "rebound-local"}
 
 
@@ -82,6 +84,9 @@ class LocalCloud:
                 answer = gate(event_name, request)
                 if answer is not None:
                     return answer
+            # botocore sends a DynamoDB Streams call naming a stream ARN to the account's own
+            # endpoint, which moto's in-process routing does not know; the regional one it does.
+            request.url = _ACCOUNT_STREAMS.sub(r"https://streams.dynamodb.\1.amazonaws.com", request.url)
             return stubber(event_name, request, **kwargs)
 
         session.events.register("before-send", send)

@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
+from moto.core.exceptions import ServiceException
 
 from rebound_local import motopatch
-from rebound_local.instrument import AwsCalls, Throttler, in_worker
+from rebound_local.instrument import THROTTLE_CODES, AwsCalls, Throttler
+from rebound_local.invocations import CallGate
 from rebound_local.provision import ACCOUNT, REGION
 
 MAX_ATTEMPTS = 5  # botocore's standard retry mode: 1 call + 4 retries
@@ -54,10 +55,10 @@ def _client_error(exc: Exception, operation: str) -> ClientError:
 
 
 class _Direct:
-    """Shared plumbing: counting, injected throttling, botocore-style retries, error shapes."""
+    """Shared plumbing: counting, the call gate, injected throttling, botocore-style retries, error shapes."""
 
     service = ""
-    latency: CallLatency | None = None
+    gate: CallGate | None = None
 
     def __init__(self, fallback: Any, calls: AwsCalls, throttler: Throttler) -> None:
         self._fallback = fallback
@@ -71,16 +72,12 @@ class _Direct:
 
     def _call(self, operation: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         self._calls.record(f"{self.service}:{operation}")
-        if self.latency is not None and self.latency.aws_call_ms > 0 and in_worker():
-            self.latency.clock.sleep(self.latency.aws_call_ms / 1000.0)
+        if self.gate is not None:
+            self.gate.before_call()  # abandoned invocation: SimulatedCrash; call time; interleaving
         for attempt in range(1, MAX_ATTEMPTS + 1):
             if self._throttler.hit(f"{self.service}:{operation}"):
                 if attempt == MAX_ATTEMPTS:
-                    code = (
-                        "ProvisionedThroughputExceededException"
-                        if self.service == "dynamodb"
-                        else "ThrottlingException"
-                    )
+                    code = THROTTLE_CODES.get(self.service, "ThrottlingException")
                     raise ClientError(
                         {"Error": {"Code": code, "Message": "Rate exceeded (injected by the simulator)"}},
                         operation,
@@ -94,8 +91,26 @@ class _Direct:
             except Exception as exc:
                 if hasattr(exc, "error_type") or hasattr(exc, "description"):
                     raise _client_error(exc, operation) from exc
+                if isinstance(exc, ServiceException):
+                    raise self._service_error(exc, operation) from exc
                 raise
         raise AssertionError("unreachable")
+
+    def _service_error(self, exc: ServiceException, operation: str) -> ClientError:
+        """The botocore error for one of moto's serializable exceptions (SQS raises these)."""
+        code, message = str(exc.code), str(exc.message)
+        status = 400
+        try:
+            shape = self.meta.service_model.shape_for_error_code(code)
+        except Exception:
+            shape = None
+        if shape is not None:
+            status = int(shape.metadata.get("error", {}).get("httpStatusCode", 400))
+        response: dict[str, Any] = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+        return ClientError(response, operation)  # type: ignore[arg-type]
 
 
 class DirectDynamoDB(_Direct):
@@ -138,9 +153,24 @@ class DirectDynamoDB(_Direct):
 
         return self._call("PutItem", run)
 
-    def delete_item(self, *, TableName: str, Key: Mapping[str, Any], **_: Any) -> dict[str, Any]:
+    def delete_item(
+        self,
+        *,
+        TableName: str,
+        Key: Mapping[str, Any],
+        ConditionExpression: str | None = None,
+        ExpressionAttributeNames: Mapping[str, str] | None = None,
+        ExpressionAttributeValues: Mapping[str, Any] | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            self._backend.delete_item(TableName, dict(Key))
+            self._backend.delete_item(
+                TableName,
+                dict(Key),
+                dict(ExpressionAttributeNames or {}),
+                dict(ExpressionAttributeValues or {}),
+                ConditionExpression,
+            )
             return {}
 
         return self._call("DeleteItem", run)
@@ -388,22 +418,20 @@ DIRECT: dict[str, type[_Direct]] = {
 }
 
 
-@dataclass(frozen=True)
-class CallLatency:
-    clock: Any
-    aws_call_ms: float
-
-
 class DirectSession:
-    """Looks like a boto3 session to ``build_deps``: hot-path services direct, the rest in-process."""
+    """Looks like a boto3 session to ``build_deps``: hot-path services direct, the rest in-process
+    (``dynamodbstreams`` among them).
+
+    ``gate`` runs before every direct call, as its ``before-call`` hook does for the in-process
+    clients of ``inner``."""
 
     def __init__(
-        self, inner: Any, calls: AwsCalls, throttler: Throttler, latency: CallLatency | None = None
+        self, inner: Any, calls: AwsCalls, throttler: Throttler, gate: CallGate | None = None
     ) -> None:
         self._inner = inner
         self._calls = calls
         self._throttler = throttler
-        self._latency = latency
+        self._gate = gate
         self.events = inner.events
 
     def client(self, service: str, **kwargs: Any) -> Any:
@@ -412,7 +440,7 @@ class DirectSession:
         if direct is None:
             return fallback
         client = direct(fallback, self._calls, self._throttler)
-        client.latency = self._latency
+        client.gate = self._gate
         return client
 
     def __getattr__(self, name: str) -> Any:

@@ -22,6 +22,10 @@ from botocore.awsrequest import AWSResponse
 
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
+from rebound_local.invocations import SimulatedCrash as SimulatedCrash  # re-exported: it began here
+from rebound_local.invocations import abandon_current
+from rebound_local.invocations import in_worker as in_worker
+from rebound_local.invocations import mark_worker as mark_worker
 
 
 class RecordingMetrics:
@@ -56,18 +60,15 @@ class RecordingMetrics:
             return out
 
 
-class SimulatedCrash(BaseException):
-    """The invocation dies here, as a Lambda does on a crash or timeout: no cleanup, no response.
-
-    A ``BaseException`` so that no handler's ``except Exception`` can swallow it.
-    """
-
-
 @dataclass
 class CrashPlan:
+    """Crashes at named points: each time one is reached, with probability ``rate``, at most
+    ``limit`` times per point (``None``: no limit). A crash kills the whole invocation."""
+
     points: frozenset[str] = frozenset()
     rate: float = 0.0
     seed: int = 0
+    limit: int | None = None
     crashes: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -78,10 +79,13 @@ class CrashPlan:
         if point not in self.points or self.rate <= 0:
             return
         with self._lock:
+            if self.limit is not None and self.crashes[point] >= self.limit:
+                return
             hit = self._rng.random() < self.rate
             if hit:
                 self.crashes[point] += 1
         if hit:
+            abandon_current("crash")
             raise SimulatedCrash(point)
 
 
@@ -139,7 +143,13 @@ class AwsCalls:
 # The service ids botocore uses in event names, for the service names users write.
 _EVENT_SERVICE = {"events": "eventbridge", "eventbridge": "eventbridge"}
 _SERVICE_OF_EVENT = {"eventbridge": "events"}
-_THROTTLE_CODE = {"dynamodb": "ProvisionedThroughputExceededException"}
+THROTTLE_CODES = {
+    "dynamodb": "ProvisionedThroughputExceededException",
+    "sqs": "RequestThrottled",
+    "sns": "ThrottledException",
+    "lambda": "TooManyRequestsException",
+}
+"""Each service's own throttling error (botocore retries each of them); others: ThrottlingException."""
 
 
 class Throttler:
@@ -187,7 +197,7 @@ class Throttler:
         service = _SERVICE_OF_EVENT.get(service_id, service_id)
         if not self.hit(f"{service}:{operation}"):
             return None
-        code = _THROTTLE_CODE.get(service, "ThrottlingException")
+        code = THROTTLE_CODES.get(service, "ThrottlingException")
         message = "Rate exceeded (injected by the simulator)"
         body = json.dumps({"__type": code, "message": message}).encode()
         headers = {"Content-Type": "application/x-amz-json-1.0", "x-amzn-ErrorType": code}
@@ -290,15 +300,3 @@ class LatencyModel:
             or self.esm_start_concurrency is not None
             or self.scheduler_invocations_per_s is not None
         )
-
-
-_worker = threading.local()
-
-
-def in_worker() -> bool:
-    """Whether this thread is running a Lambda invocation for the runtime (and may spend time)."""
-    return bool(getattr(_worker, "active", False))
-
-
-def mark_worker(active: bool) -> None:
-    _worker.active = active

@@ -15,7 +15,7 @@ the behaviour each patch provides, so an upgrade that breaks one fails loudly.
 4. **SQS receive.** moto recomputes all queue attributes for every message received; the
    retention check needs one of them.
 5. **Change counters.** Schedule changes bump ``versions["scheduler"]`` so the local Scheduler
-   re-reads schedules only when something changed.
+   re-reads schedules only when something changed (SQS and stream counters: ``changes``).
 6. **Queries.** moto answers every ``Query`` by sorting and filtering the whole table. The patch
    keeps, per table, which items each global secondary index's partition key value holds
    (updated on every put, delete and update), and hands moto's own query code only the items of
@@ -78,6 +78,11 @@ def install() -> None:
         _patch_sqs_ledger()
         _patch_event_routing()
         _state["installed"] = True
+    from rebound_local import changes, hostile, streams
+
+    hostile.install()  # faults inside moto; they pass through until activated
+    streams.install()
+    changes.install()
 
 
 _last_now: list[Any] = [None, 0.0]
@@ -319,6 +324,10 @@ class _PartitionIndex:
         self.placed[pk] = placed
 
 
+INDEX_VIEW: list[Callable[[Any, str, Any, list[Any]], list[Any]] | None] = [None]
+"""What an index query sees instead of the partition's present items (set by ``hostile``)."""
+
+
 def _index_of(table: Any) -> _PartitionIndex:
     index: _PartitionIndex | None = table.__dict__.get("_rebound_partitions")
     if index is None:
@@ -391,6 +400,8 @@ def _patch_query_index() -> None:
             if index_name in partitions.attrs and hash_key_conditions and len(hash_key_conditions) == 1:
                 keys = partitions.buckets[index_name].get(hash_key_conditions[0][1], set())
                 candidates = [item for item in (self.get_item(h, r) for h, r in keys) if item is not None]
+                if INDEX_VIEW[0] is not None:  # index lag (rebound_local.hostile)
+                    candidates = INDEX_VIEW[0](self, index_name, hash_key_conditions[0][1], candidates)
         if candidates is None:
             return original()
         ordered = sorted(candidates, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)

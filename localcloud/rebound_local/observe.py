@@ -173,6 +173,9 @@ def schedule_counts(cloud: LocalCloud) -> ScheduleCounts:
 
 
 def pending_stream_records(cloud: LocalCloud, settings: Settings) -> int:
+    """Outbox stream records the relay's mapping has not delivered yet."""
+    from rebound_local.streams import unconsumed
+
     with motopatch.LOCK:
         shard = _table(cloud, settings.table("outbox")).stream_shard
-        return len(shard.items) if shard is not None else 0
+        return len(unconsumed(shard)) if shard is not None else 0

@@ -6,25 +6,38 @@
   invocation raises or crashes, none are, and they return after the visibility timeout. moto's
   receive applies the redrive policy (``maxReceiveCount``).
 - **The outbox relay's stream mapping.** New records of the outbox table's DynamoDB stream are
-  handed to the relay function in order; a reported failure is retried from that record.
+  handed to the relay function in order, one batch at a time (``rebound_local.streams``: retries,
+  bisecting, the on-failure record and 24 h retention with ``stream_retries``).
 - **EventBridge Scheduler.** ``rebound_local.scheduler`` fires due schedules.
 - **Bus rules.** moto itself delivers matching events to the rules' SQS targets.
 - **The sweeper's one-minute schedule.**
 
+Every invocation runs on a worker thread as an ``invocations.Invocation``: with
+``handler_timeouts`` it is abandoned at its function's timeout (``SimulatedCrash`` at its next AWS
+call or clock sleep), and an abandoned or crashed invocation deletes none of its messages. With
+``concurrency`` N, each pump starts batches until N invocations of a function run at once, and the
+clock wakes one worker at a time (``VirtualClock.interleave``), so their AWS calls interleave in
+an order the seed decides.
+
 Two drivers: ``run_virtual`` (a discrete-event clock; hours pass in seconds) and
-``run_realtime`` (the wall clock, optionally scaled).
+``run_realtime`` (the wall clock, optionally scaled). ``finish`` takes no new work and serves the
+clock until every invocation under way has returned; past a bound it abandons them and raises
+``RuntimeHung`` saying what was still running. ``run_virtual`` raises it too when a worker stays
+busy, or virtual time stands still, for ``stall_wall_s`` of wall time.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import logging
+import random
 import threading
+import time
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -34,16 +47,22 @@ from rebound import wiring
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
-from rebound_local.clock import ScaledClock, VirtualClock
+from rebound_local.clock import ScaledClock, Timer, VirtualClock
 from rebound_local.cloud import LocalCloud
 from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
+from rebound_local.invocations import CallGate, Invocation, Lane, working_for
 from rebound_local.provision import ACCOUNT, REGION
+from rebound_local.streams import Delivery, FailureDestination, StreamMapping
+from rebound_local.workers import Running, RuntimeHung, Stillness, WorkerPool, earliest
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any], Any], Any]
 SWEEP_EVERY = timedelta(minutes=1)
-STREAM_BATCH = 100
+STALL_WALL_S = 300.0
+"""Wall seconds a worker may stay busy, or virtual time stand still, before the runtime gives up."""
+FINISH_WALL_S = 60.0
+FINISH_GRACE = timedelta(seconds=60)
 
 
 class LocalContext:
@@ -52,16 +71,20 @@ class LocalContext:
     def __init__(self, spec: r.FunctionSpec, clock: VirtualClock | ScaledClock, environment: str) -> None:
         self.function_name = f"rebound-{environment}-{spec.logical}"
         self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+        self.invoked_function_arn = function_arn(spec, environment)
         self.memory_limit_in_mb = spec.memory_mb
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{self.function_name}"
         self.log_stream_name = "local"
         self._clock = clock
-        self._deadline = clock.now() + timedelta(seconds=spec.timeout_s)
+        self.deadline = clock.now() + timedelta(seconds=spec.timeout_s)
 
     def get_remaining_time_in_millis(self) -> int:
-        return max(int((self._deadline - self._clock.now()).total_seconds() * 1000), 0)
+        return max(int((self.deadline - self._clock.now()).total_seconds() * 1000), 0)
+
+
+def function_arn(spec: r.FunctionSpec, environment: str) -> str:
+    return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:rebound-{environment}-{spec.logical}"
 
 
 def load_handler(path: str) -> Handler:
@@ -76,13 +99,10 @@ class Mapping:
     queue_name: str
     queue_arn: str
     handler: Handler
+    max_concurrency: int = 1000  # the mapping's maximum concurrency (spec, or the model's override)
     inflight: int = 0
     environments: int = 0  # the most concurrent invocations so far: each one beyond was a cold start
     backlog_since: datetime | None = None  # when the current backlog began (the scaling ramp)
-
-    @property
-    def max_concurrency(self) -> int:
-        return self.spec.max_concurrency or 1000
 
 
 @dataclass
@@ -94,6 +114,9 @@ class RuntimeStats:
     messages_delivered: Counter[str] = field(default_factory=Counter)
     peak_concurrency: Counter[str] = field(default_factory=Counter)
     cold_starts: Counter[str] = field(default_factory=Counter)
+    timeouts: Counter[str] = field(default_factory=Counter)
+    """Invocations abandoned at their function's timeout (``handler_timeouts: enforce``)."""
+    abandoned_at_close: Counter[str] = field(default_factory=Counter)
     events_relayed: int = 0
     schedules_fired: int = 0
     sweeps: int = 0
@@ -109,8 +132,14 @@ class LocalRuntime:
         *,
         duplicate_delivery: int = 1,
         sweep_every: timedelta = SWEEP_EVERY,
-        max_workers: int = 32,
         latency: LatencyModel | None = None,
+        gate: CallGate | None = None,
+        concurrency: int | None = None,
+        executor_max_concurrency: int | None = None,
+        handler_timeouts: bool = False,
+        stream_retries: int | None = None,
+        seed: int = 0,
+        stall_wall_s: float = STALL_WALL_S,
     ) -> None:
         self.cloud = cloud
         self.settings = settings
@@ -121,23 +150,47 @@ class LocalRuntime:
         self.stats = RuntimeStats()
         self.recent_events: deque[tuple[datetime, str, dict[str, Any]]] = deque(maxlen=200)
         self.latency = latency or LatencyModel()
+        self.gate = gate or CallGate(clock)
+        self.concurrency = concurrency
+        self.handler_timeouts = handler_timeouts
+        self.seed = seed
+        self.stall_wall_s = stall_wall_s
+        self.running = Running()
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
+        self._numbers = itertools.count(1)
+        self._active: Counter[str] = Counter()
+        self._closing = False
+        self._stalled = False
+        self._ended = 0  # invocations returned: each may have freed capacity
+        self._relay_busy = False
+        if isinstance(clock, VirtualClock):
+            clock.interleave = self.gate.jitter_ms > 0
         wiring.use(deps)
 
         self.mappings: list[Mapping] = []
         for spec in r.SPEC.functions:
             if spec.queue:
                 ref = settings.queue(spec.queue)
-                self.mappings.append(Mapping(spec, ref.name, ref.arn, load_handler(spec.handler)))
-        if self.latency.active:
-            # Invocations that spend virtual time hold a thread while they wait: one per slot.
-            max_workers = max(max_workers, sum(m.max_concurrency for m in self.mappings) + 8)
-        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
+                maximum = spec.max_concurrency or 1000
+                if spec.logical == "executor" and executor_max_concurrency is not None:
+                    maximum = executor_max_concurrency
+                if concurrency is not None:
+                    maximum = min(maximum, concurrency)
+                self.mappings.append(
+                    Mapping(spec, ref.name, ref.arn, load_handler(spec.handler), max_concurrency=maximum)
+                )
+        self._pool = WorkerPool("lambda")
         relay = next(f for f in r.SPEC.functions if f.stream_table)
         self._relay_spec = relay
         self._relay = load_handler(relay.handler)
-        self._relay_table = settings.table(str(relay.stream_table))
+        self.stream = StreamMapping(
+            cloud.dynamodb_backend,
+            settings.table(str(relay.stream_table)),
+            FailureDestination(settings.queue("control_dlq").name, function_arn(relay, settings.environment)),
+            max_retries=stream_retries,
+            request_ids=self._request_id,
+        )
         self._sweeper_spec = next(f for f in r.SPEC.functions if f.every_minute)
         self._sweeper = load_handler(self._sweeper_spec.handler)
         self._next_sweep = _next_minute(clock.now())
@@ -150,6 +203,10 @@ class LocalRuntime:
             invocations_per_s=self.latency.scheduler_invocations_per_s,
         )
 
+    def _request_id(self) -> uuid.UUID:
+        """A Lambda request id, drawn from the seed (for failure records)."""
+        return uuid.UUID(int=random.Random(f"{self.seed}:{self.stream.failure_records}").getrandbits(128))
+
     # --------------------------------------------------------------------------- plumbing AWS does
     def _deliver_to_arn(self, arn: str, body: str) -> None:
         if ":sqs:" not in arn:
@@ -157,25 +214,77 @@ class LocalRuntime:
         with motopatch.LOCK:
             self.cloud.sqs_backend().send_message(queue_name=arn.rsplit(":", 1)[-1], message_body=body)
 
+    def _submit(self, job: Callable[..., None], *args: Any) -> None:
+        """Hand an invocation to a worker thread; the clock counts it busy until it returns."""
+        self.clock.begin()
+        self._pool.submit(job, next(self._numbers), *args)
+
     def _invoke(
-        self, name: str, handler: Handler, spec: r.FunctionSpec, event: dict[str, Any], start_ms: float = 0.0
-    ) -> Any:
-        if start_ms > 0:
-            self.clock.sleep(start_ms / 1000.0)  # the environment starting, before the handler's clock
-        context = LocalContext(spec, self.clock, self.settings.environment)
+        self,
+        spec: r.FunctionSpec,
+        handler: Handler,
+        event: dict[str, Any],
+        number: int,
+        start_ms: float = 0.0,
+        messages: Sequence[str] = (),
+    ) -> tuple[bool, Any]:
+        """Run one invocation in this worker thread: (True, response), or (False, None) if it
+        raised, crashed or was abandoned."""
+        name = spec.logical
+        invocation = Invocation(name, self.clock.now(), messages, number)
+        lane = Lane(invocation, random.Random(f"{self.seed}:{name}:{number}"))
+        self.running.add(invocation)
         with self._lock:
-            self.stats.invocations[name] += 1
+            self._active[name] += 1
+            peak = self.stats.peak_concurrency
+            peak[name] = max(peak[name], self._active[name])
+        timer: Timer | None = None
+        ok, response = False, None
         try:
-            return handler(event, context)
-        except SimulatedCrash:
+            with working_for(lane):
+                try:
+                    self.gate.start()
+                    if start_ms > 0:
+                        # The environment starting, before the handler's clock.
+                        self.clock.sleep(start_ms / 1000.0)
+                    context = LocalContext(spec, self.clock, self.settings.environment)
+                    invocation.deadline = context.deadline
+                    if self.handler_timeouts:
+                        timer = self.clock.call_at(context.deadline, lambda: self._time_out(invocation))
+                    with self._lock:
+                        self.stats.invocations[name] += 1
+                    response = handler(event, context)
+                    ok = True
+                except SimulatedCrash:
+                    invocation.abandon("crash")
+                except Exception as exc:
+                    with self._lock:
+                        self.stats.errors[name] += 1
+                    log.warning("%s invocation failed: %s", name, exc)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self.running.remove(invocation)
             with self._lock:
-                self.stats.crashes[name] += 1
-            return None
-        except Exception as exc:
-            with self._lock:
-                self.stats.errors[name] += 1
-            log.warning("%s invocation failed: %s", name, exc)
-            return None
+                self._active[name] -= 1
+                if invocation.reason == "timeout":
+                    self.stats.timeouts[name] += 1
+                elif invocation.reason == "closed":
+                    self.stats.abandoned_at_close[name] += 1
+                elif invocation.reason is not None:
+                    self.stats.crashes[name] += 1
+        if invocation.dead:
+            return False, None  # abandoned: whatever it returned, nobody received it
+        return ok, response
+
+    def _time_out(self, invocation: Invocation) -> None:
+        if invocation.abandon("timeout"):
+            log.warning(
+                "%s invocation #%d abandoned at its timeout (%s)",
+                invocation.function,
+                invocation.number,
+                invocation.deadline,
+            )
 
     # --------------------------------------------------------------------------- SQS mappings
     def _allowed(self, mapping: Mapping, now: datetime) -> int:
@@ -185,8 +294,16 @@ class LocalRuntime:
         return esm_next_step(self.latency, mapping.max_concurrency, mapping.backlog_since, now)
 
     def _poll(self, mapping: Mapping) -> bool:
+        """Start batches for this mapping: one per pump, or with ``concurrency`` as many as it allows."""
+        started = 0
+        limit = 1 if self.concurrency is None else mapping.max_concurrency
+        while started < limit and self._poll_once(mapping):
+            started += 1
+        return started > 0
+
+    def _poll_once(self, mapping: Mapping) -> bool:
         capacity = self._allowed(mapping, self.clock.now()) - mapping.inflight
-        if capacity <= 0:
+        if capacity <= 0 or self._closing:
             return False
         backend = self.cloud.sqs_backend()
         with motopatch.LOCK:
@@ -213,22 +330,29 @@ class LocalRuntime:
                 mapping.inflight += 1
                 cold = mapping.inflight > mapping.environments
                 mapping.environments = max(mapping.environments, mapping.inflight)
-                self.stats.peak_concurrency[mapping.spec.logical] = mapping.environments
+                peak = self.stats.peak_concurrency
+                peak[mapping.spec.logical] = max(peak[mapping.spec.logical], mapping.environments)
                 self.stats.cold_starts[mapping.spec.logical] += int(cold)
             start_ms = self.latency.cold_start_ms if cold else self.latency.invocation_ms
-            self.clock.begin()
-            self._pool.submit(self._run_batch, mapping, event, receipts, start_ms)
+            self._submit(self._run_batch, mapping, event, receipts, start_ms)
         return True
 
     def _run_batch(
-        self, mapping: Mapping, event: dict[str, Any], receipts: dict[str, str], start_ms: float = 0.0
+        self,
+        number: int,
+        mapping: Mapping,
+        event: dict[str, Any],
+        receipts: dict[str, str],
+        start_ms: float = 0.0,
     ) -> None:
         mark_worker(True)
         try:
-            response = self._invoke(mapping.spec.logical, mapping.handler, mapping.spec, event, start_ms)
-            if response is None:
-                return  # error or crash: every message returns after its visibility timeout
-            failed = {item["itemIdentifier"] for item in response.get("batchItemFailures", [])}
+            ok, response = self._invoke(
+                mapping.spec, mapping.handler, event, number, start_ms, messages=tuple(receipts)
+            )
+            if not ok:
+                return  # error, crash or abandoned: every message returns after its visibility timeout
+            failed = {item["itemIdentifier"] for item in (response or {}).get("batchItemFailures", [])}
             with self._lock:
                 self.stats.batch_item_failures[mapping.spec.logical] += len(failed)
             backend = self.cloud.sqs_backend()
@@ -244,69 +368,80 @@ class LocalRuntime:
             mark_worker(False)
             with self._lock:
                 mapping.inflight -= 1
+                self._ended += 1
             self.clock.end()
 
     # --------------------------------------------------------------------------- the outbox stream
     def _relay_outbox(self) -> bool:
-        backend = self.cloud.dynamodb_backend()
-        with motopatch.LOCK:
-            shard = backend.get_table(self._relay_table).stream_shard
-            pending = list(shard.items[:STREAM_BATCH])
-            records = [_stream_record(item.record) for item in pending]
-        if not records:
+        if self._relay_busy or self._closing:
             return False
-        with self.clock_busy():
-            response = self._invoke(
-                self._relay_spec.logical, self._relay, self._relay_spec, {"Records": records}
+        delivery = self.stream.next_batch(self.clock.now())
+        if delivery is None:
+            return False
+        self._relay_busy = True
+        self._submit(self._run_relay, delivery)
+        return True
+
+    def _run_relay(self, number: int, delivery: Delivery) -> None:
+        mark_worker(True)
+        try:
+            ok, response = self._invoke(
+                self._relay_spec,
+                self._relay,
+                {"Records": delivery.records},
+                number,
+                self.latency.invocation_ms,
+                messages=(f"stream records {delivery.first}..{delivery.last}",),
             )
-        if response is None:
-            return True  # the mapping retries the same batch
-        failures = [item["itemIdentifier"] for item in response.get("batchItemFailures", [])]
-        done = len(records)
-        if failures:
-            done = [rec["dynamodb"]["SequenceNumber"] for rec in records].index(failures[0])
-        for record in records[:done]:
-            if record.get("eventName") == "INSERT":
-                image = record["dynamodb"]["NewImage"]
-                self.recent_events.append(
-                    (self.clock.now(), image["detail_type"]["S"], {"detail": image["detail"]["S"]})
-                )
-        with self._lock:
-            self.stats.events_relayed += sum(1 for rec in records[:done] if rec.get("eventName") == "INSERT")
-        with motopatch.LOCK:
-            # Consumed records are dropped so a long simulation's stream does not grow without bound.
-            del shard.items[:done]
-            shard.starting_sequence_number += done
-        return done > 0
-
-    def clock_busy(self) -> Any:
-        clock = self.clock
-        if isinstance(clock, VirtualClock):
-            return clock.busy()
-        from contextlib import nullcontext
-
-        return nullcontext()
+            failed_from: int | None = None
+            if ok:
+                failures = [item["itemIdentifier"] for item in (response or {}).get("batchItemFailures", [])]
+                if failures:
+                    sequence = [rec["dynamodb"]["SequenceNumber"] for rec in delivery.records]
+                    # An identifier not in the batch fails the whole batch, as on AWS.
+                    at = sequence.index(failures[0]) if failures[0] in sequence else 0
+                    failed_from = delivery.first + at
+            consumed = self.stream.completed(delivery, self.clock.now(), failed_from, error=not ok)
+            relayed = 0
+            for record in delivery.records[:consumed]:
+                if record.get("eventName") == "INSERT":
+                    relayed += 1
+                    image = record["dynamodb"]["NewImage"]
+                    self.recent_events.append(
+                        (self.clock.now(), image["detail_type"]["S"], {"detail": image["detail"]["S"]})
+                    )
+            with self._lock:
+                self.stats.events_relayed += relayed
+        except BaseException as exc:
+            self._errors.append(exc)
+        finally:
+            mark_worker(False)
+            with self._lock:
+                self._relay_busy = False
+                self._ended += 1
+            self.clock.end()
 
     # --------------------------------------------------------------------------- the sweeper
     def _maybe_sweep(self) -> bool:
-        if self.clock.now() < self._next_sweep:
+        if self.clock.now() < self._next_sweep or self._closing:
             return False
         self._next_sweep = _next_minute(self.clock.now()) + (self.sweep_every - SWEEP_EVERY)
         self.stats.sweeps += 1
-        self.clock.begin()
-        self._pool.submit(self._run_sweep)
+        self._submit(self._run_sweep)
         return True
 
-    def _run_sweep(self) -> None:
+    def _run_sweep(self, number: int) -> None:
         mark_worker(True)
         try:
             self._invoke(
-                self._sweeper_spec.logical,
-                self._sweeper,
                 self._sweeper_spec,
+                self._sweeper,
                 {"source": "aws.scheduler"},
+                number,
                 self.latency.invocation_ms,
             )
+        except BaseException as exc:
+            self._errors.append(exc)
         finally:
             mark_worker(False)
             self.clock.end()
@@ -327,7 +462,16 @@ class LocalRuntime:
         return did
 
     def next_due(self) -> datetime | None:
-        candidates = [self.scheduler.next_due(), self.clock.next_wakeup(), self._next_sweep]
+        """When anything is next due (never before now): a sleeper waking, or what ``_next_outside`` finds."""
+        due = earliest(self.clock.next_wakeup(), self._next_outside())
+        return None if due is None else max(due, self.clock.now())
+
+    def _next_outside(self) -> datetime | None:
+        """When the next thing other than a sleeper is due: a schedule, a message, a sweep, a ramp
+        step, a stream retry (never before now)."""
+        candidates = [self.scheduler.next_due(), self._next_sweep]
+        if not self._relay_busy:
+            candidates.append(self.stream.retry_at)
         now = self.clock.now()
         backend = self.cloud.sqs_backend()
         with motopatch.LOCK:
@@ -344,35 +488,73 @@ class LocalRuntime:
             return None
         return max(min(future), now)
 
+    def _hung(self, reason: str) -> RuntimeHung:
+        return RuntimeHung(reason, self.clock.now(), self.running.describe())
+
+    def _wait_idle(self, wall_s: float | None = None) -> None:
+        """Wait until no worker is busy; ``RuntimeHung`` if one stays busy for ``wall_s``."""
+        limit = self.stall_wall_s if wall_s is None else wall_s
+        if not self.clock.wait_idle(timeout=max(limit, 0.0)):
+            self._stalled = True
+            raise self._hung(f"a worker stayed busy for {limit:g} s of wall time without the clock moving")
+
+    def _changes(self) -> tuple[int, ...]:
+        """Moves whenever something may have become due sooner (``changes``) or capacity was freed."""
+        versions = motopatch.versions
+        return (versions["sqs"], versions["stream"], versions["scheduler"], self._ended)
+
     def run_virtual(self, until: datetime, on_step: Callable[[], None] | None = None) -> None:
         clock = self.clock
         assert isinstance(clock, VirtualClock), "run_virtual needs a VirtualClock"
+        still = Stillness(clock, self.stall_wall_s)
+        # After a pump that started nothing: the change counters then, and the next time anything
+        # but a sleeper is due. While neither has moved, another pump would start nothing either.
+        quiet: tuple[tuple[int, ...], datetime | None] | None = None
         while True:
-            progressed = self.pump()
-            clock.wait_idle()
+            if quiet is not None and self._errors:
+                raise RuntimeError("the local runtime failed") from self._errors[0]
+            if (
+                quiet is None
+                or quiet[0] != self._changes()
+                or (quiet[1] is not None and quiet[1] <= clock.now())
+            ):
+                progressed = self.pump()
+                self._wait_idle()
+                if progressed:
+                    quiet = None
+                else:
+                    quiet = (self._changes(), self._next_outside())
             if on_step:
                 on_step()
-            if progressed:
+            if still.stuck():
+                self._stalled = True
+                raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
+            if quiet is None:
                 continue
-            nxt = self.next_due()
+            nxt = earliest(clock.next_wakeup(), quiet[1])
             if nxt is None or nxt > until:
-                if clock.now() < until:
-                    clock.advance_to(until)
-                    continue
-                break
-            if nxt <= clock.now():
+                if clock.now() >= until:
+                    break
+                nxt = until
+            elif nxt <= clock.now():
                 # Something is due but could not start (no capacity): only a sleeper can free it.
                 wake = clock.next_wakeup()
                 if wake is None:
                     break
                 nxt = wake
             clock.advance_to(nxt)
+            # The workers it woke finish their turn before the next pump looks at the queues.
+            self._wait_idle()
         self.drain()
 
     def drain(self) -> None:
         """Finish the work already due now without moving the clock."""
+        still = Stillness(self.clock, self.stall_wall_s)
         while self.pump():
-            self.clock.wait_idle()
+            self._wait_idle()
+            if still.stuck():
+                self._stalled = True
+                raise self._hung(f"virtual time stood still for {self.stall_wall_s:g} s of wall time")
         if self._errors:
             raise RuntimeError("the local runtime failed") from self._errors[0]
 
@@ -390,9 +572,62 @@ class LocalRuntime:
             if not busy:
                 stop.wait(tick_s)
 
+    def finish(self, *, virtual_bound: timedelta | None = None, wall_bound_s: float = FINISH_WALL_S) -> None:
+        """Take no new work and serve the clock until every invocation under way has returned.
+
+        On a ``VirtualClock`` this moves time on, waking sleepers, at most ``virtual_bound``
+        (default: the longest function timeout plus a minute) past now; on a ``ScaledClock`` it
+        waits. Past either bound, or ``wall_bound_s`` of wall time, the invocations still running
+        are abandoned and ``RuntimeHung`` says what they were.
+        """
+        self._closing = True
+        if self._stalled:  # it already failed to finish once: do not wait as long again
+            wall_bound_s = min(wall_bound_s, 1.0)
+        clock = self.clock
+        started = time.monotonic()
+        if not isinstance(clock, VirtualClock):
+            scale = clock.scale
+            longest = max(f.timeout_s for f in r.SPEC.functions) / scale
+            while len(self.running) and time.monotonic() - started < max(wall_bound_s, longest):
+                time.sleep(0.02)
+            if len(self.running):
+                self._give_up("invocations still running when the runtime stopped")
+            return
+        bound = virtual_bound or timedelta(seconds=max(f.timeout_s for f in r.SPEC.functions)) + FINISH_GRACE
+        limit = clock.now() + bound
+        while True:
+            left = wall_bound_s - (time.monotonic() - started)
+            if not clock.wait_idle(timeout=max(left, 0.0)):
+                self._give_up(f"a worker stayed busy for {wall_bound_s:g} s of wall time while finishing")
+            if not len(self.running) and clock.busy_workers == 0:
+                return
+            wake = clock.next_wakeup()
+            if wake is None:
+                self._give_up("invocations wait for something the clock cannot wake")
+            elif wake > limit:
+                self._give_up(f"invocations still running {bound.total_seconds():g} s after the end")
+            else:
+                clock.advance_to(wake)
+
+    def _give_up(self, reason: str) -> None:
+        hung = self._hung(reason)
+        self.running.abandon_all("closed")
+        clock = self.clock
+        if isinstance(clock, VirtualClock):
+            # The abandoned wake with SimulatedCrash and unwind (a stalled worker cannot).
+            clock.wait_idle(timeout=0.5 if self._stalled else 5.0)
+        raise hung
+
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=False)
-        wiring.use(None)
+        try:
+            self.finish()
+        except RuntimeHung as hung:
+            log.error("the local runtime stopped with invocations still running: %s", hung)
+        finally:
+            stuck = self._pool.shutdown(timeout=1.0 if self._stalled else 5.0)
+            if stuck:
+                log.error("worker threads still busy at close: %s", ", ".join(stuck))
+            wiring.use(None)
 
 
 def esm_allowed(model: LatencyModel, maximum: int, backlog_since: datetime | None, now: datetime) -> int:
@@ -453,13 +688,3 @@ def _sqs_record(message: Any, queue_arn: str) -> dict[str, Any]:
         "eventSourceARN": queue_arn,
         "awsRegion": REGION,
     }
-
-
-def _stream_record(record: dict[str, Any]) -> dict[str, Any]:
-    out = dict(record)
-    dynamodb = dict(out["dynamodb"])
-    created = dynamodb.get("ApproximateCreationDateTime")
-    if isinstance(created, datetime):
-        dynamodb["ApproximateCreationDateTime"] = created.replace(tzinfo=UTC).timestamp()
-    out["dynamodb"] = dynamodb
-    return out

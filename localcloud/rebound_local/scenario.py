@@ -12,8 +12,13 @@ messages:                          # put raw messages on a queue, as any AWS cli
 settle: 2h                         # after the window: at most this long for retries to finish
 faults:
   duplicate_delivery: 3
-  crash: {points: [after_claim, after_target, before_outcome], rate: 0.05}
+  crash: {points: [after_claim, after_target, before_outcome], rate: 0.05, limit: 10}
   throttle: {"dynamodb:PutItem": 0.2, "scheduler:CreateSchedule": 0.5}
+  transaction_conflict: 0.05       # share of transactions and conditional writes cancelled by a conflict
+  index_lag: 2s                    # GSI queries see the table as it was this long ago
+  receipt_handles: latest_only     # only a message's newest receipt handle deletes it (default: recent)
+  handler_timeouts: enforce        # a handler past its Lambda timeout is abandoned (default: off)
+  stream_retries: 3                # the outbox stream mapping's MaximumRetryAttempts (default: forever)
 model:                             # how long things take (default: instantaneous, no ramps)
   aws_call_ms: 15                  # each DynamoDB/SQS/EventBridge call a handler makes
   invocation_ms: 30                # each warm Lambda invocation, around the handler
@@ -21,6 +26,8 @@ model:                             # how long things take (default: instantaneou
   esm_start_concurrency: 5         # SQS event source mappings: 5 batches when a backlog starts,
   esm_scale_per_minute: 300        # then up to 300 more per minute, up to the function's maximum
   scheduler_invocations_per_s: 1000  # EventBridge Scheduler's invocation quota
+  concurrency: 4                   # invocations of each function run at once, interleaving AWS calls
+  executor_max_concurrency: 2      # the executor's mapping maximum instead of the spec's 100
 expect:                            # scenario-specific invariants, judged with the others
   on_time_pct: 99                  # at least this % of scheduled runs start within 60 s
 sabotage:                          # test only: break an invariant on purpose
@@ -37,20 +44,36 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rebound import resources as r
 from rebound.config.loader import config_error, load_yaml, parse_task_file
 from rebound.domain.durations import Seconds
 from rebound.domain.errors import ConfigError
-from rebound.domain.models import Task
+from rebound.domain.models import TENANT_PATTERN, Task, TenantSettings
 from rebound.domain.timefmt import UtcDatetime
+from rebound.engine.crashpoints import CRASH_POINTS
 from rebound_local.instrument import LatencyModel
 
-CrashPoint = Literal["after_claim", "after_target", "before_outcome"]
-CRASH_POINTS: tuple[str, ...] = ("after_claim", "after_target", "before_outcome")
+
+def _known_crash_point(value: str) -> str:
+    if value not in CRASH_POINTS:
+        raise ValueError(f"unknown crash point {value!r}; the code declares {', '.join(CRASH_POINTS)}")
+    return value
+
+
+CrashPoint = Annotated[str, AfterValidator(_known_crash_point)]
 THROTTLE_KEY = r"^[a-z0-9-]+:[A-Z][A-Za-z0-9]+$"
 MAX_DURATION_S = 31 * 86400
+MAX_INDEX_LAG_S = 3600.0
 QUEUE_NAMES = tuple(q.logical for q in r.SPEC.queues)
 
 
@@ -59,10 +82,12 @@ class _Strict(BaseModel):
 
 
 class Crash(_Strict):
-    """The executor dies at these points, with this probability each time it reaches one."""
+    """An invocation dies at these points (``rebound.engine.crashpoints``), with this probability
+    each time it reaches one, at most ``limit`` times per point."""
 
     points: list[CrashPoint] = Field(min_length=1)
     rate: float = Field(ge=0.0, le=1.0)
+    limit: int | None = Field(default=None, ge=1, description="at most this many crashes per point")
 
 
 class Faults(_Strict):
@@ -71,6 +96,22 @@ class Faults(_Strict):
     throttle: dict[Annotated[str, Field(pattern=THROTTLE_KEY)], Annotated[float, Field(ge=0.0, lt=1.0)]] = (
         Field(default_factory=dict)
     )
+    transaction_conflict: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="share of transactions and conditional writes cancelled"
+    )
+    index_lag: Seconds = Field(default=0.0, description="how far behind the table GSI queries see it")
+    receipt_handles: Literal["recent", "latest_only"] = "recent"
+    handler_timeouts: Literal["off", "enforce"] = "off"
+    stream_retries: int | None = Field(
+        default=None, ge=0, le=10_000, description="the outbox stream mapping's MaximumRetryAttempts"
+    )
+
+    @field_validator("index_lag")
+    @classmethod
+    def _sane_lag(cls, value: float) -> float:
+        if value > MAX_INDEX_LAG_S:
+            raise ValueError(f"at most {MAX_INDEX_LAG_S:g} s, got {value:g} s")
+        return value
 
 
 class Sabotage(_Strict):
@@ -99,9 +140,15 @@ class Model(_Strict):
     esm_start_concurrency: int | None = Field(default=None, ge=1, le=1000)
     esm_scale_per_minute: int = Field(default=300, ge=1, le=10_000)
     scheduler_invocations_per_s: int | None = Field(default=None, ge=1, le=100_000)
+    concurrency: int | None = Field(
+        default=None, ge=1, le=100, description="invocations of each function that run at once"
+    )
+    executor_max_concurrency: int | None = Field(
+        default=None, ge=1, le=1000, description="the executor mapping's maximum concurrency"
+    )
 
     def latency(self) -> LatencyModel:
-        return LatencyModel(**self.model_dump())
+        return LatencyModel(**self.model_dump(exclude={"concurrency", "executor_max_concurrency"}))
 
 
 class Expect(_Strict):
@@ -134,6 +181,9 @@ class Scenario(_Strict):
     tasks_file: str | None = None
     tasks: list[dict[str, Any]] | None = None
     task_groups: list[dict[str, Any]] = Field(default_factory=list)
+    tenants: dict[Annotated[str, Field(pattern=TENANT_PATTERN)], TenantSettings] = Field(
+        default_factory=dict, description="per-tenant settings, as in a task file (max_concurrent_runs)"
+    )
     messages: list[InjectedMessage] = Field(default_factory=list)
     faults: Faults = Field(default_factory=Faults)
     model: Model = Field(default_factory=Model)
@@ -163,6 +213,27 @@ class Scenario(_Strict):
         from datetime import timedelta
 
         return self.start + timedelta(seconds=self.duration)
+
+
+class FaultsFile(_Strict):
+    """``rebound local up --faults FILE``: the scenario's ``faults`` (and optionally its ``model``),
+    for every client of the local endpoint; ``seed`` seeds every draw (default 0)."""
+
+    faults: Faults
+    model: Model = Field(default_factory=Model)
+    seed: int = 0
+
+
+def load_faults_file(path: Path | str) -> FaultsFile:
+    """Read and check a faults file; errors name the file and the key path (``ConfigError``)."""
+    path = Path(path)
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "expected a mapping with a faults: key")
+    try:
+        return FaultsFile.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(str(path), exc) from None
 
 
 class LoadedScenario(BaseModel):

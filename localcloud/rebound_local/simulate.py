@@ -6,10 +6,16 @@
    duplicate deliveries, executor crashes at named points, throttled AWS calls.
 3. **Settle.** Recurring schedules stop firing; retries, leases and redeliveries that are
    already under way get up to ``settle`` more schedule time, checked once a minute, to finish.
+   Then the runtime takes no new work and serves the clock until every invocation under way
+   has returned (``LocalRuntime.finish``).
 4. **Judge.** Runs, work orders and audit chains are read straight from moto's tables, every
    queued message is reconciled against the message ledger, and each invariant is checked.
 
-The report is JSON; ``ok`` is true iff every invariant held.
+The report is JSON; ``ok`` is true iff every invariant held and the simulation finished. A run
+that cannot finish (a worker busy off the clock, or virtual time standing still, for
+``stall_wall_s`` of wall time; or invocations still running past every Lambda timeout at the
+end) never hangs: its report has ``ok: false`` and ``hung`` (why, when, and each invocation still
+running: function, since when, its deadline, its messages), and ``rebound local simulate`` exits 3.
 """
 
 from __future__ import annotations
@@ -28,14 +34,17 @@ from typing import Any
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
 from rebound.ops.tasks import TaskOps
+from rebound_local import hostile, motopatch, observe, reports
 from rebound_local import invariants as inv
-from rebound_local import motopatch, observe
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, Invariant, LiveCarriers, Tee
+from rebound_local.reports import write_report
+from rebound_local.runtime import STALL_WALL_S
 from rebound_local.scenario import LoadedScenario
 from rebound_local.stack import Faults, LocalStack, start_local
+from rebound_local.workers import RuntimeHung
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +77,7 @@ class Simulation:
         transport: str = "direct",
         log_file: Path | None = None,
         progress: Progress | None = None,
+        stall_wall_s: float = STALL_WALL_S,
     ) -> None:
         self.loaded = loaded
         self.scenario = loaded.scenario
@@ -80,6 +90,7 @@ class Simulation:
         self.dropped: list[dict[str, str]] = []
         self.tampered: list[str] = []
         self.timing: dict[str, float] = {}
+        self.stall_wall_s = stall_wall_s
         self._drops_left = self.scenario.sabotage.drop_messages
         self._duplicates_left = self.scenario.sabotage.duplicate_fires
         self.sabotaged: dict[str, list[str]] = {}
@@ -97,22 +108,17 @@ class Simulation:
         mock_random.seed(self.seed)
         motopatch.track_messages(self.ledger)
         clock = VirtualClock(sc.start)
-        crash = sc.faults.crash
-        faults = Faults(
-            duplicate_delivery=sc.faults.duplicate_delivery,
-            crash_points=frozenset(crash.points) if crash else frozenset(),
-            crash_rate=crash.rate if crash else 0.0,
-            throttle=dict(sc.faults.throttle),
-            seed=self.seed,
-        )
         stack = start_local(
             clock,
-            faults=faults,
+            faults=Faults.from_config(sc.faults, self.seed),
             jitter_seed=self.seed,
             transport=self.transport,
             log_file=self.log_file,
             log_level=logging.WARNING,
             latency=sc.model.latency() if sc.model.latency().active else None,
+            concurrency=sc.model.concurrency,
+            executor_max_concurrency=sc.model.executor_max_concurrency,
+            stall_wall_s=self.stall_wall_s,
         )
         self._stack = stack
         self.live.queue = stack.settings.queue("execution").name
@@ -120,30 +126,44 @@ class Simulation:
         try:
             self._watch_fires(stack)
             self._double_target_calls(stack)
+            # Registering the scenario's tasks is setup, not part of what is judged: moto's faults
+            # (conflicts, index lag) start with the window.
+            hostile.activate(None)
             ops = TaskOps(stack.deps, actor="simulator")
+            ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(self.loaded.tasks))
+            hostile.activate(stack.moto_faults)
             self.timing["startup_s"] = time.monotonic() - started
 
             mark = time.monotonic()
-            self._run_window(stack, clock)
-            self.timing["run_s"] = time.monotonic() - mark
-
-            mark = time.monotonic()
-            settled_at = self._settle(stack, clock)
-            self.timing["settle_s"] = time.monotonic() - mark
-
-            self._tamper(stack)
-            self._sabotage_end(stack)
-            mark = time.monotonic()
-            report = self._report(stack, clock, settled_at)
-            self.timing["report_s"] = time.monotonic() - mark
+            try:
+                self._run_window(stack, clock)
+                self.timing["run_s"] = time.monotonic() - mark
+                mark = time.monotonic()
+                settled_at = self._settle(stack, clock)
+                self.timing["settle_s"] = time.monotonic() - mark
+            except RuntimeHung as hung:  # mid-run: the tables may be mid-change; no invariants
+                log.error("the simulation did not finish: %s", hung)
+                out = self._unfinished(stack, clock, hung)
+            else:
+                hung_at_end: RuntimeHung | None = None
+                try:
+                    stack.runtime.finish()
+                except RuntimeHung as hung:
+                    log.error("the simulation did not finish: %s", hung)
+                    hung_at_end = hung
+                self._tamper(stack)
+                self._sabotage_end(stack)
+                mark = time.monotonic()
+                out = self._report(stack, clock, settled_at, hung_at_end)
+                self.timing["report_s"] = time.monotonic() - mark
         finally:
             motopatch.track_messages(None)
             stack.stop()
             reset_moto()
         self.timing["total_s"] = time.monotonic() - started
-        report["timing"] = {k: round(v, 3) for k, v in self.timing.items()}
-        return SimulationResult(report)
+        out["timing"] = {k: round(v, 3) for k, v in self.timing.items()}
+        return SimulationResult(out)
 
     def _watch_fires(self, stack: LocalStack) -> None:
         engine = stack.runtime.scheduler
@@ -364,14 +384,37 @@ class Simulation:
                 self.tampered.append(f"{item.attrs['subject'].value} #{item.attrs['seq'].value}")
 
     # --------------------------------------------------------------------------- the report
-    def _report(self, stack: LocalStack, clock: VirtualClock, settled_at: datetime | None) -> dict[str, Any]:
+    def _unfinished(self, stack: LocalStack, clock: VirtualClock, hung: RuntimeHung) -> dict[str, Any]:
+        """The report of a simulation that could not go on: what was still running, what was injected."""
+        return {
+            "ok": False,
+            "hung": hung.to_json(),
+            "scenario": reports.scenario_section(self.loaded, self.seed, self.transport),
+            "virtual_time": {
+                "start": iso(self.scenario.start),
+                "window_end": iso(self.scenario.end),
+                "settled_at": None,
+                "ended_at": iso(clock.now()),
+            },
+            "faults": reports.faults_section(self.scenario, stack, self.dropped, self.tampered),
+            "runtime": reports.runtime_section(stack),
+            "invariants": {},
+            "aws_calls": stack.aws_calls.snapshot(),
+        }
+
+    def _report(
+        self,
+        stack: LocalStack,
+        clock: VirtualClock,
+        settled_at: datetime | None,
+        hung: RuntimeHung | None = None,
+    ) -> dict[str, Any]:
         s = stack.settings
         cloud = stack.cloud
         runs = observe.table_items(cloud, s.table("runs"))
         orders = observe.table_items(cloud, s.table("workorders"))
         chains = observe.audit_chains(cloud, s)
         depths = observe.queue_depths(cloud, s)
-        runtime = stack.runtime
 
         slots = [
             i for i in observe.table_items(cloud, s.table("idempotency")) if str(i["pk"]).startswith("slots#")
@@ -400,17 +443,9 @@ class Simulation:
             invariants["dispatch_on_time"] = _on_time(latency, self.scenario.expect.on_time_pct)
         states = Counter(str(run["state"]) for run in runs)
         report: dict[str, Any] = {
-            "ok": all(inv.ok for inv in invariants.values()),
-            "scenario": {
-                "file": self.loaded.file,
-                "description": self.scenario.description,
-                "start": iso(self.scenario.start),
-                "duration_s": self.scenario.duration,
-                "settle_s": self.scenario.settle,
-                "tasks": len(self.loaded.tasks),
-                "seed": self.seed,
-                "transport": self.transport,
-            },
+            "ok": hung is None and all(inv.ok for inv in invariants.values()),
+            "hung": hung.to_json() if hung is not None else None,
+            "scenario": reports.scenario_section(self.loaded, self.seed, self.transport),
             "virtual_time": {
                 "start": iso(self.scenario.start),
                 "window_end": iso(self.scenario.end),
@@ -438,37 +473,20 @@ class Simulation:
                 "one_time_schedules": observe.schedule_counts(cloud).one_time,
                 "outbox_stream_records": observe.pending_stream_records(cloud, s),
             },
-            "faults": {
-                "duplicate_delivery": self.scenario.faults.duplicate_delivery,
-                "crashes": dict(stack.crashes.crashes),
-                "throttled": dict(stack.throttler.injected),
-                "sabotage": {
-                    "dropped_messages": self.dropped,
-                    "tampered_audit_records": self.tampered,
-                    **self.sabotaged,
-                },
-            },
-            "runtime": {
-                "invocations": dict(runtime.stats.invocations),
-                "errors": dict(runtime.stats.errors),
-                "crashes": dict(runtime.stats.crashes),
-                "batch_item_failures": dict(runtime.stats.batch_item_failures),
-                "messages_delivered": dict(runtime.stats.messages_delivered),
-                "peak_concurrency": dict(runtime.stats.peak_concurrency),
-                "cold_starts": dict(runtime.stats.cold_starts),
-                "schedule_quota_per_s": runtime.scheduler.invocations_per_s,
-                "events_relayed": runtime.stats.events_relayed,
-                "schedules_fired": runtime.stats.schedules_fired,
-                "sweeps": runtime.stats.sweeps,
-            },
+            "faults": reports.faults_section(
+                self.scenario, stack, self.dropped, self.tampered, self.sabotaged
+            ),
+            "runtime": reports.runtime_section(stack),
             "dispatch_latency": latency,
             "messages": self._message_summary(stack),
-            "invariants": {name: inv.to_json() for name, inv in invariants.items()},
+            "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),
-            "runs": [_run_entry(run) for run in sorted(runs, key=lambda r: (r["task_id"], r["run_id"]))],
+            "runs": [
+                reports.run_entry(run) for run in sorted(runs, key=lambda r: (r["task_id"], r["run_id"]))
+            ],
             "work_orders": [
-                _work_order_entry(order) for order in sorted(orders, key=lambda o: o["opened_at"])
+                reports.work_order_entry(order) for order in sorted(orders, key=lambda o: o["opened_at"])
             ],
             "target_calls": [
                 {
@@ -642,50 +660,6 @@ def _on_time(latency: dict[str, Any], wanted_pct: float) -> Invariant:
     return Invariant(pct >= wanted_pct, detail)
 
 
-def _run_entry(run: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "run_id": run["run_id"],
-        "task_id": run["task_id"],
-        "tenant": run.get("tenant"),
-        "scheduled_for": run.get("scheduled_for"),
-        "final_state": run["state"],
-        "attempts": [
-            {
-                "n": a.get("n"),
-                "started_at": a.get("started_at"),
-                "ended_at": a.get("ended_at"),
-                "outcome": a.get("outcome"),
-                "error_code": a.get("error_code"),
-            }
-            for a in run.get("attempts") or []
-        ],
-        "work_order_id": run.get("work_order_id"),
-    }
-
-
-def _work_order_entry(order: dict[str, Any]) -> dict[str, Any]:
-    keys = ("work_order_id", "subject", "run_id", "task_id", "tenant", "state", "severity", "reason")
-    out = {key: order.get(key) for key in keys}
-    out.update(
-        error_code=order.get("error_code"),
-        attempts=order.get("attempts"),
-        opened_at=order.get("opened_at"),
-        deliveries=[
-            {"channel": d.get("channel"), "status": d.get("status"), "attempts": d.get("attempts")}
-            for d in order.get("deliveries") or []
-        ],
-    )
-    return out
-
-
-def write_report(report: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(report, handle, separators=(",", ":"), default=str)
-    tmp.replace(path)
-
-
 def run_simulate(
     scenario_file: Path,
     report_path: Path,
@@ -724,6 +698,17 @@ def run_simulate(
     write_report(result.report, report_path)
 
     report = result.report
+    if report.get("hung"):
+        hung = report["hung"]
+        console.print(f"[red]the simulation did not finish: {hung['reason']} at {hung['at']}[/red]")
+        for running in hung["running"][:10]:
+            console.print(
+                f"  still running: {running['function']} #{running['invocation']} since {running['since']} "
+                f"(deadline {running['deadline']}), messages {', '.join(running['messages']) or '-'}"
+            )
+        console.print(f"report: {report_path}")
+        if not report["invariants"]:
+            return 3
     table = Table(title="Invariants", show_lines=False)
     table.add_column("invariant")
     table.add_column("held")
@@ -750,6 +735,8 @@ def run_simulate(
     console.print(
         "[green]every invariant held[/green]"
         if result.ok
-        else f"[red]failed: {', '.join(result.failed)}[/red]"
+        else f"[red]failed: {', '.join(result.failed) or 'the simulation did not finish'}[/red]"
     )
+    if report.get("hung"):
+        return 3
     return 0 if result.ok else 1

@@ -90,6 +90,7 @@ def capture(cloud: LocalCloud, now: datetime) -> dict[str, Any]:
 
 def _table(table: Any) -> dict[str, Any]:
     from rebound_local.observe import iter_items
+    from rebound_local.streams import unconsumed
 
     shard = getattr(table, "stream_shard", None)
     return {
@@ -102,7 +103,7 @@ def _table(table: Any) -> dict[str, Any]:
         ],
         "stream": table.stream_specification,
         "items": [item.to_json()["Attributes"] for item in iter_items(table)],
-        "stream_pending": [_plain_record(rec.record) for rec in shard.items] if shard is not None else [],
+        "stream_pending": [_plain_record(rec.record) for rec in unconsumed(shard)] if shard else [],
     }
 
 
@@ -211,6 +212,7 @@ def _restore_tables(cloud: LocalCloud, tables: list[dict[str, Any]]) -> int:
         if shard is not None:
             # Restored items are not new changes: only the records not relayed yet go back.
             shard.items = []
+            shard.__dict__.pop("_rebound_checkpoint", None)  # the mapping starts at the first of them
             for record in saved["stream_pending"]:
                 dynamodb = record["dynamodb"]
                 created = dynamodb.get("ApproximateCreationDateTime")

@@ -9,13 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rebound.engine.ports import SequentialFanout
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
 from rebound.wiring import build_deps
+from rebound_local import hostile
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud
-from rebound_local.direct import CallLatency, DirectSession
+from rebound_local.direct import DirectSession
+from rebound_local.fanout import LocalFanout
+from rebound_local.hostile import MotoFaults
 from rebound_local.instrument import (
     AwsCalls,
     CrashPlan,
@@ -24,8 +26,10 @@ from rebound_local.instrument import (
     RecordingTargets,
     Throttler,
 )
+from rebound_local.invocations import CallGate
 from rebound_local.provision import provision
-from rebound_local.runtime import LocalRuntime
+from rebound_local.runtime import STALL_WALL_S, LocalRuntime
+from rebound_local.scenario import Faults as FaultsConfig
 
 # Powertools reads these when the handler modules are imported and when they flush.
 TRANSPORTS = ("http", "inproc", "direct")
@@ -39,13 +43,74 @@ LOCAL_POWERTOOLS_ENV = {
 }
 
 
+YIELD_MS = 1.0
+"""With ``concurrency``: each AWS call a worker makes first sleeps a seeded uniform draw in [0, 1 ms]."""
+
+
 @dataclass
 class Faults:
+    """The faults a local stack injects (``faults:`` in a scenario or ``up --faults`` file)."""
+
     duplicate_delivery: int = 1
     crash_points: frozenset[str] = frozenset()
     crash_rate: float = 0.0
+    crash_limit: int | None = None
     throttle: dict[str, float] = field(default_factory=dict)
+    transaction_conflict: float = 0.0
+    index_lag_s: float = 0.0
+    latest_receipt_only: bool = False
+    handler_timeouts: bool = False
+    stream_retries: int | None = None
     seed: int = 0
+    throttle_in_moto: bool = False
+    """Throttle in moto's request handling (every client of ``up``), not on the handlers' session."""
+
+    @classmethod
+    def from_config(cls, config: FaultsConfig, seed: int, *, throttle_in_moto: bool = False) -> Faults:
+        crash = config.crash
+        return cls(
+            duplicate_delivery=config.duplicate_delivery,
+            crash_points=frozenset(crash.points) if crash else frozenset(),
+            crash_rate=crash.rate if crash else 0.0,
+            crash_limit=crash.limit if crash else None,
+            throttle=dict(config.throttle),
+            transaction_conflict=config.transaction_conflict,
+            index_lag_s=config.index_lag,
+            latest_receipt_only=config.receipt_handles == "latest_only",
+            handler_timeouts=config.handler_timeouts == "enforce",
+            stream_retries=config.stream_retries,
+            seed=seed,
+            throttle_in_moto=throttle_in_moto,
+        )
+
+    def in_moto(self) -> MotoFaults:
+        return MotoFaults(
+            transaction_conflict=self.transaction_conflict,
+            index_lag_s=self.index_lag_s,
+            latest_receipt_only=self.latest_receipt_only,
+            throttle=dict(self.throttle) if self.throttle_in_moto else {},
+            seed=self.seed,
+        )
+
+    def describe(self) -> list[str]:
+        """One line per active fault, for banners."""
+        lines = self.in_moto().describe()
+        if self.duplicate_delivery > 1:
+            copies = self.duplicate_delivery
+            lines.insert(0, f"duplicate delivery: each queue batch handed to {copies} invocations")
+        if self.crash_points and self.crash_rate > 0:
+            limit = f", at most {self.crash_limit} per point" if self.crash_limit else ""
+            lines.append(f"crashes: {self.crash_rate:g} at {', '.join(sorted(self.crash_points))}{limit}")
+        if self.throttle and not self.throttle_in_moto:
+            lines += [
+                f"throttling: {rate:g} of the handlers' {key} calls"
+                for key, rate in sorted(self.throttle.items())
+            ]
+        if self.handler_timeouts:
+            lines.append("handler timeouts: an invocation past its Lambda timeout is abandoned")
+        if self.stream_retries is not None:
+            lines.append(f"stream retries: the outbox mapping gives up after {self.stream_retries} retries")
+        return lines
 
 
 @dataclass
@@ -59,14 +124,21 @@ class LocalStack:
     targets: RecordingTargets
     crashes: CrashPlan
     throttler: Throttler
+    moto_faults: MotoFaults
+    gate: CallGate
+    session: Any
+    """The handlers' session (with the ``direct`` transport a ``DirectSession``)."""
 
     @property
     def deps(self) -> Any:
         return self.runtime.deps
 
     def stop(self) -> None:
-        self.runtime.close()
-        self.cloud.stop()
+        try:
+            self.runtime.close()
+        finally:
+            hostile.activate(None)
+            self.cloud.stop()
 
 
 def route_logs(path: Path | None, level: int = logging.INFO) -> None:
@@ -104,40 +176,55 @@ def start_local(
     jitter_seed: int | None = None,
     log_file: Path | None = None,
     log_level: int = logging.INFO,
-    max_workers: int = 32,
     transport: str = "http",
     latency: LatencyModel | None = None,
+    concurrency: int | None = None,
+    executor_max_concurrency: int | None = None,
+    stall_wall_s: float = STALL_WALL_S,
 ) -> LocalStack:
+    """Start the stand-in, provision Rebound's resources and start the runtime around the handlers.
+
+    ``concurrency``: invocations of each function that run at once, interleaving their AWS calls
+    (on a ``VirtualClock``, in an order ``faults.seed`` decides); ``executor_max_concurrency``:
+    the executor mapping's maximum instead of the spec's.
+    """
     for key, value in LOCAL_POWERTOOLS_ENV.items():
         os.environ.setdefault(key, value)
     quiet_powertools_metrics()
     faults = faults or Faults()
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
     cloud = LocalCloud(port=port, clock=clock.now)
     endpoint = cloud.start()
     settings = provision(cloud.session(), endpoint, environment)
     if jitter_seed is not None:
         settings = settings.model_copy(update={"jitter_seed": jitter_seed})
+    moto_faults = faults.in_moto()
+    hostile.activate(moto_faults)
 
-    if transport not in TRANSPORTS:
-        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
-    if latency is not None and latency.aws_call_ms > 0 and transport != "direct":
-        raise ValueError("a latency model with aws_call_ms needs the direct transport")
     session: Any = cloud.session()
     client_kwargs: dict[str, Any] = {"endpoint_url": endpoint}
     aws_calls = AwsCalls()
     aws_calls.attach(session)
-    throttler = Throttler(faults.throttle, seed=faults.seed)
+    gate = CallGate(
+        clock,
+        aws_call_ms=latency.aws_call_ms if latency else 0.0,
+        # Interleaving needs turns only on a virtual clock; on a scaled one threads really race.
+        jitter_ms=YIELD_MS if concurrency is not None and isinstance(clock, VirtualClock) else 0.0,
+    )
+    gate.attach(session)  # in the calling thread, before each botocore call (the direct path calls it too)
+    # Throttled in moto (every client) or here (the handlers only); never both.
+    throttler = Throttler({} if faults.throttle_in_moto else faults.throttle, seed=faults.seed)
     if transport == "http":
         throttler.attach(session)
     else:
         cloud.attach_inproc(session, gate=throttler.respond)
         client_kwargs = {}
     if transport == "direct":
-        call_latency = CallLatency(clock, latency.aws_call_ms) if latency and latency.aws_call_ms else None
-        session = DirectSession(session, aws_calls, throttler, call_latency)
+        session = DirectSession(session, aws_calls, throttler, gate)
     metrics = RecordingMetrics()
     targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
-    crashes = CrashPlan(faults.crash_points, faults.crash_rate, faults.seed)
+    crashes = CrashPlan(faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit)
     deps = build_deps(
         settings,
         session=session,
@@ -145,9 +232,8 @@ def start_local(
         metrics=metrics,
         faults=crashes,
         targets=targets,
+        fanout=LocalFanout(clock, gate),
         client_kwargs=client_kwargs,
-        # Threads the virtual clock does not know would break its accounting of busy workers.
-        fanout=SequentialFanout(),
     )
     runtime = LocalRuntime(
         cloud,
@@ -155,8 +241,27 @@ def start_local(
         deps,
         clock,
         duplicate_delivery=faults.duplicate_delivery,
-        max_workers=max_workers,
         latency=latency,
+        gate=gate,
+        concurrency=concurrency,
+        executor_max_concurrency=executor_max_concurrency,
+        handler_timeouts=faults.handler_timeouts,
+        stream_retries=faults.stream_retries,
+        seed=faults.seed,
+        stall_wall_s=stall_wall_s,
     )
     route_logs(log_file, log_level)
-    return LocalStack(cloud, clock, settings, runtime, metrics, aws_calls, targets, crashes, throttler)
+    return LocalStack(
+        cloud,
+        clock,
+        settings,
+        runtime,
+        metrics,
+        aws_calls,
+        targets,
+        crashes,
+        throttler,
+        moto_faults,
+        gate,
+        session,
+    )

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -28,7 +29,8 @@ from rich.live import Live
 from rebound_local import snapshot
 from rebound_local.clock import ScaledClock
 from rebound_local.provision import REGION
-from rebound_local.stack import LocalStack, start_local
+from rebound_local.scenario import load_faults_file
+from rebound_local.stack import Faults, LocalStack, start_local
 from rebound_local.view import Dashboard, PlainLog
 
 log = logging.getLogger(__name__)
@@ -43,14 +45,21 @@ class UpOptions:
     environment: str = "local"
     save_every_s: float = 30.0
     status_every_s: float = 10.0
+    faults_file: Path | None = None
+    """YAML with ``faults:`` (and optionally ``model:`` and ``seed:``): a hostile cloud for every client."""
 
 
 class _Stop(Exception):
     """SIGTERM, handled like Ctrl-C."""
 
 
-def usage(endpoint: str, environment: str, opts: UpOptions) -> str:
+def usage(endpoint: str, environment: str, opts: UpOptions, faults: list[str] | None = None) -> str:
     state = f"state is kept in {opts.state_dir}" if opts.state_dir else "state is not kept (use --state-dir)"
+    hostile = (
+        [f"hostile mode ({opts.faults_file}):", *(f"  {line}" for line in faults)]
+        if faults
+        else ["faults: none (a kind cloud; --faults FILE for a hostile one)"]
+    )
     return "\n".join(
         [
             f"endpoint {endpoint}  (region {REGION}, any credentials)",
@@ -61,6 +70,7 @@ def usage(endpoint: str, environment: str, opts: UpOptions) -> str:
             f"  resource names: aws ssm get-parameter --name /rebound/{environment}/resources",
             f"time scale {opts.time_scale:g} (one wall second is {opts.time_scale:g} schedule seconds)",
             state,
+            *hostile,
         ]
     )
 
@@ -75,13 +85,35 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     clock = ScaledClock(start, opts.time_scale)
     log_dir = opts.state_dir or Path(".local-state")
     log_dir.mkdir(parents=True, exist_ok=True)
+    hostile: dict[str, Any] = {}
+    if opts.faults_file is not None:
+        chosen = load_faults_file(opts.faults_file)  # ConfigError: the CLI exits 2 before anything starts
+        latency = chosen.model.latency()
+        hostile = {
+            # Throttled in moto's request handling: every client meets it, the handlers once.
+            "faults": Faults.from_config(chosen.faults, chosen.seed, throttle_in_moto=True),
+            "latency": latency if latency.active else None,
+            "concurrency": chosen.model.concurrency,
+            "executor_max_concurrency": chosen.model.executor_max_concurrency,
+        }
     stack = start_local(
-        clock, port=opts.port, environment=opts.environment, log_file=log_dir / "up-handlers.log"
+        clock,
+        port=opts.port,
+        environment=opts.environment,
+        log_file=log_dir / "up-handlers.log",
+        **hostile,
     )
     restored: dict[str, int] | None = None
     if opts.state_dir and saved_at is not None:
         restored = snapshot.restore(stack.cloud, opts.state_dir)
-    out.print(usage(stack.cloud.endpoint_url, opts.environment, opts))
+    faults: list[str] | None = None
+    if hostile:
+        faults = hostile["faults"].describe()
+        if hostile["concurrency"]:
+            faults.append(f"concurrency: up to {hostile['concurrency']} invocations of each function at once")
+        if hostile["executor_max_concurrency"]:
+            faults.append(f"executor: at most {hostile['executor_max_concurrency']} batches at once")
+    out.print(usage(stack.cloud.endpoint_url, opts.environment, opts, faults))
     if restored is not None:
         out.print(
             f"restored from {snapshot.state_file(opts.state_dir or Path())}: {restored['items']} items, "

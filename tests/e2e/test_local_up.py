@@ -60,7 +60,7 @@ def _eventually(check: Callable[[], Any], timeout: float = 60.0, every: float = 
 
 
 class UpProcess:
-    def __init__(self, port: int, state_dir: Path) -> None:
+    def __init__(self, port: int, state_dir: Path, *extra: str) -> None:
         self.port = port
         self.endpoint = f"http://127.0.0.1:{port}"
         cmd = [
@@ -76,6 +76,7 @@ class UpProcess:
             TIME_SCALE,
             "--state-dir",
             str(state_dir),
+            *extra,
         ]
         self.proc = subprocess.Popen(
             cmd,
@@ -96,11 +97,11 @@ class UpProcess:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
-    def client(self, service: str) -> Any:
+    def client(self, service: str, **kwargs: Any) -> Any:
         session = boto3.session.Session(
             aws_access_key_id="anything", aws_secret_access_key="anything", region_name="us-east-1"
         )
-        return session.client(service, endpoint_url=self.endpoint)  # type: ignore[call-overload]
+        return session.client(service, endpoint_url=self.endpoint, **kwargs)  # type: ignore[call-overload]
 
     def resources(self) -> dict[str, Any]:
         value = self.client("ssm").get_parameter(Name="/rebound/local/resources")["Parameter"]["Value"]

@@ -25,9 +25,11 @@ import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+from rebound_local import hostile
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.direct import DirectDynamoDB, DirectEvents, DirectScheduler, DirectSQS
+from rebound_local.hostile import MotoFaults
 from rebound_local.stack import LocalStack, start_local
 from support import START
 
@@ -912,3 +914,139 @@ def test_scheduler_answers_the_same_on_both_transports(runs: Runs) -> None:
     assert error_code(inproc.answer("get deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("delete deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("get from a missing group")) == "ResourceNotFoundException"
+
+
+# --------------------------------------------------------------------------- hostile mode (moto-level)
+@script
+def hostile_dynamodb(t: Transcript) -> None:
+    """Transaction conflicts and index lag act inside moto, so both transports meet them alike."""
+    ddb, runs = t.ddb, t.stack.settings.table("runs")
+    key = {"run_id": {"S": "h1"}}
+    t.call("put before the faults", ddb.put_item, TableName=runs, Item=_run("h1", task_id="th", state="ok"))
+    hostile.activate(MotoFaults(transaction_conflict=0.999, seed=5))
+    try:
+        t.call(
+            "conflicting transaction",
+            ddb.transact_write_items,
+            TransactItems=[
+                {"Put": {"TableName": runs, "Item": _run("h2", state="pending")}},
+                {"Put": {"TableName": runs, "Item": _run("h3", state="pending")}},
+                {"Delete": {"TableName": runs, "Key": key}},
+            ],
+        )
+        t.call(
+            "conflicting conditional put",
+            ddb.put_item,
+            TableName=runs,
+            Item=_run("h4", state="pending"),
+            ConditionExpression="attribute_not_exists(run_id)",
+        )
+        t.call(
+            "conflicting conditional update",
+            ddb.update_item,
+            TableName=runs,
+            Key=key,
+            UpdateExpression="SET #s = :s",
+            ConditionExpression="attribute_exists(run_id)",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={":s": {"S": "later"}},
+        )
+        t.call(
+            "conflicting conditional delete",
+            ddb.delete_item,
+            TableName=runs,
+            Key=key,
+            ConditionExpression="attribute_exists(run_id)",
+        )
+        t.call("unconditional put", ddb.put_item, TableName=runs, Item=_run("h5", task_id="th", state="ok"))
+    finally:
+        hostile.activate(None)
+    t.call("nothing of the conflicts was written", ddb.scan, TableName=runs, ConsistentRead=True)
+
+    hostile.activate(MotoFaults(index_lag_s=2.0))
+    try:
+        query = {
+            "TableName": runs,
+            "IndexName": "by_state",
+            "KeyConditionExpression": "#s = :s",
+            "ExpressionAttributeNames": {"#s": "state"},
+            "ExpressionAttributeValues": {":s": {"S": "ok"}},
+        }
+        t.call("index before the write", ddb.query, **query)
+        t.call(
+            "write", ddb.put_item, TableName=runs, Item=_run("h6", task_id="th", state="ok", updated_at="u")
+        )
+        t.call("index at once", ddb.query, **query)
+        t.call("base table at once", ddb.get_item, TableName=runs, Key={"run_id": {"S": "h6"}})
+        t.advance(2.5)
+        t.call("index after the lag", ddb.query, **query)
+    finally:
+        hostile.activate(None)
+
+
+def test_injected_conflicts_and_index_lag_answer_the_same_on_both_transports(runs: Runs) -> None:
+    inproc, direct = runs.pair("hostile_dynamodb")
+    assert_same_answers(inproc, direct)
+
+    cancelled = inproc.answer("conflicting transaction")
+    assert error_code(cancelled) == "TransactionCanceledException"
+    codes = [reason["Code"] for reason in cancelled["CancellationReasons"]]
+    assert sorted(codes) == ["None", "None", "TransactionConflict"]
+    for label in (
+        "conflicting conditional put",
+        "conflicting conditional update",
+        "conflicting conditional delete",
+    ):
+        assert error_code(inproc.answer(label)) == "TransactionConflictException", label
+    assert "error" not in inproc.answer("unconditional put")
+    scanned = inproc.answer("nothing of the conflicts was written")["Items"]
+    stored = {i["run_id"]["S"]: i["state"]["S"] for i in scanned if i["run_id"]["S"].startswith("h")}
+    assert stored == {"h1": "ok", "h5": "ok"}
+
+    def ids(label: str) -> set[str]:
+        return {item["run_id"]["S"] for item in inproc.answer(label)["Items"]}
+
+    assert "h6" not in ids("index at once")
+    assert inproc.answer("base table at once")["Item"]["state"] == {"S": "ok"}
+    assert "h6" in ids("index after the lag")
+
+
+@script
+def hostile_sqs(t: Transcript) -> None:
+    """Only a message's latest receipt handle acts on it (DeleteMessage / ChangeMessageVisibility)."""
+    sqs, url = t.sqs, t.stack.settings.queue("retry").url
+    t.call("send", sqs.send_message, QueueUrl=url, MessageBody="stale")
+    [old] = _handles(t.call("first receive", sqs.receive_message, QueueUrl=url, VisibilityTimeout=1, **ALL))
+    t.advance(2)
+    [new] = _handles(t.call("second receive", sqs.receive_message, QueueUrl=url, VisibilityTimeout=1, **ALL))
+    hostile.activate(MotoFaults(latest_receipt_only=True))
+    try:
+        sent = len(t.sent)
+        try:
+            sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=old, VisibilityTimeout=60)
+            t.record("extend with the old handle", "accepted", wire=len(t.sent) > sent)
+        except ClientError as exc:  # the message names the (random) handle
+            error = t._error(exc)
+            error["Message"] = error["Message"].replace(old, "<the old handle>")
+            t.record("extend with the old handle", error, wire=len(t.sent) > sent)
+        t.call("delete with the old handle", sqs.delete_message, QueueUrl=url, ReceiptHandle=old)
+        t.advance(2)
+        t.call("still there", sqs.receive_message, QueueUrl=url, VisibilityTimeout=30, **ALL)
+        t.call("delete with a stale handle again", sqs.delete_message, QueueUrl=url, ReceiptHandle=new)
+    finally:
+        hostile.activate(None)
+
+
+def test_a_stale_receipt_handle_answers_the_same_on_both_transports(runs: Runs) -> None:
+    inproc, direct = runs.pair("hostile_sqs")
+    assert_same_answers(
+        inproc,
+        direct,
+        direct_over_wire=frozenset({"delete with the old handle", "delete with a stale handle again"}),
+    )
+    stale = inproc.answer("extend with the old handle")
+    assert error_code(stale) == "InvalidParameterValue"
+    assert stale["Message"].startswith("Value <the old handle> for parameter ReceiptHandle is invalid")
+    assert inproc.answer("delete with the old handle") == {}  # succeeds ...
+    [again] = inproc.answer("still there")["Messages"]  # ... and deletes nothing
+    assert again["Body"] == "stale" and again["Attributes"]["ApproximateReceiveCount"] == "3"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from rebound.domain.errors import ConfigError
-from rebound_local.scenario import load_scenario, parse_scenario
+from rebound_local.scenario import load_faults_file, load_scenario, parse_scenario
 
 pytestmark = pytest.mark.unit
 
@@ -164,3 +164,124 @@ def test_a_bad_model_or_expectation_names_its_key(changes: dict[str, Any], key_p
     err = error_of(scenario(**changes))
     assert err.file == "scn.yaml" and err.key_path == key_path
     assert words in err.problem
+
+
+# --------------------------------------------------------------------------- hostile mode
+def test_hostile_faults_and_model_keys_are_read() -> None:
+    loaded = parse_scenario(
+        scenario(
+            faults={
+                "crash": {"points": ["after_wait", "after_publish"], "rate": 1.0, "limit": 1},
+                "transaction_conflict": 0.05,
+                "index_lag": "2s",
+                "receipt_handles": "latest_only",
+                "handler_timeouts": "enforce",
+                "stream_retries": 3,
+            },
+            model={"concurrency": 4, "executor_max_concurrency": 2},
+        ),
+        "scn.yaml",
+    )
+    faults, model = loaded.scenario.faults, loaded.scenario.model
+    assert faults.crash is not None and faults.crash.limit == 1
+    assert faults.crash.points == ["after_wait", "after_publish"]
+    assert (faults.transaction_conflict, faults.index_lag) == (0.05, 2.0)
+    assert (faults.receipt_handles, faults.handler_timeouts, faults.stream_retries) == (
+        "latest_only",
+        "enforce",
+        3,
+    )
+    assert (model.concurrency, model.executor_max_concurrency) == (4, 2)
+    assert not model.latency().active  # concurrency alone spends no time
+
+
+def test_hostile_keys_default_to_todays_kind_cloud() -> None:
+    faults = parse_scenario(scenario(), "scn.yaml").scenario.faults
+    assert faults.transaction_conflict == 0 and faults.index_lag == 0
+    assert (faults.receipt_handles, faults.handler_timeouts, faults.stream_retries) == ("recent", "off", None)
+    model = parse_scenario(scenario(), "scn.yaml").scenario.model
+    assert model.concurrency is None and model.executor_max_concurrency is None
+
+
+def test_index_lag_takes_milliseconds() -> None:
+    loaded = parse_scenario(scenario(faults={"index_lag": "500ms"}), "scn.yaml")
+    assert loaded.scenario.faults.index_lag == 0.5
+
+
+def test_every_declared_crash_point_is_accepted_and_an_unknown_one_lists_them() -> None:
+    from rebound.engine.crashpoints import CRASH_POINTS
+
+    every = parse_scenario(scenario(faults={"crash": {"points": list(CRASH_POINTS), "rate": 0.1}}), "s")
+    assert every.scenario.faults.crash is not None
+    assert every.scenario.faults.crash.points == list(CRASH_POINTS)
+    err = error_of(scenario(faults={"crash": {"points": ["after_wait", "after_lunch"], "rate": 0.1}}))
+    assert err.key_path == "faults.crash.points[1]"
+    assert "after_lunch" in err.problem
+    assert all(point in err.problem for point in CRASH_POINTS)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key_path", "words"),
+    [
+        ({"faults": {"transaction_conflict": 1.0}}, "faults.transaction_conflict", "less than 1"),
+        ({"faults": {"index_lag": "soon"}}, "faults.index_lag", "expected a duration"),
+        ({"faults": {"index_lag": "2h"}}, "faults.index_lag", "at most 3600 s"),
+        ({"faults": {"receipt_handles": "oldest"}}, "faults.receipt_handles", "latest_only"),
+        ({"faults": {"handler_timeouts": "yes"}}, "faults.handler_timeouts", "enforce"),
+        ({"faults": {"stream_retries": -1}}, "faults.stream_retries", "greater than or equal to 0"),
+        (
+            {"faults": {"crash": {"points": ["after_wait"], "rate": 1, "limit": 0}}},
+            "faults.crash.limit",
+            "greater than or equal to 1",
+        ),
+        ({"model": {"concurrency": 0}}, "model.concurrency", "greater than or equal to 1"),
+        (
+            {"model": {"executor_max_concurrency": 0}},
+            "model.executor_max_concurrency",
+            "greater than or equal to 1",
+        ),
+    ],
+)
+def test_a_bad_hostile_key_names_its_path(changes: dict[str, Any], key_path: str, words: str) -> None:
+    err = error_of(scenario(**changes))
+    assert err.file == "scn.yaml" and err.key_path == key_path
+    assert words in err.problem
+
+
+# --------------------------------------------------------------------------- rebound local up --faults
+def test_a_faults_file_reads_the_scenario_faults_and_model(tmp_path: Path) -> None:
+    path = tmp_path / "faults.yaml"
+    path.write_text(
+        "seed: 4\n"
+        "faults:\n  transaction_conflict: 0.1\n  receipt_handles: latest_only\n"
+        "model:\n  concurrency: 2\n"
+    )
+    chosen = load_faults_file(path)
+    assert (chosen.seed, chosen.faults.transaction_conflict, chosen.model.concurrency) == (4, 0.1, 2)
+    assert chosen.faults.receipt_handles == "latest_only"
+
+
+def test_the_repository_faults_file_is_valid() -> None:
+    root = Path(__file__).resolve().parents[2]
+    assert load_faults_file(root / "config" / "local" / "hostile-faults.yaml").faults.stream_retries == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path", "words"),
+    [
+        ("faults:\n  index_lag: later\n", "faults.index_lag", "expected a duration"),
+        ("faults:\n  crash: {points: [nowhere], rate: 1}\n", "faults.crash.points[0]", "unknown crash point"),
+        ("model:\n  concurrency: 2\n", "faults", "required key is missing"),
+        ("faults: {}\ntenants: {}\n", "tenants", "unknown key"),
+        ("- faults\n", "", "expected a mapping"),
+    ],
+)
+def test_a_bad_faults_file_names_the_file_and_the_key(
+    tmp_path: Path, text: str, key_path: str, words: str
+) -> None:
+    path = tmp_path / "faults.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_faults_file(path)
+    assert (caught.value.file, caught.value.key_path) == (str(path), key_path)
+    assert words in caught.value.problem

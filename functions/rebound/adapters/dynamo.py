@@ -418,13 +418,14 @@ class DynamoStore:
         event_source: str = "rebound",
         on_failed_commit: Callable[[], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         self.client = client
         self.tables = dict(tables)
         self.event_source = event_source
         self.sleep = sleep
         """How to wait between tries of a contended write (the engine's clock locally)."""
-        self._rng = random.Random()
+        self._rng = rng or random.Random()
         # Every commit carries an audit record, so a commit that fails for any reason but a
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit

@@ -43,7 +43,6 @@ def backoff_s(receive_count: int, rng: random.Random) -> float:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.deps()
     executor = Executor(deps, request_id=context.aws_request_id)
-    rng = random.Random()
 
     def handle(record: dict[str, Any]) -> str | None:
         """Process one record; the message id if it must come back, else None."""
@@ -65,10 +64,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
                 "message failed; it comes back after a backoff",
                 extra={"message_id": message.message_id, "error": exc.code, "detail": exc.message},
             )
-            delay = backoff_s(message.receive_count, rng)
+            delay = backoff_s(message.receive_count, deps.rng(message.message_id, message.receive_count))
         except Exception:
             log.exception("message failed with an unexpected error", extra={"message_id": message.message_id})
-            delay = backoff_s(message.receive_count, rng)
+            delay = backoff_s(message.receive_count, deps.rng(message.message_id, message.receive_count))
         try:
             deps.queues.change_visibility("execution", message.receipt_handle, delay)
         except ReboundError as exc:  # it comes back after the queue's visibility timeout instead
