@@ -194,7 +194,7 @@ def test_the_sweeper_publishes_again_a_stream_batch_the_relay_gave_up_on(
     the range again from the stream, publishes it, and the run is retried and succeeds."""
     from rebound.domain.models import RunState, Task
 
-    stack, clock = start_virtual(
+    stack, _ = start_virtual(
         local_stacks, datetime(2026, 3, 7, 8, 59, 30, tzinfo=UTC), faults=Faults(stream_retries=1)
     )
     relay = stack.runtime._relay
