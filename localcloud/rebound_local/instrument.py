@@ -69,6 +69,8 @@ class CrashPlan:
     rate: float = 0.0
     seed: int = 0
     limit: int | None = None
+    limits: dict[str, int] = field(default_factory=dict)
+    """Per-point limits, overriding ``limit`` for the points named."""
     crashes: Counter[str] = field(default_factory=Counter)
 
     def __post_init__(self) -> None:
@@ -79,7 +81,8 @@ class CrashPlan:
         if point not in self.points or self.rate <= 0:
             return
         with self._lock:
-            if self.limit is not None and self.crashes[point] >= self.limit:
+            limit = self.limits.get(point, self.limit)
+            if limit is not None and self.crashes[point] >= limit:
                 return
             hit = self._rng.random() < self.rate
             if hit:

@@ -113,9 +113,11 @@ class Carrier:
         """Whether delivering this message now could start (or wait for) the run's next step.
 
         A model of the protocol, written apart from the executor: a start message is live while
-        its run does not exist or waits with no carrier of its own (token 0); an attempt or
-        replay message is live while the run waits in a claimable state for exactly that attempt
-        under exactly that token (a message without a token: for that attempt).
+        its run does not exist or waits with no carrier of its own (token 0); an attempt message
+        is live while the run waits in a claimable state for exactly that attempt under exactly
+        that token (a message without a token: for that attempt); a replay message is live while
+        its run is dead-lettered (a DLQ copy, without a token) or replayed and waiting for
+        exactly that token.
         """
         if self.kind in ("fire", "event", "manual"):
             return run is None or (
@@ -134,9 +136,14 @@ class Carrier:
                 and self.attempt == int(run.get("attempt", 0)) + 1
                 and token_ok
             )
-        if state == "dead_lettered":
+        if state == "dead_lettered":  # a DLQ copy moved back (no token) starts a replay
             return self.dispatch is None and self.dead_lettered_at in (None, run.get("dead_lettered_at"))
-        return state == "replayed" and run.get("attempt") == run.get("budget_start") and token_ok
+        return (
+            state == "replayed"
+            and run.get("attempt") == run.get("budget_start")
+            and self.dispatch is not None
+            and self.dispatch == int(run.get("dispatch", 0))
+        )
 
 
 class LiveCarriers:

@@ -279,7 +279,8 @@ class LocalRuntime:
 
     def _time_out(self, invocation: Invocation) -> None:
         if invocation.abandon("timeout"):
-            log.warning(
+            # As Lambda's "Task timed out": the function's own business, counted in the report.
+            log.info(
                 "%s invocation #%d abandoned at its timeout (%s)",
                 invocation.function,
                 invocation.number,

@@ -88,6 +88,9 @@ class Crash(_Strict):
     points: list[CrashPoint] = Field(min_length=1)
     rate: float = Field(ge=0.0, le=1.0)
     limit: int | None = Field(default=None, ge=1, description="at most this many crashes per point")
+    limits: dict[CrashPoint, Annotated[int, Field(ge=1)]] = Field(
+        default_factory=dict, description="per-point limits, overriding limit for the points named"
+    )
 
 
 class Faults(_Strict):

@@ -131,7 +131,7 @@ class Simulation:
             hostile.activate(None)
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply_tenants(dict(self.scenario.tenants))
-            ops.apply(ops.plan(self.loaded.tasks))
+            ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
             hostile.activate(stack.moto_faults)
             self.timing["startup_s"] = time.monotonic() - started
 
@@ -593,6 +593,18 @@ class Simulation:
                 )
             )
         return copies
+
+
+def ending_with(tasks: list[Any], end: datetime) -> list[Any]:
+    """The scenario's tasks with their recurring schedules ending with its window (Scheduler's
+    EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
+    out = []
+    for task in tasks:
+        spec = task.schedule
+        if spec is not None and spec.at is None and spec.end is None:
+            task = task.model_copy(update={"schedule": spec.model_copy(update={"end": end})})
+        out.append(task)
+    return out
 
 
 def _percentile(ordered: list[float], pct: float) -> float:

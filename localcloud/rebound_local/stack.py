@@ -55,6 +55,7 @@ class Faults:
     crash_points: frozenset[str] = frozenset()
     crash_rate: float = 0.0
     crash_limit: int | None = None
+    crash_limits: dict[str, int] = field(default_factory=dict)
     throttle: dict[str, float] = field(default_factory=dict)
     transaction_conflict: float = 0.0
     index_lag_s: float = 0.0
@@ -73,6 +74,7 @@ class Faults:
             crash_points=frozenset(crash.points) if crash else frozenset(),
             crash_rate=crash.rate if crash else 0.0,
             crash_limit=crash.limit if crash else None,
+            crash_limits=dict(crash.limits) if crash else {},
             throttle=dict(config.throttle),
             transaction_conflict=config.transaction_conflict,
             index_lag_s=config.index_lag,
@@ -224,7 +226,9 @@ def start_local(
         session = DirectSession(session, aws_calls, throttler, gate)
     metrics = RecordingMetrics()
     targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
-    crashes = CrashPlan(faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit)
+    crashes = CrashPlan(
+        faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)
+    )
     deps = build_deps(
         settings,
         session=session,

@@ -14,10 +14,16 @@ pytestmark = pytest.mark.e2e
 
 REQUIRED_INVARIANTS = {
     "no_run_left_running",
+    "every_run_settled",
     "dead_letters_have_one_work_order",
+    "dead_letters_have_one_dlq_message",
     "no_target_called_twice_per_attempt",
     "audit_chains_verify",
+    "run_items_match_their_chains",
+    "every_fire_became_a_run",
+    "no_slot_held_by_an_idle_run",
     "no_message_lost",
+    "at_most_one_live_message_per_run",
 }
 SABOTAGED = """
 description: breaks invariants on purpose
@@ -68,6 +74,10 @@ def test_with_every_fault_on_every_invariant_holds(tmp_path: Path) -> None:
     assert faults["duplicate_delivery"] == 3
     assert sum(faults["crashes"].values()) > 0
     assert sum(faults["throttled"].values()) > 0
+    assert sum(faults["transaction_conflicts"].values()) > 0
+    assert faults["lagged_index_queries"] > 0
+    assert report["runtime"]["timeouts"].get("executor", 0) > 0  # the stalled target's invocations
+    assert report["messages"]["live_per_run_peak"] == 1
     # Dead letters happened, each with its work order, and the refused message too.
     states = report["summary"]["runs_by_state"]
     assert states.get("dead_lettered", 0) > 0 and states.get("succeeded", 0) > 0

@@ -462,7 +462,7 @@ def test_a_second_dlq_copy_left_by_a_crash_is_removed_by_the_sweeper(wired: Deps
 
 
 def test_a_crash_after_a_replay_is_recorded_still_starts_it_once(
-    wired: Deps, calls: RecordingTargets
+    wired: Deps, calls: RecordingTargets, clock: ManualClock
 ) -> None:
     register(
         wired,
@@ -479,7 +479,12 @@ def test_a_crash_after_a_replay_is_recorded_still_starts_it_once(
     with crashing_at(wired, cp.AFTER_REPLAY_COMMIT):
         Executor(wired).process(QueueMessage("redriven", replay), 300)
     assert run_of(wired).state is RunState.REPLAYED
-    assert Executor(wired).process(QueueMessage("redriven", replay), 300) == "succeeded"  # redelivered
+    # The moved-back copy (no token) comes back stale: the replay took a token of its own.
+    assert Executor(wired).process(QueueMessage("redriven", replay), 300) == "duplicate"
+    clock.sleep(4 * 60)
+    assert RUN in Sweeper(wired).sweep(scan_dlq=False, ledger=False).plans_redispatched
+    drain(wired)
+    assert run_of(wired).state is RunState.SUCCEEDED
     assert [(c.run_id, c.attempt) for c in calls.calls] == [(RUN, 1), (RUN, 2)]
 
 

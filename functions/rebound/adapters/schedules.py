@@ -83,6 +83,7 @@ class Schedules:
         enabled: bool = True,
         window_minutes: int | None = None,
         description: str = "",
+        end: datetime | None = None,
     ) -> str:
         """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``."""
         window: dict[str, Any] = (
@@ -100,6 +101,8 @@ class Schedules:
             "State": "ENABLED" if enabled else "DISABLED",
             "Description": description[:512],
         }
+        if end is not None:
+            args["EndDate"] = end
         current = self.get(name)
         try:
             if current is None:
@@ -113,6 +116,7 @@ class Schedules:
                 and current.get("FlexibleTimeWindow", {}).get("Mode") == window["Mode"]
                 and current.get("FlexibleTimeWindow", {}).get("MaximumWindowInMinutes")
                 == window.get("MaximumWindowInMinutes")
+                and _same_instant(current.get("EndDate"), end)
             )
             if same:
                 return "unchanged"
@@ -136,3 +140,16 @@ class Schedules:
             none_on="ResourceNotFoundException",
         )
         return dict(found) if found is not None else None
+
+
+def _same_instant(stored: Any, wanted: datetime | None) -> bool:
+    """Scheduler answers dates as datetimes (or, from some clients, ISO text or epoch seconds)."""
+    if stored in (None, "") or wanted is None:
+        return stored in (None, "") and wanted is None
+    if isinstance(stored, int | float):
+        stored = datetime.fromtimestamp(float(stored), tz=UTC)
+    elif isinstance(stored, str):
+        stored = datetime.fromisoformat(stored.replace("Z", "+00:00"))
+    if isinstance(stored, datetime) and stored.tzinfo is None:
+        stored = stored.replace(tzinfo=UTC)
+    return bool(abs((stored - wanted).total_seconds()) < 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -150,6 +151,10 @@ class ScheduleSpec(Strict):
     jitter_window: Annotated[Seconds, Field(ge=0, le=86400)] | None = Field(
         default=None, description="Scheduler's flexible time window: deliver at a random moment within it"
     )
+    end: UtcDatetime | None = Field(
+        default=None,
+        description="no fire after this instant (Scheduler's EndDate); the run ledger expects none either",
+    )
     stagger: Annotated[Seconds, Field(ge=0, le=900)] | None = Field(
         default=None, description="delay each fire by a fixed offset in [0, stagger) derived from the task id"
     )
@@ -194,7 +199,13 @@ class ScheduleSpec(Strict):
             )
         if self.jitter_window is not None and self.jitter_window % 60:
             raise ValueError("jitter_window is whole minutes (Scheduler's flexible window), e.g. 5m")
+        if self.end is not None and self.at is not None:
+            raise ValueError("end applies to recurring schedules; an at() schedule fires once")
         return self
+
+    def fires_at(self, when: datetime) -> bool:
+        """Whether a fire at ``when`` is inside the schedule's life (not after its ``end``)."""
+        return self.end is None or when <= self.end
 
     def stagger_offset(self, task_id: str) -> float:
         """The task's fixed delay in [0, stagger): the same every fire, spread across tasks."""

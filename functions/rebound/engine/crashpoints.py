@@ -58,7 +58,8 @@ CRASH_POINTS: Final[dict[str, str]] = {
     ),
     AFTER_REPLAY_COMMIT: (
         "executor: a replay that arrived through the queue was recorded (replayed, fresh "
-        "budget); its first attempt not claimed yet. Repaired by the sweeper's unclaimed-replay check."
+        "budget, a new dispatch token); its first attempt not claimed yet. The message comes back "
+        "stale; repaired by the sweeper's overdue-dispatch check."
     ),
     AFTER_CANCEL_OTHER: (
         "executor: overlap cancel_other cancelled the running run; the new run not claimed yet. "

@@ -41,7 +41,7 @@ DELIVERY_SLACK = timedelta(minutes=1)
 OVERDUE_AFTER = timedelta(minutes=2)
 """A carrier not claimed this long after it was due may be lost (with evidence, see ``Evidence``)."""
 LOST_AFTER = timedelta(hours=1)
-"""Past this, a carrier that has not arrived is taken for lost even without a quiet queue."""
+"""Past this, a carrier that has not arrived is taken for lost even without a drained queue."""
 WAITING_STATES = frozenset({RunState.PENDING, RunState.RETRY_SCHEDULED, RunState.REPLAYED})
 """States in which a run waits for a carrier (the states the executor may start an attempt from)."""
 
@@ -95,15 +95,17 @@ class Evidence:
       no run yet, and comes back.
 
     Both allow a minute for SQS's approximate counts and a minute for Scheduler's delivery window.
-    After ``LOST_AFTER`` a message that has not arrived is taken for lost, whatever the queue said.
+    After ``LOST_AFTER`` a carrier that has not arrived is taken for lost, whatever the queue said
+    (renewing it early costs at most a stale copy). A fire is never taken for missed on time
+    alone: recording a fire that is only late as missed would skip a run that was delivered.
     """
 
     quiet_at: datetime | None
     drained_at: datetime | None = None
 
-    def gone(self, due: datetime, now: datetime) -> bool:
+    def gone(self, due: datetime) -> bool:
         """Whether a fire due at ``due`` can no longer be waiting anywhere in the execution queue."""
-        return now - due >= LOST_AFTER or _before(due, self.quiet_at)
+        return _before(due, self.quiet_at)
 
     def carrier_gone(self, due: datetime, now: datetime) -> bool:
         """Whether a carrier due at ``due`` can no longer be waiting to become visible."""

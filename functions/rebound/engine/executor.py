@@ -149,11 +149,13 @@ class Executor:
         (``Deferred``: at a given time)."""
         token = _DELIVERY.set(message)
         try:
-            return self._process(message, remaining_s)
+            # The invocation's end, on the engine's clock: what is left is judged when it matters
+            # (at the claim), not when the message was picked up.
+            return self._process(message, self.clock.now() + timedelta(seconds=remaining_s))
         finally:
             _DELIVERY.reset(token)
 
-    def _process(self, message: QueueMessage, remaining_s: float) -> str:
+    def _process(self, message: QueueMessage, ends_at: datetime) -> str:
         try:
             parsed = parse_execution_message(message.body)
         except ValidationFailed as exc:
@@ -166,21 +168,19 @@ class Executor:
                 Trigger.SCHEDULE,
                 parsed.scheduled_time,
                 None,
-                remaining_s,
+                ends_at,
                 catch_up=parsed.catch_up,
             )
         if isinstance(parsed, EventMessage):
             run_id = event_run_id(parsed.task_id, parsed.event_id)
-            return self._start_new(
-                run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, remaining_s
-            )
+            return self._start_new(run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, ends_at)
         if isinstance(parsed, ManualMessage):
             return self._start_new(
-                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, remaining_s
+                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, ends_at
             )
         if isinstance(parsed, AttemptMessage):
-            return self._attempt(parsed, message, remaining_s)
-        return self._replay(parsed, message, remaining_s)
+            return self._attempt(parsed, message, ends_at)
+        return self._replay(parsed, message, ends_at)
 
     # --------------------------------------------------------------------------- refusal
     def refuse(self, message: QueueMessage, reason: str, detail: str) -> str:
@@ -208,7 +208,7 @@ class Executor:
         trigger: Trigger,
         scheduled_for: datetime,
         detail: dict[str, Any] | None,
-        remaining_s: float,
+        ends_at: datetime,
         catch_up: bool = False,
     ) -> str:
         stored = self.store.get_task(task_id)
@@ -249,7 +249,7 @@ class Executor:
             return self._skip(None, run, "task_paused", [])
         # The common path creates and claims in one conditional transaction, without reading
         # first; if the run exists already, the condition fails and we look at what is there.
-        result = self._claim_and_run(None, run, stored, remaining_s)
+        result = self._claim_and_run(None, run, stored, ends_at)
         if result != "claim-lost":
             return result
         existing = self.store.get_run(run_id)
@@ -261,7 +261,7 @@ class Executor:
             and existing.attempt == 0
             and existing.dispatch == 0
         ):
-            result = self._claim_and_run(existing, existing, stored, remaining_s)
+            result = self._claim_and_run(existing, existing, stored, ends_at)
             if result != "claim-lost":
                 return result
         log.info("duplicate delivery: run exists", extra={"run_id": run_id})
@@ -327,7 +327,7 @@ class Executor:
         return f"skipped-{reason.replace('_', '-')}"
 
     # --------------------------------------------------------------------------- retries and replays
-    def _attempt(self, msg: AttemptMessage, message: QueueMessage, remaining_s: float) -> str:
+    def _attempt(self, msg: AttemptMessage, message: QueueMessage, ends_at: datetime) -> str:
         for _ in range(CLAIM_RETRIES):
             run = self.store.get_run(msg.run_id)
             if run is None:
@@ -347,7 +347,7 @@ class Executor:
             stored = self.store.get_task(run.task_id)
             if stored is not None and _held_by_pause(stored, run):
                 return self._hold(run)
-            result = self._claim_and_run(run, run, stored, remaining_s)
+            result = self._claim_and_run(run, run, stored, ends_at)
             if result != "claim-lost":
                 return result
         return "duplicate"
@@ -383,15 +383,18 @@ class Executor:
             return "duplicate"
         return "held"
 
-    def _replay(self, msg: ReplayMessage, message: QueueMessage, remaining_s: float) -> str:
+    def _replay(self, msg: ReplayMessage, message: QueueMessage, ends_at: datetime) -> str:
         for _ in range(CLAIM_RETRIES):
             run = self.store.get_run(msg.run_id)
             if run is None:
                 return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
             stored = self.store.get_task(run.task_id)
-            stale_token = msg.dispatch is not None and msg.dispatch != run.dispatch
-            if run.state is RunState.REPLAYED and run.attempt == run.budget_start and not stale_token:
-                result = self._claim_and_run(run, run, stored, remaining_s)
+            if (
+                run.state is RunState.REPLAYED
+                and run.attempt == run.budget_start
+                and msg.dispatch == run.dispatch
+            ):
+                result = self._claim_and_run(run, run, stored, ends_at)
             elif run.state is RunState.DEAD_LETTERED and msg.dispatch is None:
                 if (
                     msg.dead_lettered_at
@@ -401,7 +404,7 @@ class Executor:
                     # A copy of an earlier dead letter: the run was replayed and dead-lettered again since.
                     log.info("stale replay message", extra={"run_id": run.run_id})
                     return "duplicate"
-                result = self._replay_from_queue(run, stored, msg.actor, remaining_s)
+                result = self._replay_from_queue(run, stored, msg.actor, ends_at)
             else:
                 log.info(
                     "replay skipped: run is not waiting for this replay",
@@ -412,10 +415,11 @@ class Executor:
                 return result
         return "duplicate"
 
-    def _replay_from_queue(self, run: Run, stored: StoredTask | None, actor: str, remaining_s: float) -> str:
-        """A replay that arrived without an operator's replay record (a console redrive): start a
-        fresh budget, without overrides, and run it. This same message stays the carrier until
-        the claim (a crash in between redelivers it, and it claims then)."""
+    def _replay_from_queue(self, run: Run, stored: StoredTask | None, actor: str, ends_at: datetime) -> str:
+        """A replay that arrived without an operator's replay record (a DLQ message moved back by
+        a console redrive): start a fresh budget, without overrides, under a new dispatch token,
+        and run it. If the invocation dies before the claim, this message (it has no token) is
+        stale when it comes back, and the sweeper sends the replay's carrier (overdue dispatch)."""
         now = self.clock.now()
         replayed = run.model_copy(
             update={
@@ -424,6 +428,7 @@ class Executor:
                 "budget_started_at": now,
                 "budget_overrides": None,
                 "next_retry_at": now,
+                "dispatch": run.dispatch + 1,
             }
         )
         uow = self.store.unit_of_work(actor, now)
@@ -439,7 +444,7 @@ class Executor:
         except Conflict:
             return "claim-lost"
         self.deps.faults.reached(cp.AFTER_REPLAY_COMMIT)
-        return self._claim_and_run(saved, saved, stored, remaining_s)
+        return self._claim_and_run(saved, saved, stored, ends_at)
 
     # --------------------------------------------------------------------------- concurrency
     def _tenant(self, tenant: str) -> TenantSettings | None:
@@ -462,7 +467,7 @@ class Executor:
         run: Run,
         stored: StoredTask,
         busy: list[Slot],
-        remaining_s: float,
+        ends_at: datetime,
         cancelled_others: bool,
         reaped: bool,
     ) -> str:
@@ -475,7 +480,7 @@ class Executor:
             gone = [reap(self.store, key, h, now, "executor") for key, h in expired if h != run.run_id]
             if any(gone):
                 log.warning("expired slot holders removed", extra={"run_id": run.run_id, "slots": expired})
-                return self._claim_and_run(before, run, stored, remaining_s, cancelled_others, reaped=True)
+                return self._claim_and_run(before, run, stored, ends_at, cancelled_others, reaped=True)
         holder_ids = sorted({h for item in items.values() for h in holders(item)} - {run.run_id})
         task_busy = any(s.kind == "task" for s in busy)
         first = run.attempt == 0
@@ -487,7 +492,7 @@ class Executor:
             for other in holder_ids:
                 self._cancel_running(other, reason=f"cancelled by {run.run_id} (overlap: cancel_other)")
             self.deps.faults.reached(cp.AFTER_CANCEL_OTHER)
-            return self._claim_and_run(before, run, stored, remaining_s, cancelled_others=True, reaped=reaped)
+            return self._claim_and_run(before, run, stored, ends_at, cancelled_others=True, reaped=reaped)
         buffering = task_busy and first and task.overlap is OverlapPolicy.BUFFER_ONE
         reason = (
             "overlap"
@@ -673,7 +678,7 @@ class Executor:
         before: Run | None,
         run: Run,
         stored: StoredTask | None,
-        remaining_s: float,
+        ends_at: datetime,
         cancelled_others: bool = False,
         reaped: bool = False,
     ) -> str:
@@ -682,6 +687,7 @@ class Executor:
         timeout_s = float(task.timeout_s) if task else float(MIN_ATTEMPT_S)
         if run.budget_overrides is not None and run.budget_overrides.timeout_s is not None:
             timeout_s = float(run.budget_overrides.timeout_s)
+        remaining_s = (ends_at - now).total_seconds()
         if remaining_s - SAFETY_MARGIN_S < timeout_s:
             # Never cut an attempt's deadline to what this invocation has left: that would fail
             # it with a TIMEOUT it did not earn. Hand it to a fresh message instead.
@@ -748,7 +754,7 @@ class Executor:
             busy = busy_slots(failed, slots)
             if not busy or f"runs {run.run_id}" in failed or stored is None:
                 return "claim-lost"
-            return self._blocked(before, run, stored, busy, remaining_s, cancelled_others, reaped)
+            return self._blocked(before, run, stored, busy, ends_at, cancelled_others, reaped)
         if slots:
             self.deps.metrics.observe(m.LOCK_CONTENTION, 0.0, "Percent")
         if n > run.budget_start + 1:

@@ -10,13 +10,14 @@ the runs that exist. A fire without a run is either
   flight in an invocation that crashed, until its visibility timeout ends). It will arrive and
   run; nothing is decided about it yet;
 - or **missed**: it is provably not in the queue (``rebound.engine.dispatch.Evidence``: the
-  sweeper saw the queue quiet after the fire was due, or an hour has passed). It counts in
+  sweeper saw the queue quiet, nothing visible and nothing in flight, after the fire was due). It counts in
   ``task.scheduler.missed_total`` and the task's catch-up policy decides: ``skip`` records it as a
   skipped run; ``latest`` runs only the most recent, ``all`` runs up to ``max_runs`` of those
   within ``window`` (the rest skipped).
 
 Elapsed time alone never makes a fire missed: a fire that was only late would otherwise be
-recorded skipped, and dropped as a duplicate when it arrived.
+recorded skipped, and dropped as a duplicate when it arrived. While the queue is never quiet (a
+backlog), fires stay undecided; the ledger looks back at most a day.
 
 Every fire the ledger sends (a catch-up, a DST fire) is first recorded as a ``pending`` run with
 its own dispatch token, then sent; a crash in between leaves a pending run whose carrier is
@@ -72,6 +73,8 @@ def expected_fires(
     task_id: str, spec: ScheduleSpec, after: datetime, until: datetime, *, origin: datetime | None = None
 ) -> list[ExpectedFire]:
     """Fire times in ``(after, until]`` of a schedule, with the task's DST policy for Unix cron."""
+    if spec.end is not None:
+        until = min(until, spec.end)
     if until <= after:
         return []
     if spec.cron is not None:
@@ -197,7 +200,7 @@ class Ledger:
         missed: list[ExpectedFire] = []
         late: list[ExpectedFire] = []
         for fire in (f for f in missing if f.by_scheduler):
-            (missed if evidence.gone(fire.at + lag, now) else late).append(fire)
+            (missed if evidence.gone(fire.at + lag) else late).append(fire)
         report.late.extend(f.run_id for f in late)
         if missed:
             self.deps.metrics.count(m.SCHEDULER_MISSED, len(missed))

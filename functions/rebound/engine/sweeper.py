@@ -65,7 +65,9 @@ T = TypeVar("T")
 TIMEOUT = "TIMEOUT"
 RECEIVE_COUNT_EXCEEDED = "RECEIVE_COUNT_EXCEEDED"
 STUCK_FAILED_AFTER = timedelta(minutes=2)
-DLQ_SCAN_LIMIT = 300
+DLQ_SCAN_LIMIT = 2000
+"""Messages one DLQ check reads (each hidden 30 s). Enough to see every arrival and every second
+copy in a DLQ of that size; a larger one is read in full over the ten-minute checks."""
 CONTROL_SCAN_LIMIT = 50
 DLQ_SEEN_TTL = timedelta(days=15)
 DLQ_SCAN_STATE = "dlq#scan"

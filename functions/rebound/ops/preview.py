@@ -86,6 +86,7 @@ def preview_fires(
         rows = _unix_rows(spec.cron, spec.timezone, after, count, policy)
     else:
         rows = _scheduler_rows(scheduler_expressions(spec)[0], spec.timezone, after, count, rate_start)
+    rows = [row for row in rows if spec.fires_at(row.at)]  # nothing after the schedule's end
     return _mark_offset_changes(rows, after, zone)
 
 

@@ -352,6 +352,7 @@ class TaskOps:
                     enabled=task.state is TaskState.ACTIVE,
                     window_minutes=window_minutes,
                     description=f"Rebound task {task.id}",
+                    end=task.schedule.end if task.schedule else None,
                 ),
                 2,
             )
