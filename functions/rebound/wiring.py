@@ -13,8 +13,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from rebound.adapters.archive import DynamoArchive
 from rebound.adapters.bus import Bus
 from rebound.adapters.dynamo import DynamoStore
+from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
 from rebound.adapters.queues import Queues
 from rebound.adapters.schedules import Schedules, ScheduleTarget
@@ -24,12 +26,12 @@ from rebound.config.loader import load_policy_book
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
 from rebound.engine.ports import (
+    ARCHIVE_TABLE,
     Clock,
     CrashPoints,
     Fanout,
     Metrics,
     NoCrashes,
-    PowertoolsMetrics,
     SystemClock,
     ThreadFanout,
 )
@@ -77,8 +79,10 @@ def build_deps(
     clock = clock or SystemClock()
     metrics = metrics or PowertoolsMetrics(environment=settings.environment)
     sink = metrics
+    dynamodb = session.client("dynamodb", **kwargs)
+    archive_table = settings.tables.get(ARCHIVE_TABLE)
     store = DynamoStore(
-        session.client("dynamodb", **kwargs),
+        dynamodb,
         settings.tables,
         settings.event_source,
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
@@ -118,4 +122,5 @@ def build_deps(
         faults=faults or NoCrashes(),
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
+        archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,
     )

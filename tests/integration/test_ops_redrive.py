@@ -18,9 +18,9 @@ from rebound.domain.errors import Conflict
 from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
+from rebound.engine.ports import BatchResult
 from rebound.engine.retries import RetryScheduler
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S, DlqFilter, DlqOps
-from rebound.ops.queue_batches import BatchResult, QueueBatches
 from rebound.ops.runs import RunOps
 from rebound_local.instrument import RecordingTargets
 from support import fire, register, task
@@ -56,7 +56,7 @@ def pending(deps: Deps, queue: str) -> list[dict[str, Any]]:
 
 def execute_replays(deps: Deps) -> None:
     """The executor takes every message on the execution queue (duplicates included)."""
-    queue = QueueBatches(deps.queues.client, deps.queues.urls)
+    queue = deps.queues.batches()
     while batch := queue.receive("execution", visibility_s=600):
         for msg in batch:
             Executor(deps).process(QueueMessage(msg.message_id, msg.body), 120)

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from rebound.adapters.dynamo import StoredTask
 from rebound.domain.models import RunState, TaskState
+from rebound.domain.stored import StoredTask
 from rebound.engine import crashpoints as cp
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import observe_queue

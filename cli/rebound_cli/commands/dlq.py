@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from rebound.ops.archive import DEFAULT_KEEP_DAYS
+from rebound.engine.ports import DEFAULT_KEEP_DAYS
 from rebound.ops.common import parse_seconds, parse_when
 from rebound.ops.dlq import FAILED, DlqFilter, RedriveItem
 from rebound_cli import output as out

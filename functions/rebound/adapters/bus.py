@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import call_or_none, translate
 from rebound.domain.errors import OperationalError
+from rebound.engine.ports import BusEvent
 
 if TYPE_CHECKING:
     from mypy_boto3_events import EventBridgeClient
@@ -34,14 +34,6 @@ def event_input_template(task_id: str) -> dict[str, object]:
     template = "{" + fields + ', "event_id": "<id>", "time": "<time>", "detail": <detail>}'
     paths = {"id": "$.id", "time": "$.time", "detail": "$.detail"}
     return {"InputPathsMap": paths, "InputTemplate": template}
-
-
-@dataclass(frozen=True)
-class BusEvent:
-    key: str
-    source: str
-    detail_type: str
-    detail: str
 
 
 class Bus:

@@ -21,16 +21,17 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.secrets import SecretResolver
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import Severity, WorkOrder
+from rebound.domain.models import Severity
+from rebound.domain.notification import Notification
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import Channel, DeliveryFailed
 
 if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
@@ -49,60 +50,6 @@ PAGERDUTY_SEVERITY = {
 HTTP_TIMEOUT_S = 10.0
 REDACTED = "[redacted]"
 MAX_DETAIL = 300
-
-
-class DeliveryFailed(Exception):
-    def __init__(self, channel: str, detail: str) -> None:
-        super().__init__(f"{channel}: {detail}")
-        self.channel = channel
-        self.detail = detail
-
-
-@dataclass(frozen=True)
-class Notification:
-    order: WorkOrder
-    environment: str
-
-    @property
-    def subject(self) -> str:
-        o = self.order
-        what = o.task_id or "unparseable message"
-        text = f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered ({o.reason})"
-        return text[:100]
-
-    @property
-    def summary(self) -> str:
-        """A one-line summary without the subject's 100-character limit."""
-        o = self.order
-        what = o.task_id or "unparseable message"
-        error = f", {o.error_code}" if o.error_code else ""
-        return (
-            f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered "
-            f"({o.reason}{error}) after {o.attempts} attempt{'s' if o.attempts != 1 else ''}"
-        )
-
-    def body(self) -> dict[str, Any]:
-        o = self.order
-        return {
-            "work_order_id": o.work_order_id,
-            "environment": self.environment,
-            "severity": o.severity.value,
-            "run_id": o.run_id,
-            "task_id": o.task_id,
-            "tenant": o.tenant,
-            "reason": o.reason,
-            "error_code": o.error_code,
-            "attempts": o.attempts,
-            "runbook_url": o.runbook_url,
-            "opened_at": iso(o.opened_at),
-            "next_step": f"rebound workorders show {o.work_order_id}",
-        }
-
-
-class Channel(Protocol):
-    name: str
-
-    def send(self, note: Notification) -> str: ...
 
 
 class SnsChannel:

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
 from rebound.domain.jsonutil import dumps
+from rebound.engine.ports import PeekedMessage, QueueCounts, SentMessage
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.type_defs import MessageAttributeValueTypeDef
+
+    from rebound.adapters.queue_batches import SqsBatches
 
 MAX_DELAY_S = 900
 
@@ -43,25 +45,6 @@ def read_attributes(raw: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class SentMessage:
-    message_id: str
-    delay_s: int
-
-
-@dataclass(frozen=True)
-class QueueCounts:
-    """SQS's approximate counts: visible, in flight (received, not deleted) and delayed."""
-
-    visible: int
-    in_flight: int
-    delayed: int
-
-    @property
-    def total(self) -> int:
-        return self.visible + self.in_flight + self.delayed
-
-
 def read_counts(client: SQSClient, url: str, queue: str) -> QueueCounts:
     try:
         attrs = client.get_queue_attributes(
@@ -79,16 +62,6 @@ def read_counts(client: SQSClient, url: str, queue: str) -> QueueCounts:
         int(attrs.get("ApproximateNumberOfMessagesNotVisible", 0)),
         int(attrs.get("ApproximateNumberOfMessagesDelayed", 0)),
     )
-
-
-@dataclass(frozen=True)
-class PeekedMessage:
-    message_id: str
-    body: str
-    receipt_handle: str
-    receive_count: int
-    sent_at_ms: int
-    attributes: dict[str, str]
 
 
 class Queues:
@@ -190,3 +163,9 @@ class Queues:
         return int(attrs.get("ApproximateNumberOfMessages", 0)) + int(
             attrs.get("ApproximateNumberOfMessagesNotVisible", 0)
         )
+
+    def batches(self) -> SqsBatches:
+        """The same queues in batches of ten (a new request counter each call)."""
+        from rebound.adapters.queue_batches import SqsBatches
+
+        return SqsBatches(self.client, self.urls)

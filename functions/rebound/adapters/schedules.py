@@ -141,6 +141,20 @@ class Schedules:
         )
         return dict(found) if found is not None else None
 
+    def states(self, prefix: str) -> dict[str, str]:
+        """Every schedule of the group whose name starts with ``prefix``: name -> state."""
+        out: dict[str, str] = {}
+        try:
+            pages = self.client.get_paginator("list_schedules").paginate(
+                GroupName=self.group, NamePrefix=prefix
+            )
+            for page in pages:
+                for item in page.get("Schedules", []):
+                    out[str(item["Name"])] = str(item.get("State", "?"))
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, "list schedules") from exc
+        return out
+
 
 def _same_instant(stored: Any, wanted: datetime | None) -> bool:
     """Scheduler answers dates as datetimes (or, from some clients, ISO text or epoch seconds)."""

@@ -8,39 +8,16 @@ reads the range again from here and publishes it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rebound.adapters.dynamo.codec import from_item
 from rebound.adapters.errors import translate
+from rebound.engine.ports import BusEvent, StreamRange
 
 PAGE = 1000
-
-
-@dataclass(frozen=True)
-class StreamRange:
-    stream_arn: str
-    shard_id: str
-    first: str
-    last: str
-
-    @classmethod
-    def from_failure_record(cls, body: Mapping[str, Any]) -> StreamRange | None:
-        """The range of a Lambda on-failure record for a DynamoDB stream, or None if it is not one."""
-        info = body.get("DDBStreamBatchInfo")
-        if not isinstance(info, Mapping):
-            return None
-        try:
-            return cls(
-                str(info["streamArn"]),
-                str(info["shardId"]),
-                str(info["startSequenceNumber"]),
-                str(info["endSequenceNumber"]),
-            )
-        except KeyError:
-            return None
 
 
 class StreamReader:
@@ -81,3 +58,26 @@ class StreamReader:
             return out
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, doing) from exc
+
+    def read_events(self, span: StreamRange) -> list[BusEvent]:
+        """The outbox events (inserts) from ``first`` to ``last``, in stream order."""
+        return outbox_events(self.read(span))
+
+
+def outbox_events(records: Iterable[Mapping[str, Any]]) -> list[BusEvent]:
+    """The outbox events of a batch of stream records (TTL deletions and updates are not events),
+    each keyed by its sequence number, in stream order."""
+    events: list[BusEvent] = []
+    for record in records:
+        if record.get("eventName") != "INSERT":
+            continue
+        image = from_item(record["dynamodb"]["NewImage"])
+        events.append(
+            BusEvent(
+                key=str(record["dynamodb"]["SequenceNumber"]),
+                source=str(image["source"]),
+                detail_type=str(image["detail_type"]),
+                detail=str(image["detail"]),
+            )
+        )
+    return events

@@ -55,8 +55,33 @@ def task_rule_name(task_id: str) -> str:
     return f"task-{task_id}"
 
 
+RUN_PREFIX = "run#"
+"""Audit subjects are ``<kind>#<id>``: one hash chain per run, work order, task, policy, tenant, slot."""
+
+
 def run_subject(run_id: str) -> str:
-    return f"run#{run_id}"
+    return f"{RUN_PREFIX}{run_id}"
+
+
+def task_subject(task_id: str) -> str:
+    return f"task#{task_id}"
+
+
+def work_order_subject(work_order_id: str) -> str:
+    return f"workorder#{work_order_id}"
+
+
+def policy_subject(name: str) -> str:
+    return f"policy#{name}"
+
+
+def tenant_subject(tenant: str) -> str:
+    return f"tenant#{tenant}"
+
+
+def slot_subject(slot: str) -> str:
+    """The chain of a concurrency slot (``<kind>#<name>``), where expired holders are recorded."""
+    return f"slot#{slot}"
 
 
 def message_subject(message_id: str) -> str:
@@ -65,3 +90,8 @@ def message_subject(message_id: str) -> str:
 
 def outbox_event_id(subject: str, seq: int, index: int) -> str:
     return f"{subject}#{seq}#{index}"
+
+
+def slot_expiry_attribute(run_id: str) -> str:
+    """The attribute of a slot's control record that holds one holder's expiry (epoch seconds)."""
+    return f"exp:{run_id}"

@@ -1,6 +1,6 @@
 """Concurrency slots: overlap per task, mutual-exclusion groups, per-tenant quotas.
 
-A slot is an item in the idempotency table holding the set of runs inside it (``holders``) and
+A slot is a control record holding the set of runs inside it (``holders``) and
 its capacity. A run enters its slots in the same transaction that claims its attempt
 (``ADD holders :run`` if the set has room or already holds the run) and leaves them in the same
 transaction that ends its stay: the attempt's outcome, its lease expiring, a cancel or skip (by
@@ -18,14 +18,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rebound.adapters.dynamo import UnitOfWork
 from rebound.domain.errors import Conflict
+from rebound.domain.ids import slot_expiry_attribute, slot_subject
 from rebound.domain.models import OverlapPolicy, Task, TenantSettings
-
-if TYPE_CHECKING:
-    from rebound.adapters.dynamo import DynamoStore
+from rebound.engine.ports import Store, UnitOfWork
 
 SLOT_PREFIX = "slots#"
 SLOT_GRACE = timedelta(minutes=10)
@@ -65,32 +63,13 @@ def buffer_slot(task: Task) -> Slot:
     return Slot("buffer", task.id, 1)
 
 
-def expiry_attribute(run_id: str) -> str:
-    return f"exp:{run_id}"
-
-
 def enter(uow: UnitOfWork, slot: Slot, run_id: str, until: datetime) -> None:
     """Stage entering ``slot`` until ``until`` (lease end or longest wait); fails if it is full."""
-    uow.update(
-        "idempotency",
-        {"pk": slot.key},
-        "ADD holders :run SET cap = :cap, #exp = :until",
-        slot.label,
-        condition="attribute_not_exists(holders) OR size(holders) < :cap OR contains(holders, :id)",
-        values={":run": {run_id}, ":cap": slot.cap, ":id": run_id, ":until": int(until.timestamp())},
-        names={"#exp": expiry_attribute(run_id)},
-    )
+    uow.enter_slot(slot.key, slot.cap, run_id, until, slot.label)
 
 
 def leave(uow: UnitOfWork, key: str, run_id: str) -> None:
-    uow.update(
-        "idempotency",
-        {"pk": key},
-        "DELETE holders :run REMOVE #exp",
-        f"leave {key}",
-        values={":run": {run_id}},
-        names={"#exp": expiry_attribute(run_id)},
-    )
+    uow.leave_slot(key, run_id)
 
 
 def holders(item: dict[str, Any] | None) -> list[str]:
@@ -105,26 +84,18 @@ def expired_holders(item: dict[str, Any] | None, now: datetime) -> list[str]:
     return [
         run_id
         for run_id in holders(item)
-        if isinstance(item.get(expiry_attribute(run_id)), int | float)
-        and float(item[expiry_attribute(run_id)]) < stamp
+        if isinstance(item.get(slot_expiry_attribute(run_id)), int | float)
+        and float(item[slot_expiry_attribute(run_id)]) < stamp
     ]
 
 
-def reap(store: DynamoStore, key: str, run_id: str, now: datetime, actor: str) -> bool:
+def reap(store: Store, key: str, run_id: str, now: datetime, actor: str) -> bool:
     """Remove an expired holder from a slot, audited on the slot's own chain (``slot#...``). False
     if it was not expired any more or was gone already."""
     uow = store.unit_of_work(actor, now)
-    uow.update(
-        "idempotency",
-        {"pk": key},
-        "DELETE holders :run REMOVE #exp",
-        f"reap {key}",
-        condition="contains(holders, :id) AND #exp < :now",
-        values={":run": {run_id}, ":id": run_id, ":now": int(now.timestamp())},
-        names={"#exp": expiry_attribute(run_id)},
-    )
+    uow.reap_slot_holder(key, run_id, now)
     uow.append_audit(
-        f"slot#{key.removeprefix(SLOT_PREFIX)}", action="holder-expired", evidence={"run_id": run_id}
+        slot_subject(key.removeprefix(SLOT_PREFIX)), action="holder-expired", evidence={"run_id": run_id}
     )
     try:
         uow.commit()

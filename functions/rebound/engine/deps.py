@@ -1,4 +1,7 @@
-"""Everything the engine needs, wired once per Lambda container (or once per local runtime)."""
+"""Everything the engine needs, wired once per Lambda container (or once per local runtime).
+
+Every field is typed by a port (``rebound.engine.ports``); ``rebound.wiring`` chooses the adapters.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +9,26 @@ import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rebound.adapters.bus import Bus
-from rebound.adapters.dynamo import DynamoStore
-from rebound.adapters.queues import Queues
-from rebound.adapters.schedules import Schedules
-from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics, NoCrashes, ThreadFanout
+from rebound.domain.retry import jitter_rng
+from rebound.engine.ports import (
+    Archive,
+    Bus,
+    Clock,
+    CrashPoints,
+    Fanout,
+    Metrics,
+    NoCrashes,
+    Notifier,
+    OutboxStream,
+    Queues,
+    Schedules,
+    Store,
+    Targets,
+    ThreadFanout,
+)
 from rebound.settings import Settings
-from rebound.targets.base import Targets
 
 if TYPE_CHECKING:
-    from rebound.adapters.notify import Notifier
-    from rebound.adapters.streams import StreamReader
     from rebound.engine.policies import PolicyService
 
 
@@ -24,7 +36,7 @@ if TYPE_CHECKING:
 class Deps:
     settings: Settings
     clock: Clock
-    store: DynamoStore
+    store: Store
     queues: Queues
     schedules: Schedules
     bus: Bus
@@ -35,12 +47,12 @@ class Deps:
     faults: CrashPoints = field(default_factory=NoCrashes)
     fanout: Fanout = field(default_factory=ThreadFanout)
     """Runs the messages of one executor batch at once, so no attempt waits for another."""
-    streams: StreamReader | None = None
+    streams: OutboxStream | None = None
     """Reads a range of the outbox stream again (the sweeper's recovery of failed relay batches)."""
+    archive: Archive | None = None
+    """The DLQ archive; ``None`` where the environment has no archive table."""
     cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 
     def rng(self, run_id: str, attempt: int) -> random.Random:
-        from rebound.domain.retry import jitter_rng
-
         return jitter_rng(self.settings.jitter_seed, run_id, attempt)

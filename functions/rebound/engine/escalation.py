@@ -11,16 +11,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rebound.adapters.notify import DeliveryFailed, Notification
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, OperationalError, ReboundError
-from rebound.domain.ids import work_order_id
+from rebound.domain.ids import RUN_PREFIX, work_order_id, work_order_subject
 from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
+from rebound.domain.notification import Notification
 from rebound.domain.timefmt import parse_utc
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
+from rebound.engine.ports import DeliveryFailed
 from rebound.engine.retries import DeadLetters
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class Escalation:
                 )
                 raise
             self.deps.faults.reached(cp.AFTER_WORK_ORDER_COMMIT)
-        if subject.startswith("run#") and detail.get("run_id") and not detail.get("message_id"):
+        if subject.startswith(RUN_PREFIX) and detail.get("run_id") and not detail.get("message_id"):
             DeadLetters(self.deps, self.actor).ensure_in_dlq(
                 str(detail["run_id"]), str(detail.get("dead_lettered_at") or "") or None
             )
@@ -100,8 +101,9 @@ class Escalation:
                 return existing
             now = self.clock.now()
             run = self.store.get_run(detail["run_id"]) if detail.get("run_id") else None
-            stored = self.store.get_task(run.task_id) if run else None
-            policy = self.deps.policies.for_task(stored.task if stored else None)
+            policy = (
+                self.deps.policies.of_task(run.task_id) if run else self.deps.policies.for_stored(None)
+            ).policy
             order = WorkOrder(
                 work_order_id=order_id,
                 subject=str(detail["subject"]),
@@ -140,7 +142,7 @@ class Escalation:
                 uow.append_audit(
                     order.subject, action="work-order-opened", evidence={"work_order_id": order_id}
                 )
-            uow.emit(ev.workorder_created(saved), f"workorder#{order_id}")
+            uow.emit(ev.workorder_created(saved), work_order_subject(order_id))
             try:
                 uow.commit()
             except Conflict:

@@ -37,10 +37,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from rebound.adapters.dynamo import StoredTask
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
-from rebound.domain.ids import event_run_id, run_subject, scheduled_run_id
+from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import (
     MAX_PAYLOAD_BYTES,
@@ -57,6 +56,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.retry import Reason
 from rebound.domain.states import ensure_transition
+from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
@@ -161,9 +161,8 @@ class Executor:
         except ValidationFailed as exc:
             return self.refuse(message, str(exc.details.get("reason", Reason.INVALID_MESSAGE)), exc.message)
         if isinstance(parsed, FireMessage):
-            run_id = scheduled_run_id(parsed.task_id, parsed.scheduled_time)
             return self._start_new(
-                run_id,
+                parsed.run_id,
                 parsed.task_id,
                 Trigger.SCHEDULE,
                 parsed.scheduled_time,
@@ -172,8 +171,9 @@ class Executor:
                 catch_up=parsed.catch_up,
             )
         if isinstance(parsed, EventMessage):
-            run_id = event_run_id(parsed.task_id, parsed.event_id)
-            return self._start_new(run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, ends_at)
+            return self._start_new(
+                parsed.run_id, parsed.task_id, Trigger.EVENT, parsed.time, parsed.detail, ends_at
+            )
         if isinstance(parsed, ManualMessage):
             return self._start_new(
                 parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at, None, ends_at
@@ -458,8 +458,7 @@ class Executor:
         return settings
 
     def _policy(self, stored: StoredTask | None) -> RetryPolicy:
-        policy, _ = self.deps.policies.for_task_or_default(stored.task if stored else None)
-        return policy
+        return self.deps.policies.for_stored(stored).policy
 
     def _blocked(
         self,

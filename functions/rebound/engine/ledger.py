@@ -36,12 +36,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from rebound.adapters.dynamo import StoredTask
 from rebound.domain import cron
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict
 from rebound.domain.ids import run_subject, scheduled_run_id
 from rebound.domain.models import Run, RunState, ScheduleSpec, Trigger
+from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m

@@ -1,4 +1,6 @@
-"""The messages on the execution queue. Anything else is refused to the DLQ with its reason."""
+"""The messages on the execution queue. Anything else is refused to the DLQ with its reason.
+
+Every message names its run: ``run_id`` is a field or, for a fire or an event, derived from it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.ids import event_run_id, scheduled_run_id
 from rebound.domain.models import TASK_ID_PATTERN
 from rebound.domain.timefmt import UtcDatetime
 
@@ -26,6 +29,11 @@ class FireMessage(_Message):
     catch_up: bool = Field(default=False, description="sent by the run ledger for a missed fire")
     source: Literal["scheduler", "ledger"] = "scheduler"
 
+    @property
+    def run_id(self) -> str:
+        """One run per task and fire time, however often the fire is delivered."""
+        return scheduled_run_id(self.task_id, self.scheduled_time)
+
 
 class EventMessage(_Message):
     """An event on the bus matched an event-triggered task."""
@@ -35,6 +43,11 @@ class EventMessage(_Message):
     event_id: str = Field(min_length=1, max_length=128)
     time: UtcDatetime
     detail: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        """One run per task and bus event, however often the event is delivered."""
+        return event_run_id(self.task_id, self.event_id)
 
 
 class AttemptMessage(_Message):

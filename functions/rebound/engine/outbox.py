@@ -1,42 +1,21 @@
-"""Relay outbox records (from the outbox table's DynamoDB stream) to the event bus.
+"""Relay outbox events (read from the outbox table's stream) to the event bus.
 
-Only ``INSERT`` records are events; the TTL's deletions are ignored. Delivery is at least once:
-a record whose event EventBridge refused is reported as a batch item failure and retried from
-there, so consumers must be (and are) idempotent.
+Only inserts are events; the TTL's deletions are not (``rebound.adapters.streams.outbox_events``
+decodes a batch). Delivery is at least once: an event the bus refused is reported as a batch item
+failure and the batch is retried from there, so consumers must be (and are) idempotent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from rebound.adapters.bus import Bus, BusEvent
-from rebound.adapters.dynamo import from_item
+from rebound.engine.ports import Bus, BusEvent
 
 
-def stream_events(records: Iterable[Mapping[str, Any]]) -> list[BusEvent]:
-    events: list[BusEvent] = []
-    for record in records:
-        if record.get("eventName") != "INSERT":
-            continue
-        image = from_item(record["dynamodb"]["NewImage"])
-        events.append(
-            BusEvent(
-                key=str(record["dynamodb"]["SequenceNumber"]),
-                source=str(image["source"]),
-                detail_type=str(image["detail_type"]),
-                detail=str(image["detail"]),
-            )
-        )
-    return events
-
-
-def relay(records: Sequence[Mapping[str, Any]], bus: Bus) -> list[str]:
-    """Publish the stream batch; returns the sequence numbers to retry from (the earliest failure)."""
-    events = stream_events(records)
+def relay(events: Sequence[BusEvent], bus: Bus) -> list[str]:
+    """Publish events in stream order (each keyed by its sequence number); returns the sequence
+    number to retry from (the earliest refused event), or nothing."""
     failed = set(bus.publish(events))
     if not failed:
         return []
-    ordered = [str(r["dynamodb"]["SequenceNumber"]) for r in records]
-    first = min(ordered.index(key) for key in failed)
-    return [ordered[first]]
+    return [next(event.key for event in events if event.key in failed)]

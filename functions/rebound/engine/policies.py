@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rebound.adapters.dynamo import DynamoStore
 from rebound.config.loader import PolicyBook, build_policy
 from rebound.domain.errors import Conflict, PolicyNotFound, ValidationFailed
+from rebound.domain.ids import policy_subject
 from rebound.domain.models import POLICY_FIELDS, RetryPolicy, Task
+from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import Store
+
+
+@dataclass(frozen=True)
+class TaskPolicy:
+    """A run's task (``None`` if it was deleted) and the policy its next decision uses."""
+
+    stored: StoredTask | None
+    policy: RetryPolicy
+    problem: str | None = None
+    """Why ``policy`` is ``default`` instead of the task's own (this deployment does not know it)."""
 
 
 class PolicyService:
-    def __init__(self, store: DynamoStore, book: PolicyBook, deployed: tuple[str, ...] | None = None) -> None:
+    def __init__(self, store: Store, book: PolicyBook, deployed: tuple[str, ...] | None = None) -> None:
         self.store = store
         self.book = book
         self.deployed = deployed
@@ -60,6 +73,14 @@ class PolicyService:
         except (PolicyNotFound, ValidationFailed) as exc:
             return self.effective("default"), exc.message
 
+    def for_stored(self, stored: StoredTask | None) -> TaskPolicy:
+        policy, problem = self.for_task_or_default(stored.task if stored else None)
+        return TaskPolicy(stored, policy, problem)
+
+    def of_task(self, task_id: str) -> TaskPolicy:
+        """The one way the engine finds a run's task and its effective policy."""
+        return self.for_stored(self.store.get_task(task_id))
+
     def set(self, name: str, changes: dict[str, Any], *, actor: str, at: datetime) -> RetryPolicy:
         """Store a new version of a named policy with ``changes`` applied, audited."""
         unknown = sorted(set(changes) - POLICY_FIELDS)
@@ -73,7 +94,7 @@ class PolicyService:
         policy = build_policy(name, self.book.defaults, new_spec, version + 1, f"policy {name}")
         uow = self.store.unit_of_work(actor, at)
         record = uow.append_audit(
-            f"policy#{name}",
+            policy_subject(name),
             action="policy-changed",
             evidence={
                 "from_version": version,
@@ -82,19 +103,10 @@ class PolicyService:
                 "spec": new_spec,
             },
         )
-        uow.put(
-            "policies",
-            {
-                "name": name,
-                "version": version + 1,
-                "spec": new_spec,
-                "updated_at": iso(at),
-                "updated_by": actor,
-                "audit_seq": record.seq,
-            },
-            f"policy {name} v{version + 1}",
-            "attribute_not_exists(#n)",
-            names={"#n": "name"},
+        uow.add_policy_version(
+            name,
+            version + 1,
+            {"spec": new_spec, "updated_at": iso(at), "updated_by": actor, "audit_seq": record.seq},
         )
         try:
             uow.commit()

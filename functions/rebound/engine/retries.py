@@ -78,8 +78,8 @@ class RetryScheduler:
         return self.decide(run)
 
     def decide(self, run: Run) -> str:
-        stored = self.store.get_task(run.task_id)
-        policy, problem = self.deps.policies.for_task_or_default(stored.task if stored else None)
+        found = self.deps.policies.of_task(run.task_id)
+        policy, problem = found.policy, found.problem
         if problem is not None:
             # The run names a policy this deployment does not have: no guess at a retry; a dead
             # letter that says why, with a work order, so an operator fixes the task.

@@ -1,8 +1,8 @@
 """SLA: a run's start delay and its duration, measured against its task's limits.
 
 A breach is recorded in the same transaction as the state change that revealed it: the run
-gains ``sla_breaches``, ``task.sla.breached`` is emitted, and the task's breach counter (an item in
-the idempotency table) counts consecutive breaching runs. A run that finishes without a breach
+gains ``sla_breaches``, ``task.sla.breached`` is emitted, and the task's breach counter (a control
+record) counts consecutive breaching runs. A run that finishes without a breach
 resets the counter and starts a new streak. Escalation notifies on every breach and opens one
 work order for the streak that reaches three.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from rebound.adapters.dynamo import UnitOfWork
 from rebound.domain import events as ev
+from rebound.domain.ids import run_subject
 from rebound.domain.models import Run, Task
 from rebound.engine import telemetry as m
-from rebound.engine.ports import Metrics
+from rebound.engine.ports import Metrics, UnitOfWork
 
 WORK_ORDER_AFTER = 3
 
@@ -64,25 +64,13 @@ def stage_breach(uow: UnitOfWork, before: Run, after: Run, breach: Breach, metri
     """Stage the event and the counter for a breach already added to ``after``."""
     uow.emit(
         ev.sla_breached(after, kind=breach.kind, observed_s=breach.observed_s, limit_s=breach.limit_s),
-        f"run#{after.run_id}",
+        run_subject(after.run_id),
     )
     if not before.sla_breaches:  # a run counts once towards the streak, however many limits it breaks
-        uow.update(
-            "idempotency",
-            {"pk": counter_key(after.task_id)},
-            "ADD consecutive :one SET last_run = :run",
-            f"sla counter {after.task_id}",
-            values={":one": 1, ":run": after.run_id},
-        )
+        uow.count_streak(counter_key(after.task_id), after.run_id, f"sla counter {after.task_id}")
     metrics.count(m.SLA_BREACH)
 
 
 def stage_reset(uow: UnitOfWork, task_id: str) -> None:
     """A run of an SLA task finished within its limits: the streak of breaches ends."""
-    uow.update(
-        "idempotency",
-        {"pk": counter_key(task_id)},
-        "SET consecutive = :zero ADD streak :one",
-        f"sla counter {task_id}",
-        values={":zero": 0, ":one": 1},
-    )
+    uow.end_streak(counter_key(task_id), f"sla counter {task_id}")

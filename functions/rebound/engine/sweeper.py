@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
 from rebound.domain.events import EventType
-from rebound.domain.ids import event_run_id, message_subject, run_subject, scheduled_run_id
+from rebound.domain.ids import message_subject, run_subject
 from rebound.domain.models import AttemptOutcome, Run, RunState, Task, Trigger
 from rebound.domain.retry import Reason
 from rebound.domain.states import ensure_transition
@@ -57,6 +57,7 @@ from rebound.engine.messages import (
     parse_execution_message,
 )
 from rebound.engine.outbox import relay
+from rebound.engine.ports import StreamRange
 from rebound.engine.retries import DeadLetters, RetryScheduler
 
 log = logging.getLogger(__name__)
@@ -438,14 +439,12 @@ class Sweeper:
                 send=False,
             )
         if isinstance(parsed, FireMessage):
-            run_id = scheduled_run_id(parsed.task_id, parsed.scheduled_time)
-            run = self.store.get_run(run_id) or self._create_poisoned(
-                run_id, parsed.task_id, Trigger.SCHEDULE, parsed.scheduled_time
+            run = self.store.get_run(parsed.run_id) or self._create_poisoned(
+                parsed.run_id, parsed.task_id, Trigger.SCHEDULE, parsed.scheduled_time
             )
         elif isinstance(parsed, EventMessage):
-            run_id = event_run_id(parsed.task_id, parsed.event_id)
-            run = self.store.get_run(run_id) or self._create_poisoned(
-                run_id, parsed.task_id, Trigger.EVENT, parsed.time
+            run = self.store.get_run(parsed.run_id) or self._create_poisoned(
+                parsed.run_id, parsed.task_id, Trigger.EVENT, parsed.time
             )
         elif isinstance(parsed, ManualMessage):
             run = self.store.get_run(parsed.run_id) or self._create_poisoned(
@@ -507,8 +506,7 @@ class Sweeper:
         ):
             # Running: the lease check owns it. Finished or already dead-lettered: nothing more to do.
             return False
-        stored = self.store.get_task(run.task_id)
-        policy, _ = self.deps.policies.for_task_or_default(stored.task if stored else None)
+        policy = self.deps.policies.of_task(run.task_id).policy
         failed = run.model_copy(
             update={
                 "last_error_code": run.last_error_code or RECEIVE_COUNT_EXCEEDED,
@@ -534,7 +532,6 @@ class Sweeper:
         """Stream batches the relay gave up on are published again from the stream; events the
         retry scheduler or escalation gave up on are handled again. What is handled is removed;
         what fails again stays for the next sweep (and the control DLQ alarm)."""
-        from rebound.adapters.streams import StreamRange
         from rebound.engine.escalation import Escalation
 
         if self.deps.queues.depth("control_dlq") == 0:
@@ -546,12 +543,12 @@ class Sweeper:
                 if span is not None:
                     if self.deps.streams is None:
                         continue
-                    records = self.deps.streams.read(span)
-                    if relay(records, self.deps.bus):
+                    events = self.deps.streams.read_events(span)
+                    if relay(events, self.deps.bus):
                         raise ReboundError(
                             f"the bus refused events of stream batch {span.first}..{span.last}"
                         )
-                    report.events_republished += sum(1 for r in records if r.get("eventName") == "INSERT")
+                    report.events_republished += len(events)
                     self.deps.faults.reached(cp.AFTER_REPUBLISH)
                 elif isinstance(body, dict) and body.get("detail-type") == EventType.EXECUTION_FAILED:
                     detail = body["detail"]

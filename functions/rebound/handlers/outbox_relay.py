@@ -7,6 +7,7 @@ from typing import Any
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.adapters.streams import outbox_events
 from rebound.engine.crashpoints import AFTER_PUBLISH
 from rebound.engine.outbox import relay
 from rebound.handlers.observability import logger_for, metrics_for
@@ -19,7 +20,7 @@ metrics = metrics_for("outbox_relay")
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.deps()
-    retry_from = relay(event.get("Records", []), deps.bus)
+    retry_from = relay(outbox_events(event.get("Records", [])), deps.bus)
     deps.faults.reached(AFTER_PUBLISH)  # published, not yet checkpointed: the batch comes again
     if retry_from:
         logger.warning("events not accepted by the bus; retrying", extra={"sequence_number": retry_from[0]})

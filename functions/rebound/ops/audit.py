@@ -13,10 +13,8 @@ from typing import Any
 
 from rebound.domain.audit import trail_mismatches, verify_chain
 from rebound.domain.errors import NotFound
-from rebound.domain.ids import run_subject
+from rebound.domain.ids import RUN_PREFIX, run_subject
 from rebound.engine.deps import Deps
-
-RUN_PREFIX = "run#"
 
 
 @dataclass(frozen=True)

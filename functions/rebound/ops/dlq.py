@@ -39,19 +39,25 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from rebound.domain.errors import Conflict, MessageNotFound, ReboundError, ValidationFailed
-from rebound.domain.ids import event_run_id, message_subject, scheduled_run_id
+from rebound.domain.ids import message_subject
 from rebound.domain.models import Run, RunState, WorkOrder
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.messages import (
-    EventMessage,
-    ExecutionMessage,
-    FireMessage,
     parse_execution_message,
 )
-from rebound.ops.archive import ARCHIVE_TABLE, ARCHIVED, DEFAULT_KEEP_DAYS, ArchiveStore
-from rebound.ops.common import load_runs, when
-from rebound.ops.queue_batches import BATCH, BatchResult, Depth, QueueBatches, Received
+from rebound.engine.ports import (
+    ARCHIVED,
+    BATCH,
+    DEFAULT_KEEP_DAYS,
+    Archive,
+    ArchiveUnavailable,
+    BatchResult,
+    QueueBatches,
+    QueueCounts,
+    Received,
+)
+from rebound.ops.common import when
 from rebound.ops.replay import Replays
 from rebound.ops.throttle import RateLimiter
 
@@ -127,14 +133,6 @@ def _int(text: str | None) -> int | None:
         return None
 
 
-def _run_id_of(parsed: ExecutionMessage) -> str:
-    if isinstance(parsed, FireMessage):
-        return scheduled_run_id(parsed.task_id, parsed.scheduled_time)
-    if isinstance(parsed, EventMessage):
-        return event_run_id(parsed.task_id, parsed.event_id)
-    return parsed.run_id
-
-
 def describe(
     *,
     message_id: str,
@@ -155,7 +153,7 @@ def describe(
         parsed = None
     if parsed is not None:
         kind = parsed.kind
-        run_id = run_id or _run_id_of(parsed)
+        run_id = run_id or parsed.run_id
         task_id = task_id or getattr(parsed, "task_id", None)
     if "reason" not in attributes:
         arrival = Arrival.REDRIVE_POLICY
@@ -442,7 +440,7 @@ class ArchiveSource:
     name = "archive"
 
     def __init__(
-        self, archive: ArchiveStore, clock: Callable[[], datetime], actor: str, status: str | None = ARCHIVED
+        self, archive: Archive, clock: Callable[[], datetime], actor: str, status: str | None = ARCHIVED
     ) -> None:
         self.archive = archive
         self.clock = clock
@@ -528,7 +526,7 @@ class _Pass:
 
     def take(self, batch: list[DlqMessage], filters: DlqFilter, limit: int | None, dry_run: bool) -> None:
         """Decide about one received batch, and record its replays (one transaction for the batch)."""
-        runs = load_runs(self.ops.store, [m.run_id for m in batch if m.run_id])
+        runs = self.ops.store.get_runs([m.run_id for m in batch if m.run_id])
         moves: list[_Pending] = []
         planned: set[str] = set()
         seconds: list[DlqMessage] = []
@@ -618,12 +616,18 @@ class DlqOps:
         self.actor = actor
         self.wait_s = wait_s
         self.sleep = sleep
-        self.queue = QueueBatches(deps.queues.client, deps.queues.urls)
-        self.archive = ArchiveStore(deps.store.client, deps.settings.tables.get(ARCHIVE_TABLE))
+        self.queue = deps.queues.batches()
         self.replays = Replays(deps, actor)
 
+    @property
+    def archive(self) -> Archive:
+        """The DLQ archive; ``ArchiveUnavailable`` where the environment has no archive table."""
+        if self.deps.archive is None:
+            raise ArchiveUnavailable()
+        return self.deps.archive
+
     # --------------------------------------------------------------------------- reading
-    def depth(self) -> Depth:
+    def depth(self) -> QueueCounts:
         return self.queue.depth(DLQ)
 
     def _examine(self, msg: DlqMessage) -> Examined:
@@ -643,7 +647,7 @@ class DlqOps:
         try:
             for batch in source.batches():
                 read.extend(batch)
-                runs = load_runs(self.store, [m.run_id for m in batch if m.run_id])
+                runs = self.store.get_runs([m.run_id for m in batch if m.run_id])
                 for msg in batch:
                     examined = Examined(msg, runs.get(msg.run_id) if msg.run_id else None)
                     if filters.matches(msg, examined.run):
@@ -658,7 +662,7 @@ class DlqOps:
     def show(self, message_id: str, *, scan_limit: int = 5000) -> MessageDetail:
         location = ""
         message: DlqMessage | None = None
-        if self.deps.settings.tables.get(ARCHIVE_TABLE):
+        if self.deps.archive is not None:
             item = self.archive.get(message_id)
             if item is not None:
                 location = f"archive ({item.status})"
@@ -838,7 +842,7 @@ class DlqOps:
 
         Put before delete, as in a redrive: a message leaves the DLQ only once the archive holds it.
         """
-        self.archive.table  # noqa: B018 - fail early, before touching the queue, if there is no table
+        archive = self.archive  # fails early, before touching the queue, if there is no table
         now = self.deps.clock.now()
         report = ArchiveReport()
         source = QueueSource(self.queue, REDRIVE_VISIBILITY_S, self.wait_s)
@@ -846,7 +850,7 @@ class DlqOps:
         removing: list[DlqMessage] = []
         try:
             for batch in source.batches():
-                runs = load_runs(self.store, [m.run_id for m in batch if m.run_id])
+                runs = self.store.get_runs([m.run_id for m in batch if m.run_id])
                 for msg in batch:
                     report.examined += 1
                     examined = Examined(msg, runs.get(msg.run_id) if msg.run_id else None)
@@ -856,7 +860,7 @@ class DlqOps:
                         continue
                     report.matched += 1
                     view = examined.as_dict()
-                    new = self.archive.put(
+                    new = archive.put(
                         message_id=msg.message_id,
                         body=msg.body,
                         attributes=msg.attributes,

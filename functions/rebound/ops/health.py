@@ -37,7 +37,6 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER
 from rebound.engine.retries import HEARTBEAT_KEY
 from rebound.ops.dlq import DlqFilter, DlqOps
-from rebound.ops.queue_batches import QueueBatches
 
 OldestAge = Callable[[str], float | None]
 """Seconds the oldest message of a queue (by name) has waited, from CloudWatch; ``None`` if unknown."""
@@ -132,7 +131,7 @@ class HealthOps:
     def __init__(self, deps: Deps, *, oldest_age: OldestAge | None = None, dlq: DlqOps | None = None) -> None:
         self.deps = deps
         self.store = deps.store
-        self.queue = QueueBatches(deps.queues.client, deps.queues.urls)
+        self.queue = deps.queues.batches()
         self.oldest_age = oldest_age
         self.dlq = dlq or DlqOps(deps, "health", wait_s=0)
 
@@ -302,22 +301,7 @@ class HealthOps:
         )
 
     def _live_schedules(self) -> dict[str, str]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        from rebound.adapters.errors import translate
-
-        schedules = self.deps.schedules
-        out: dict[str, str] = {}
-        try:
-            pages = schedules.client.get_paginator("list_schedules").paginate(
-                GroupName=schedules.group, NamePrefix="task-"
-            )
-            for page in pages:
-                for item in page.get("Schedules", []):
-                    out[str(item["Name"])] = str(item.get("State", "?"))
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, "list schedules") from exc
-        return out
+        return self.deps.schedules.states("task-")
 
     def ack_gaps(self, now: datetime, t: Thresholds) -> Check:
         late = [

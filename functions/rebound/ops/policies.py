@@ -17,6 +17,7 @@ import yaml
 from rebound.config.loader import build_policy
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import PolicyNotFound, ValidationFailed
+from rebound.domain.ids import policy_subject
 from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
@@ -115,7 +116,7 @@ class PolicyOps:
             for v in self.store.policy_versions(name)
         ]
         source = "stored" if versions else str(self.service.book.source)
-        subject = f"policy#{name}"
+        subject = policy_subject(name)
         trail = self.store.audit_trail(subject)
         return PolicyDetail(policy, source, versions, trail, verify_chain(subject, trail).ok)
 

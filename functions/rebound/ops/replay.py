@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rebound.adapters.dynamo import UnitOfWork
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
@@ -31,7 +30,7 @@ from rebound.domain.models import MAX_TASK_TIMEOUT_S, AuditRecord, Run, RunState
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
-from rebound.ops.queue_batches import Outgoing
+from rebound.engine.ports import Outgoing, UnitOfWork
 
 REPLAYED_ACTION = "replayed"
 

@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rebound.adapters.dynamo import UnitOfWork
 from rebound.domain import events as ev
 from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
-from rebound.domain.ids import retry_dispatch_reference, run_subject
+from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
     AttemptOutcome,
     Resolution,
@@ -42,9 +41,9 @@ from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
+from rebound.engine.ports import BATCH, UnitOfWork
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
-from rebound.ops.queue_batches import BATCH, QueueBatches
 from rebound.ops.replay import BudgetOverrides, Replays
 
 EXECUTION = "execution"
@@ -139,7 +138,7 @@ class RunOps:
         self.store = deps.store
         self.actor = actor
         self.replays = Replays(deps, actor)
-        self.queue = QueueBatches(deps.queues.client, deps.queues.urls)
+        self.queue = deps.queues.batches()
         self.dlq = dlq or DlqOps(deps, actor)
 
     # --------------------------------------------------------------------------- reading
@@ -198,7 +197,7 @@ class RunOps:
             entries.append(TimelineEntry(record.at, "run", record.action, record.actor, state, detail))
         order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
         if order is not None:
-            for record in self.store.audit_trail(f"workorder#{order.work_order_id}"):
+            for record in self.store.audit_trail(work_order_subject(order.work_order_id)):
                 state = f"{record.from_state or '-'} -> {record.to_state or '-'}"
                 detail = {"work_order_id": order.work_order_id, **record.evidence}
                 entries.append(

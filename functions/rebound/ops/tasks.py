@@ -22,12 +22,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rebound.adapters.dynamo import StoredTask
 from rebound.config.loader import load_task_document, load_task_file
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
+from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport

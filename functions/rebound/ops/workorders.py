@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rebound.adapters.dynamo import UnitOfWork
 from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ValidationFailed, WorkOrderNotFound
+from rebound.domain.ids import work_order_subject
 from rebound.domain.models import (
     AuditRecord,
     Resolution,
@@ -26,6 +26,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
+from rebound.engine.ports import UnitOfWork
 from rebound.ops.common import when
 
 _NEXT: dict[WorkOrderState, frozenset[WorkOrderState]] = {
@@ -114,7 +115,7 @@ class WorkOrderOps:
 
     def show(self, work_order_id: str) -> WorkOrderDetail:
         order = self.get(work_order_id)
-        subject = f"workorder#{work_order_id}"
+        subject = work_order_subject(work_order_id)
         trail = self.store.audit_trail(subject)
         run = self.store.get_run(order.run_id) if order.run_id else None
         return WorkOrderDetail(order, trail, verify_chain(subject, trail), run)

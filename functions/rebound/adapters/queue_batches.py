@@ -9,49 +9,21 @@ Every AWS error becomes a Rebound error through ``rebound.adapters.errors.transl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
-from rebound.adapters.queues import QueueCounts, message_attributes, read_attributes, read_counts
+from rebound.adapters.queues import message_attributes, read_attributes, read_counts
+from rebound.engine.ports import BATCH, BatchResult, Outgoing, QueueCounts, Received
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient
 
-BATCH = 10
-"""The most entries SQS takes in one batch request, and the most messages one receive returns."""
-Depth = QueueCounts
-"""A queue's counts (visible, in flight, delayed), as the DLQ operations read them."""
 
+class SqsBatches:
+    """The ``QueueBatches`` port on SQS."""
 
-@dataclass(frozen=True)
-class Received:
-    message_id: str
-    receipt_handle: str
-    body: str
-    attributes: dict[str, str]
-    sent_at_ms: int
-    receive_count: int
-
-
-@dataclass(frozen=True)
-class Outgoing:
-    key: str
-    body: str
-    attributes: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class BatchResult:
-    """Which entries of a batch request SQS accepted, by the caller's key, and why the others failed."""
-
-    ok: list[str] = field(default_factory=list)
-    failed: dict[str, str] = field(default_factory=dict)
-
-
-class QueueBatches:
     def __init__(self, client: SQSClient, urls: Mapping[str, str]) -> None:
         self.client = client
         self.urls = dict(urls)
@@ -133,6 +105,6 @@ class QueueBatches:
             result.failed[keys[int(entry["Id"])]] = f"{entry.get('Code', '?')}: {entry.get('Message', '')}"
         return result
 
-    def depth(self, queue: str) -> Depth:
+    def depth(self, queue: str) -> QueueCounts:
         self.requests += 1
         return read_counts(self.client, self.urls[queue], queue)

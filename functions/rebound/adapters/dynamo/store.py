@@ -1,32 +1,25 @@
-"""DynamoDB persistence: tasks, runs, audit chains, the outbox, work orders, idempotency keys, policies.
+"""Every read and write Rebound makes to DynamoDB outside a unit of work: tasks, runs, audit
+chains, work orders, control records (keys, watermarks, heartbeats, slots), tenants, policies.
 
-Every change to a run or a work order is written by ``UnitOfWork.commit`` as one
-``TransactWriteItems``: the item itself (guarded by its audit sequence number, an optimistic
-lock), the next record of its audit chain (a conditional put, so the chain can only grow), and
-the outbox events that announce the change. The state, its audit record and its events therefore
-commit together or not at all.
+Transient errors (contention, throttling) are tried again with seeded full-jitter backoff.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
+from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
-from rebound.domain.audit import GENESIS, next_record, run_changes
-from rebound.domain.errors import TRANSIENT, Conflict, OperationalError
-from rebound.domain.events import DomainEvent
-from rebound.domain.ids import outbox_event_id, run_subject
-from rebound.domain.jsonutil import dumps
+from rebound.domain.audit import GENESIS
+from rebound.domain.errors import TRANSIENT, Conflict, OperationalError, Throttled
+from rebound.domain.ids import task_subject, tenant_subject
 from rebound.domain.models import (
     AuditRecord,
     Run,
@@ -37,375 +30,18 @@ from rebound.domain.models import (
     WorkOrder,
     WorkOrderState,
 )
+from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-Item = dict[str, Any]
 T = TypeVar("T")
 
-_SER = TypeSerializer()
-_DESER = TypeDeserializer()
-MAX_TRANSACTION_ITEMS = 100
-WRITE_ATTEMPTS = 8
-"""Tries of one write that meets transient contention or throttling (~2.5 s of backoff in all)."""
 BACKOFF_BASE_S = 0.025
 BACKOFF_CAP_S = 1.0
 TASKS_EPOCH = "tasks#epoch"
-OUTBOX_TTL = timedelta(days=2)
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, set):
-        return sorted(_plain(v) for v in value)
-    return value
-
-
-# Items keep as top-level attributes only what DynamoDB itself uses: keys, index keys, and the
-# attributes conditions and TTL read. Everything else travels in one JSON document, ``doc``.
-# Attribute names count towards item size and write units, so small flat items are also the
-# cheap ones; nothing ever queries inside the document.
-DOC = "doc"
-TOP_LEVEL: dict[str, frozenset[str]] = {
-    "tasks": frozenset({"task_id", "tenant", "state", "version"}),
-    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "rev"}),
-    "audit": frozenset({"subject", "seq"}),
-    "outbox": frozenset(
-        {"event_id", "detail_type", "source", "detail", "subject", "created_at", "expires_at"}
-    ),
-    "workorders": frozenset({"work_order_id", "state", "opened_at", "audit_seq"}),
-    "idempotency": frozenset({"pk", "expires_at"}),
-    "policies": frozenset({"name", "version"}),
-    "tenants": frozenset({"tenant"}),
-}
-
-
-def _dynamo_value(value: Any) -> Any:
-    """JSON-compatible value -> what TypeSerializer accepts (Decimal instead of float)."""
-    if isinstance(value, float):
-        return Decimal(repr(value))
-    if isinstance(value, dict):
-        return {k: _dynamo_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_dynamo_value(v) for v in value]
-    return value
-
-
-def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
-    """A DynamoDB item; with ``table``, the attributes DynamoDB does not use go into ``doc``.
-
-    ``None`` values are left out, so sparse indexes stay sparse.
-    """
-    flat: dict[str, Any] = {key: value for key, value in data.items() if value is not None}
-    keep = TOP_LEVEL.get(table) if table is not None else None
-    if keep is not None:
-        doc = {key: value for key, value in flat.items() if key not in keep}
-        flat = {key: value for key, value in flat.items() if key in keep}
-        if doc:
-            flat[DOC] = dumps(doc)
-    return {key: _SER.serialize(_dynamo_value(value)) for key, value in flat.items()}
-
-
-def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    out = {key: _plain(_DESER.deserialize(value)) for key, value in item.items()}
-    doc = out.pop(DOC, None)
-    if isinstance(doc, str):
-        out.update(json.loads(doc))
-    return out
-
-
-@dataclass(frozen=True)
-class StoredTask:
-    task: Task
-    version: int
-    updated_at: str
-    schedule_names: tuple[str, ...] = ()
-    audit_seq: int = 0
-    audit_head: str = GENESIS
-    paused_at: datetime | None = None
-    active_since: datetime | None = None
-    """When the task last became active (registered or resumed): the run ledger looks from here."""
-
-    @property
-    def paused(self) -> bool:
-        return self.task.state is TaskState.PAUSED
-
-    def paused_for(self, scheduled_for: datetime) -> bool:
-        """Whether a fire for ``scheduled_for`` falls in the pause (a fire due earlier still runs)."""
-        return self.paused and (self.paused_at is None or scheduled_for > self.paused_at)
-
-
-def _conditioned(
-    op: dict[str, Any],
-    condition: str | None,
-    values: Mapping[str, Any] | None,
-    names: Mapping[str, str] | None,
-) -> None:
-    """Add a transaction item's condition and expression attributes, where given."""
-    if condition:
-        op["ConditionExpression"] = condition
-    if values:
-        op["ExpressionAttributeValues"] = to_item(values)
-    if names:
-        op["ExpressionAttributeNames"] = dict(names)
-
-
-@dataclass
-class UnitOfWork:
-    """Collects changes and commits them as one transaction."""
-
-    store: DynamoStore
-    actor: str
-    at: datetime
-    items: list[TransactWriteItemTypeDef] = field(default_factory=list)
-    labels: list[str] = field(default_factory=list)
-    audit_records: list[AuditRecord] = field(default_factory=list)
-    _events: int = 0
-    _owned: dict[tuple[str, str], int] = field(default_factory=dict)
-
-    # --- owned subjects: the item holds its chain head --------------------------------------
-    def save_run(
-        self,
-        before: Run | None,
-        after: Run,
-        *,
-        action: str,
-        evidence: dict[str, Any] | None = None,
-        from_state: RunState | None = None,
-    ) -> Run:
-        """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
-
-        ``from_state`` names the state left when ``before`` is ``None`` (a run created and moved
-        on in one write).
-
-        Saving the same run again in this unit of work (create, then claim) adds another audit
-        record and replaces the staged item; the write stays guarded by the first ``before``.
-        """
-        staged = after.model_copy(update={"updated_at": self.at})
-        record = self._audit(
-            run_subject(after.run_id),
-            before.audit_seq if before else 0,
-            before.audit_head if before else GENESIS,
-            action,
-            before.state.value if before else (from_state.value if from_state else None),
-            staged.state.value,
-            {**(evidence or {}), "changes": run_changes(before, staged)},
-        )
-        saved = staged.model_copy(
-            update={"audit_seq": record.seq, "audit_head": record.hash, "rev": self._rev(before)}
-        )
-        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
-        return saved
-
-    def touch_run(self, before: Run, after: Run) -> Run:
-        """Stage a bookkeeping write of a run that changes no state (a waiting run's next poll):
-        guarded like any write, without an audit record, so the item still names its chain head."""
-        if after.state is not before.state or after.attempt != before.attempt:
-            raise ValueError(f"touch_run cannot change the state of {before.run_id}")
-        saved = after.model_copy(
-            update={
-                "updated_at": self.at,
-                "audit_seq": before.audit_seq,
-                "audit_head": before.audit_head,
-                "rev": self._rev(before),
-            }
-        )
-        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
-        return saved
-
-    def _rev(self, before: Run | None) -> int:
-        """The revision a staged run write gets (one more than what it replaces, once per commit)."""
-        return (before.rev if before is not None else 0) + 1
-
-    def save_work_order(
-        self,
-        before: WorkOrder | None,
-        after: WorkOrder,
-        *,
-        action: str,
-        evidence: dict[str, Any] | None = None,
-    ) -> WorkOrder:
-        record = self._audit(
-            f"workorder#{after.work_order_id}",
-            before.audit_seq if before else 0,
-            before.audit_head if before else GENESIS,
-            action,
-            before.state.value if before else None,
-            after.state.value,
-            evidence or {},
-        )
-        saved = after.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
-        self._stage_owned(
-            "workorders", "work_order_id", after.work_order_id, saved.model_dump(mode="json"), before
-        )
-        return saved
-
-    # --- unowned subjects (a malformed message, a policy): the chain itself is the guard ------
-    def append_audit(
-        self,
-        subject: str,
-        *,
-        action: str,
-        evidence: dict[str, Any] | None = None,
-        head: tuple[int, str] | None = None,
-        from_state: str | None = None,
-        to_state: str | None = None,
-    ) -> AuditRecord:
-        seq, prev = head if head is not None else self.store.audit_head(subject)
-        return self._audit(subject, seq, prev, action, from_state, to_state, evidence or {})
-
-    def emit(self, event: DomainEvent, subject: str) -> None:
-        seq = self.audit_records[-1].seq if self.audit_records else 0
-        event_id = outbox_event_id(subject, seq, self._events)
-        self._events += 1
-        item = {
-            "event_id": event_id,
-            "detail_type": event.detail_type.value,
-            "source": self.store.event_source,
-            "detail": dumps({**event.detail, "event_id": event_id}),
-            "subject": subject,
-            "created_at": iso(self.at),
-            "expires_at": int((self.at + OUTBOX_TTL).timestamp()),
-        }
-        self._stage(
-            {
-                "Put": {
-                    "TableName": self.store.tables["outbox"],
-                    "Item": to_item(item, "outbox"),
-                    "ConditionExpression": "attribute_not_exists(event_id)",
-                }
-            },
-            f"event {event.detail_type.value}",
-        )
-
-    def put_unique(self, table: str, data: Mapping[str, Any], key_attr: str) -> None:
-        """Stage a put that fails the transaction if the key exists already."""
-        self._stage(
-            {
-                "Put": {
-                    "TableName": self.store.tables[table],
-                    "Item": to_item(data, table),
-                    "ConditionExpression": f"attribute_not_exists({key_attr})",
-                }
-            },
-            f"{table} {data.get(key_attr)}",
-        )
-
-    def put(
-        self,
-        table: str,
-        data: Mapping[str, Any],
-        label: str,
-        condition: str | None = None,
-        values: Mapping[str, Any] | None = None,
-        names: Mapping[str, str] | None = None,
-    ) -> None:
-        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
-        _conditioned(op, condition, values, names)
-        self._stage({"Put": op}, label)  # type: ignore[typeddict-item]
-
-    def update(
-        self,
-        table: str,
-        key: Mapping[str, Any],
-        expression: str,
-        label: str,
-        condition: str | None = None,
-        values: Mapping[str, Any] | None = None,
-        names: Mapping[str, str] | None = None,
-    ) -> None:
-        op: dict[str, Any] = {
-            "TableName": self.store.tables[table],
-            "Key": to_item(key),
-            "UpdateExpression": expression,
-        }
-        _conditioned(op, condition, values, names)
-        self._stage({"Update": op}, label)  # type: ignore[typeddict-item]
-
-    def commit(self, attempts: int = WRITE_ATTEMPTS) -> None:
-        """Write everything in one transaction. ``Conflict``: a condition failed (someone changed
-        the record first); nothing was written. A transaction that met a concurrent write or a
-        throttle is sent again, up to ``attempts`` times, before its error is raised."""
-        if not self.items:
-            return
-        if len(self.items) > MAX_TRANSACTION_ITEMS:
-            raise OperationalError(f"a change of {len(self.items)} items exceeds the transaction limit")
-        self.store.transact(self.items, self.labels, attempts=attempts)
-
-    # --- internals ----------------------------------------------------------------------------
-    def _audit(
-        self,
-        subject: str,
-        prev_seq: int,
-        prev_hash: str,
-        action: str,
-        from_state: str | None,
-        to_state: str | None,
-        evidence: dict[str, Any],
-    ) -> AuditRecord:
-        staged = [a for a in self.audit_records if a.subject == subject]
-        if staged:
-            prev_seq, prev_hash = staged[-1].seq, staged[-1].hash
-        record = next_record(
-            subject=subject,
-            prev_seq=prev_seq,
-            prev_hash=prev_hash,
-            at=self.at,
-            actor=self.actor,
-            action=action,
-            from_state=from_state,
-            to_state=to_state,
-            evidence=evidence,
-        )
-        self.audit_records.append(record)
-        self._stage(
-            {
-                "Put": {
-                    "TableName": self.store.tables["audit"],
-                    "Item": to_item(record.model_dump(mode="json"), "audit"),
-                    "ConditionExpression": "attribute_not_exists(subject)",
-                }
-            },
-            f"audit {subject} #{record.seq}",
-        )
-        return record
-
-    def _stage_owned(
-        self, table: str, key_attr: str, key: str, data: dict[str, Any], before: Run | WorkOrder | None
-    ) -> None:
-        slot = (table, key)
-        if slot in self._owned:
-            put = self.items[self._owned[slot]]["Put"]
-            put["Item"] = to_item(data, table)
-            return
-        op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
-        if before is None:
-            op["ConditionExpression"] = f"attribute_not_exists({key_attr})"
-        elif isinstance(before, Run):
-            # ``rev`` changes on every write, bookkeeping included; items written before it
-            # existed are guarded by their audit sequence number alone.
-            op["ConditionExpression"] = "audit_seq = :seq AND (attribute_not_exists(rev) OR rev = :rev)"
-            op["ExpressionAttributeValues"] = {
-                ":seq": {"N": str(before.audit_seq)},
-                ":rev": {"N": str(before.rev)},
-            }
-        else:
-            op["ConditionExpression"] = "audit_seq = :seq"
-            op["ExpressionAttributeValues"] = {":seq": {"N": str(before.audit_seq)}}
-        self._owned[slot] = len(self.items)
-        self._stage({"Put": op}, f"{table} {key}")  # type: ignore[typeddict-item]
-
-    def _stage(self, op: TransactWriteItemTypeDef, label: str) -> None:
-        self.items.append(op)
-        self.labels.append(label)
 
 
 class DynamoStore:
@@ -482,8 +118,12 @@ class DynamoStore:
             except TRANSIENT:
                 if n == attempts:
                     raise
-                self.sleep(self._rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**n)))
+                self._pause(n)
         raise AssertionError("unreachable")
+
+    def _pause(self, n: int) -> None:
+        """Full-jitter exponential backoff before try ``n + 1``."""
+        self.sleep(self._rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**n)))
 
     def _get(self, table: str, key: Mapping[str, Any], consistent: bool = True) -> dict[str, Any] | None:
         resp = self._call(
@@ -547,7 +187,13 @@ class DynamoStore:
         name = self.tables[table]
         for start in range(0, len(ids), 100):
             keys: list[Any] = [to_item({key_attr: i}) for i in dict.fromkeys(ids[start : start + 100])]
-            while keys:
+            for attempt in range(WRITE_ATTEMPTS + 1):
+                if not keys:
+                    break
+                if attempt == WRITE_ATTEMPTS:
+                    raise Throttled(f"read {table}: {len(keys)} keys left unprocessed after {attempt} tries")
+                if attempt:  # DynamoDB asked us to slow down
+                    self._pause(attempt)
                 resp = self._call(
                     f"read {table}",
                     self.client.batch_get_item,
@@ -570,7 +216,7 @@ class DynamoStore:
     ) -> StoredTask:
         """Create or replace a task definition, guarded by its version, with an audit record."""
         uow = self.unit_of_work(actor, at)
-        subject = f"task#{task.id}"
+        subject = task_subject(task.id)
         record = uow.append_audit(
             subject,
             action=action,
@@ -613,7 +259,7 @@ class DynamoStore:
             uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
         else:
             uow.put("tasks", data, f"task {task.id}", "version = :v", {":v": previous.version})
-        uow.update("idempotency", {"pk": TASKS_EPOCH}, "ADD epoch :one", "tasks epoch", values={":one": 1})
+        uow.update(CONTROL, {"pk": TASKS_EPOCH}, "ADD epoch :one", "tasks epoch", values={":one": 1})
         uow.commit()
         return stored
 
@@ -743,8 +389,8 @@ class DynamoStore:
         def put() -> bool:
             try:
                 self.client.put_item(
-                    TableName=self.tables["idempotency"],
-                    Item=to_item(item, "idempotency"),
+                    TableName=self.tables[CONTROL],
+                    Item=to_item(item, CONTROL),
                     ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
                     ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
                 )
@@ -762,18 +408,18 @@ class DynamoStore:
         self._call(
             f"write {key}",
             self.client.put_item,
-            TableName=self.tables["idempotency"],
+            TableName=self.tables[CONTROL],
             Item=to_item({"pk": key, **data}),
         )
 
     def get_key(self, key: str) -> dict[str, Any] | None:
-        return self._get("idempotency", {"pk": key})
+        return self._get(CONTROL, {"pk": key})
 
     def release_key(self, key: str) -> None:
         self._call(
             "release key",
             self.client.delete_item,
-            TableName=self.tables["idempotency"],
+            TableName=self.tables[CONTROL],
             Key=to_item({"pk": key}),
         )
 
@@ -785,7 +431,7 @@ class DynamoStore:
     def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None:
         uow = self.unit_of_work(actor, at)
         uow.append_audit(
-            f"tenant#{tenant}", action="tenant-settings", evidence=settings.model_dump(mode="json")
+            tenant_subject(tenant), action="tenant-settings", evidence=settings.model_dump(mode="json")
         )
         uow.put(
             "tenants",

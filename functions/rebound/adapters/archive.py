@@ -10,7 +10,6 @@ Items expire through the table's TTL (``expires_at``) after the retention the op
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,51 +17,24 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.dynamo import from_item, to_item
 from rebound.adapters.errors import call_or_none, translate
-from rebound.domain.errors import NotFound
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import (
+    ARCHIVED,
+    DEFAULT_KEEP_DAYS,
+    REDRIVEN,
+    ArchivedItem,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-ARCHIVE_TABLE = "dlq_archive"
-"""Logical name of the archive table in ``rebound.resources.SPEC``."""
-ARCHIVED = "archived"
-REDRIVEN = "redriven"
-DEFAULT_KEEP_DAYS = 400
 
+class DynamoArchive:
+    """The ``Archive`` port on its DynamoDB table."""
 
-class ArchiveUnavailable(NotFound):
-    code = "ARCHIVE_UNAVAILABLE"
-
-
-@dataclass(frozen=True)
-class ArchivedItem:
-    message_id: str
-    body: str
-    attributes: dict[str, str]
-    sent_at_ms: int
-    receive_count: int
-    status: str
-    archived_at: str
-    archived_by: str
-    redriven_at: str | None = None
-    redriven_by: str | None = None
-
-
-class ArchiveStore:
-    def __init__(self, client: DynamoDBClient, table: str | None) -> None:
+    def __init__(self, client: DynamoDBClient, table: str) -> None:
         self.client = client
-        self._table = table
-
-    @property
-    def table(self) -> str:
-        if not self._table:
-            raise ArchiveUnavailable(
-                f"this environment has no DLQ archive table ({ARCHIVE_TABLE}); "
-                "deploy the stack version that creates it",
-                table=ARCHIVE_TABLE,
-            )
-        return self._table
+        self.table = table
 
     def put(
         self,
