@@ -300,6 +300,12 @@ def resources_parameter(env: str) -> str:
     return f"/rebound/{env}/resources"
 
 
+def service_name(logical: str) -> str:
+    """A function's one service name, in its logs (Powertools ``service``) and its metrics (the
+    ``service`` dimension) alike: ``retry_scheduler`` -> ``rebound-retry-scheduler``."""
+    return f"rebound-{logical.replace('_', '-')}"
+
+
 def local_name(env: str, logical: str) -> str:
     """Physical names on the local cloud (on AWS, CloudFormation names them)."""
     return f"rebound-{env}-{logical.replace('_', '-')}"

@@ -1,8 +1,8 @@
 """Which function emits each metric the alarms watch.
 
 Powertools writes Rebound's metrics (EMF) with two dimensions: ``environment`` and ``service``,
-the ``service`` being the emitting handler's (``rebound.handlers.observability.metrics_for``),
-which is its ``FunctionSpec.logical``. CloudWatch matches an alarm's metric by its exact
+the ``service`` being the emitting function's one service name (``rebound.resources.service_name``
+of its ``FunctionSpec.logical``, as in its logs). CloudWatch matches an alarm's metric by its exact
 dimensions, so an alarm sums the metric over every function that emits it, as listed here.
 Keep this in step with the engine: a metric emitted from a new place needs its function here.
 """

@@ -14,6 +14,7 @@ from infra_helpers import Synth, flatten, ref_target
 
 from rebound import resources as r
 from rebound.engine import telemetry as m
+from rebound.resources import service_name
 from rebound_infra.app import REPO_ROOT
 from rebound_infra.config import AlarmThresholds
 from rebound_infra.constructs.observability import QUEUE_PERIOD
@@ -80,7 +81,7 @@ def test_scheduling_failure_rate_above_5_percent_over_5_minutes(synth: Synth, en
         for d in q["MetricStat"]["Metric"]["Dimensions"]
         if d["Name"] == "service"
     }
-    assert services == set(EMITTERS[m.SCHEDULING_FAILURE])
+    assert services == {service_name(f) for f in EMITTERS[m.SCHEDULING_FAILURE]}
 
 
 def test_three_consecutive_sla_breaches(synth: Synth, env: str) -> None:
@@ -93,7 +94,11 @@ def test_three_consecutive_sla_breaches(synth: Synth, env: str) -> None:
         for d in q["MetricStat"]["Metric"]["Dimensions"]
         if d["Name"] == "service"
     }
-    assert services == set(EMITTERS[m.SLA_BREACH]) == {"executor", "sweeper"}
+    assert (
+        services
+        == {service_name(f) for f in EMITTERS[m.SLA_BREACH]}
+        == {"rebound-executor", "rebound-sweeper"}
+    )
     assert props["EvaluationPeriods"] == 3
     assert props["DatapointsToAlarm"] == 3
     assert props["Threshold"] == 1
@@ -118,7 +123,10 @@ def test_any_failed_sweeper_step_or_item_alarms(synth: Synth, env: str) -> None:
     props = alarm(synth, env, "SweeperItemFailures")
     metric = single_metric(props)
     assert metric["MetricName"] == m.SWEEPER_FAILURE
-    assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {"environment": env, "service": "sweeper"}
+    assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
+        "environment": env,
+        "service": "rebound-sweeper",
+    }
     assert props["Threshold"] == 1
     assert props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert props["AlarmDescription"].endswith("sweeper-item-failures.md")
@@ -129,7 +137,7 @@ def test_app_metrics_carry_the_dimensions_powertools_writes(synth: Synth, env: s
     assert metric["Namespace"] == "Rebound"
     assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
         "environment": env,
-        "service": "escalation",
+        "service": "rebound-escalation",
     }
 
 
@@ -269,7 +277,7 @@ def test_lock_contention_alarms_above_the_rate_over_its_window(synth: Synth, env
     assert props["EvaluationPeriods"] == 1
     assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
         "environment": env,
-        "service": EMITTERS[m.LOCK_CONTENTION][0],
+        "service": service_name(EMITTERS[m.LOCK_CONTENTION][0]),
     }
 
 
@@ -309,8 +317,12 @@ def plain(line: dict[str, Any]) -> tuple[Any, ...]:
     return (line["namespace"], line["metric"], line["dims"], line["stat"])
 
 
-def app_dims(env: str, service: str) -> dict[str, str]:
-    return {"environment": env, "service": service}
+def app_dims(env: str, function: str) -> dict[str, str]:
+    """The dimensions Powertools writes for a metric of ``function`` (its spec's logical name)."""
+    return {
+        "environment": env,
+        "service": function if function.startswith("rebound-") else service_name(function),
+    }
 
 
 def evaluate(expression: str, values: dict[str, float]) -> float:
@@ -386,8 +398,12 @@ def test_dashboard_retry_rates_are_success_and_failure_percentages(synth: Synth,
     success_ids = {i for i, line in hidden.items() if line["metric"] == m.RETRY_SUCCESS}
     failure_ids = {i for i, line in hidden.items() if line["metric"] == m.RETRY_FAILURE}
     assert success_ids | failure_ids == set(hidden)
-    assert {hidden[i]["dims"]["service"] for i in success_ids} == set(EMITTERS[m.RETRY_SUCCESS])
-    assert {hidden[i]["dims"]["service"] for i in failure_ids} == set(EMITTERS[m.RETRY_FAILURE])
+    assert {hidden[i]["dims"]["service"] for i in success_ids} == {
+        service_name(f) for f in EMITTERS[m.RETRY_SUCCESS]
+    }
+    assert {hidden[i]["dims"]["service"] for i in failure_ids} == {
+        service_name(f) for f in EMITTERS[m.RETRY_FAILURE]
+    }
     assert all(line["dims"] == app_dims(env, line["dims"]["service"]) for line in hidden.values())
     rates = {line["label"]: line["expression"] for line in widget_lines if "expression" in line}
     assert set(rates) == {"retry success %", "retry failure %"}

@@ -5,15 +5,19 @@ from __future__ import annotations
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
+from rebound.resources import service_name
+
 NAMESPACE = "Rebound"
 
 
-def logger_for(service: str) -> Logger:
-    logger = Logger(service=f"rebound-{service}")
+def logger_for(function: str) -> Logger:
+    """The logger of the function ``function`` (its ``FunctionSpec.logical``)."""
+    logger = Logger(service=service_name(function))
     # Engine and adapter modules log through the standard library; give them the same JSON format.
     copy_config_to_registered_loggers(source_logger=logger, include={"rebound"})
     return logger
 
 
-def metrics_for(service: str) -> Metrics:
-    return Metrics(namespace=NAMESPACE, service=service)
+def metrics_for(function: str) -> Metrics:
+    """The metrics of the function ``function``: the same service name as its logs."""
+    return Metrics(namespace=NAMESPACE, service=service_name(function))

@@ -13,7 +13,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from rebound import resources as r
 from rebound.handlers.observability import logger_for
 
-logger = logger_for("ops-api")
+logger = logger_for("ops_api")
 app = APIGatewayRestResolver()
 
 

@@ -12,7 +12,7 @@ from rebound.engine.crashpoints import AFTER_PUBLISH
 from rebound.engine.outbox import relay
 from rebound.handlers.observability import logger_for, metrics_for
 
-logger = logger_for("outbox-relay")
+logger = logger_for("outbox_relay")
 metrics = metrics_for("outbox_relay")
 
 

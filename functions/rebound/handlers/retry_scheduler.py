@@ -14,7 +14,7 @@ from rebound import wiring
 from rebound.engine.retries import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
 
-logger = logger_for("retry-scheduler")
+logger = logger_for("retry_scheduler")
 metrics = metrics_for("retry_scheduler")
 
 

@@ -97,7 +97,7 @@ class ReboundFunction(Construct):
             timeout=Duration.seconds(spec.timeout_s),
             memory_size=spec.memory_mb,
             role=self.role,
-            environment={**inputs.environment, "POWERTOOLS_SERVICE_NAME": f"rebound-{spec.logical}"},
+            environment={**inputs.environment, "POWERTOOLS_SERVICE_NAME": r.service_name(spec.logical)},
             log_group=self.log_group,
             description=f"Rebound {spec.logical}: {spec.purpose}"[:256],
         )

@@ -22,6 +22,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
+from rebound import resources as r
 from rebound.engine import telemetry as m
 from rebound.handlers.observability import NAMESPACE
 from rebound_infra.config import AlarmThresholds
@@ -105,7 +106,7 @@ class Observability(Construct):
         return cw.Metric(
             namespace=NAMESPACE,
             metric_name=name,
-            dimensions_map={"environment": self.environment, "service": service},
+            dimensions_map={"environment": self.environment, "service": r.service_name(service)},
             statistic=statistic,
             period=period or Duration.minutes(5),
         )
