@@ -1,0 +1,77 @@
+"""Patches that make moto a faithful and fast stand-in for what Rebound relies on: the registry.
+
+moto is pinned (requirements/constraints.txt) and ``tests/integration/test_motopatch.py`` pins
+the behaviour each patch provides, so an upgrade that breaks one fails loudly. This module owns
+``install``, which applies every patch once per process in a fixed order (later patches wrap what
+earlier ones installed), and re-exports what the rest of the local cloud uses. One module per
+patch, each with its reason:
+
+1. **Clock** (``clock``): moto's time follows the local runtime's (virtual) clock.
+2. **Atomicity** (``lock``): one re-entrant lock around every moto action.
+3. **Transactions** (``transactions``): every condition is checked first; writes happen only if
+   all pass, as DynamoDB does.
+4. **SQS receive** (``sqs_retention``): the retention check reads only the attribute it needs.
+5. **Change counters** (``scheduler_versions``): schedule changes bump ``versions["scheduler"]``
+   so the local Scheduler re-reads schedules only when something changed (SQS and stream
+   counters: ``changes``).
+6. **Queries** (``query_index``): a ``Query`` reads one partition instead of the whole table.
+7. **Parsing once** (``parsing``): parsed expressions are cached; repeated work of DynamoDB items
+   and SQS queues is done once.
+8. **Message ledger** (``sqs_ledger``): with ``track_messages(ledger)``, every message SQS
+   accepts, deletes, purges or moves to a dead-letter queue is reported to the ledger.
+9. **Event routing** (``event_routing``): a DISABLED rule matches nothing, as on AWS.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
+from rebound_local.motopatch.event_routing import _patch_event_routing
+from rebound_local.motopatch.lock import LOCK, _patch_lock
+from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
+from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_query_index
+from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
+from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
+from rebound_local.motopatch.sqs_retention import _patch_sqs_retention
+from rebound_local.motopatch.transactions import _key_values, _patch_transactions
+
+__all__ = [
+    "INDEX_VIEW",
+    "ITEM_SIZE_LIMIT",
+    "KEPT_RECEIPT_HANDLES",
+    "LOCK",
+    "_RECEIPTS",
+    "_index_of",
+    "_key_values",
+    "_unix_time",
+    "_unix_time_millis",
+    "install",
+    "set_clock",
+    "track_messages",
+    "versions",
+]
+
+_state: dict[str, Any] = {"installed": False}
+
+
+def install() -> None:
+    """Apply the patches once per process. Safe to call again."""
+    with LOCK:
+        if _state["installed"]:
+            return
+        _patch_clock()
+        _patch_lock()
+        _patch_transactions()
+        _patch_sqs_retention()
+        _patch_scheduler_versions()
+        _patch_query_index()
+        _patch_parsing()
+        _patch_sqs_ledger()
+        _patch_event_routing()
+        _state["installed"] = True
+    from rebound_local import changes, hostile, streams
+
+    hostile.install()  # faults inside moto; they pass through until activated
+    streams.install()
+    changes.install()

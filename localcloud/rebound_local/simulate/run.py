@@ -1,0 +1,275 @@
+"""Driving a scenario: start the local cloud on a virtual clock, run the window, settle, judge.
+
+``Simulation.run`` does the four steps (see the package); ``run_simulate`` is the ``rebound local
+simulate`` command around it. The checks are in ``invariants``, the report in ``report``, the
+scenario's sabotage in ``sabotage``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from rebound.domain.timefmt import iso
+from rebound.ops.tasks import TaskOps
+from rebound_local import hostile, motopatch, observe
+from rebound_local.clock import VirtualClock
+from rebound_local.cloud import reset_moto
+from rebound_local.instrument import MessageLedger
+from rebound_local.invariants import Fire, LiveCarriers, Tee
+from rebound_local.reports import write_report
+from rebound_local.runtime import STALL_WALL_S
+from rebound_local.scenario import LoadedScenario
+from rebound_local.simulate.invariants import UNSETTLED
+from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
+from rebound_local.simulate.sabotage import SimulationSabotage
+from rebound_local.stack import Faults, LocalStack, start_local
+from rebound_local.workers import RuntimeHung
+
+log = logging.getLogger("rebound_local.simulate")
+
+SETTLE_STEP = timedelta(minutes=1)
+
+
+Progress = Callable[[str, datetime], None]
+
+
+class Simulation(SimulationSabotage, SimulationReport):
+    def __init__(
+        self,
+        loaded: LoadedScenario,
+        *,
+        seed: int | None = None,
+        transport: str = "direct",
+        log_file: Path | None = None,
+        progress: Progress | None = None,
+        stall_wall_s: float = STALL_WALL_S,
+    ) -> None:
+        self.loaded = loaded
+        self.scenario = loaded.scenario
+        self.seed = self.scenario.seed if seed is None else seed
+        self.transport = transport
+        self.log_file = log_file
+        self.progress = progress
+        self.ledger = MessageLedger()
+        self.fires: list[Fire] = []
+        self.dropped: list[dict[str, str]] = []
+        self.tampered: list[str] = []
+        self.timing: dict[str, float] = {}
+        self.stall_wall_s = stall_wall_s
+        self._drops_left = self.scenario.sabotage.drop_messages
+        self._duplicates_left = self.scenario.sabotage.duplicate_fires
+        self.sabotaged: dict[str, list[str]] = {}
+        self._stack: LocalStack | None = None
+        self.live = LiveCarriers("", self._read_run)
+
+    # --------------------------------------------------------------------------- the run
+    def run(self) -> SimulationResult:
+        started = time.monotonic()
+        sc = self.scenario
+        reset_moto()
+        motopatch.install()
+        from moto.moto_api._internal import mock_random
+
+        mock_random.seed(self.seed)
+        motopatch.track_messages(self.ledger)
+        clock = VirtualClock(sc.start)
+        stack = start_local(
+            clock,
+            faults=Faults.from_config(sc.faults, self.seed),
+            jitter_seed=self.seed,
+            transport=self.transport,
+            log_file=self.log_file,
+            log_level=logging.WARNING,
+            latency=sc.model.latency() if sc.model.latency().active else None,
+            concurrency=sc.model.concurrency,
+            executor_max_concurrency=sc.model.executor_max_concurrency,
+            stall_wall_s=self.stall_wall_s,
+        )
+        self._stack = stack
+        self.live.queue = stack.settings.queue("execution").name
+        motopatch.track_messages(Tee(self.ledger, self.live))
+        try:
+            self._watch_fires(stack)
+            self._double_target_calls(stack)
+            # Registering the scenario's tasks is setup, not part of what is judged: moto's faults
+            # (conflicts, index lag) start with the window.
+            hostile.activate(None)
+            ops = TaskOps(stack.deps, actor="simulator")
+            ops.apply_tenants(dict(self.scenario.tenants))
+            ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
+            hostile.activate(stack.moto_faults)
+            self.timing["startup_s"] = time.monotonic() - started
+
+            mark = time.monotonic()
+            try:
+                self._run_window(stack, clock)
+                self.timing["run_s"] = time.monotonic() - mark
+                mark = time.monotonic()
+                settled_at = self._settle(stack, clock)
+                self.timing["settle_s"] = time.monotonic() - mark
+            except RuntimeHung as hung:  # mid-run: the tables may be mid-change; no invariants
+                log.error("the simulation did not finish: %s", hung)
+                out = self._unfinished(stack, clock, hung)
+            else:
+                hung_at_end: RuntimeHung | None = None
+                try:
+                    stack.runtime.finish()
+                except RuntimeHung as hung:
+                    log.error("the simulation did not finish: %s", hung)
+                    hung_at_end = hung
+                self._tamper(stack)
+                self._sabotage_end(stack)
+                mark = time.monotonic()
+                out = self._report(stack, clock, settled_at, hung_at_end)
+                self.timing["report_s"] = time.monotonic() - mark
+        finally:
+            motopatch.track_messages(None)
+            stack.stop()
+            reset_moto()
+        self.timing["total_s"] = time.monotonic() - started
+        out["timing"] = {k: round(v, 3) for k, v in self.timing.items()}
+        return SimulationResult(out)
+
+    def _watch_fires(self, stack: LocalStack) -> None:
+        engine = stack.runtime.scheduler
+        deliver = engine.deliver
+        execution_queue = stack.settings.queue("execution").name
+
+        def watched(arn: str, body: str) -> None:
+            deliver(arn, body)
+            if self._duplicates_left > 0 and arn.endswith(":" + execution_queue) and '"fire"' in body:
+                self._duplicates_left -= 1  # sabotage: a second live copy of the fire
+                deliver(arn, body)
+                self.sabotaged.setdefault("duplicate_fires", []).append(body[:120])
+            try:
+                message = json.loads(body)
+            except ValueError:
+                message = {}
+            if message.get("kind") == "fire":
+                self.fires.append(Fire(str(message["task_id"]), str(message["scheduled_time"])))
+            if self._drops_left > 0 and arn.endswith(":" + execution_queue):
+                self._drop_last(stack, execution_queue)
+
+        engine.deliver = watched
+
+    def _run_window(self, stack: LocalStack, clock: VirtualClock) -> None:
+        sc = self.scenario
+        runtime = stack.runtime
+        injections = sorted(sc.messages, key=lambda m: m.at)
+        on_step = self._on_step(clock)
+        for injected in injections:
+            when = sc.start + timedelta(seconds=injected.at)
+            if when > clock.now():
+                runtime.run_virtual(min(when, sc.end), on_step=on_step)
+            if when <= sc.end:
+                ref = stack.settings.queue(injected.queue)
+                stack.cloud.client("sqs").send_message(
+                    QueueUrl=ref.url, MessageBody=injected.body, DelaySeconds=injected.delay_s
+                )
+        runtime.run_virtual(sc.end, on_step=on_step)
+
+    def _on_step(self, clock: VirtualClock) -> Callable[[], None] | None:
+        if self.progress is None:
+            return None
+        progress = self.progress
+        last = [0.0]
+
+        def step() -> None:
+            now = time.monotonic()
+            if now - last[0] >= 0.5:
+                last[0] = now
+                progress("run", clock.now())
+
+        return step
+
+    def _settle(self, stack: LocalStack, clock: VirtualClock) -> datetime | None:
+        """Let work under way finish; returns when everything had settled, or None if it never did."""
+        stack.runtime.scheduler.freeze_recurring()
+        deadline = clock.now() + timedelta(seconds=self.scenario.settle)
+        while True:
+            if self._quiet(stack):
+                return clock.now()
+            if clock.now() >= deadline:
+                return None
+            stack.runtime.run_virtual(min(clock.now() + SETTLE_STEP, deadline))
+            if self.progress is not None:
+                self.progress("settle", clock.now())
+
+    def _quiet(self, stack: LocalStack) -> bool:
+        s = stack.settings
+        states = observe.count_by_index(stack.cloud, s.table("runs"), "by_state")
+        if any(states.get(state) for state in UNSETTLED):
+            return False
+        if any(d.total for d in observe.queue_depths(stack.cloud, s) if not d.is_dlq):
+            return False
+        if observe.pending_stream_records(stack.cloud, s):
+            return False
+        return observe.schedule_counts(stack.cloud).one_time == 0
+
+    def _read_run(self, run_id: str) -> dict[str, Any] | None:
+        """The run as moto holds it now (called from inside moto, under its lock)."""
+        stack = self._stack
+        if stack is None:
+            return None
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("runs"))
+        item = table.items.get(DynamoType({"S": run_id}))
+        return observe.decode_item(item) if item is not None else None
+
+
+def ending_with(tasks: list[Any], end: datetime) -> list[Any]:
+    """The scenario's tasks with their recurring schedules ending with its window (Scheduler's
+    EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
+    out = []
+    for task in tasks:
+        spec = task.schedule
+        if spec is not None and spec.at is None and spec.end is None:
+            task = task.model_copy(update={"schedule": spec.model_copy(update={"end": end})})
+        out.append(task)
+    return out
+
+
+def run_simulate(
+    scenario_file: Path,
+    report_path: Path,
+    *,
+    seed: int | None = None,
+    transport: str = "direct",
+    quiet: bool = False,
+) -> int:
+    """The ``rebound local simulate`` command: run, write the report, print the verdict. Exit code."""
+    from rich.console import Console
+
+    from rebound_local.scenario import load_scenario
+
+    console = Console(stderr=False, highlight=False)
+    loaded = load_scenario(scenario_file)
+    sc = loaded.scenario
+    log_file = report_path.with_name(report_path.stem + ".handlers.log")
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    if not quiet:
+        console.print(
+            f"Simulating [bold]{scenario_file}[/bold]: {len(loaded.tasks)} tasks, "
+            f"{sc.duration / 3600:g} h from {iso(sc.start)} (settle up to {sc.settle / 3600:g} h), "
+            f"transport {transport}"
+        )
+    last_line = [0.0]
+
+    def progress(phase: str, now: datetime) -> None:
+        if quiet or not console.is_terminal:
+            return
+        if time.monotonic() - last_line[0] >= 1.0:
+            last_line[0] = time.monotonic()
+            console.print(f"  {phase}: schedule time {now:%Y-%m-%d %H:%M}", end="\r")
+
+    result = Simulation(loaded, seed=seed, transport=transport, log_file=log_file, progress=progress).run()
+    write_report(result.report, report_path)
+
+    return print_verdict(console, result, report_path)

@@ -1,0 +1,27 @@
+"""What a ``Simulation`` holds while it runs, declared once for the parts it is made of.
+
+``run.Simulation.__init__`` sets every attribute; ``sabotage``, ``invariants`` and ``report`` read
+and add to them.
+"""
+
+from __future__ import annotations
+
+from rebound_local.instrument import MessageLedger
+from rebound_local.invariants import Fire, LiveCarriers
+from rebound_local.scenario import LoadedScenario, Scenario
+
+
+class SimulationState:
+    """The attributes ``Simulation`` sets, for its mixins (nothing here runs)."""
+
+    loaded: LoadedScenario
+    scenario: Scenario
+    seed: int
+    transport: str
+    ledger: MessageLedger
+    live: LiveCarriers
+    fires: list[Fire]
+    dropped: list[dict[str, str]]
+    tampered: list[str]
+    sabotaged: dict[str, list[str]]
+    _drops_left: int
