@@ -36,10 +36,18 @@ class TableSpec:
     stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
     append_only: bool = False
     purpose: str = ""
+    formerly: str | None = None
+    """The logical name this table had before a rename. The stack keeps building it under that
+    construct id, so CloudFormation keeps the same table (same logical id, same physical table,
+    every item in place): a rename moves no data."""
 
     @property
     def env_var(self) -> str:
         return f"REBOUND_TABLE_{self.logical.upper()}"
+
+    @property
+    def construct_id(self) -> str:
+        return self.formerly or self.logical
 
 
 @dataclass(frozen=True)
@@ -148,11 +156,13 @@ WORKORDERS = TableSpec(
     indexes=(Index("by_state", Key("state"), Key("opened_at")),),
     purpose="one work order per dead-lettered run",
 )
-IDEMPOTENCY = TableSpec(
-    "idempotency",
+CONTROL = TableSpec(
+    "control",
     Key("pk"),
     ttl_attribute="expires_at",
-    purpose="idempotency keys, leases and locks, each expiring by TTL",
+    purpose="control records: idempotency keys, concurrency slots, ledger watermarks, heartbeats, "
+    "SLA streaks, the tasks epoch; keys expire by TTL",
+    formerly="idempotency",
 )
 POLICIES = TableSpec(
     "policies",
@@ -205,7 +215,7 @@ SPEC = ResourceSpec(
         AUDIT,
         OUTBOX,
         WORKORDERS,
-        IDEMPOTENCY,
+        CONTROL,
         POLICIES,
         TENANTS,
         TableSpec(
@@ -293,6 +303,12 @@ ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
 ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
 ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
+
+
+def renamed_tables() -> dict[str, str]:
+    """Former logical table names -> today's (a resources document or local state written before
+    a rename still reads)."""
+    return {spec.formerly: spec.logical for spec in SPEC.tables if spec.formerly}
 
 
 def resources_parameter(env: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
@@ -62,6 +62,18 @@ class Settings(BaseModel):
         description="the named retry policies bundled with this environment's functions (None: not "
         "recorded, an older deployment); with the policies stored at run time, all it knows",
     )
+
+    @field_validator("tables", mode="before")
+    @classmethod
+    def _current_table_names(cls, tables: Any) -> Any:
+        """A resources document written before a table was renamed names it by its former name."""
+        if not isinstance(tables, Mapping):
+            return tables
+        out = dict(tables)
+        for former, logical in r.renamed_tables().items():
+            if former in out and logical not in out:
+                out[logical] = out.pop(former)
+        return out
 
     def table(self, logical: str) -> str:
         return self.tables[logical]

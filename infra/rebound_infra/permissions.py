@@ -4,7 +4,7 @@ Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters`
 
 - ``DynamoStore`` reads with GetItem and Query and writes only through ``TransactWriteItems``
   made of conditional Puts, which IAM authorizes as ``dynamodb:PutItem`` per item. The
-  idempotency keys are also put and deleted directly (``claim_key``, ``release_key``).
+  control records (idempotency keys) are also put and deleted directly (``claim_key``, ``release_key``).
 - The audit table gets Put and reads, never Update or Delete (it is append-only).
 - Event source mappings grant their own consume rights (SQS) and stream reads (DynamoDB).
 
@@ -74,20 +74,20 @@ _RUN_WRITES = {"runs": READ + PUT, "audit": READ + PUT, "outbox": PUT, "tasks": 
 
 ACCESS: dict[str, Access] = {
     "executor": Access(
-        tables={**_RUN_WRITES, "idempotency": READ + UPDATE, "tenants": READ},
+        tables={**_RUN_WRITES, "control": READ + UPDATE, "tenants": READ},
         # the DLQ for refused messages; the execution queue for staggered fires and waiting runs
         send=("execution", "dlq"),
         target_secrets=True,
         invoke_targets=True,
     ),
     "retry_scheduler": Access(
-        # idempotency: the worker's heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``)
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "idempotency": PUT},
+        # control: the worker's heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``)
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": PUT},
         send=("execution", "dlq"),
         create_schedules=True,
     ),
     "escalation": Access(
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "idempotency": READ},
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "control": READ},
         publish_alerts=True,
         notification_secrets=True,
     ),
@@ -98,7 +98,7 @@ ACCESS: dict[str, Access] = {
             "runs": LEDGER_RUNS + PUT,
             "tasks": TASK_LIST,
             "policies": POLICY_READ,
-            "idempotency": READ + PUT + DELETE + UPDATE,
+            "control": READ + PUT + DELETE + UPDATE,
         },
         send=("execution", "dlq"),
         receive=("dlq",),

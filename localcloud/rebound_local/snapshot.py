@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rebound import resources as r
 from rebound_local import motopatch
 from rebound_local.cloud import LocalCloud
 
@@ -183,12 +184,23 @@ def restore(cloud: LocalCloud, state_dir: Path) -> dict[str, int]:
     return counts
 
 
+def _current_table_name(name: str) -> str:
+    """State saved before a table was renamed (``rebound-dev-idempotency``) restores into the
+    table's current name (``rebound-dev-control``), as the stack keeps the same table on AWS."""
+    for former, logical in r.renamed_tables().items():
+        suffix = "-" + former.replace("_", "-")
+        if name.endswith(suffix):
+            return name.removesuffix(suffix) + "-" + logical.replace("_", "-")
+    return name
+
+
 def _restore_tables(cloud: LocalCloud, tables: list[dict[str, Any]]) -> int:
     from moto.dynamodb.models.table import StreamRecord
 
     backend = cloud.dynamodb_backend()
     restored = 0
     for saved in tables:
+        saved = {**saved, "name": _current_table_name(saved["name"])}
         if saved["name"] not in backend.tables:
             backend.create_table(
                 saved["name"],

@@ -57,7 +57,7 @@ def test_every_client_meets_the_faults_and_the_banner_lists_them(tmp_path: Path)
             sqs.list_queues()
         assert caught.value.response["Error"]["Code"] == "RequestThrottled"
         ddb = server.client("dynamodb", config=ONE_ATTEMPT)
-        table = server.resources()["tables"]["idempotency"]
+        table = server.resources()["tables"]["control"]
         with pytest.raises(ClientError) as caught:
             ddb.put_item(
                 TableName=table, Item={"pk": {"S": "outside"}}, ConditionExpression="attribute_not_exists(pk)"

@@ -42,8 +42,8 @@ def test_tables_have_the_spec_keys_indexes_ttl_and_streams(synth: Synth, env: st
         assert (stream or {}).get("StreamViewType") == spec.stream
 
 
-def test_idempotency_keys_and_outbox_expire_by_ttl(synth: Synth) -> None:
-    assert table(synth, "prod", "idempotency")["Properties"]["TimeToLiveSpecification"]["Enabled"] is True
+def test_control_records_and_outbox_expire_by_ttl(synth: Synth) -> None:
+    assert table(synth, "prod", "control")["Properties"]["TimeToLiveSpecification"]["Enabled"] is True
     assert (
         table(synth, "prod", "outbox")["Properties"]["StreamSpecification"]["StreamViewType"] == "NEW_IMAGE"
     )
@@ -66,3 +66,12 @@ def test_prod_tables_are_protected_from_deletion(
         assert res["Properties"].get("DeletionProtectionEnabled", False) is protected
         assert res["DeletionPolicy"] == policy
         assert res["UpdateReplacePolicy"] == policy
+
+
+def test_a_renamed_table_keeps_its_logical_id_so_cloudformation_keeps_the_table(
+    synth: Synth, env: str
+) -> None:
+    # The control table was the idempotency table: CloudFormation replaces a resource whose
+    # logical id changes (a new, empty table), so the rename must not change it.
+    assert r.renamed_tables() == {"idempotency": "control"}
+    assert synth.logical_id(env, synth.stacks[env].state.tables["control"]) == "StateidempotencyEAC317CA"

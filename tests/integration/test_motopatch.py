@@ -55,7 +55,7 @@ def test_concurrent_conditional_creates_have_exactly_one_winner(
         start.wait()
         try:
             ddb.put_item(
-                TableName=settings.table("idempotency"),
+                TableName=settings.table("control"),
                 Item={"pk": {"S": "claim"}, "by": {"N": str(i)}},
                 ConditionExpression="attribute_not_exists(pk)",
             )

@@ -94,3 +94,25 @@ def test_a_snapshot_restores_items_messages_and_schedules(
     [depth] = [d for d in observe.queue_depths(again.cloud, again.settings) if d.logical == "retry"]
     assert (depth.delayed, depth.visible) == (1, 0)  # still waiting for its delay
     assert snapshot.saved_time(tmp_path) == START + timedelta(minutes=3)
+
+
+def test_state_saved_before_the_control_table_was_renamed_restores_into_it(
+    stack_factory: list[LocalStack], tmp_path: Path
+) -> None:
+    stack, clock = start(stack_factory, transport="direct")
+    ops = TaskOps(stack.deps, "test")
+    ops.apply(ops.plan([EVERY_MINUTE]))  # writes control records (the tasks epoch)
+    control = stack.settings.table("control")
+    before = sorted(str(i["pk"]) for i in observe.table_items(stack.cloud, control))
+    path = snapshot.save(stack.cloud, clock.now(), tmp_path)
+    # What a local state saved by the release before the rename holds: the same table, old name.
+    saved = path.read_text().replace(f'"{control}"', f'"{control.removesuffix("-control")}-idempotency"')
+    assert "-idempotency" in saved
+    path.write_text(saved)
+    stack.runtime.close()
+    stack.cloud.stop()
+    stack_factory.clear()
+
+    again, _ = start(stack_factory, transport="direct")
+    snapshot.restore(again.cloud, tmp_path)
+    assert before and sorted(str(i["pk"]) for i in observe.table_items(again.cloud, control)) == before

@@ -13,7 +13,7 @@ missing, so a crash in between loses nothing; a second copy (a crash after the s
 id was recorded) is removed by the sweeper's DLQ check.
 
 Every invocation of the retry scheduler function first records a heartbeat (one put of a fixed
-key in the idempotency table): ``rebound health`` compares it with the work waiting for the
+control record): ``rebound health`` compares it with the work waiting for the
 worker, so a worker that stopped being invoked is seen even when the sweeper covers for it.
 """
 

@@ -27,7 +27,7 @@ class State(Construct):
         for spec in r.SPEC.tables:
             table = ddb.Table(
                 self,
-                spec.logical,
+                spec.construct_id,
                 partition_key=_attr(spec.partition),
                 sort_key=_attr(spec.sort) if spec.sort else None,
                 billing_mode=ddb.BillingMode.PAY_PER_REQUEST,

@@ -76,7 +76,7 @@ class SimulationReport(SimulationChecks):
         depths = observe.queue_depths(cloud, s)
 
         slots = [
-            i for i in observe.table_items(cloud, s.table("idempotency")) if str(i["pk"]).startswith("slots#")
+            i for i in observe.table_items(cloud, s.table("control")) if str(i["pk"]).startswith("slots#")
         ]
         world = inv.World(
             runs=runs,

@@ -73,7 +73,7 @@ class SimulationSabotage(SimulationState):
         with motopatch.LOCK:
             for n, run in enumerate(done[: sab.leak_slots]):
                 backend.put_item(
-                    s.table("idempotency"),
+                    s.table("control"),
                     {
                         "pk": {"S": f"slots#sabotage#{n}"},
                         "holders": {"SS": [run["run_id"]]},

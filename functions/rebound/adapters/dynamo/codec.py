@@ -38,7 +38,7 @@ def _plain(value: Any) -> Any:
 # Attribute names count towards item size and write units, so small flat items are also the
 # cheap ones; nothing ever queries inside the document.
 DOC = "doc"
-CONTROL = "idempotency"
+CONTROL = "control"
 """The table of control records: idempotency keys, slots, watermarks, heartbeats, counters, locks."""
 
 TOP_LEVEL: dict[str, frozenset[str]] = {

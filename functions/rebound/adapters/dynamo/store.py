@@ -379,7 +379,7 @@ class DynamoStore:
             )
         return sorted((WorkOrder.model_validate(d) for d in items), key=lambda w: w.opened_at)
 
-    # --- idempotency keys -------------------------------------------------------------------
+    # --- control records ----------------------------------------------------------------------
     def claim_key(
         self, key: str, at: datetime, ttl: timedelta, data: Mapping[str, Any] | None = None
     ) -> bool:
