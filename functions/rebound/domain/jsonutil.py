@@ -6,13 +6,13 @@ import json
 from decimal import Decimal
 from typing import Any
 
+from rebound.domain.timefmt import iso
+
 
 def _default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return int(value) if value == value.to_integral_value() else float(value)
     if hasattr(value, "isoformat"):
-        from rebound.domain.timefmt import iso
-
         return iso(value)
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
 

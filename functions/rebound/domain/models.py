@@ -11,8 +11,10 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rebound.domain import cron
+from rebound.domain import backoff, cron
+from rebound.domain.backoff import JitterMode as JitterMode
 from rebound.domain.durations import Seconds, parse_rate
+from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.timefmt import UtcDatetime
 
 TASK_ID_PATTERN = r"^[a-z0-9_-]{1,48}$"
@@ -36,13 +38,6 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------------- retry policies
 
 
-class JitterMode(StrEnum):
-    NONE = "none"
-    FULL = "full"
-    EQUAL = "equal"
-    DECORRELATED = "decorrelated"
-
-
 class Severity(StrEnum):
     LOW = "low"
     MEDIUM = "medium"
@@ -51,7 +46,8 @@ class Severity(StrEnum):
 
 
 class RetryPolicy(Strict):
-    """A complete, resolved retry policy. The behaviour lives in ``rebound.domain.retry``."""
+    """A complete, resolved retry policy. Its delays live in ``rebound.domain.backoff``, the retry decision in
+    ``rebound.domain.retry``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -85,14 +81,10 @@ class RetryPolicy(Strict):
         return self
 
     def should_schedule_retry(self, attempt: int) -> bool:
-        from rebound.domain.retry import should_schedule_retry
-
-        return should_schedule_retry(self, attempt)
+        return backoff.should_schedule_retry(self, attempt)
 
     def delay_for_attempt(self, attempt: int) -> float:
-        from rebound.domain.retry import delay_for_attempt
-
-        return delay_for_attempt(self, attempt)
+        return backoff.delay_for_attempt(self, attempt)
 
 
 POLICY_FIELDS = frozenset(RetryPolicy.model_fields) - {"name", "version"}
@@ -325,8 +317,6 @@ class Task(Strict):
     @field_validator("payload")
     @classmethod
     def _payload_fits(cls, value: dict[str, Any]) -> dict[str, Any]:
-        from rebound.domain.jsonutil import canonical_bytes
-
         size = len(canonical_bytes(value))
         if size > MAX_PAYLOAD_BYTES:
             raise ValueError(f"payload is {size} bytes; the limit is {MAX_PAYLOAD_BYTES} (256 KiB)")
@@ -340,8 +330,6 @@ class Task(Strict):
         if not value:
             raise ValueError("an event pattern needs at least one key, such as source or detail-type")
         _check_pattern(value, "event")
-        from rebound.domain.jsonutil import canonical_bytes
-
         size = len(canonical_bytes(value))
         if size > MAX_EVENT_PATTERN_BYTES:
             raise ValueError(

@@ -1,63 +1,20 @@
-"""Retry policy behaviour: how long to wait, and whether to try again at all.
+"""Retry decisions: retry a failed run after a delay, or dead-letter it with a reason.
 
-``attempt`` always counts attempts made in the run's current budget, the one that just failed
-included. After attempt 1 fails the wait is ``base_delay``; after attempt 2, ``base_delay *
-multiplier``; and so on, capped at ``max_delay``. Jitter then spreads the wait (bounds below), and
-the cap always holds:
-
-=============  ==============================================================
-``none``       exactly the capped exponential delay ``d``
-``full``       uniform in ``[0, d]``
-``equal``      uniform in ``[d/2, d]``
-``decorrelated`` uniform in ``[base_delay, 3 * previous]``, capped; ``previous``
-               is the last wait (``base_delay`` before the first retry)
-=============  ==============================================================
+The delay arithmetic and the attempt budget live in ``rebound.domain.backoff`` (re-exported here:
+``should_schedule_retry``, ``capped_delay``, ``delay_for_attempt``); this module adds what a decision needs
+beyond the policy: the run's history, error classification, ``max_age`` and a reproducible jitter source.
 """
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from rebound.domain.models import JitterMode, RetryPolicy, Run
-
-
-def should_schedule_retry(policy: RetryPolicy, attempt: int) -> bool:
-    """True while the budget allows another attempt after ``attempt`` failed."""
-    return 1 <= attempt < policy.max_attempts
-
-
-def capped_delay(policy: RetryPolicy, attempt: int) -> float:
-    """The exponential delay after ``attempt`` failed, before jitter, capped at ``max_delay``."""
-    exponent = max(attempt - 1, 0)
-    # Compare in log space so that a large attempt number cannot overflow a float.
-    if policy.multiplier > 1.0 and exponent * math.log(policy.multiplier) > math.log(
-        policy.max_delay / policy.base_delay
-    ):
-        return policy.max_delay
-    return min(policy.base_delay * policy.multiplier**exponent, policy.max_delay)
-
-
-def delay_for_attempt(
-    policy: RetryPolicy,
-    attempt: int,
-    rng: random.Random | None = None,
-    previous_delay: float | None = None,
-) -> float:
-    """Seconds to wait after ``attempt`` failed, jitter included. Never above ``max_delay``."""
-    d = capped_delay(policy, attempt)
-    if policy.jitter is JitterMode.NONE:
-        return d
-    rng = rng or random.Random()
-    if policy.jitter is JitterMode.FULL:
-        return rng.uniform(0.0, d)
-    if policy.jitter is JitterMode.EQUAL:
-        return d / 2 + rng.uniform(0.0, d / 2)
-    previous = previous_delay if previous_delay and previous_delay > 0 else policy.base_delay
-    upper = max(policy.base_delay, previous * 3)
-    return min(policy.max_delay, rng.uniform(policy.base_delay, upper))
+from rebound.domain.backoff import capped_delay as capped_delay
+from rebound.domain.backoff import delay_for_attempt as delay_for_attempt
+from rebound.domain.backoff import should_schedule_retry as should_schedule_retry
+from rebound.domain.models import RetryPolicy, Run
 
 
 def jitter_rng(seed: int | None, run_id: str, attempt: int) -> random.Random:

@@ -41,6 +41,7 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict
 from rebound.domain.ids import run_subject, scheduled_run_id
 from rebound.domain.models import Run, RunState, ScheduleSpec, Trigger
+from rebound.domain.schedules import scheduler_expressions
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
@@ -83,8 +84,6 @@ def expected_fires(
             ExpectedFire(task_id, f.at, f.note, cron.scheduler_delivers(f, spec.timezone))
             for f in cron.fire_times_between(spec.cron, spec.timezone, after, until, policy)
         ]
-    from rebound.ops.schedules import scheduler_expressions
-
     fires: set[datetime] = set()
     for expression in scheduler_expressions(spec):
         at = after

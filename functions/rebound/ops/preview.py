@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo
 from rebound.domain import cron
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.models import ScheduleSpec
+from rebound.domain.schedules import scheduler_expressions
 from rebound.domain.timefmt import iso
-from rebound.ops.schedules import scheduler_expressions
 
 SKIPPED = "dst-skipped"
 """The local time falls in the hour that a spring-forward change removes: Scheduler skips it."""

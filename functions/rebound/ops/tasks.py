@@ -27,12 +27,12 @@ from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, Val
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
+from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
-from rebound.ops.schedules import fire_payload, planned_schedules
 from rebound.ops.throttle import Backoff, RateLimiter
 
 T = TypeVar("T")

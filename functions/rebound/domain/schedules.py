@@ -1,8 +1,13 @@
-"""How a task's trigger becomes EventBridge Scheduler schedules."""
+"""How a task's trigger becomes EventBridge Scheduler schedules.
+
+The Scheduler expressions of a task's schedule, the schedules planned for a task (name, expression,
+time zone) and the input each schedule sends to the execution queue. Pure: no AWS calls.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from zoneinfo import ZoneInfo
 
 from rebound.domain import cron
 from rebound.domain.durations import parse_rate
@@ -36,9 +41,7 @@ def scheduler_expressions(spec: ScheduleSpec) -> list[str]:
     return [spec.aws]
 
 
-def _zone(name: str):  # type: ignore[no-untyped-def]
-    from zoneinfo import ZoneInfo
-
+def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 
 
