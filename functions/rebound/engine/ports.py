@@ -1,6 +1,6 @@
 """The ports: everything the engine and the operations need from the world, as narrow protocols
-typed with domain types. ``rebound.adapters`` implements them on AWS; ``rebound.memory``
-implements the store in memory (the engine's fast tests); the local cloud plays the rest.
+typed with domain types. ``rebound.adapters`` implements them on AWS (the local cloud plays AWS
+underneath the same adapters).
 
 The engine and ``rebound.ops`` import these protocols, never an adapter, so no AWS type or call
 reaches them. Value types that cross a port (a queue's counts, a peeked message, an event for the

@@ -1,0 +1,85 @@
+"""The layers' import rules, read from the source (every import, function-local ones included).
+
+- ``domain`` imports nothing of Rebound outside itself;
+- ``engine`` imports no adapter and no AWS SDK;
+- ``ops`` imports no adapter and no AWS SDK: it reaches AWS through the ports in ``Deps``;
+- only ``handlers`` import ``wiring`` (the composition root).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "functions" / "rebound"
+AWS_SDK = ("boto3", "botocore", "mypy_boto3")
+
+
+def imports_of(path: Path) -> list[str]:
+    """Every module ``path`` imports, as absolute dotted names."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = ".".join(("rebound", *path.relative_to(PACKAGE).with_suffix("").parts[:-1]))
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found.append(module)
+            found.extend(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def modules(layer: str) -> list[Path]:
+    return sorted((PACKAGE / layer).rglob("*.py"))
+
+
+def within(name: str, *prefixes: str) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
+    return [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules(layer)
+        for name in imports_of(path)
+        if within(name, *forbidden)
+    ]
+
+
+def test_the_rules_read_real_imports() -> None:
+    # The checker itself: it sees a top-level and a function-local import, and resolves relative ones.
+    ports = imports_of(PACKAGE / "engine" / "deps.py")
+    assert "rebound.engine.ports" in ports
+    assert any(within(name, "rebound.adapters") for name in imports_of(PACKAGE / "wiring.py"))
+    assert modules("domain") and modules("engine") and modules("ops") and modules("handlers")
+
+
+def test_domain_imports_nothing_of_rebound_outside_itself() -> None:
+    outside = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules("domain")
+        for name in imports_of(path)
+        if within(name, "rebound") and not within(name, "rebound.domain")
+    ]
+    assert outside == []
+
+
+@pytest.mark.parametrize("layer", ["engine", "ops"])
+def test_engine_and_ops_import_no_adapter_and_no_aws_sdk(layer: str) -> None:
+    assert violations(layer, ("rebound.adapters", "rebound.wiring", *AWS_SDK)) == []
+
+
+def test_only_handlers_import_the_wiring() -> None:
+    importers = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if any(within(name, "rebound.wiring") for name in imports_of(path))
+    )
+    assert importers and all(p.startswith("handlers/") for p in importers), importers
