@@ -19,7 +19,7 @@ from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
 from rebound.adapters.queues import Queues
-from rebound.adapters.schedules import Schedules, ScheduleTarget
+from rebound.adapters.scheduler import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
 from rebound.adapters.streams import StreamReader
 from rebound.config.loader import load_policy_book

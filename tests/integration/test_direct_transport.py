@@ -785,7 +785,7 @@ def test_eventbridge_answers_the_same_on_both_transports(runs: Runs) -> None:
 
 
 # -------------------------------------------------------------------------------------- Scheduler
-APP_FIELDS = (  # what rebound.adapters.schedules reads back from GetSchedule, or the app relies on
+APP_FIELDS = (  # what rebound.adapters.scheduler reads back from GetSchedule, or the app relies on
     "Name",
     "GroupName",
     "ScheduleExpression",

@@ -2,7 +2,7 @@
 
 Rebound creates the schedules at run time (task triggers and one-time ``at()`` retries longer than
 the queue's 15-minute delay); each targets the execution queue with this role, a retry policy and
-the Scheduler DLQ (``rebound.adapters.schedules.ScheduleTarget``). The role can send to those two
+the Scheduler DLQ (``rebound.adapters.scheduler.ScheduleTarget``). The role can send to those two
 queues and nothing else, and only schedules of this account's group can assume it.
 """
 
