@@ -41,12 +41,16 @@ class DlqOps:
         *,
         wait_s: int = DEFAULT_WAIT_S,
         sleep: Callable[[float], None] = time.sleep,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``sleep`` and ``monotonic`` pace a rate-limited redrive (wall-clock time: API quotas
+        count real seconds)."""
         self.deps = deps
         self.store = deps.store
         self.actor = actor
         self.wait_s = wait_s
         self.sleep = sleep
+        self.monotonic = monotonic
         self.queue = deps.queues.batches()
         self.replays = Replays(deps, actor)
 
@@ -140,7 +144,11 @@ class DlqOps:
         source = self._source(archived, SCAN_VISIBILITY_S if dry_run else REDRIVE_VISIBILITY_S)
         report = RedriveReport(uuid.uuid4().hex[:12], dry_run, source.name, filters)
         redrive = RedrivePass(
-            self, source, report, RateLimiter(rate, sleep=self.sleep) if rate else None, progress
+            self,
+            source,
+            report,
+            RateLimiter(rate, sleep=self.sleep, monotonic=self.monotonic) if rate else None,
+            progress,
         )
         requests_before = self.queue.requests
         try:
