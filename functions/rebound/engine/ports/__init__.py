@@ -1,0 +1,92 @@
+"""The ports: everything the engine and the operations need from the world, as narrow protocols
+typed with domain types. ``rebound.adapters`` implements them on AWS (the local cloud plays AWS
+underneath the same adapters).
+
+The engine and ``rebound.ops`` import these protocols, never an adapter, so no AWS type or call
+reaches them. Value types that cross a port (a queue's counts, a peeked message, an event for the
+bus, a range of the outbox stream) are declared with the port that carries them:
+
+- ``store``: ``Store`` and its ``UnitOfWork``;
+- ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
+- ``delivery``: ``Notifier`` (and its channels), ``Targets``, ``Archive`` (the DLQ archive);
+- ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
+"""
+
+from rebound.engine.ports.delivery import (
+    ARCHIVE_TABLE,
+    ARCHIVED,
+    DEFAULT_KEEP_DAYS,
+    REDRIVEN,
+    Archive,
+    ArchivedItem,
+    ArchiveUnavailable,
+    Channel,
+    DeliveryFailed,
+    Notifier,
+    Targets,
+)
+from rebound.engine.ports.runtime import (
+    Clock,
+    CrashPoints,
+    Fanout,
+    Metrics,
+    NoCrashes,
+    SequentialFanout,
+    SystemClock,
+    ThreadFanout,
+)
+from rebound.engine.ports.store import Store, UnitOfWork
+from rebound.engine.ports.transport import (
+    BATCH,
+    BatchResult,
+    Bus,
+    BusEvent,
+    OutboxStream,
+    Outgoing,
+    PeekedMessage,
+    QueueBatches,
+    QueueCounts,
+    Queues,
+    Received,
+    Schedules,
+    SentMessage,
+    StreamRange,
+)
+
+__all__ = [
+    "ARCHIVED",
+    "ARCHIVE_TABLE",
+    "BATCH",
+    "DEFAULT_KEEP_DAYS",
+    "REDRIVEN",
+    "Archive",
+    "ArchiveUnavailable",
+    "ArchivedItem",
+    "BatchResult",
+    "Bus",
+    "BusEvent",
+    "Channel",
+    "Clock",
+    "CrashPoints",
+    "DeliveryFailed",
+    "Fanout",
+    "Metrics",
+    "NoCrashes",
+    "Notifier",
+    "OutboxStream",
+    "Outgoing",
+    "PeekedMessage",
+    "QueueBatches",
+    "QueueCounts",
+    "Queues",
+    "Received",
+    "Schedules",
+    "SentMessage",
+    "SequentialFanout",
+    "Store",
+    "StreamRange",
+    "SystemClock",
+    "Targets",
+    "ThreadFanout",
+    "UnitOfWork",
+]

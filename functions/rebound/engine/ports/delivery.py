@@ -1,0 +1,102 @@
+"""The delivery ports: notification channels, task targets, and the DLQ archive."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from rebound.domain.errors import NotFound
+from rebound.domain.notification import Notification
+from rebound.targets.base import Invocation, Outcome, TargetSpec
+
+
+class DeliveryFailed(Exception):
+    def __init__(self, channel: str, detail: str) -> None:
+        super().__init__(f"{channel}: {detail}")
+        self.channel = channel
+        self.detail = detail
+
+
+class Channel(Protocol):
+    name: str
+
+    def send(self, note: Notification) -> str:
+        """Deliver ``note``; returns what the channel answered. Raises ``DeliveryFailed``."""
+        ...
+
+
+class Notifier(Protocol):
+    @property
+    def channels(self) -> Sequence[Channel]: ...
+
+    @property
+    def names(self) -> list[str]: ...
+
+    def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]: ...
+
+
+class Targets(Protocol):
+    def invoke(self, target: TargetSpec, call: Invocation) -> Outcome: ...
+
+
+# -------------------------------------------------------------------------- the DLQ archive
+ARCHIVED = "archived"
+REDRIVEN = "redriven"
+DEFAULT_KEEP_DAYS = 400
+ARCHIVE_TABLE = "dlq_archive"
+"""Logical name of the archive table in ``rebound.resources.SPEC``."""
+
+
+class ArchiveUnavailable(NotFound):
+    code = "ARCHIVE_UNAVAILABLE"
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"this environment has no DLQ archive table ({ARCHIVE_TABLE}); "
+            "deploy the stack version that creates it",
+            table=ARCHIVE_TABLE,
+        )
+
+
+@dataclass(frozen=True)
+class ArchivedItem:
+    message_id: str
+    body: str
+    attributes: dict[str, str]
+    sent_at_ms: int
+    receive_count: int
+    status: str
+    archived_at: str
+    archived_by: str
+    redriven_at: str | None = None
+    redriven_by: str | None = None
+
+
+class Archive(Protocol):
+    """DLQ messages kept beyond the queue's retention, redrivable from there."""
+
+    def put(
+        self,
+        *,
+        message_id: str,
+        body: str,
+        attributes: dict[str, str],
+        sent_at_ms: int,
+        receive_count: int,
+        at: datetime,
+        actor: str,
+        keep_days: int = DEFAULT_KEEP_DAYS,
+        index: dict[str, Any] | None = None,
+    ) -> bool:
+        """Archive one message. False if it was archived before (the first copy is kept)."""
+        ...
+
+    def get(self, message_id: str) -> ArchivedItem | None: ...
+
+    def scan(self, status: str | None = None) -> Iterator[ArchivedItem]: ...
+
+    def mark_redriven(self, message_id: str, at: datetime, actor: str) -> bool:
+        """``archived`` -> ``redriven``. False if it was not ``archived`` any more."""
+        ...

@@ -1,0 +1,84 @@
+"""The runtime ports that are not AWS: time, metrics, crash points, fan-out; with the plain
+implementations a Lambda container uses (the local cloud and the tests bring their own)."""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds)
+
+
+class Metrics(Protocol):
+    def count(self, name: str, value: float = 1.0) -> None: ...
+
+    def observe(self, name: str, value: float, unit: str = "Milliseconds") -> None: ...
+
+
+class CrashPoints(Protocol):
+    """Named places where fault injection may stop an invocation. A no-op on AWS."""
+
+    def reached(self, point: str) -> None: ...
+
+
+class NoCrashes:
+    def reached(self, point: str) -> None:
+        return None
+
+
+class Fanout(Protocol):
+    """Runs one function over several items at once (the executor's batch), results in order.
+
+    ``fn`` should not raise. If a call does, ``map`` still waits for every other call, then
+    raises the first exception (a ``BaseException`` such as a simulated crash included).
+    """
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]: ...
+
+
+class ThreadFanout:
+    """One thread per item (a batch is at most 10 items), each with a copy of the caller's context."""
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        if len(items) <= 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=len(items), thread_name_prefix="batch") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
+        results: list[R] = []
+        first: BaseException | None = None
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                first = first or error
+                continue
+            results.append(future.result())
+        if first is not None:
+            raise first
+        return results
+
+
+class SequentialFanout:
+    """One item after the other (deterministic tests)."""
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        return [fn(item) for item in items]

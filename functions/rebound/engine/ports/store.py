@@ -1,0 +1,155 @@
+"""The store port: tasks, runs, audit chains, work orders, control records, tenants, policies,
+and the unit of work that changes them in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from rebound.domain.events import DomainEvent
+from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder, WorkOrderState
+from rebound.domain.stored import StoredTask
+
+T = TypeVar("T")
+
+
+class UnitOfWork(Protocol):
+    """Changes collected and committed as one transaction: all of them or none.
+
+    ``commit`` raises ``Conflict`` when a guard failed (someone changed a record first, or a slot
+    is full); its ``details["failed"]`` names the labels of the guards that failed.
+    """
+
+    actor: str
+    at: datetime
+
+    def save_run(
+        self,
+        before: Run | None,
+        after: Run,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+        from_state: RunState | None = None,
+    ) -> Run: ...
+
+    def touch_run(self, before: Run, after: Run) -> Run: ...
+
+    def save_work_order(
+        self,
+        before: WorkOrder | None,
+        after: WorkOrder,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> WorkOrder: ...
+
+    def append_audit(
+        self,
+        subject: str,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+    ) -> AuditRecord: ...
+
+    def emit(self, event: DomainEvent, subject: str) -> None: ...
+
+    def enter_slot(self, key: str, cap: int, run_id: str, until: datetime, label: str) -> None: ...
+
+    def leave_slot(self, key: str, run_id: str) -> None: ...
+
+    def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None: ...
+
+    def count_streak(self, key: str, run_id: str, label: str) -> None: ...
+
+    def end_streak(self, key: str, label: str) -> None: ...
+
+    def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
+
+    def commit(self, attempts: int = ...) -> None: ...
+
+
+class Store(Protocol):
+    """Tasks, runs, audit chains, work orders, control records, tenants and policies."""
+
+    def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork: ...
+
+    def retrying(self, attempts: int, call: Callable[[], T]) -> T: ...
+
+    # tasks
+    def get_task(self, task_id: str) -> StoredTask | None: ...
+
+    def list_tasks(self) -> list[StoredTask]: ...
+
+    def tasks_epoch(self) -> int: ...
+
+    def save_task(
+        self,
+        task: Task,
+        *,
+        previous: StoredTask | None,
+        actor: str,
+        at: datetime,
+        action: str,
+        schedule_names: tuple[str, ...] = (),
+        evidence: dict[str, Any] | None = None,
+    ) -> StoredTask: ...
+
+    # runs
+    def get_run(self, run_id: str) -> Run | None: ...
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
+
+    def runs_for_task(
+        self,
+        task_id: str,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        newest_first: bool = True,
+        limit: int | None = None,
+    ) -> list[Run]: ...
+
+    def runs_in_state(
+        self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
+    ) -> list[Run]: ...
+
+    def scan_runs(self) -> Iterator[Run]: ...
+
+    # audit
+    def audit_trail(self, subject: str) -> list[AuditRecord]: ...
+
+    def audit_head(self, subject: str) -> tuple[int, str]: ...
+
+    def audit_subjects(self) -> list[str]: ...
+
+    # work orders
+    def get_work_order(self, work_order_id: str) -> WorkOrder | None: ...
+
+    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]: ...
+
+    # control records: idempotency keys, watermarks, heartbeats, slots, counters
+    def claim_key(
+        self, key: str, at: datetime, ttl: timedelta, data: Mapping[str, Any] | None = None
+    ) -> bool: ...
+
+    def put_key(self, key: str, data: Mapping[str, Any]) -> None: ...
+
+    def get_key(self, key: str) -> dict[str, Any] | None: ...
+
+    def release_key(self, key: str) -> None: ...
+
+    # tenants
+    def get_tenant(self, tenant: str) -> TenantSettings | None: ...
+
+    def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None: ...
+
+    # policies
+    def latest_policy(self, name: str) -> dict[str, Any] | None: ...
+
+    def policy_versions(self, name: str) -> list[dict[str, Any]]: ...
+
+    def stored_policy_names(self) -> list[str]: ...

@@ -1,0 +1,202 @@
+"""The transport ports: the queues (one message at a time, and in batches of ten for operators),
+EventBridge Scheduler, the event bus, and the outbox stream read again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class SentMessage:
+    message_id: str
+    delay_s: int
+
+
+@dataclass(frozen=True)
+class QueueCounts:
+    """SQS's approximate counts: visible, in flight (received, not deleted) and delayed."""
+
+    visible: int
+    in_flight: int
+    delayed: int
+
+    @property
+    def total(self) -> int:
+        return self.visible + self.in_flight + self.delayed
+
+
+@dataclass(frozen=True)
+class PeekedMessage:
+    message_id: str
+    body: str
+    receipt_handle: str
+    receive_count: int
+    sent_at_ms: int
+    attributes: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message received in a batch, with its receipt handle."""
+
+    message_id: str
+    receipt_handle: str
+    body: str
+    attributes: dict[str, str]
+    sent_at_ms: int
+    receive_count: int
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    key: str
+    body: str
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class BatchResult:
+    """Which entries of a batch request the queue accepted, by the caller's key, and why the others failed."""
+
+    ok: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+BATCH = 10
+"""The most entries SQS takes in one batch request, and the most messages one receive returns."""
+
+
+class QueueBatches(Protocol):
+    """A queue in batches of ten, for operators moving many messages; counts its requests."""
+
+    requests: int
+
+    def receive(self, queue: str, *, visibility_s: int, wait_s: int = 0) -> list[Received]: ...
+
+    def send(self, queue: str, messages: Sequence[Outgoing]) -> BatchResult: ...
+
+    def delete(self, queue: str, messages: Sequence[tuple[str, str]]) -> BatchResult: ...
+
+    def set_visibility(
+        self, queue: str, messages: Sequence[tuple[str, str]], seconds: int
+    ) -> BatchResult: ...
+
+    def depth(self, queue: str) -> QueueCounts: ...
+
+
+class Queues(Protocol):
+    """The execution queue, its DLQ, the control DLQ: one message per request."""
+
+    def send(
+        self,
+        queue: str,
+        body: Mapping[str, Any] | str,
+        *,
+        delay_s: float = 0,
+        attributes: Mapping[str, Any] | None = None,
+    ) -> SentMessage: ...
+
+    def release(self, queue: str, receipt_handle: str) -> None: ...
+
+    def peek(self, queue: str, max_messages: int, visibility_s: int = 30) -> list[PeekedMessage]: ...
+
+    def counts(self, queue: str) -> QueueCounts: ...
+
+    def change_visibility(self, queue: str, receipt_handle: str, seconds: float) -> None: ...
+
+    def delete(self, queue: str, receipt_handle: str) -> None: ...
+
+    def depth(self, queue: str) -> int: ...
+
+    def batches(self) -> QueueBatches: ...
+
+
+# ------------------------------------------------------------------ schedules, bus, streams
+class Schedules(Protocol):
+    """EventBridge Scheduler: one-time schedules (retries) and recurring ones (task schedules)."""
+
+    def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool: ...
+
+    def put_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        enabled: bool = True,
+        window_minutes: int | None = None,
+        description: str = "",
+        end: datetime | None = None,
+    ) -> str: ...
+
+    def delete(self, name: str) -> bool: ...
+
+    def get(self, name: str) -> dict[str, Any] | None: ...
+
+    def states(self, prefix: str) -> dict[str, str]:
+        """Every schedule of the group whose name starts with ``prefix``: name -> state."""
+        ...
+
+
+@dataclass(frozen=True)
+class BusEvent:
+    key: str
+    source: str
+    detail_type: str
+    detail: str
+
+
+class Bus(Protocol):
+    def publish(self, events: Sequence[BusEvent]) -> list[str]: ...
+
+    def put_task_rule(
+        self,
+        name: str,
+        task_id: str,
+        pattern: str,
+        queue_arn: str,
+        dead_letter_arn: str,
+        *,
+        enabled: bool,
+        description: str = "",
+    ) -> str: ...
+
+    def get_rule(self, name: str) -> dict[str, Any] | None: ...
+
+    def delete_task_rule(self, name: str) -> bool: ...
+
+
+@dataclass(frozen=True)
+class StreamRange:
+    """A range of the outbox table's stream that the relay gave up on."""
+
+    stream_arn: str
+    shard_id: str
+    first: str
+    last: str
+
+    @classmethod
+    def from_failure_record(cls, body: Mapping[str, Any]) -> StreamRange | None:
+        """The range of a Lambda on-failure record for a DynamoDB stream, or None if it is not one."""
+        info = body.get("DDBStreamBatchInfo")
+        if not isinstance(info, Mapping):
+            return None
+        try:
+            return cls(
+                str(info["streamArn"]),
+                str(info["shardId"]),
+                str(info["startSequenceNumber"]),
+                str(info["endSequenceNumber"]),
+            )
+        except KeyError:
+            return None
+
+
+class OutboxStream(Protocol):
+    def read_events(self, span: StreamRange) -> list[BusEvent]:
+        """The outbox events (inserts) from ``first`` to ``last``, in stream order."""
+        ...
