@@ -81,7 +81,7 @@ ACCESS: dict[str, Access] = {
         invoke_targets=True,
     ),
     "retry_scheduler": Access(
-        # idempotency: the worker's heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``)
+        # idempotency: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``)
         tables={**_RUN_WRITES, "policies": POLICY_READ, "idempotency": PUT},
         send=("execution", "dlq"),
         create_schedules=True,
