@@ -81,7 +81,7 @@ ACCESS: dict[str, Access] = {
         invoke_targets=True,
     ),
     "retry_scheduler": Access(
-        # control: the worker's heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``)
+        # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``)
         tables={**_RUN_WRITES, "policies": POLICY_READ, "control": PUT},
         send=("execution", "dlq"),
         create_schedules=True,

@@ -18,7 +18,7 @@ import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
 from rebound.domain.models import RunState
-from rebound.engine.retries import HEARTBEAT_KEY
+from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 
 pytestmark = pytest.mark.e2e
 base = cloud_fixture(name="base")

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from rebound.domain.models import DeliveryStatus, RunState
-from rebound.engine import executor as executor_engine
 from rebound.engine import telemetry as m
+from rebound.engine.executor import intake as executor_engine
 from rebound.resources import EXECUTION_VISIBILITY_S, MAX_RECEIVE_COUNT
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto

@@ -136,7 +136,7 @@ def test_a_malformed_pattern_is_refused_at_registration_with_its_key(
 def test_an_event_whose_detail_makes_the_payload_too_large_fails_terminally_without_a_call(
     deps: Deps,
 ) -> None:
-    from rebound.engine.retries import RetryScheduler
+    from rebound.engine.retry_scheduler import RetryScheduler
 
     register(deps, task("on-invoice", schedule=None, event=PATTERN, payload={"blob": "x" * 200_000}))
     body = {

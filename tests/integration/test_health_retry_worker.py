@@ -10,7 +10,7 @@ import pytest
 from rebound.domain.models import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
-from rebound.engine.retries import HEARTBEAT_KEY
+from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 from rebound.handlers import executor, retry_scheduler
 from rebound.ops.health import Check, HealthOps, OldestAge, Status, Thresholds
 from support import Context, ManualClock, bus_event, fire, outbox_events, register, sqs_event, task
@@ -76,7 +76,7 @@ def test_a_worker_that_is_not_invoked_while_work_waits_is_stale(wired: Deps, clo
     # The sweeper decided the run (as it does after 2 minutes); the event still waits in the queue.
     run = wired.store.get_run(RUN_ID)
     assert run is not None and run.state is RunState.FAILED
-    from rebound.engine.retries import RetryScheduler
+    from rebound.engine.retry_scheduler import RetryScheduler
 
     RetryScheduler(wired, "sweeper").decide(run)
 

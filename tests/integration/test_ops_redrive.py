@@ -19,7 +19,7 @@ from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.ports import BatchResult
-from rebound.engine.retries import RetryScheduler
+from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S, DlqFilter, DlqOps
 from rebound.ops.runs import RunOps
 from rebound_local.instrument import RecordingTargets

@@ -13,7 +13,7 @@ from rebound.domain.ids import retry_dispatch_reference
 from rebound.domain.models import AuditRecord, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
-from rebound.engine.retries import MAX_QUEUE_DELAY_S
+from rebound.engine.dispatch import MAX_QUEUE_DELAY_S
 from rebound.handlers import executor, retry_scheduler
 from support import Context, bus_event, fire, outbox_events, queue_messages, register, sqs_event, task
 

@@ -28,7 +28,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import observe_queue
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.ledger import Ledger
-from rebound.engine.retries import RetryScheduler
+from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import escalation, executor
 from rebound.ops.runs import RunOps

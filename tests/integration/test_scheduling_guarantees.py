@@ -230,7 +230,7 @@ def test_a_run_within_its_sla_ends_the_streak(deps: Deps, clock: ManualClock) ->
 def test_retries_of_a_paused_task_are_held_and_released_on_resume(deps: Deps, clock: ManualClock) -> None:
     register(deps, task("job", target={"type": "sim", "behavior": {"fail_first": 1}}))
     deliver(deps, "job", "2026-03-07T09:00:00Z")
-    from rebound.engine.retries import RetryScheduler
+    from rebound.engine.retry_scheduler import RetryScheduler
 
     RetryScheduler(deps).on_failed("job:20260307T090000Z", 1)
     ops = TaskOps(deps, "test")

@@ -13,7 +13,7 @@ from rebound.domain.events import execution_updated
 from rebound.domain.models import Run, RunState, Trigger
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.engine.retries import RetryScheduler
+from rebound.engine.retry_scheduler import RetryScheduler
 from support import fire, outbox_events, register, task
 
 pytestmark = pytest.mark.integration

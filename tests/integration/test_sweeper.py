@@ -11,7 +11,7 @@ import pytest
 from rebound.domain.models import AttemptOutcome, RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.engine.retries import RetryScheduler
+from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor
 from rebound_local.instrument import CrashPlan, SimulatedCrash

@@ -20,9 +20,9 @@ from rebound.domain.timefmt import parse_utc
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
+from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.ports import DeliveryFailed
-from rebound.engine.retries import DeadLetters
 
 log = logging.getLogger(__name__)
 

@@ -45,6 +45,7 @@ from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.concurrency import leave
+from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER, WAITING_STATES, Dispatcher, Evidence, observe_queue
 from rebound.engine.ledger import Ledger, LedgerReport
@@ -58,7 +59,7 @@ from rebound.engine.messages import (
 )
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
-from rebound.engine.retries import DeadLetters, RetryScheduler
+from rebound.engine.retry_scheduler import RetryScheduler
 
 log = logging.getLogger(__name__)
 

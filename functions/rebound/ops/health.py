@@ -1,7 +1,7 @@
 """Is the retry and recovery loop healthy? One report, each check ``ok``, ``warn`` or ``fail``.
 
 - ``retry_worker``: is the retry scheduler alive and keeping up? Each invocation of it records
-  a heartbeat (``rebound.engine.retries.HEARTBEAT_KEY``). It fails when there is work the worker
+  a heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``). It fails when there is work the worker
   should have done (a ``failed`` run, or a message in the retry queue, waiting longer than
   ``retry_worker_grace``) and its last heartbeat is older than ``retry_worker_stale`` (or there
   is none): the worker is not being invoked, even if the sweeper covers for it. An idle system
@@ -35,7 +35,7 @@ from rebound.domain.models import Run, RunState, Severity, TaskState, WorkOrderS
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER
-from rebound.engine.retries import HEARTBEAT_KEY
+from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 from rebound.ops.dlq import DlqFilter, DlqOps
 
 OldestAge = Callable[[str], float | None]

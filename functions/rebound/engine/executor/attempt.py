@@ -1,0 +1,347 @@
+"""The attempt: claim it, call the target within the time left, record the outcome.
+
+Owns the claim and what follows it:
+
+- The claim is a conditional transaction on the run (its state must allow a start, its attempt
+  counter must be one below the message's attempt, and the message must carry the run's current
+  dispatch token, ``rebound.engine.dispatch``), so a duplicate, concurrent or stale delivery of
+  the same (run, attempt) loses the claim and never reaches the target. The run's concurrency
+  slots are entered in the same transaction; a busy one goes to admission
+  (``rebound.engine.executor.admission``). A late start is recorded as an SLA breach there too.
+- The claim sets a lease: the attempt's deadline (the task timeout, never cut: an attempt that
+  would not fit in what the invocation has left is *released* instead, under a new dispatch
+  token, at most ``MAX_RELEASES`` times) plus a grace period. An attempt whose lease expires is
+  failed with ``TIMEOUT`` by the sweeper and retried; a run is never left ``running``.
+- The outcome is written only if the run is still this attempt, under this lease, and leaves the
+  slots. A write that meets contention is tried again until it lands; the outcome is never thrown
+  away because another write happened to touch the same item. A long attempt is recorded as an
+  SLA breach in the same transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any
+
+from rebound.domain import events as ev
+from rebound.domain.errors import Conflict
+from rebound.domain.ids import run_subject
+from rebound.domain.jsonutil import canonical_bytes
+from rebound.domain.models import (
+    MAX_PAYLOAD_BYTES,
+    Attempt,
+    AttemptOutcome,
+    Run,
+    RunState,
+    Task,
+    Trigger,
+    with_changes,
+)
+from rebound.domain.retry import Reason
+from rebound.domain.states import ensure_transition
+from rebound.domain.stored import StoredTask
+from rebound.domain.timefmt import iso
+from rebound.engine import crashpoints as cp
+from rebound.engine import sla
+from rebound.engine import telemetry as m
+from rebound.engine.concurrency import SLOT_GRACE, busy_slots, enter, leave, slots_for
+from rebound.engine.dead_letters import DeadLetters
+from rebound.engine.executor.admission import Admission, log, waited
+from rebound.engine.executor.intake import UNKNOWN_TASK, delivery
+from rebound.targets.base import Invocation, Outcome
+
+LEASE_GRACE_S = 30
+SAFETY_MARGIN_S = 10
+MIN_ATTEMPT_S = 5
+RELEASE_DELAY_S = 1.0
+MAX_RELEASES = 3
+RECORD_ATTEMPTS = 14
+"""Tries of the outcome write under contention: about 10 s of backoff, well inside the lease's grace."""
+PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+NOT_ENOUGH_TIME = "NOT_ENOUGH_TIME"
+
+
+class Attempts(Admission):
+    """Claim, call, record; or release (see the module's docstring)."""
+
+    def _claim_and_run(
+        self,
+        before: Run | None,
+        run: Run,
+        stored: StoredTask | None,
+        ends_at: datetime,
+        cancelled_others: bool = False,
+        reaped: bool = False,
+    ) -> str:
+        now = self.clock.now()
+        task = stored.task if stored else None
+        timeout_s = float(task.timeout_s) if task else float(MIN_ATTEMPT_S)
+        if run.budget_overrides is not None and run.budget_overrides.timeout_s is not None:
+            timeout_s = float(run.budget_overrides.timeout_s)
+        remaining_s = (ends_at - now).total_seconds()
+        if remaining_s - SAFETY_MARGIN_S < timeout_s:
+            # Never cut an attempt's deadline to what this invocation has left: that would fail
+            # it with a TIMEOUT it did not earn. Hand it to a fresh message instead.
+            return self._release(before, run, stored, remaining_s)
+        attempt_s = timeout_s
+        slots = slots_for(task, self._tenant(task.tenant)) if task else []
+        n = run.attempt + 1
+        lease_end = now + timedelta(seconds=attempt_s + LEASE_GRACE_S)
+        running = run.model_copy(
+            update={
+                "state": RunState.RUNNING,
+                "attempt": n,
+                "attempts": [*run.attempts, Attempt(n=n, started_at=now)],
+                "lease_expires_at": lease_end,
+                "lease_owner": self.request_id,
+                "next_retry_at": None,
+                "held_at": None,
+                "slots": [s.key for s in slots],
+                "waiting_since": None,
+                "wait_reason": None,
+                "wait_polls": 0,
+            }
+        )
+        breach = sla.start_delay_breach(task, running, now)
+        if breach is not None:
+            running = sla.with_breach(running, breach)
+        ensure_transition(run.state, RunState.RUNNING, run.run_id)
+        subject = run_subject(run.run_id)
+        uow = self.store.unit_of_work("executor", now)
+        evidence: dict[str, Any] = {
+            "attempt": n,
+            "created": before is None,
+            "trigger": run.trigger.value,
+            "lease_expires_at": iso(lease_end),
+            "deadline_s": round(attempt_s, 3),
+            "lease_owner": self.request_id,
+            "slots": running.slots,
+            "dispatch": run.dispatch,
+            "delivery": delivery(),
+        }
+        if run.waiting_since is not None:
+            evidence["waited"] = {
+                "reason": run.wait_reason,
+                "since": iso(run.waiting_since),
+                "polls": run.wait_polls,
+                "waited_s": waited(run, now),
+            }
+        # A new run is created pending and claimed in the same atomic write; one audit record
+        # and one event describe both (``created: true``), as nothing could observe it pending.
+        claimed = uow.save_run(
+            before, running, action="attempt-started", evidence=evidence, from_state=run.state
+        )
+        uow.emit(ev.execution_updated(claimed, run.state, now), subject)
+        for slot in slots:
+            enter(uow, slot, run.run_id, lease_end + SLOT_GRACE)
+        for key in set(run.slots) - set(running.slots):
+            leave(uow, key, run.run_id)  # a buffered run leaves the buffer as it starts
+        if breach is not None:
+            sla.stage_breach(uow, run, claimed, breach, self.deps.metrics)
+        try:
+            uow.commit()
+        except Conflict as exc:
+            failed = list(exc.details.get("failed", []))
+            busy = busy_slots(failed, slots)
+            if not busy or f"runs {run.run_id}" in failed or stored is None:
+                return "claim-lost"
+            return self._blocked(before, run, stored, busy, ends_at, cancelled_others, reaped)
+        if slots:
+            self.deps.metrics.observe(m.LOCK_CONTENTION, 0.0, "Percent")
+        if n > run.budget_start + 1:
+            self.deps.metrics.count(m.EXECUTION_RETRY)
+        if n == 1 and run.trigger is Trigger.SCHEDULE:
+            late = sla.start_delay(task, run, now)
+            self.deps.metrics.observe(
+                m.SCHEDULER_ON_TIME, 100.0 if late <= m.ON_TIME_WINDOW_S else 0.0, "Percent"
+            )
+        self.deps.faults.reached(cp.AFTER_CLAIM)
+
+        payload: dict[str, Any] = {}
+        if task is not None:
+            payload = {**task.payload, **({"event": run.event_detail} if run.event_detail else {})}
+        size = len(canonical_bytes(payload)) if run.event_detail else 0  # a task's own payload was checked
+        if task is None:
+            outcome = Outcome.failure(UNKNOWN_TASK, f"task {run.task_id!r} no longer exists", retryable=False)
+        elif size > MAX_PAYLOAD_BYTES:
+            outcome = Outcome.failure(
+                PAYLOAD_TOO_LARGE,
+                f"the task's payload with the event's detail is {size} bytes; the limit is "
+                f"{MAX_PAYLOAD_BYTES} (256 KiB)",
+                retryable=False,
+            )
+        else:
+            call = Invocation(
+                run_id=run.run_id,
+                task_id=run.task_id,
+                tenant=run.tenant,
+                attempt=n,
+                scheduled_for=run.scheduled_for,
+                payload=payload,
+                deadline=now + timedelta(seconds=attempt_s),
+                trace_id=hashlib.sha256(run.run_id.encode()).hexdigest()[:32],
+            )
+            outcome = self.deps.targets.invoke(task.target, call)
+        self.deps.faults.reached(cp.AFTER_TARGET)
+        return self._record(claimed, outcome, task)
+
+    def _record(self, claimed: Run, outcome: Outcome, task: Task | None) -> str:
+        now = self.clock.now()
+        current = claimed.attempts[-1]
+        duration_s = (now - current.started_at).total_seconds()
+        duration_ms = int(duration_s * 1000)
+        if outcome.ok:
+            result = AttemptOutcome.SUCCEEDED
+        elif outcome.error_code == "TIMEOUT":
+            result = AttemptOutcome.TIMEOUT
+        else:
+            result = AttemptOutcome.FAILED
+        finished = current.model_copy(
+            update={
+                "ended_at": now,
+                "outcome": result,
+                "error_code": outcome.error_code,
+                "error_message": outcome.message or None,
+                "retryable": None if outcome.ok else outcome.retryable,
+                "duration_ms": duration_ms,
+            }
+        )
+        update: dict[str, Any] = {
+            "state": RunState.SUCCEEDED if outcome.ok else RunState.FAILED,
+            "attempts": [*claimed.attempts[:-1], finished],
+            "lease_expires_at": None,
+            "lease_owner": None,
+            "slots": [],
+        }
+        if not outcome.ok:
+            update.update(
+                last_error_code=outcome.error_code,
+                last_error_message=outcome.message or None,
+                last_error_retryable=outcome.retryable,
+            )
+        after = claimed.model_copy(update=update)
+        breach = sla.duration_breach(task, claimed, duration_s)
+        if breach is not None:
+            after = sla.with_breach(after, breach)
+        self.deps.faults.reached(cp.BEFORE_OUTCOME)
+        uow = self.store.unit_of_work("executor", now)
+        saved = uow.save_run(
+            claimed,
+            after,
+            action="attempt-succeeded" if outcome.ok else "attempt-failed",
+            evidence={
+                "attempt": claimed.attempt,
+                "outcome": result.value,
+                "error_code": outcome.error_code,
+                "retryable": None if outcome.ok else outcome.retryable,
+                "duration_ms": duration_ms,
+            },
+        )
+        subject = run_subject(claimed.run_id)
+        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
+        if not outcome.ok:
+            uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
+        for key in claimed.slots:
+            leave(uow, key, claimed.run_id)
+        if breach is not None:
+            sla.stage_breach(uow, claimed, saved, breach, self.deps.metrics)
+        elif outcome.ok and task is not None and task.sla is not None and not saved.sla_breaches:
+            sla.stage_reset(uow, task.id)
+        try:
+            # Contention (another write on one of these items at the same moment) is not a
+            # verdict on this outcome: try again, patiently, before the lease runs out.
+            uow.commit(attempts=RECORD_ATTEMPTS)
+        except Conflict:
+            latest = self.store.get_run(claimed.run_id)
+            log.warning(
+                "attempt outcome discarded: the run moved on",
+                extra={
+                    "run_id": claimed.run_id,
+                    "attempt": claimed.attempt,
+                    "state": latest.state.value if latest else None,
+                    "outcome": result.value,
+                },
+            )
+            self.deps.metrics.count(m.OUTCOME_DISCARDED)
+            return "outcome-discarded"
+        self._telemetry(saved, finished)
+        return result.value
+
+    def _telemetry(self, run: Run, attempt: Attempt) -> None:
+        is_retry = attempt.n > run.budget_start + 1
+        metrics = self.deps.metrics
+        metrics.observe(m.EXECUTION_DURATION, float(attempt.duration_ms or 0))
+        if attempt.outcome is AttemptOutcome.SUCCEEDED:
+            metrics.count(m.EXECUTION_SUCCESS)
+            if is_retry:
+                metrics.count(m.RETRY_SUCCESS)
+        else:
+            metrics.count(m.EXECUTION_FAILURE)
+            if is_retry:
+                metrics.count(m.RETRY_FAILURE)
+        log.info(
+            "attempt finished",
+            extra={
+                "task_id": run.task_id,
+                "tenant_id": run.tenant,
+                "run_id": run.run_id,
+                "trigger_time": iso(run.scheduled_for),
+                "actual_start": iso(attempt.started_at),
+                "duration_ms": attempt.duration_ms,
+                "status": attempt.outcome.value,
+                "retry_count": attempt.n - 1,
+                "error_code": attempt.error_code,
+            },
+        )
+
+    def _release(self, before: Run | None, run: Run, stored: StoredTask | None, remaining_s: float) -> str:
+        """Too little time left to run the whole attempt: hand it to a fresh message under a new
+        token (a fresh message starts with a receive count of one, so a release never pushes a
+        run towards the DLQ). After ``MAX_RELEASES`` the run is dead-lettered instead."""
+        now = self.clock.now()
+        if run.releases >= MAX_RELEASES:
+            failed = run.model_copy(
+                update={
+                    "last_error_code": NOT_ENOUGH_TIME,
+                    "last_error_message": f"released {run.releases} times: the executor never had the "
+                    "task's whole timeout left",
+                    "last_error_retryable": False,
+                }
+            )
+            policy = self._policy(stored)
+            saved = DeadLetters(self.deps, "executor").dead_letter(
+                failed, Reason.NOT_ENOUGH_TIME, policy, error_code=NOT_ENOUGH_TIME, previous=before
+            )
+            return "not-enough-time" if saved is not None else "duplicate"
+        after = with_changes(
+            run,
+            {
+                "dispatch": run.dispatch + 1,
+                "releases": run.releases + 1,
+                "next_retry_at": now + timedelta(seconds=RELEASE_DELAY_S),
+            },
+        )
+        uow = self.store.unit_of_work("executor", now)
+        saved = uow.save_run(
+            before,
+            after,
+            action="released",
+            evidence={
+                "remaining_s": round(remaining_s, 3),
+                "created": before is None,
+                "dispatch": after.dispatch,
+                "delivery": delivery(),
+            },
+            from_state=run.state,
+        )
+        try:
+            uow.commit()
+        except Conflict:
+            return "duplicate"
+        self.deps.faults.reached(cp.AFTER_RELEASE)
+        self.dispatcher.send(saved)
+        log.warning(
+            "released: not enough time left", extra={"run_id": run.run_id, "remaining_s": remaining_s}
+        )
+        return "released"
