@@ -1,5 +1,5 @@
 """The ports: everything the engine and the operations need from the world, as narrow protocols
-typed with domain types. ``rebound.adapters`` implements them on AWS; ``rebound.memory``
+typed with domain types. ``rebound.adapters`` implements them on AWS; ``rebound.adapters.memory``
 implements the store in memory (the engine's fast tests); the local cloud plays the rest.
 
 The engine and ``rebound.ops`` import these protocols, never an adapter, so no AWS type or call
