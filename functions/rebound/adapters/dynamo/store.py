@@ -10,41 +10,36 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
+from rebound.adapters.staging import StagingStore
 from rebound.domain.audit import GENESIS
-from rebound.domain.errors import TRANSIENT, Conflict, OperationalError, Throttled
-from rebound.domain.ids import task_subject, tenant_subject
+from rebound.domain.errors import Conflict, OperationalError, Throttled
 from rebound.domain.models import (
     AuditRecord,
     Run,
     RunState,
-    Task,
-    TaskState,
     TenantSettings,
     WorkOrder,
     WorkOrderState,
 )
 from rebound.domain.stored import StoredTask
-from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
 
-T = TypeVar("T")
-
 BACKOFF_BASE_S = 0.025
 BACKOFF_CAP_S = 1.0
-TASKS_EPOCH = "tasks#epoch"
 
 
-class DynamoStore:
+class DynamoStore(StagingStore):
     """Every read and write Rebound makes to DynamoDB."""
 
     def __init__(
@@ -109,18 +104,6 @@ class DynamoStore:
         except BotoCoreError as exc:
             raise translate(exc, doing) from exc
 
-    def retrying(self, attempts: int, call: Callable[[], T]) -> T:
-        """``call()``, tried again after a transient error (contention, throttling) with full-jitter
-        exponential backoff, up to ``attempts`` tries; the last transient error is raised."""
-        for n in range(1, attempts + 1):
-            try:
-                return call()
-            except TRANSIENT:
-                if n == attempts:
-                    raise
-                self._pause(n)
-        raise AssertionError("unreachable")
-
     def _pause(self, n: int) -> None:
         """Full-jitter exponential backoff before try ``n + 1``."""
         self.sleep(self._rng.uniform(0, min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**n)))
@@ -164,7 +147,7 @@ class DynamoStore:
     # --- tasks ------------------------------------------------------------------------------
     def get_task(self, task_id: str) -> StoredTask | None:
         data = self._get("tasks", {"task_id": task_id})
-        return _stored_task(data) if data else None
+        return StoredTask.from_record(data) if data else None
 
     def list_tasks(self) -> list[StoredTask]:
         """Every task. A definition is validated once per version (the sweeper lists often)."""
@@ -172,16 +155,11 @@ class DynamoStore:
         parsed: dict[tuple[str, int], StoredTask] = {}
         for data in self._scan("tasks", "list tasks"):
             key = (str(data["task_id"]), int(data["version"]))
-            stored = self._parsed_tasks.get(key) or _stored_task(data)
+            stored = self._parsed_tasks.get(key) or StoredTask.from_record(data)
             parsed[key] = stored
             tasks.append(stored)
         self._parsed_tasks = parsed
         return sorted(tasks, key=lambda s: s.task.id)
-
-    def tasks_epoch(self) -> int:
-        """A counter every task write increments: an unchanged epoch means an unchanged task list."""
-        item = self.get_key(TASKS_EPOCH)
-        return int(item.get("epoch", 0)) if item else 0
 
     def _batch_get(self, table: str, key_attr: str, ids: list[str]) -> Iterator[dict[str, Any]]:
         name = self.tables[table]
@@ -202,66 +180,6 @@ class DynamoStore:
                 for item in resp.get("Responses", {}).get(name, []):
                     yield from_item(item)
                 keys = list(resp.get("UnprocessedKeys", {}).get(name, {}).get("Keys", []))
-
-    def save_task(
-        self,
-        task: Task,
-        *,
-        previous: StoredTask | None,
-        actor: str,
-        at: datetime,
-        action: str,
-        schedule_names: tuple[str, ...] = (),
-        evidence: dict[str, Any] | None = None,
-    ) -> StoredTask:
-        """Create or replace a task definition, guarded by its version, with an audit record."""
-        uow = self.unit_of_work(actor, at)
-        subject = task_subject(task.id)
-        record = uow.append_audit(
-            subject,
-            action=action,
-            head=(previous.audit_seq, previous.audit_head) if previous else (0, GENESIS),
-            from_state=previous.task.state.value if previous else None,
-            to_state=task.state.value,
-            evidence={**(evidence or {}), "definition": task.model_dump(mode="json", exclude_defaults=True)},
-        )
-        paused_at: datetime | None = None
-        if task.state is TaskState.PAUSED:
-            paused_at = previous.paused_at if previous is not None and previous.paused else at
-        if previous is None or (previous.paused and task.state is TaskState.ACTIVE):
-            active_since = at
-        else:
-            active_since = previous.active_since or at
-        stored = StoredTask(
-            task=task,
-            version=(previous.version + 1) if previous else 1,
-            updated_at=iso(at),
-            schedule_names=schedule_names,
-            audit_seq=record.seq,
-            audit_head=record.hash,
-            paused_at=paused_at,
-            active_since=active_since,
-        )
-        data = {
-            "task_id": task.id,
-            "tenant": task.tenant,
-            "state": task.state.value,
-            "definition": task.model_dump(mode="json"),
-            "version": stored.version,
-            "updated_at": stored.updated_at,
-            "schedule_names": list(schedule_names),
-            "audit_seq": stored.audit_seq,
-            "audit_head": stored.audit_head,
-            "paused_at": iso(paused_at) if paused_at else None,
-            "active_since": iso(active_since),
-        }
-        if previous is None:
-            uow.put("tasks", data, f"task {task.id}", "attribute_not_exists(task_id)")
-        else:
-            uow.put("tasks", data, f"task {task.id}", "version = :v", {":v": previous.version})
-        uow.update(CONTROL, {"pk": TASKS_EPOCH}, "ADD epoch :one", "tasks epoch", values={":one": 1})
-        uow.commit()
-        return stored
 
     # --- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
@@ -428,18 +346,6 @@ class DynamoStore:
         data = self._get("tenants", {"tenant": tenant})
         return TenantSettings.model_validate(data["settings"]) if data else None
 
-    def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None:
-        uow = self.unit_of_work(actor, at)
-        uow.append_audit(
-            tenant_subject(tenant), action="tenant-settings", evidence=settings.model_dump(mode="json")
-        )
-        uow.put(
-            "tenants",
-            {"tenant": tenant, "settings": settings.model_dump(mode="json"), "updated_at": iso(at)},
-            f"tenant {tenant}",
-        )
-        uow.commit()
-
     # --- policies ---------------------------------------------------------------------------
     def latest_policy(self, name: str) -> dict[str, Any] | None:
         items = list(
@@ -479,16 +385,3 @@ class DynamoStore:
                 )
             }
         )
-
-
-def _stored_task(data: dict[str, Any]) -> StoredTask:
-    return StoredTask(
-        task=Task.model_validate(data["definition"]),
-        version=int(data["version"]),
-        updated_at=str(data["updated_at"]),
-        schedule_names=tuple(data.get("schedule_names") or ()),
-        audit_seq=int(data.get("audit_seq", 0)),
-        audit_head=str(data.get("audit_head", GENESIS)),
-        paused_at=parse_utc(data["paused_at"]) if data.get("paused_at") else None,
-        active_since=parse_utc(data["active_since"]) if data.get("active_since") else None,
-    )

@@ -1,6 +1,7 @@
 """The ports: everything the engine and the operations need from the world, as narrow protocols
 typed with domain types. ``rebound.adapters`` implements them on AWS (the local cloud plays AWS
-underneath the same adapters).
+underneath the same adapters); ``rebound.adapters.memory`` implements the store in memory (the
+engine's fast tests, held to the same contract tests as the DynamoDB store).
 
 The engine and ``rebound.ops`` import these protocols, never an adapter, so no AWS type or call
 reaches them. Value types that cross a port (a queue's counts, a peeked message, an event for the

@@ -1,0 +1,226 @@
+"""Every read and write of the store, in memory; commits go through ``apply``."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from rebound.adapters.memory.unit_of_work import (
+    TABLES,
+    Item,
+    MemoryUnitOfWork,
+    Staged,
+    copy_item,
+    stored_item,
+)
+from rebound.adapters.staging import StagingStore
+from rebound.domain.audit import GENESIS
+from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.models import (
+    AuditRecord,
+    Run,
+    RunState,
+    TenantSettings,
+    WorkOrder,
+    WorkOrderState,
+)
+from rebound.domain.stored import StoredTask
+from rebound.domain.timefmt import iso
+
+if TYPE_CHECKING:
+    from rebound.engine.ports import Store
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """An outbox event as committed."""
+
+    event_id: str
+    detail_type: str
+    source: str
+    subject: str
+    created_at: str
+    detail: dict[str, Any]
+
+
+class MemoryStore(StagingStore):
+    """Every read and write of ``rebound.engine.ports.Store``, in memory."""
+
+    def __init__(
+        self, event_source: str = "rebound", on_failed_commit: Callable[[], None] | None = None
+    ) -> None:
+        self.event_source = event_source
+        self.on_failed_commit = on_failed_commit
+        """Called when a commit fails for any reason but a conflict (as the DynamoDB store does)."""
+        self._lock = threading.RLock()
+        self._tables: dict[str, dict[Hashable, Item]] = {name: {} for name in TABLES}
+
+    def unit_of_work(self, actor: str, at: datetime) -> MemoryUnitOfWork:
+        return MemoryUnitOfWork(self, actor, at)
+
+    # --- the one place that writes ------------------------------------------------------------
+    def apply(self, staged: list[Staged]) -> None:
+        """Judge every guard on the state as it is, then write every change; or write nothing."""
+        doing = "commit " + ", ".join(s.label for s in staged[:4]) + (" ..." if len(staged) > 4 else "")
+        with self._lock:
+            items = [(s, self._tables[s.table].get(s.key)) for s in staged]
+            if len({(s.table, s.key) for s in staged}) < len(staged):
+                if self.on_failed_commit is not None:
+                    self.on_failed_commit()
+                raise OperationalError(
+                    f"{doing}: a transaction cannot include multiple operations on one item"
+                )
+            failed = [s.label for s, item in items if s.guard is not None and not s.guard(item)]
+            if failed:
+                raise Conflict(f"{doing}: the record changed underneath us", failed=failed)
+            for s, item in items:
+                self._tables[s.table][s.key] = s.write(item)
+
+    def _read(self, table: str, key: Hashable) -> Item | None:
+        with self._lock:
+            item = self._tables[table].get(key)
+            return copy_item(item) if item is not None else None
+
+    def _all(self, table: str, where: Callable[[Item], bool] = lambda _: True) -> list[Item]:
+        with self._lock:
+            return [copy_item(item) for item in self._tables[table].values() if where(item)]
+
+    # --- tasks ------------------------------------------------------------------------------
+    def get_task(self, task_id: str) -> StoredTask | None:
+        data = self._read("tasks", task_id)
+        return StoredTask.from_record(data) if data else None
+
+    def list_tasks(self) -> list[StoredTask]:
+        return sorted((StoredTask.from_record(d) for d in self._all("tasks")), key=lambda s: s.task.id)
+
+    # --- runs -------------------------------------------------------------------------------
+    def get_run(self, run_id: str) -> Run | None:
+        data = self._read("runs", run_id)
+        return Run.model_validate(data) if data else None
+
+    def get_runs(self, run_ids: list[str]) -> dict[str, Run]:
+        wanted = set(run_ids)
+        return {
+            d["run_id"]: Run.model_validate(d) for d in self._all("runs", lambda d: d["run_id"] in wanted)
+        }
+
+    def runs_for_task(
+        self,
+        task_id: str,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        newest_first: bool = True,
+        limit: int | None = None,
+    ) -> list[Run]:
+        """The ``by_task`` index: by ``scheduled_for``, ``since`` and ``until`` included."""
+        low = iso(since) if since else ""
+        high = iso(until) if until else "\uffff"
+        items = self._all("runs", lambda d: d["task_id"] == task_id and low <= d["scheduled_for"] <= high)
+        items.sort(key=lambda d: (d["scheduled_for"], d["run_id"]), reverse=newest_first)
+        return [Run.model_validate(d) for d in items[:limit]]
+
+    def runs_in_state(
+        self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
+    ) -> list[Run]:
+        """The ``by_state`` index: oldest ``updated_at`` first, ``updated_before`` excluded."""
+        before = iso(updated_before) if updated_before else "\uffff"
+        items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] < before)
+        items.sort(key=lambda d: (d["updated_at"], d["run_id"]))
+        return [Run.model_validate(d) for d in items[:limit]]
+
+    def scan_runs(self) -> Iterator[Run]:
+        for data in self._all("runs"):
+            yield Run.model_validate(data)
+
+    # --- audit ------------------------------------------------------------------------------
+    def audit_trail(self, subject: str) -> list[AuditRecord]:
+        items = self._all("audit", lambda d: d["subject"] == subject)
+        return [AuditRecord.model_validate(d) for d in sorted(items, key=lambda d: int(d["seq"]))]
+
+    def audit_head(self, subject: str) -> tuple[int, str]:
+        trail = self.audit_trail(subject)
+        return (trail[-1].seq, trail[-1].hash) if trail else (0, GENESIS)
+
+    def audit_subjects(self) -> list[str]:
+        with self._lock:
+            return sorted({str(item["subject"]) for item in self._tables["audit"].values()})
+
+    # --- work orders ------------------------------------------------------------------------
+    def get_work_order(self, work_order_id: str) -> WorkOrder | None:
+        data = self._read("workorders", work_order_id)
+        return WorkOrder.model_validate(data) if data else None
+
+    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]:
+        items = self._all("workorders", lambda d: state is None or d["state"] == state.value)
+        return sorted((WorkOrder.model_validate(d) for d in items), key=lambda w: w.opened_at)
+
+    # --- control records ----------------------------------------------------------------------
+    def claim_key(
+        self, key: str, at: datetime, ttl: timedelta, data: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Record ``key`` unless it exists and has not expired. True if this call recorded it."""
+        item = stored_item(
+            {"pk": key, "created_at": iso(at), "expires_at": int((at + ttl).timestamp()), **(data or {})}
+        )
+        with self._lock:
+            current = self._tables["control"].get(key)
+            expires = current.get("expires_at") if current is not None else None
+            if current is not None and not (
+                isinstance(expires, int | float) and expires < int(at.timestamp())
+            ):
+                return False
+            self._tables["control"][key] = item
+            return True
+
+    def put_key(self, key: str, data: Mapping[str, Any]) -> None:
+        """Write a small record with no expiry (a watermark, a counter's baseline)."""
+        item = stored_item({"pk": key, **data})
+        with self._lock:
+            self._tables["control"][key] = item
+
+    def get_key(self, key: str) -> dict[str, Any] | None:
+        return self._read("control", key)
+
+    def release_key(self, key: str) -> None:
+        with self._lock:
+            self._tables["control"].pop(key, None)
+
+    # --- tenants ----------------------------------------------------------------------------
+    def get_tenant(self, tenant: str) -> TenantSettings | None:
+        data = self._read("tenants", tenant)
+        return TenantSettings.model_validate(data["settings"]) if data else None
+
+    # --- policies ---------------------------------------------------------------------------
+    def latest_policy(self, name: str) -> dict[str, Any] | None:
+        versions = self.policy_versions(name)
+        return versions[-1] if versions else None
+
+    def policy_versions(self, name: str) -> list[dict[str, Any]]:
+        return sorted(self._all("policies", lambda d: d["name"] == name), key=lambda d: int(d["version"]))
+
+    def stored_policy_names(self) -> list[str]:
+        return sorted({str(d["name"]) for d in self._all("policies")})
+
+    # --- for tests ----------------------------------------------------------------------------
+    @property
+    def events(self) -> list[Emitted]:
+        """Every outbox event committed, in commit order."""
+        return [
+            Emitted(
+                d["event_id"],
+                d["detail_type"],
+                d["source"],
+                d["subject"],
+                d["created_at"],
+                json.loads(d["detail"]),
+            )
+            for d in self._all("outbox")
+        ]
+
+
+if TYPE_CHECKING:
+    _: Store = MemoryStore()  # mypy: a MemoryStore is a Store wherever one is expected

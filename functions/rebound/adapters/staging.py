@@ -1,0 +1,318 @@
+"""What every store does the same way, whatever writes it.
+
+``StagingUnitOfWork`` stages the store-independent half of a unit of work: a run or work order
+with the next record of its audit chain, outbox events, a task's next version, a tenant's
+settings. ``StagingStore`` holds the store operations made of units of work and control records
+(saving a task, a tenant's settings, the tasks epoch, retrying transient errors).
+
+A store's own unit of work (``rebound.adapters.dynamo``, ``rebound.adapters.memory``) says how
+each staged change is guarded and written: the hooks at the end. The labels of the staged changes
+are the same everywhere, since the engine reads them back from ``Conflict.details["failed"]``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from rebound.domain.audit import GENESIS, next_record, run_changes
+from rebound.domain.errors import TRANSIENT, OperationalError
+from rebound.domain.events import DomainEvent
+from rebound.domain.ids import outbox_event_id, run_subject, task_subject, tenant_subject, work_order_subject
+from rebound.domain.jsonutil import dumps
+from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
+from rebound.domain.stored import StoredTask
+from rebound.domain.timefmt import iso
+
+T = TypeVar("T")
+
+MAX_TRANSACTION_ITEMS = 100
+"""The most changes one unit of work commits (DynamoDB's limit for one transaction)."""
+OUTBOX_TTL = timedelta(days=2)
+TASKS_EPOCH = "tasks#epoch"
+"""Control record counting task writes (``epoch``): an unchanged epoch means an unchanged task list."""
+
+
+@dataclass
+class StagingUnitOfWork(ABC):
+    """The store-independent half of a unit of work (``rebound.engine.ports.UnitOfWork``)."""
+
+    store: StagingStore
+    actor: str
+    at: datetime
+    audit_records: list[AuditRecord] = field(default_factory=list)
+    """The audit records staged so far, in order."""
+    _events: int = 0
+    """Outbox events staged so far (the index of the next one's id)."""
+    _owned: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Where each run or work order staged so far is, by (table, key)."""
+
+    # --- owned subjects: the item holds its chain head --------------------------------------
+    def save_run(
+        self,
+        before: Run | None,
+        after: Run,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+        from_state: RunState | None = None,
+    ) -> Run:
+        """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
+
+        ``from_state`` names the state left when ``before`` is ``None`` (a run created and moved
+        on in one write).
+
+        Saving the same run again in this unit of work (create, then claim) adds another audit
+        record and replaces the staged item; the write stays guarded by the first ``before``.
+        """
+        staged = after.model_copy(update={"updated_at": self.at})
+        record = self._audit(
+            run_subject(after.run_id),
+            before.audit_seq if before else 0,
+            before.audit_head if before else GENESIS,
+            action,
+            before.state.value if before else (from_state.value if from_state else None),
+            staged.state.value,
+            {**(evidence or {}), "changes": run_changes(before, staged)},
+        )
+        saved = staged.model_copy(
+            update={"audit_seq": record.seq, "audit_head": record.hash, "rev": self._rev(before)}
+        )
+        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        return saved
+
+    def touch_run(self, before: Run, after: Run) -> Run:
+        """Stage a bookkeeping write of a run that changes no state (a waiting run's next poll):
+        guarded like any write, without an audit record, so the item still names its chain head."""
+        if after.state is not before.state or after.attempt != before.attempt:
+            raise ValueError(f"touch_run cannot change the state of {before.run_id}")
+        saved = after.model_copy(
+            update={
+                "updated_at": self.at,
+                "audit_seq": before.audit_seq,
+                "audit_head": before.audit_head,
+                "rev": self._rev(before),
+            }
+        )
+        self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        return saved
+
+    def _rev(self, before: Run | None) -> int:
+        """The revision a staged run write gets (one more than what it replaces, once per commit)."""
+        return (before.rev if before is not None else 0) + 1
+
+    def save_work_order(
+        self,
+        before: WorkOrder | None,
+        after: WorkOrder,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> WorkOrder:
+        record = self._audit(
+            work_order_subject(after.work_order_id),
+            before.audit_seq if before else 0,
+            before.audit_head if before else GENESIS,
+            action,
+            before.state.value if before else None,
+            after.state.value,
+            evidence or {},
+        )
+        saved = after.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
+        self._stage_owned(
+            "workorders", "work_order_id", after.work_order_id, saved.model_dump(mode="json"), before
+        )
+        return saved
+
+    def stage_task(
+        self,
+        task: Task,
+        previous: StoredTask | None,
+        *,
+        action: str,
+        schedule_names: tuple[str, ...] = (),
+        evidence: dict[str, Any] | None = None,
+    ) -> StoredTask:
+        """Stage a task's next version (guarded by ``previous``'s) with its audit record."""
+        record = self.append_audit(
+            task_subject(task.id),
+            action=action,
+            head=(previous.audit_seq, previous.audit_head) if previous else (0, GENESIS),
+            from_state=previous.task.state.value if previous else None,
+            to_state=task.state.value,
+            evidence={**(evidence or {}), "definition": task.model_dump(mode="json", exclude_defaults=True)},
+        )
+        stored = StoredTask.saved(
+            task,
+            previous,
+            at=self.at,
+            schedule_names=schedule_names,
+            audit_seq=record.seq,
+            audit_head=record.hash,
+        )
+        self._stage_task(stored, previous)
+        return stored
+
+    def stage_tenant(self, tenant: str, settings: TenantSettings) -> None:
+        """Stage a tenant's settings (replacing what was there) with an audit record."""
+        data = settings.model_dump(mode="json")
+        self.append_audit(tenant_subject(tenant), action="tenant-settings", evidence=data)
+        item = {"tenant": tenant, "settings": data, "updated_at": iso(self.at)}
+        self._stage_put("tenants", tenant, item, f"tenant {tenant}")
+
+    # --- unowned subjects (a malformed message, a policy): the chain itself is the guard ------
+    def append_audit(
+        self,
+        subject: str,
+        *,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+    ) -> AuditRecord:
+        seq, prev = head if head is not None else self.store.audit_head(subject)
+        return self._audit(subject, seq, prev, action, from_state, to_state, evidence or {})
+
+    def emit(self, event: DomainEvent, subject: str) -> None:
+        seq = self.audit_records[-1].seq if self.audit_records else 0
+        event_id = outbox_event_id(subject, seq, self._events)
+        self._events += 1
+        item = {
+            "event_id": event_id,
+            "detail_type": event.detail_type.value,
+            "source": self.store.event_source,
+            "detail": dumps({**event.detail, "event_id": event_id}),
+            "subject": subject,
+            "created_at": iso(self.at),
+            "expires_at": int((self.at + OUTBOX_TTL).timestamp()),
+        }
+        self._stage_event(item, f"event {event.detail_type.value}")
+
+    # --- internals ----------------------------------------------------------------------------
+    def _audit(
+        self,
+        subject: str,
+        prev_seq: int,
+        prev_hash: str,
+        action: str,
+        from_state: str | None,
+        to_state: str | None,
+        evidence: dict[str, Any],
+    ) -> AuditRecord:
+        staged = [a for a in self.audit_records if a.subject == subject]
+        if staged:
+            prev_seq, prev_hash = staged[-1].seq, staged[-1].hash
+        record = next_record(
+            subject=subject,
+            prev_seq=prev_seq,
+            prev_hash=prev_hash,
+            at=self.at,
+            actor=self.actor,
+            action=action,
+            from_state=from_state,
+            to_state=to_state,
+            evidence=evidence,
+        )
+        self.audit_records.append(record)
+        self._stage_audit(record, f"audit {subject} #{record.seq}")
+        return record
+
+    @abstractmethod
+    def commit(self, attempts: int = ...) -> None: ...
+
+    @staticmethod
+    def _check_size(changes: int) -> None:
+        if changes > MAX_TRANSACTION_ITEMS:
+            raise OperationalError(f"a change of {changes} items exceeds the transaction limit")
+
+    # --- what a store says: how each change is guarded and written ------------------------------
+    @abstractmethod
+    def _stage_audit(self, record: AuditRecord, label: str) -> None:
+        """Stage ``record``; the commit fails if its (subject, seq) exists."""
+
+    @abstractmethod
+    def _stage_event(self, item: dict[str, Any], label: str) -> None:
+        """Stage an outbox event; the commit fails if its ``event_id`` exists."""
+
+    @abstractmethod
+    def _stage_owned(
+        self, table: str, key_attr: str, key: str, data: dict[str, Any], before: Run | WorkOrder | None
+    ) -> None:
+        """Stage a run or work order guarded by ``before`` (its audit sequence number, and a run's
+        revision; with ``None``, by not existing). Staged again, it replaces the staged item and
+        keeps the first guard. Its label is ``"<table> <key>"``."""
+
+    @abstractmethod
+    def _stage_task(self, stored: StoredTask, previous: StoredTask | None) -> None:
+        """Stage ``stored`` guarded by ``previous``'s version (with ``None``, by not existing), and
+        one more in ``TASKS_EPOCH``. Labels: ``"task <id>"``, ``"tasks epoch"``."""
+
+    @abstractmethod
+    def _stage_put(self, table: str, key: str, item: dict[str, Any], label: str) -> None:
+        """Stage an unguarded put of a whole item."""
+
+
+class StagingStore(ABC):
+    """What every store does the same way through its own units of work and control records."""
+
+    event_source: str
+    """The ``source`` of the events its outbox announces."""
+
+    @abstractmethod
+    def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...
+
+    @abstractmethod
+    def audit_head(self, subject: str) -> tuple[int, str]:
+        """The stored chain head of ``subject`` (``(0, GENESIS)`` for none)."""
+
+    @abstractmethod
+    def get_key(self, key: str) -> dict[str, Any] | None: ...
+
+    def retrying(self, attempts: int, call: Callable[[], T]) -> T:
+        """``call()``, tried again after a transient error (contention, throttling), after
+        ``_pause``, up to ``attempts`` tries; the last transient error is raised."""
+        for n in range(1, attempts + 1):
+            try:
+                return call()
+            except TRANSIENT:
+                if n == attempts:
+                    raise
+                self._pause(n)
+        raise AssertionError("unreachable")
+
+    def _pause(self, n: int) -> None:
+        """The wait before try ``n + 1`` (none by default)."""
+        return
+
+    def tasks_epoch(self) -> int:
+        """A counter every task write increments: an unchanged epoch means an unchanged task list."""
+        item = self.get_key(TASKS_EPOCH)
+        return int(item.get("epoch", 0)) if item else 0
+
+    def save_task(
+        self,
+        task: Task,
+        *,
+        previous: StoredTask | None,
+        actor: str,
+        at: datetime,
+        action: str,
+        schedule_names: tuple[str, ...] = (),
+        evidence: dict[str, Any] | None = None,
+    ) -> StoredTask:
+        """Create or replace a task definition, guarded by its version, with an audit record."""
+        uow = self.unit_of_work(actor, at)
+        stored = uow.stage_task(
+            task, previous, action=action, schedule_names=schedule_names, evidence=evidence
+        )
+        uow.commit()
+        return stored
+
+    def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None:
+        uow = self.unit_of_work(actor, at)
+        uow.stage_tenant(tenant, settings)
+        uow.commit()
