@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test test-fast lint synth bench deploy diff bootstrap constraints schemas clean
+.PHONY: help demo test test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -54,6 +54,9 @@ bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev [
 
 schemas: $(STAMP) ## Regenerate events/schemas/*.json from the event models
 	$(PY) scripts/generate_event_schemas.py
+
+openapi: $(STAMP) ## Regenerate docs/openapi.json from the operations API's routes
+	$(PY) scripts/generate_openapi.py
 
 constraints: ## Re-resolve and re-pin every dependency into requirements/constraints.txt
 	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin && .venv-pin/bin/pip install -q -U pip && .venv-pin/bin/pip install -q -r requirements/dev.in

@@ -19,11 +19,10 @@ from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.ports import BatchResult
-from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S, DlqFilter, DlqOps
 from rebound.ops.runs import RunOps
 from rebound_local.instrument import RecordingTargets
-from support import fire, register, task
+from support import dead_letters
 
 pytestmark = pytest.mark.integration
 OPERATOR = "arn:aws:sts::123456789012:assumed-role/oncall/alice"
@@ -31,20 +30,6 @@ OPERATOR = "arn:aws:sts::123456789012:assumed-role/oncall/alice"
 
 class Crash(Exception):
     pass
-
-
-def dead_letters(deps: Deps, count: int) -> list[str]:
-    """``count`` runs of task ``job`` dead-lettered by the engine on a terminal error."""
-    register(deps, task("job", target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
-    run_ids = []
-    for minute in range(count):
-        when = f"2026-03-07T{9 + minute // 60:02d}:{minute % 60:02d}:00Z"
-        Executor(deps).process(QueueMessage(f"fire-{minute}", json.dumps(fire("job", when))), 120)
-        run_id = f"job:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
-        assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
-        run_ids.append(run_id)
-    register(deps, task("job"))  # the operator fixes the target
-    return run_ids
 
 
 def pending(deps: Deps, queue: str) -> list[dict[str, Any]]:

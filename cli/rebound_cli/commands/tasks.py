@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
 from rebound.domain.models import TaskState
 from rebound.ops.preview import MAX_PREVIEW
-from rebound.ops.runs import run_view
-from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, task_view
+from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
 from rebound_cli import output as out
 from rebound_cli.context import App
 
@@ -29,14 +27,6 @@ def tasks() -> None:
       rebound tasks pause export-ledger --reason "target down, INC-123"
       rebound tasks preview export-ledger --count 5
     """
-
-
-def _change_view(change: TaskChange) -> dict[str, Any]:
-    return {
-        "id": change.task.id,
-        "change": change.change.value,
-        "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
-    }
 
 
 def _print_plan(changes: list[TaskChange]) -> None:
@@ -101,7 +91,7 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
     changes = ops.plan(document.tasks)
-    plan = [_change_view(c) for c in changes]
+    plan = [change_view(c) for c in changes]
     if not app.json:
         _print_plan(changes)
     todo = [c for c in changes if c.change is not Change.UNCHANGED]
@@ -187,14 +177,8 @@ def show(app: App, task_id: str) -> None:
     `runs list`).
     """
     detail = app.tasks().show(task_id)
-    view = task_view(detail.stored)
-    data: dict[str, Any] = {
-        "task": view,
-        "definition": detail.stored.task.model_dump(mode="json", exclude_none=True),
-        "schedules": [s.as_dict() for s in detail.schedules],
-        "next_fires": [f.as_dict() for f in detail.next_fires],
-        "recent_runs": [run_view(r) for r in detail.recent_runs],
-    }
+    data = detail_view(detail)
+    view = data["task"]
 
     def render() -> None:
         out.fields(f"task {task_id}", list(view.items()))

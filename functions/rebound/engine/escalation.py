@@ -16,7 +16,7 @@ from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import RUN_PREFIX, work_order_id, work_order_subject
 from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
 from rebound.domain.notification import Notification
-from rebound.domain.timefmt import parse_utc
+from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
@@ -58,6 +58,12 @@ class Escalation:
                 str(detail["run_id"]), str(detail.get("dead_lettered_at") or "") or None
             )
         return self.notify(order)
+
+    def open_by_hand(self, subject: str, detail: dict[str, Any]) -> WorkOrder:
+        """An operator opens a work order (about a run, a task, or anything else): a new order
+        each time, notified like any other."""
+        order_id = work_order_id(subject, iso(self.clock.now()))
+        return self.notify(self._open(order_id, {**detail, "subject": subject}, link_run=False))
 
     def on_sla_breached(self, detail: dict[str, Any]) -> str:
         """Notify every breach; the third consecutive breaching run opens a work order."""

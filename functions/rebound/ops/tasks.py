@@ -33,6 +33,7 @@ from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
+from rebound.ops.runs import run_view
 from rebound.ops.throttle import Backoff, RateLimiter
 
 T = TypeVar("T")
@@ -147,6 +148,26 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
             _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
     else:
         out[prefix] = value
+
+
+def change_view(change: TaskChange) -> dict[str, Any]:
+    """A planned change as the CLI's JSON and the API show it."""
+    return {
+        "id": change.task.id,
+        "change": change.change.value,
+        "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
+    }
+
+
+def detail_view(detail: TaskDetail) -> dict[str, Any]:
+    """A task with its schedules, next fires and recent runs, as ``tasks show`` and the API show it."""
+    return {
+        "task": task_view(detail.stored),
+        "definition": detail.stored.task.model_dump(mode="json", exclude_none=True),
+        "schedules": [s.as_dict() for s in detail.schedules],
+        "next_fires": [f.as_dict() for f in detail.next_fires],
+        "recent_runs": [run_view(r) for r in detail.recent_runs],
+    }
 
 
 def task_diff(old: Task | None, new: Task) -> dict[str, tuple[Any, Any]]:

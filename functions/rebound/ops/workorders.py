@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain.audit import ChainCheck, verify_chain
-from rebound.domain.errors import Conflict, ValidationFailed, WorkOrderNotFound
-from rebound.domain.ids import work_order_subject
+from rebound.domain.errors import Conflict, RunNotFound, TaskNotFound, ValidationFailed, WorkOrderNotFound
+from rebound.domain.ids import run_subject, task_subject, work_order_subject
 from rebound.domain.models import (
     AuditRecord,
     Resolution,
@@ -26,6 +26,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
+from rebound.engine.escalation import Escalation
 from rebound.engine.ports import UnitOfWork
 from rebound.ops.common import when
 
@@ -119,6 +120,38 @@ class WorkOrderOps:
         trail = self.store.audit_trail(subject)
         run = self.store.get_run(order.run_id) if order.run_id else None
         return WorkOrderDetail(order, trail, verify_chain(subject, trail), run)
+
+    def create(
+        self,
+        *,
+        severity: Severity,
+        reason: str,
+        run_id: str | None = None,
+        task_id: str | None = None,
+    ) -> WorkOrder:
+        """Open a work order by hand about a run, a task, or (with neither) the environment."""
+        tenant = None
+        if run_id is not None:
+            run = self.deps.store.get_run(run_id)
+            if run is None:
+                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            subject, task_id, tenant = run_subject(run_id), run.task_id, run.tenant
+        elif task_id is not None:
+            stored = self.deps.store.get_task(task_id)
+            if stored is None:
+                raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+            subject, tenant = task_subject(task_id), stored.task.tenant
+        else:
+            subject = f"env#{self.deps.settings.environment}"
+        detail = {
+            "run_id": run_id,
+            "task_id": task_id,
+            "tenant": tenant,
+            "severity": severity.value,
+            "reason": reason,
+            "opened_by": self.actor,
+        }
+        return Escalation(self.deps, self.actor).open_by_hand(subject, detail)
 
     def ack(self, work_order_id: str, note: str = "") -> tuple[WorkOrder, bool]:
         """Acknowledge. Returns the work order and whether this call changed it."""

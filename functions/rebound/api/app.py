@@ -1,0 +1,96 @@
+"""The resolver: request validation, JSON errors with a stable code, the OpenAPI document.
+
+Every error is ``{"code", "message", ...details}`` with the status its class names (400 bad input,
+403 no right, 404 unknown id, 409 conflict, 429 throttled, 503 AWS unavailable). A request that
+does not match a route's parameters or body is a 400 naming the field. Anything unexpected is a
+500 with code ``INTERNAL``; the stack trace goes to the function's log, never to the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
+from rebound.api.auth import Caller, authorize, caller_of
+from rebound.domain.errors import ReboundError
+from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
+
+TITLE = "Rebound operations API"
+VERSION = "1"
+
+
+@dataclass
+class Api:
+    """What a route needs: the app (for the current request) and the dependencies."""
+
+    app: APIGatewayRestResolver
+    deps: Callable[[], Deps]
+
+    def allow(self, action: str, tenant: str | None = None) -> Caller:
+        """The caller, once ``authorize`` let them do ``action`` (on ``tenant``)."""
+        caller = caller_of(self.app.current_event.raw_event)
+        authorize(caller, action, tenant)
+        return caller
+
+
+def _error(status: int, body: dict[str, Any]) -> Response[str]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def _field(loc: Any) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
+    return ".".join(parts) or "body"
+
+
+def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
+    from rebound.api import routes_recovery, routes_runs, routes_settings, routes_tasks
+
+    app = APIGatewayRestResolver(enable_validation=True)
+    api = Api(app, deps)
+
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+    def invalid(exc: RequestValidationError) -> Response[str]:
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        field = _field(first.get("loc", ()))
+        return _error(
+            400, {"code": "VALIDATION_FAILED", "message": f"{field}: {first.get('msg')}", "field": field}
+        )
+
+    @app.exception_handler(ReboundError)  # type: ignore[untyped-decorator]
+    def refused(exc: ReboundError) -> Response[str]:
+        return _error(exc.http_status if exc.http_status != 500 else 400, exc.to_dict())
+
+    @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
+    def unexpected(exc: Exception) -> Response[str]:
+        log.exception("unexpected error in an ops API route")
+        return _error(500, {"code": "INTERNAL", "message": "internal error; see the ops API function's log"})
+
+    @app.not_found
+    def unknown_route(exc: Exception) -> Response[str]:
+        event = app.current_event
+        return _error(404, {"code": "NO_SUCH_ROUTE", "message": f"no route {event.http_method} {event.path}"})
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "environment": deps().settings.environment}
+
+    @app.get("/openapi.json")
+    def openapi() -> dict[str, Any]:
+        return openapi_document(app)
+
+    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings):
+        module.register(api)
+    return app
+
+
+def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
+    """The OpenAPI document generated from the routes (``docs/openapi.json`` is this, committed)."""
+    return dict(json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION)))

@@ -1,0 +1,131 @@
+"""Routes for recovery: the DLQ (list, show, redrive with filters, dry run, limit and rate) and
+work orders (list, show, open by hand, acknowledge, resolve), including the seeds' ``POST
+/ops/workorders``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel, Field
+
+from rebound.api.app import Api
+from rebound.domain.models import Resolution, Severity, WorkOrderState
+from rebound.ops.common import parse_when
+from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.workorders import WorkOrderOps, work_order_view
+
+MAX_PAGE = 500
+
+
+class Filters(BaseModel):
+    task_id: str | None = None
+    tenant: str | None = None
+    error_code: str | None = None
+    since: str | None = Field(default=None, description="arrived at or after: ISO 8601 or a duration ago")
+    until: str | None = None
+
+
+class Redrive(Filters):
+    dry_run: bool = Field(default=False, description="count and classify, move nothing")
+    limit: int | None = Field(default=None, ge=1, description="at most this many messages")
+    rate: float | None = Field(default=None, gt=0, le=300, description="messages per second")
+
+
+class NewWorkOrder(BaseModel):
+    severity: Severity
+    reason: str = Field(min_length=1, max_length=500)
+    run_id: str | None = None
+    task_id: str | None = None
+
+
+class Ack(BaseModel):
+    note: str = Field(default="", max_length=1000)
+
+
+class Resolve(BaseModel):
+    resolution: Resolution
+    note: str = Field(default="", max_length=1000)
+
+
+def register(api: Api) -> None:
+    app = api.app
+
+    def dlq(action: str, tenant: str | None = None) -> DlqOps:
+        return DlqOps(api.deps(), api.allow(action, tenant).actor, wait_s=0)
+
+    def filters(f: Filters, ops: DlqOps) -> DlqFilter:
+        now = ops.deps.clock.now()
+        return DlqFilter(
+            task_id=f.task_id,
+            tenant=f.tenant,
+            error_code=f.error_code,
+            since=parse_when(f.since, now, option="since") if f.since else None,
+            until=parse_when(f.until, now, option="until") if f.until else None,
+        )
+
+    @app.get("/dlq", summary="Messages in the DLQ, oldest first, with their runs")
+    def list_dlq(
+        task_id: Annotated[str | None, Query()] = None,
+        tenant: Annotated[str | None, Query()] = None,
+        error_code: Annotated[str | None, Query()] = None,
+        since: Annotated[str | None, Query()] = None,
+        until: Annotated[str | None, Query()] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> dict[str, Any]:
+        ops = dlq("dlq:read", tenant)
+        wanted = Filters(task_id=task_id, tenant=tenant, error_code=error_code, since=since, until=until)
+        found = ops.find(filters(wanted, ops), limit=limit)
+        depth = ops.depth()
+        return {
+            "depth": {"visible": depth.visible, "in_flight": depth.in_flight, "delayed": depth.delayed},
+            "messages": [e.as_dict() for e in found],
+        }
+
+    @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
+    def show_dlq(message_id: str) -> dict[str, Any]:
+        return dlq("dlq:read").show(message_id).as_dict()
+
+    @app.post("/dlq/redrive", summary="Redrive matching DLQ messages: each run replayed with a fresh budget")
+    def redrive(body: Redrive) -> dict[str, Any]:
+        ops = dlq("dlq:redrive", body.tenant)
+        report = ops.redrive(filters(body, ops), dry_run=body.dry_run, rate=body.rate, limit=body.limit)
+        return report.as_dict()
+
+    def orders(action: str) -> WorkOrderOps:
+        return WorkOrderOps(api.deps(), api.allow(action).actor)
+
+    @app.get("/workorders", summary="Work orders, oldest first")
+    def list_orders(
+        state: Annotated[WorkOrderState | None, Query()] = None,
+        task_id: Annotated[str | None, Query()] = None,
+        severity: Annotated[Severity | None, Query()] = None,
+    ) -> list[dict[str, Any]]:
+        return [
+            work_order_view(o)
+            for o in orders("workorders:read").find(state=state, task_id=task_id, severity=severity)
+        ]
+
+    @app.get("/workorders/<work_order_id>", summary="A work order with its deliveries and audit trail")
+    def show_order(work_order_id: str) -> dict[str, Any]:
+        return orders("workorders:read").show(work_order_id).as_dict()
+
+    def create(body: NewWorkOrder) -> dict[str, Any]:
+        order = orders("workorders:create").create(
+            severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=body.task_id
+        )
+        return work_order_view(order)
+
+    app.post("/workorders", summary="Open a work order by hand")(create)
+    app.post("/ops/workorders", summary="Open a work order by hand (the seeds' path)")(create)
+
+    @app.post("/workorders/<work_order_id>/ack", summary="Acknowledge a work order")
+    def ack(work_order_id: str, body: Ack | None = None) -> dict[str, Any]:
+        order, changed = orders("workorders:ack").ack(work_order_id, (body or Ack()).note)
+        return {**work_order_view(order), "changed": changed}
+
+    @app.post("/workorders/<work_order_id>/resolve", summary="Resolve a work order")
+    def resolve(work_order_id: str, body: Resolve) -> dict[str, Any]:
+        return work_order_view(
+            orders("workorders:resolve").resolve(work_order_id, body.resolution, body.note)
+        )

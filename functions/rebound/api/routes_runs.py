@@ -1,0 +1,121 @@
+"""Routes over runs: list (by task or by state: an index query, never a scan), show with the whole
+timeline, retry with overrides, skip and cancel with a reason, retry the dead-lettered runs of a
+filter; and the seeds' ``POST /internal/tasks/retry``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel, Field, model_validator
+
+from rebound.api.app import Api
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.models import MAX_TASK_TIMEOUT_S, RunState
+from rebound.ops.common import parse_when
+from rebound.ops.runs import RunOps, run_view
+
+MAX_PAGE = 500
+
+
+class Retry(BaseModel):
+    timeout_s: int | None = Field(
+        default=None, ge=1, le=MAX_TASK_TIMEOUT_S, description="this replay's attempt timeout"
+    )
+    max_attempts: int | None = Field(default=None, ge=1, le=100, description="attempts in the fresh budget")
+    reason: str = Field(default="", max_length=500)
+
+
+class Close(BaseModel):
+    reason: str = Field(min_length=1, max_length=500, description="why (kept in the audit trail)")
+
+
+class RetryFailed(BaseModel):
+    task_id: str | None = None
+    since: str | None = Field(default=None, description="an ISO 8601 instant or a duration ago (2h, 7d)")
+    reason: str = Field(default="", max_length=500)
+
+
+class InternalRetry(BaseModel):
+    """The seeds' retry: one run by id, or the dead-lettered runs of a filter."""
+
+    run_id: str | None = None
+    task_id: str | None = None
+    since: str | None = None
+    reason: str = Field(default="", max_length=500)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> InternalRetry:
+        if self.run_id is None and self.task_id is None and self.since is None:
+            raise ValueError("give run_id, or task_id and/or since")
+        return self
+
+
+def register(api: Api) -> None:
+    app = api.app
+
+    def ops(action: str) -> RunOps:
+        return RunOps(api.deps(), api.allow(action).actor)
+
+    @app.get("/runs", summary="List runs of a task or in a state, newest first")
+    def list_runs(
+        task_id: Annotated[str | None, Query(description="the task's runs (by schedule time)")] = None,
+        state: Annotated[RunState | None, Query(description="runs in this state")] = None,
+        since: Annotated[str | None, Query(description="scheduled at or after (ISO 8601, or 2h ago)")] = None,
+        until: Annotated[str | None, Query(description="scheduled at or before")] = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> list[dict[str, Any]]:
+        if task_id is None and state is None:
+            raise ValidationFailed(
+                "give task_id or state (listing every run would scan the table)", field="task_id"
+            )
+        run_ops = ops("runs:read")
+        now = run_ops.deps.clock.now()
+        found = run_ops.find(
+            task_id=task_id,
+            state=state,
+            since=parse_when(since, now, option="since") if since else None,
+            until=parse_when(until, now, option="until") if until else None,
+            limit=limit,
+        )
+        return [run_view(r) for r in found]
+
+    @app.get("/runs/<run_id>", summary="A run and its whole timeline")
+    def show_run(run_id: str) -> dict[str, Any]:
+        return ops("runs:read").timeline(run_id).as_dict()
+
+    @app.post("/runs/<run_id>/retry", summary="Retry a run now (a dead-lettered run gets a fresh budget)")
+    def retry(run_id: str, body: Retry | None = None) -> dict[str, Any]:
+        b = body or Retry()
+        return (
+            ops("runs:retry")
+            .retry(run_id, timeout_s=b.timeout_s, max_attempts=b.max_attempts, reason=b.reason)
+            .as_dict()
+        )
+
+    @app.post("/runs/<run_id>/skip", summary="Skip a run (a reason is required)")
+    def skip(run_id: str, body: Close) -> dict[str, Any]:
+        return run_view(ops("runs:skip").skip(run_id, body.reason))
+
+    @app.post("/runs/<run_id>/cancel", summary="Cancel a run (a reason is required)")
+    def cancel(run_id: str, body: Close) -> dict[str, Any]:
+        return run_view(ops("runs:cancel").cancel(run_id, body.reason))
+
+    def retry_failed(run_ops: RunOps, task_id: str | None, since: str | None, reason: str) -> dict[str, Any]:
+        now = run_ops.deps.clock.now()
+        runs = run_ops.failed_runs(
+            task_id=task_id, since=parse_when(since, now, option="since") if since else None
+        )
+        outcomes = run_ops.retry_failed(runs, reason=reason)
+        return {"matched": len(runs), "outcomes": [o.as_dict() for o in outcomes]}
+
+    @app.post("/runs/retry-failed", summary="Replay the dead-lettered runs of a task and/or since a time")
+    def retry_failed_route(body: RetryFailed) -> dict[str, Any]:
+        return retry_failed(ops("runs:retry"), body.task_id, body.since, body.reason)
+
+    @app.post("/internal/tasks/retry", summary="Retry one run, or the dead-lettered runs of a filter")
+    def internal_retry(body: InternalRetry) -> dict[str, Any]:
+        run_ops = ops("runs:retry")
+        if body.run_id is not None:
+            return {"matched": 1, "outcomes": [run_ops.retry(body.run_id, reason=body.reason).as_dict()]}
+        return retry_failed(run_ops, body.task_id, body.since, body.reason)

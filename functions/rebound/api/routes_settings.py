@@ -1,0 +1,56 @@
+"""Routes for policies (list, show with version history, set with per-field validation errors),
+audit verification and retry health."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from rebound.api.app import Api
+from rebound.ops.audit import AuditOps
+from rebound.ops.health import HealthOps
+from rebound.ops.policies import PolicyOps, policy_view
+
+
+class PolicyUpdate(BaseModel):
+    changes: dict[str, Any] = Field(description='policy fields to change, e.g. {"max_attempts": 5}')
+    dry_run: bool = Field(default=False, description="validate and show the diff, store nothing")
+
+
+class Verify(BaseModel):
+    target: str = Field(min_length=1, description="a run id, or a subject such as workorder#wo-...")
+
+
+def register(api: Api) -> None:
+    app = api.app
+
+    def policies(action: str) -> PolicyOps:
+        return PolicyOps(api.deps(), api.allow(action).actor)
+
+    @app.get("/policies", summary="Retry policies, as the next retry decision uses them")
+    def list_policies() -> list[dict[str, Any]]:
+        return [policy_view(p) for p in policies("policies:read").find()]
+
+    @app.get("/policies/<name>", summary="A policy with its version history")
+    def show_policy(name: str) -> dict[str, Any]:
+        return policies("policies:read").show(name).as_dict()
+
+    @app.put("/policies/<name>", summary="Change a policy: a new version the next retry uses")
+    def set_policy(name: str, body: PolicyUpdate) -> dict[str, Any]:
+        ops = policies("policies:write")
+        change = ops.plan(name, body.changes)
+        if body.dry_run:
+            return {"dry_run": True, "change": change.as_dict()}
+        saved = ops.set(change)
+        return {"dry_run": False, "change": change.as_dict(), "policy": policy_view(saved)}
+
+    @app.post("/audit/verify", summary="Verify one audit chain")
+    def verify(body: Verify) -> dict[str, Any]:
+        api.allow("audit:verify")
+        return AuditOps(api.deps()).verify(body.target).as_dict()
+
+    @app.get("/health/retry", summary="Retry health: worker, stale plans, ack gaps, failures, schedules")
+    def retry_health() -> dict[str, Any]:
+        api.allow("health:read")
+        return HealthOps(api.deps()).report().as_dict()

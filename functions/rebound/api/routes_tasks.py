@@ -1,0 +1,91 @@
+"""Routes over tasks: register from a task document (diff and dry run), list, show, pause, resume,
+run now, preview; and the seeds' ``/internal/tasks/...`` paths, which are the same operations."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel, Field
+
+from rebound.api.app import Api
+from rebound.config.loader import parse_task_document
+from rebound.domain.models import TaskState
+from rebound.ops.preview import MAX_PREVIEW
+from rebound.ops.tasks import Change, TaskOps, change_view, detail_view, task_view
+
+
+class Register(BaseModel):
+    document: dict[str, Any] = Field(description="a task document as a task file holds it (tasks, tenants)")
+    dry_run: bool = Field(default=False, description="plan only: the diff, nothing written")
+
+
+class StateChange(BaseModel):
+    reason: str = Field(default="", max_length=500)
+
+
+class RunNow(BaseModel):
+    token: str | None = Field(default=None, max_length=64, description="idempotency token")
+
+
+def register(api: Api) -> None:
+    app = api.app
+
+    def ops(action: str, tenant: str | None = None) -> TaskOps:
+        return TaskOps(api.deps(), api.allow(action, tenant).actor)
+
+    def register_tasks(body: Register) -> dict[str, Any]:
+        task_ops = ops("tasks:register")
+        document = parse_task_document(body.document, "request body", api.deps().policies.book)
+        for task in document.tasks:
+            api.allow("tasks:register", task.tenant)
+        changes = task_ops.plan(document.tasks)
+        plan = [change_view(c) for c in changes]
+        if body.dry_run or not changes:
+            return {"dry_run": body.dry_run, "plan": plan, "applied": None}
+        result = task_ops.apply(changes)
+        tenants = task_ops.apply_tenants(document.tenants)
+        todo = sum(c.change is not Change.UNCHANGED for c in changes)
+        return {
+            "dry_run": False,
+            "plan": plan,
+            "applied": {**result.as_dict(), "tenants": tenants},
+            "changed": todo,
+        }
+
+    app.post("/tasks", summary="Register or update tasks from a task document")(register_tasks)
+    app.post("/internal/tasks/register", summary="Register tasks (the seeds' path)")(register_tasks)
+
+    @app.get("/tasks", summary="List tasks")
+    def list_tasks(
+        tenant: Annotated[str | None, Query(description="only this tenant's tasks")] = None,
+        state: Annotated[TaskState | None, Query(description="active or paused")] = None,
+    ) -> list[dict[str, Any]]:
+        return [task_view(s) for s in ops("tasks:read", tenant).find(tenant=tenant, state=state)]
+
+    @app.get("/tasks/<task_id>", summary="A task with its schedules, next fires and recent runs")
+    def show_task(task_id: str) -> dict[str, Any]:
+        return detail_view(ops("tasks:read").show(task_id))
+
+    def pause(task_id: str, body: StateChange | None = None) -> dict[str, Any]:
+        task_ops = ops("tasks:pause")
+        return task_view(task_ops.set_state(task_id, TaskState.PAUSED, (body or StateChange()).reason))
+
+    def resume(task_id: str, body: StateChange | None = None) -> dict[str, Any]:
+        task_ops = ops("tasks:resume")
+        return task_view(task_ops.set_state(task_id, TaskState.ACTIVE, (body or StateChange()).reason))
+
+    for prefix in ("", "/internal"):
+        app.put(f"{prefix}/tasks/<task_id>/pause", summary="Pause a task")(pause)
+        app.put(f"{prefix}/tasks/<task_id>/resume", summary="Resume a task")(resume)
+
+    @app.post("/tasks/<task_id>/run", summary="Run a task now (a manual run)")
+    def run_now(task_id: str, body: RunNow | None = None) -> dict[str, Any]:
+        run_id = ops("tasks:run").run_now(task_id, (body or RunNow()).token)
+        return {"task_id": task_id, "run_id": run_id}
+
+    @app.get("/tasks/<task_id>/preview", summary="The task's next fire times")
+    def preview(
+        task_id: str, count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="how many fires")] = 5
+    ) -> list[dict[str, Any]]:
+        return [f.as_dict() for f in ops("tasks:read").preview(task_id, count)]
