@@ -45,7 +45,8 @@ def call(
     body: Any = None,
     query: dict[str, str] | None = None,
     caller: str | None = ALICE,
-) -> tuple[int, Any]:
+    with_headers: bool = False,
+) -> Any:
     event = copy.deepcopy(SAMPLE)
     event["httpMethod"] = event["requestContext"]["httpMethod"] = method
     event["path"] = path
@@ -59,6 +60,9 @@ def call(
     identity["userArn"] = identity["caller"] = caller
     response = handler.lambda_handler(event, Context())
     text = response.get("body") or "null"
+    if with_headers:
+        headers = {k: v[0] for k, v in (response.get("multiValueHeaders") or {}).items()}
+        return int(response["statusCode"]), json.loads(text), {**headers, **(response.get("headers") or {})}
     return int(response["statusCode"]), json.loads(text)
 
 
@@ -116,7 +120,8 @@ def test_runs_list_show_retry_skip_cancel_and_retry_failed(api: Any, deps: Deps)
     run_ids = dead_letters(deps, 4)
     listed = ok(api, "GET", "/runs", query={"state": "dead_lettered"})
     assert sorted(r["run_id"] for r in listed) == sorted(run_ids)
-    assert len(ok(api, "GET", "/runs", query={"task_id": "job", "limit": "2"})) == 2
+    first = ok(api, "GET", "/runs", query={"task_id": "job", "limit": "3"})
+    assert [r["run_id"] for r in first] == sorted(run_ids, reverse=True)[:3]
     shown = ok(api, "GET", f"/runs/{run_ids[0]}")
     assert shown["run"]["run_id"] == run_ids[0] and shown["audit"]["ok"] is True
     assert {"attempt-failed", "dead-lettered"} <= {e["action"] for e in shown["timeline"]}
@@ -130,6 +135,21 @@ def test_runs_list_show_retry_skip_cancel_and_retry_failed(api: Any, deps: Deps)
     run = deps.store.get_run(run_ids[1])
     assert run is not None and run.state is RunState.SKIPPED
     assert deps.store.audit_trail(f"run#{run_ids[1]}")[-1].actor == ALICE
+
+
+def test_a_task_s_runs_come_a_page_at_a_time(api: Any, deps: Deps) -> None:
+    run_ids = sorted(dead_letters(deps, 5), reverse=True)
+    pages: list[list[str]] = []
+    after: str | None = None
+    while True:
+        query = {"task_id": "job", "limit": "2", **({"after": after} if after else {})}
+        status, page, headers = call(api, "GET", "/runs", query=query, with_headers=True)
+        assert status == 200
+        pages.append([r["run_id"] for r in page])
+        after = headers.get("X-Next-After")
+        if after is None:
+            break
+    assert pages == [run_ids[0:2], run_ids[2:4], run_ids[4:]]
 
 
 def test_dlq_list_show_and_redrive(api: Any, deps: Deps, clock: Any) -> None:

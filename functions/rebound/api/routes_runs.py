@@ -4,8 +4,10 @@ filter; and the seeds' ``POST /internal/tasks/retry``."""
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field, model_validator
 
@@ -64,7 +66,10 @@ def register(api: Api) -> None:
         since: Annotated[str | None, Query(description="scheduled at or after (ISO 8601, or 2h ago)")] = None,
         until: Annotated[str | None, Query(description="scheduled at or before")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    ) -> list[dict[str, Any]]:
+        after: Annotated[str | None, Query(description="the next page: runs older than this run id")] = None,
+    ) -> Response[str]:
+        """A task's runs come a page at a time: when more remain, the ``X-Next-After`` header
+        names the run to pass as ``after`` for the next page."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
@@ -76,9 +81,17 @@ def register(api: Api) -> None:
             state=state,
             since=parse_when(since, now, option="since") if since else None,
             until=parse_when(until, now, option="until") if until else None,
-            limit=limit,
+            limit=limit + 1,
+            after=run_ops.get(after) if after else None,
         )
-        return [run_view(r) for r in found]
+        page = found[:limit]
+        headers = {"X-Next-After": page[-1].run_id} if len(found) > limit and page else {}
+        return Response(
+            status_code=200,
+            content_type=content_types.APPLICATION_JSON,
+            body=json.dumps([run_view(r) for r in page]),
+            headers=headers,
+        )
 
     @app.get("/runs/<run_id>", summary="A run and its whole timeline")
     def show_run(run_id: str) -> dict[str, Any]:

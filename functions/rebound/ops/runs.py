@@ -156,11 +156,21 @@ class RunOps:
         since: datetime | None = None,
         until: datetime | None = None,
         limit: int | None = 100,
+        after: Run | None = None,
     ) -> list[Run]:
-        """Runs, newest first by schedule time. ``since``/``until`` bound ``scheduled_for``."""
+        """Runs, newest first by schedule time. ``since``/``until`` bound ``scheduled_for``.
+
+        A task's runs are one index query that stops after ``limit`` (unless a state filters them);
+        ``after`` (a page's last run) continues from there: the next page of older runs."""
         if task_id is not None:
-            runs = self.store.runs_for_task(task_id, since=since, until=until)
+            if after is not None:
+                until = after.scheduled_for if until is None else min(until, after.scheduled_for)
+            # The page's last run comes back too (the bound is inclusive): one more to read.
+            pushed = None if limit is None or state is not None else limit + (1 if after is not None else 0)
+            runs = self.store.runs_for_task(task_id, since=since, until=until, limit=pushed)
             runs = [r for r in runs if state is None or r.state is state]
+            if after is not None:
+                runs = [r for r in runs if (r.scheduled_for, r.run_id) < (after.scheduled_for, after.run_id)]
         elif state is not None:
             runs = [
                 r
