@@ -11,12 +11,14 @@ import click
 from rebound_cli.commands.audit import audit
 from rebound_cli.commands.dlq import dlq
 from rebound_cli.commands.health import health
+from rebound_cli.commands.notifications import notifications
 from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.context import App, Overrides
 from rebound_cli.errors import describe
+from rebound_cli.global_options import install_everywhere, root_options
 from rebound_cli.local import local
 
 
@@ -79,23 +81,7 @@ class ReboundGroup(click.Group):
     cls=ReboundGroup,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.option(
-    "--env",
-    envvar="REBOUND_ENV",
-    default="dev",
-    show_default=True,
-    help="the environment to operate on (REBOUND_ENV); `local` for `rebound local up`",
-)
-@click.option(
-    "-o",
-    "--output",
-    type=click.Choice(["table", "json"]),
-    default="table",
-    show_default=True,
-    help="json: one stable document on stdout, keys sorted",
-)
-@click.option("--debug", is_flag=True, help="print the traceback of an error")
-@click.version_option(package_name="rebound", prog_name="rebound")
+@root_options
 @click.pass_context
 def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     """Rebound: scheduled and event-triggered tasks that are retried, dead-lettered and recovered.
@@ -105,20 +91,25 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     your AWS identity (sts:GetCallerIdentity) as the actor. Exit codes: 0 done, 1 failed,
     2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling.
 
+    The options below may be given anywhere on the command line, as with the AWS CLI:
+    `rebound dlq list --output json` is `rebound --output json dlq list`.
+
     \b
     Examples:
       rebound local demo                          # the whole loop on this machine
       rebound local up                            # a local AWS stand-in with Rebound running in it
       rebound --env local dlq list                # against `rebound local up` (with AWS_ENDPOINT_URL)
       rebound --env prod health --json
+      rebound dlq list --env prod -o json         # global options after the command work too
       rebound --env prod runs show export-ledger:20260307T090500Z
     """
     overrides = ctx.obj if isinstance(ctx.obj, Overrides) else None
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, policies, health, audit, local):
+for group in (tasks, runs, dlq, workorders, notifications, policies, health, audit, local):
     cli.add_command(group)
+install_everywhere(cli)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from rebound.ops.audit import AuditOps
     from rebound.ops.dlq import DlqOps
     from rebound.ops.health import HealthOps
+    from rebound.ops.notifications import NotificationOps
     from rebound.ops.policies import PolicyOps
     from rebound.ops.runs import RunOps
     from rebound.ops.tasks import TaskOps
@@ -186,6 +187,11 @@ class App:
         from rebound.ops.policies import PolicyOps
 
         return PolicyOps(self.deps, self.actor if writer else "reader")
+
+    def notifications(self, *, writer: bool = False) -> NotificationOps:
+        from rebound.ops.notifications import NotificationOps
+
+        return NotificationOps(self.deps, self.actor if writer else "reader")
 
     def health(self) -> HealthOps:
         from rebound.ops.health import HealthOps

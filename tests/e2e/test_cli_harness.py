@@ -13,6 +13,7 @@ import json
 import os
 from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -82,6 +83,15 @@ class Cloud:
 
     def json(self, *args: str, input: str | None = None) -> Any:
         return json.loads(self.ok("-o", "json", *args, input=input).stdout)
+
+    @contextmanager
+    def hooked(self, event: str, handler: Callable[..., Any]) -> Iterator[None]:
+        """The CLI's sessions run ``handler`` on the botocore ``event`` within the block."""
+        self.hooks.append((event, handler))
+        try:
+            yield
+        finally:
+            self.hooks.remove((event, handler))
 
     def tick(self, seconds: float = 1.0) -> None:
         """Let virtual time pass without running anything (so released messages become visible)."""

@@ -61,8 +61,8 @@ def ack_all(cloud: Cloud) -> None:
         cloud.ok("workorders", "ack", order["work_order_id"], "--note", "on it")
 
 
-def health(cloud: Cloud) -> tuple[int, dict[str, dict[str, Any]]]:
-    result = cloud.cli("-o", "json", "health")
+def health(cloud: Cloud, *options: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    result = cloud.cli("-o", "json", "health", *options)
     assert result.exit_code in (0, 3), (result.exit_code, result.output)
     report = json.loads(result.stdout)
     assert report["healthy"] is (result.exit_code == 0)
@@ -82,16 +82,37 @@ def test_a_healthy_loop_exits_0_with_a_fresh_retry_worker(local_cloud: Cloud) ->
     assert worker["status"] == "ok" and worker["summary"].startswith("worker last ran ")
     assert local_cloud.deps.store.get_key(HEARTBEAT_KEY) is not None
 
+    # The three options, and --output after the command.
+    asked = local_cloud.cli(
+        "health", "--expected-interval-minutes", "10", "--stale-metadata-minutes", "45",
+        "--generated-by", "deploy-gate", "--output", "json",
+    )  # fmt: skip
+    report = json.loads(asked.stdout)
+    assert asked.exit_code == 0 and report["generated_by"] == "deploy-gate"
+    assert (report["expected_interval_minutes"], report["stale_metadata_minutes"]) == (10, 45)
+    assert report["generated_at"] == local_cloud.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    assert json.loads(local_cloud.ok("health", "--json").stdout)["generated_by"] == "rebound-cli"
+    table = local_cloud.ok("health").stdout
+    assert "(expected interval 30m, stale metadata 120m)" in table
+
+    bad = local_cloud.cli("health", "--stale-metadata-minutes", "0")
+    assert bad.exit_code == 2
+    assert bad.stderr.strip() == (
+        "error: --stale-metadata-minutes: Input should be greater than or equal to 1 [VALIDATION_FAILED]"
+    )
+
 
 def test_an_overdue_retry_plan_fails_stale_retry_plans(local_cloud: Cloud) -> None:
     due = local_cloud.runs()[SLOW_RUN].next_retry_at
     assert due is not None
     local_cloud.tick((due - local_cloud.clock.now()).total_seconds() + 16 * 60)  # nothing dispatches it
 
-    code, checks = health(local_cloud)
+    code, checks = health(local_cloud)  # overdue, but within the default 120 minutes of stale metadata
+    assert code == 0 and checks["stale_retry_plans"]["status"] == "warn"
+    code, checks = health(local_cloud, "--stale-metadata-minutes", "15")
     assert code == 3 and failing(checks) == {"stale_retry_plans"}
     stale = checks["stale_retry_plans"]
-    assert stale["summary"] == "1 retry plan(s) overdue; worst by 16m"
+    assert stale["summary"] == "1 retry plan(s) overdue; worst by 16m (stale after 15m)"
     assert stale["details"] == [f"{SLOW_RUN}: attempt 2 was due {due:%Y-%m-%dT%H:%M:%S.000Z}"]
 
     # The runbook's step: send the next attempt now.
@@ -107,6 +128,8 @@ def test_a_replay_that_never_starts_fails_stuck_replays(local_cloud: Cloud) -> N
     local_cloud.tick(11 * 60)  # the replay message waits; nothing runs it
 
     code, checks = health(local_cloud)
+    assert code == 0 and checks["stuck_replays"]["status"] == "warn"
+    code, checks = health(local_cloud, "--stale-metadata-minutes", "10")
     assert code == 3 and failing(checks) == {"stuck_replays"}
     assert checks["stuck_replays"]["details"][0].startswith(f"{ONCE_RUN}: replayed ")
 
@@ -138,7 +161,10 @@ def test_a_retry_worker_that_is_not_invoked_fails_even_though_the_sweeper_covers
     # retry queue and the worker's heartbeat is old.
     assert local_cloud.runs()[SLOW_RUN].state is RunState.DEAD_LETTERED
     ack_all(local_cloud)
-    code, checks = health(local_cloud)
+    code, checks = health(local_cloud)  # 6 minutes: slow, within the default 30-minute interval
+    assert code == 0 and checks["retry_worker"]["status"] == "warn"
+    assert checks["retry_worker"]["summary"].startswith("retry worker slow: last ran ")
+    code, checks = health(local_cloud, "--expected-interval-minutes", "5")
     assert code == 3 and failing(checks) == {"retry_worker"}
     worker = checks["retry_worker"]
     assert worker["summary"].startswith("retry worker stale: last ran ")

@@ -1,5 +1,8 @@
 """Retry worker freshness: the retry scheduler records a heartbeat on every invocation, and
-``health`` reports the worker stale only when work waits for it and the heartbeat is old."""
+``health`` reports the worker stale only when work waits for it and the heartbeat is old.
+
+These tests fail the worker after 5 minutes (``expected_interval``); ``test_health_options``
+shows what the default of 30 minutes changes."""
 
 from __future__ import annotations
 
@@ -17,10 +20,11 @@ from support import Context, ManualClock, bus_event, fire, outbox_events, regist
 
 pytestmark = pytest.mark.integration
 RUN_ID = "job:20260307T090000Z"
+FIVE_MINUTES = Thresholds(expected_interval=timedelta(minutes=5))
 
 
 def retry_worker(deps: Deps, oldest_age: OldestAge | None = None) -> Check:
-    return HealthOps(deps, oldest_age=oldest_age).retry_worker(deps.clock.now(), Thresholds())
+    return HealthOps(deps, oldest_age=oldest_age).retry_worker(deps.clock.now(), FIVE_MINUTES)
 
 
 def fail_job(deps: Deps) -> dict:  # type: ignore[type-arg]
@@ -110,7 +114,7 @@ def test_a_failed_run_waiting_past_the_grace_with_an_old_heartbeat_is_a_stale_wo
     assert stale.status is Status.FAIL
     assert stale.details[0] == f"{RUN_ID}: failed since {iso(clock.now() - timedelta(seconds=90))}"
 
-    beat(wired)  # alive, and the run is only 90 s old: within failed_run_stale
+    beat(wired)  # alive, and the run is only 90 s old: within failed_run_warn
     assert retry_worker(wired).status is Status.OK
     clock.advance(5 * 60)
     late = retry_worker(wired)  # alive, but nobody decides the run: the old check still fails

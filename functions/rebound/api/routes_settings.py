@@ -3,13 +3,17 @@ audit verification and retry health."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
 from rebound.ops.audit import AuditOps
+from rebound.ops.common import validated
 from rebound.ops.health import HealthOps
+from rebound.ops.health_report import RetryHealthQuery
+from rebound.ops.notifications import DeliveryRetryRequest, NotificationOps
 from rebound.ops.policies import PolicyOps, policy_view
 
 
@@ -51,6 +55,35 @@ def register(api: Api) -> None:
         return AuditOps(api.deps()).verify(body.target).as_dict()
 
     @app.get("/health/retry", summary="Retry health: worker, stale plans, ack gaps, failures, schedules")
-    def retry_health() -> dict[str, Any]:
+    def retry_health(
+        expected_interval_minutes: Annotated[int, Query(description="retry worker limit (minutes)")] = 30,
+        stale_metadata_minutes: Annotated[
+            int, Query(description="stale plan and replay limit (minutes)")
+        ] = 120,
+        generated_by: Annotated[str | None, Query(description="who or what asked; echoed")] = None,
+    ) -> dict[str, Any]:
         api.allow("health:read")
-        return HealthOps(api.deps()).report().as_dict()
+        query = validated(
+            RetryHealthQuery,
+            {
+                "expected_interval_minutes": expected_interval_minutes,
+                "stale_metadata_minutes": stale_metadata_minutes,
+                "generated_by": generated_by,
+            },
+        )
+        return HealthOps(api.deps()).retry_health(query).as_dict()
+
+    @app.post(
+        "/notifications/retry-plan", summary="For each failed delivery: retry, wait or suppress, and why"
+    )
+    def retry_plan(body: DeliveryRetryRequest) -> dict[str, Any]:
+        return (
+            NotificationOps(api.deps(), api.allow("notifications:read").actor)
+            .plan(body)
+            .model_dump(mode="json")
+        )
+
+    @app.post("/notifications/retry-plan/execute", summary="Carry out the delivery-retry plan, audited")
+    def retry_plan_execute(body: DeliveryRetryRequest) -> dict[str, Any]:
+        ops = NotificationOps(api.deps(), api.allow("notifications:retry").actor)
+        return ops.execute(body).model_dump(mode="json")

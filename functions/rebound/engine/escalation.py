@@ -3,12 +3,15 @@
 The work order's id is a function of the subject (``run#...`` or ``msg#...``) and it is written
 with a conditional put, so duplicate or concurrent deliveries of ``task.dead_lettered`` open one
 work order. Each notification attempt is recorded on the work order; a failed channel makes the
-event be redelivered, and only channels that have not delivered are tried again.
+event be redelivered, and only channels that have not delivered are tried again. ``deliver`` is
+that one round of attempts, for named channels: the operators' delivery retries use it too.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain import events as ev
@@ -25,6 +28,17 @@ from rebound.engine.deps import Deps
 from rebound.engine.ports import DeliveryFailed
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    """What one round of deliveries did: the work order after it, each attempt, the channels that
+    failed, and whether the attempts were recorded (false when the work order changed meanwhile)."""
+
+    order: WorkOrder
+    attempts: list[Delivery]
+    failed: list[str]
+    recorded: bool
 
 
 class Escalation:
@@ -177,57 +191,74 @@ class Escalation:
     def notify(self, order: WorkOrder) -> WorkOrder:
         """Deliver to every channel that has not delivered yet; raise if any still fails."""
         delivered = {d.channel for d in order.deliveries if d.status is DeliveryStatus.DELIVERED}
-        pending = [c for c in self.deps.notifier.channels if c.name not in delivered]
+        pending = [c.name for c in self.deps.notifier.channels if c.name not in delivered]
         if not pending:
             return order
+        outcome = self.deliver(order, pending)
+        if outcome.failed:
+            raise OperationalError(
+                f"notification failed for {', '.join(outcome.failed)}; will retry",
+                work_order_id=order.work_order_id,
+                channels=outcome.failed,
+            )
+        return outcome.order
+
+    def deliver(
+        self,
+        order: WorkOrder,
+        channels: Sequence[str],
+        *,
+        action: str = "notified",
+        evidence: Mapping[str, Any] | None = None,
+    ) -> DeliveryOutcome:
+        """Send ``order``'s notification through the named channels, once each, and record every
+        attempt on the work order, audited as ``action`` (with ``evidence`` added) by this actor.
+
+        A channel that is not configured here, or has delivered already, is left alone. Nothing
+        raises for a channel that fails: it is in ``failed`` and recorded as such."""
+        delivered = {d.channel for d in order.deliveries if d.status is DeliveryStatus.DELIVERED}
+        wanted = [c for c in self.deps.notifier.channels if c.name in channels and c.name not in delivered]
+        if not wanted:
+            return DeliveryOutcome(order, [], [], recorded=False)
         note = Notification(order, self.deps.settings.environment)
         tries = {d.channel: d.attempts for d in order.deliveries}
         new: list[Delivery] = []
-        failed: list[str] = []
-        for channel in pending:
+        for channel in wanted:
             now = self.clock.now()
             try:
-                detail = channel.send(note)
-                new.append(
-                    Delivery(
-                        channel=channel.name,
-                        status=DeliveryStatus.DELIVERED,
-                        at=now,
-                        attempts=tries.get(channel.name, 0) + 1,
-                        detail=detail,
-                    )
-                )
+                status, detail = DeliveryStatus.DELIVERED, channel.send(note)
             except DeliveryFailed as exc:
-                failed.append(channel.name)
-                new.append(
-                    Delivery(
-                        channel=channel.name,
-                        status=DeliveryStatus.FAILED,
-                        at=now,
-                        attempts=tries.get(channel.name, 0) + 1,
-                        detail=exc.detail,
-                    )
+                status, detail = DeliveryStatus.FAILED, exc.detail
+            new.append(
+                Delivery(
+                    channel=channel.name,
+                    status=status,
+                    at=now,
+                    attempts=tries.get(channel.name, 0) + 1,
+                    detail=detail,
                 )
+            )
         kept = [d for d in order.deliveries if d.channel not in {n.channel for n in new}]
         after = order.model_copy(update={"deliveries": kept + new})
         uow = self.store.unit_of_work(self.actor, self.clock.now())
         saved = uow.save_work_order(
             order,
             after,
-            action="notified",
+            action=action,
             evidence={
-                d.channel: {"status": d.status.value, "attempt": d.attempts, "detail": d.detail} for d in new
+                **(evidence or {}),
+                **{
+                    d.channel: {"status": d.status.value, "attempt": d.attempts, "detail": d.detail}
+                    for d in new
+                },
             },
         )
+        recorded = True
         try:
             uow.commit()
         except Conflict:
-            saved = self.store.get_work_order(order.work_order_id) or order
+            saved, recorded = self.store.get_work_order(order.work_order_id) or order, False
+        failed = [d.channel for d in new if d.status is DeliveryStatus.FAILED]
         if failed:
             self.deps.metrics.count(m.NOTIFICATION_FAILURE, len(failed))
-            raise OperationalError(
-                f"notification failed for {', '.join(failed)}; will retry",
-                work_order_id=order.work_order_id,
-                channels=failed,
-            )
-        return saved
+        return DeliveryOutcome(saved, new, failed, recorded)

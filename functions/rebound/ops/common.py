@@ -1,10 +1,14 @@
-"""Small pieces every operation shares: reading operator input about time, and JSON-ready values."""
+"""Small pieces every operation shares: reading operator input about time, validating requests, and
+JSON-ready values."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from rebound.config.loader import key_path
 from rebound.domain.durations import parse_duration
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.timefmt import iso, parse_utc
@@ -32,6 +36,42 @@ def parse_seconds(text: str, *, option: str) -> float:
         return parse_duration(text)
     except ValueError as exc:
         raise ValidationFailed(f"{option}: {exc}", key_path=option) from None
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validation_failed(exc: ValidationError, *, as_option: bool = False) -> ValidationFailed:
+    """A request model's errors as one ``ValidationFailed`` naming every field.
+
+    The message reads ``retry_policy.max_retry_attempts: Input should be ...`` (with ``as_option``,
+    the CLI option instead: ``--max-retry-attempts: ...``); ``key_path`` is the first field, and
+    ``errors`` lists each as ``{"field", "message"}`` for an API to answer with.
+    """
+    errors: list[dict[str, str]] = []
+    names: list[str] = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        field = key_path(loc) or "(body)"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field (check the spelling)"
+        elif err["type"] == "missing":
+            message = "required field is missing"
+        errors.append({"field": field, "message": message})
+        names.append("--" + str(loc[-1]).replace("_", "-") if as_option and loc else field)
+    text = "; ".join(f"{name}: {e['message']}" for name, e in zip(names, errors, strict=True))
+    return ValidationFailed(text, key_path=errors[0]["field"] if errors else "", errors=errors)
+
+
+def validated(model: type[M], data: Any) -> M:
+    """``data`` (a JSON body, or options) as ``model``, or a ``ValidationFailed`` naming each bad field."""
+    if isinstance(data, model):
+        return data
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_failed(exc) from None
 
 
 def when(value: datetime | None) -> str | None:

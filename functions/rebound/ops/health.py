@@ -1,20 +1,28 @@
 """Is the retry and recovery loop healthy? One report, each check ``ok``, ``warn`` or ``fail``.
 
+The caller's ``expected_interval`` and ``stale_metadata`` decide when the retry checks fail, fixed
+levels below them when they warn (``rebound.ops.health_report`` says which limit drives which).
+
 - ``retry_worker``: is the retry scheduler alive and keeping up? Each invocation of it records
-  a heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``). It fails when there is work the worker
+  a heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``). When there is work the worker
   should have done (a ``failed`` run, or a message in the retry queue, waiting longer than
-  ``retry_worker_grace``) and its last heartbeat is older than ``retry_worker_stale`` (or there
-  is none): the worker is not being invoked, even if the sweeper covers for it. An idle system
-  (nothing waiting) is ok however old the heartbeat. It also fails when a ``failed`` run waited
-  longer than ``failed_run_stale`` (neither the worker nor the sweeper decided it), and warns on a
-  large retry backlog. The retry queue's age comes from CloudWatch; without it, the messages
-  beyond the runs that failed within the grace count as waiting.
-- ``stale_retry_plans``: ``retry_scheduled`` runs whose next attempt is long overdue.
-- ``stuck_replays``: runs replayed (by an operator or a redrive) whose first attempt never started.
+  ``retry_worker_grace``), it warns once the last heartbeat is 5 minutes old and fails once it is
+  older than ``expected_interval`` (or there is none): the worker is not being invoked, even if
+  the sweeper covers for it. An idle system (nothing waiting) is ok however old the heartbeat. A
+  ``failed`` run undecided (by the worker or the sweeper) warns after 5 minutes and fails after
+  ``expected_interval``; a large retry backlog warns. The retry queue's age comes from
+  CloudWatch; without it, the messages beyond the runs that failed within the grace count as
+  waiting.
+- ``stale_retry_plans``: ``retry_scheduled`` runs whose next attempt is overdue: warn after 2
+  minutes, fail after ``stale_metadata``.
+- ``stuck_replays``: runs replayed (by an operator or a redrive) whose first attempt never started:
+  warn after 10 minutes, fail after ``stale_metadata``.
 - ``failed_retry_executions``: retry dispatches and events that ended in a DLQ of their own: the
   Scheduler DLQ (a one-time retry schedule could not deliver) and the control DLQ (a retry or
   escalation event the handlers could not process).
-- ``disabled_schedules``: schedules that are disabled or missing while their task is active.
+- ``disabled_schedules``: disabled or paused schedules. It fails for a schedule disabled or
+  missing while its task is active, lists every paused task (ok: a pause is an audited decision),
+  and warns when a paused task's schedule is still enabled.
 - ``acknowledgement_gaps``: open work orders nobody acknowledged within the SLA of their severity.
 - ``dlq_age``: how long the oldest message has waited in the DLQ (SQS keeps them 14 days).
 
@@ -24,97 +32,36 @@ A report is healthy when no check fails; ``warn`` is for a human to look at, not
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any
 
 from rebound.domain.errors import ReboundError
 from rebound.domain.ids import task_schedule_name
-from rebound.domain.models import Run, RunState, Severity, TaskState, WorkOrderState
+from rebound.domain.models import Run, RunState, TaskState, WorkOrderState
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
-from rebound.engine.dispatch import OVERDUE_AFTER
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.health_report import (
+    RANK,
+    Check,
+    RetryHealthQuery,
+    RetryHealthReport,
+    Status,
+    Thresholds,
+)
+
+__all__ = [
+    "Check",
+    "HealthOps",
+    "OldestAge",
+    "RetryHealthQuery",
+    "RetryHealthReport",
+    "Status",
+    "Thresholds",
+]
 
 OldestAge = Callable[[str], float | None]
 """Seconds the oldest message of a queue (by name) has waited, from CloudWatch; ``None`` if unknown."""
-
-
-class Status(StrEnum):
-    OK = "ok"
-    WARN = "warn"
-    FAIL = "fail"
-
-
-_RANK = {Status.OK: 0, Status.WARN: 1, Status.FAIL: 2}
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    failed_run_stale: timedelta = timedelta(minutes=5)
-    retry_worker_stale: timedelta = timedelta(minutes=5)
-    retry_worker_grace: timedelta = timedelta(minutes=1)
-    retry_backlog_warn: int = 100
-    plan_overdue_warn: timedelta = OVERDUE_AFTER
-    plan_overdue_fail: timedelta = timedelta(minutes=15)
-    replay_unstarted: timedelta = timedelta(minutes=10)
-    ack_sla: dict[Severity, timedelta] = field(
-        default_factory=lambda: {
-            Severity.CRITICAL: timedelta(minutes=5),
-            Severity.HIGH: timedelta(minutes=15),
-            Severity.MEDIUM: timedelta(hours=1),
-            Severity.LOW: timedelta(hours=4),
-        }
-    )
-    dlq_age_warn: timedelta = timedelta(days=3)
-    dlq_age_fail: timedelta = timedelta(days=10)
-
-    def with_ack_sla(self, sla: timedelta) -> Thresholds:
-        return Thresholds(**{**self.__dict__, "ack_sla": dict.fromkeys(Severity, sla)})
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: Status
-    summary: str
-    details: list[str] = field(default_factory=list)
-    value: float | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "status": self.status.value,
-            "summary": self.summary,
-            "details": self.details,
-            "value": self.value,
-        }
-
-
-@dataclass(frozen=True)
-class HealthReport:
-    environment: str
-    at: datetime
-    checks: list[Check]
-
-    @property
-    def status(self) -> Status:
-        return max((c.status for c in self.checks), key=_RANK.__getitem__, default=Status.OK)
-
-    @property
-    def healthy(self) -> bool:
-        return self.status is not Status.FAIL
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "environment": self.environment,
-            "at": iso(self.at),
-            "status": self.status.value,
-            "healthy": self.healthy,
-            "checks": [c.as_dict() for c in self.checks],
-        }
 
 
 def _ago(seconds: float) -> str:
@@ -135,7 +82,14 @@ class HealthOps:
         self.oldest_age = oldest_age
         self.dlq = dlq or DlqOps(deps, "health", wait_s=0)
 
-    def report(self, thresholds: Thresholds | None = None) -> HealthReport:
+    def retry_health(self, query: RetryHealthQuery | None = None) -> RetryHealthReport:
+        """The report for a caller's query: what ``GET /health/retry`` and ``rebound health`` return."""
+        q = query or RetryHealthQuery()
+        return self.report(Thresholds.from_query(q), generated_by=q.generated_by)
+
+    def report(
+        self, thresholds: Thresholds | None = None, *, generated_by: str | None = None
+    ) -> RetryHealthReport:
         t = thresholds or Thresholds()
         now = self.deps.clock.now()
         checks = [
@@ -147,7 +101,7 @@ class HealthOps:
             self._guarded("acknowledgement_gaps", lambda: self.ack_gaps(now, t)),
             self._guarded("dlq_age", lambda: self.dlq_age(now, t)),
         ]
-        return HealthReport(self.deps.settings.environment, now, checks)
+        return RetryHealthReport.of(self.deps.settings.environment, now, checks, t, generated_by)
 
     @staticmethod
     def _guarded(name: str, check: Callable[[], Check]) -> Check:
@@ -160,33 +114,20 @@ class HealthOps:
     # --------------------------------------------------------------------------- checks
     def retry_worker(self, now: datetime, t: Thresholds) -> Check:
         failed = self.store.runs_in_state(RunState.FAILED)
-        stuck = [r for r in failed if now - r.updated_at > t.failed_run_stale]
         backlog = self.queue.depth("retry")
         heartbeat = self._heartbeat()
         beat = f"last ran {_ago((now - heartbeat).total_seconds())} ago" if heartbeat else "never ran"
         queue = f"retry queue holds {backlog.visible} visible, {backlog.in_flight} in flight"
-        if stuck:
-            oldest = max((now - r.updated_at).total_seconds() for r in stuck)
-            return Check(
-                "retry_worker",
-                Status.FAIL,
-                f"{len(stuck)} failed run(s) not picked up within "
-                f"{_ago(t.failed_run_stale.total_seconds())}; oldest {_ago(oldest)}; worker {beat}; {queue}",
-                [f"{r.run_id}: failed since {iso(r.updated_at)}" for r in stuck[:10]],
-                oldest,
+        found = [
+            c
+            for c in (
+                self._undecided(now, t, failed, f"worker {beat}; {queue}"),
+                self._silent(now, t, failed, backlog.visible, heartbeat, beat, queue),
             )
-        waiting = self._waiting_work(now, t, failed, backlog.visible)
-        silent = heartbeat is None or now - heartbeat > t.retry_worker_stale
-        if waiting and silent:
-            silence = (now - heartbeat).total_seconds() if heartbeat else None
-            return Check(
-                "retry_worker",
-                Status.FAIL,
-                f"retry worker stale: {beat} (limit {_ago(t.retry_worker_stale.total_seconds())}) "
-                f"while work waits for it; {queue}",
-                waiting,
-                silence,
-            )
+            if c is not None
+        ]
+        if found:
+            return max(found, key=lambda c: RANK[c.status])  # the first of the worst
         status = Status.WARN if backlog.visible >= t.retry_backlog_warn else Status.OK
         return Check(
             "retry_worker",
@@ -194,6 +135,49 @@ class HealthOps:
             f"worker {beat}; {len(failed)} failed run(s) awaiting a decision; {queue}",
             value=float(backlog.visible),
         )
+
+    @staticmethod
+    def _undecided(now: datetime, t: Thresholds, failed: list[Run], context: str) -> Check | None:
+        """``failed`` runs nobody decided: warn after 5 minutes, fail after ``expected_interval``."""
+        level = t.warn_level(t.failed_run_warn, t.expected_interval)
+        stuck = [r for r in failed if now - r.updated_at > level]
+        if not stuck:
+            return None
+        oldest = max((now - r.updated_at).total_seconds() for r in stuck)
+        late = oldest > t.expected_interval.total_seconds()
+        limit = _ago((t.expected_interval if late else level).total_seconds())
+        after = "" if late else f" (fails after {_ago(t.expected_interval.total_seconds())})"
+        return Check(
+            "retry_worker",
+            Status.FAIL if late else Status.WARN,
+            f"{len(stuck)} failed run(s) not picked up within {limit}{after}; "
+            f"oldest {_ago(oldest)}; {context}",
+            [f"{r.run_id}: failed since {iso(r.updated_at)}" for r in stuck[:10]],
+            oldest,
+        )
+
+    def _silent(
+        self,
+        now: datetime,
+        t: Thresholds,
+        failed: list[Run],
+        visible: int,
+        heartbeat: datetime | None,
+        beat: str,
+        queue: str,
+    ) -> Check | None:
+        """Work waits and the worker has not run: warn after 5 minutes, fail after ``expected_interval``."""
+        waiting = self._waiting_work(now, t, failed, visible)
+        silence = (now - heartbeat).total_seconds() if heartbeat else None
+        level = t.warn_level(t.retry_worker_warn, t.expected_interval).total_seconds()
+        if not waiting or (silence is not None and silence <= level):
+            return None
+        limit = _ago(t.expected_interval.total_seconds())
+        if silence is None or silence > t.expected_interval.total_seconds():
+            summary = f"retry worker stale: {beat} (limit {limit}) while work waits for it; {queue}"
+            return Check("retry_worker", Status.FAIL, summary, waiting, silence)
+        summary = f"retry worker slow: {beat} while work waits for it (stale after {limit}); {queue}"
+        return Check("retry_worker", Status.WARN, summary, waiting, silence)
 
     def _heartbeat(self) -> datetime | None:
         item = self.store.get_key(HEARTBEAT_KEY)
@@ -219,19 +203,21 @@ class HealthOps:
         return waiting
 
     def stale_plans(self, now: datetime, t: Thresholds) -> Check:
+        level = t.warn_level(t.plan_overdue_warn, t.stale_metadata)
         overdue = [
             r
             for r in self.store.runs_in_state(RunState.RETRY_SCHEDULED)
-            if r.next_retry_at is not None and now - r.next_retry_at > t.plan_overdue_warn
+            if r.next_retry_at is not None and now - r.next_retry_at > level
         ]
         if not overdue:
             return Check("stale_retry_plans", Status.OK, "no retry plan is overdue", value=0.0)
         worst = max((now - r.next_retry_at).total_seconds() for r in overdue if r.next_retry_at)
-        status = Status.FAIL if worst > t.plan_overdue_fail.total_seconds() else Status.WARN
+        status = Status.FAIL if worst > t.stale_metadata.total_seconds() else Status.WARN
         return Check(
             "stale_retry_plans",
             status,
-            f"{len(overdue)} retry plan(s) overdue; worst by {_ago(worst)}",
+            f"{len(overdue)} retry plan(s) overdue; worst by {_ago(worst)} "
+            f"(stale after {_ago(t.stale_metadata.total_seconds())})",
             [
                 f"{r.run_id}: attempt {r.attempt + 1} was due {iso(r.next_retry_at)}"
                 for r in overdue[:10]
@@ -241,17 +227,22 @@ class HealthOps:
         )
 
     def stuck_replays(self, now: datetime, t: Thresholds) -> Check:
+        level = t.warn_level(t.replay_unstarted_warn, t.stale_metadata)
         stuck = [
             r
-            for r in self.store.runs_in_state(RunState.REPLAYED, updated_before=now - t.replay_unstarted)
+            for r in self.store.runs_in_state(RunState.REPLAYED, updated_before=now - level)
             if r.attempt == r.budget_start
         ]
         if not stuck:
             return Check("stuck_replays", Status.OK, "every replay has started", value=0.0)
+        oldest = max((now - r.updated_at).total_seconds() for r in stuck)
+        stale = oldest > t.stale_metadata.total_seconds()
         return Check(
             "stuck_replays",
-            Status.FAIL,
-            f"{len(stuck)} replayed run(s) never started; send them again with `rebound runs retry RUN_ID`",
+            Status.FAIL if stale else Status.WARN,
+            f"{len(stuck)} replayed run(s) never started, the oldest for {_ago(oldest)} "
+            f"(stale after {_ago(t.stale_metadata.total_seconds())}); "
+            "send them again with `rebound runs retry RUN_ID`",
             [f"{r.run_id}: replayed {iso(r.updated_at)}" for r in stuck[:10]],
             float(len(stuck)),
         )
@@ -269,15 +260,20 @@ class HealthOps:
         live = self._live_schedules()
         tasks = self.store.list_tasks()
         problems: list[str] = []
-        paused = 0
+        drift: list[str] = []
+        paused: list[str] = []
         for stored in tasks:
             task = stored.task
             if task.schedule is None:
                 continue
-            if task.state is TaskState.PAUSED:
-                paused += 1
-                continue
             names = stored.schedule_names or (task_schedule_name(task.id),)
+            if task.state is TaskState.PAUSED:
+                since = f" since {iso(stored.paused_at)}" if stored.paused_at else ""
+                paused.append(f"task {task.id}: paused{since} ({', '.join(names)})")
+                drift += [
+                    f"{n}: ENABLED while task {task.id} is paused" for n in names if live.get(n) == "ENABLED"
+                ]
+                continue
             for name in names:
                 state = live.get(name)
                 if state is None:
@@ -288,17 +284,14 @@ class HealthOps:
         orphans = sorted(n for n, state in live.items() if state != "ENABLED" and n not in owned)
         problems += [f"{name}: DISABLED and no task owns it" for name in orphans]
         summary = (
-            f"{len(problems)} schedule problem(s); {paused} task(s) paused"
+            f"{len(problems)} schedule problem(s); {len(paused)} task(s) paused"
             if problems
-            else f"every active task's schedules are enabled; {paused} task(s) paused"
+            else f"every active task's schedules are enabled; {len(paused)} task(s) paused"
         )
-        return Check(
-            "disabled_schedules",
-            Status.FAIL if problems else Status.OK,
-            summary,
-            problems,
-            float(len(problems)),
-        )
+        if drift:
+            summary += f"; {len(drift)} paused task schedule(s) still enabled"
+        status = Status.FAIL if problems else Status.WARN if drift else Status.OK
+        return Check("disabled_schedules", status, summary, problems + drift + paused, float(len(problems)))
 
     def _live_schedules(self) -> dict[str, str]:
         return self.deps.schedules.states("task-")
