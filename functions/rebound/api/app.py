@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from rebound import resources as r
 from rebound.api.auth import Caller, authorize, caller_of
 from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
@@ -80,7 +82,10 @@ def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        return {"status": "ok", "environment": deps().settings.environment}
+        """Answers from the function's own environment, without touching AWS or building the
+        dependencies: what deploy pipelines and monitors poll."""
+        environment = os.environ.get(r.ENV_ENVIRONMENT) or deps().settings.environment
+        return {"status": "ok", "environment": environment}
 
     @app.get("/openapi.json")
     def openapi() -> dict[str, Any]:
