@@ -9,6 +9,7 @@ from typing import IO, Any
 import click
 
 from rebound_cli.commands.audit import audit
+from rebound_cli.commands.console import console
 from rebound_cli.commands.dlq import dlq
 from rebound_cli.commands.health import health
 from rebound_cli.commands.policies import policies
@@ -117,7 +118,7 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, policies, health, audit, local):
+for group in (tasks, runs, dlq, workorders, policies, health, audit, console, local):
     cli.add_command(group)
 
 
