@@ -27,7 +27,7 @@ from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 from rebound.api import build_app
 from rebound.engine.deps import Deps
@@ -259,7 +259,8 @@ def _handler(console: ConsoleServer) -> type[BaseHTTPRequestHandler]:
                 )
                 return
             if parts.path.startswith("/api/") or parts.path == "/api":
-                self._api(method, parts.path.removeprefix("/api"), parts.query)
+                # API Gateway hands the function the decoded path (run ids have colons in them).
+                self._api(method, unquote(parts.path.removeprefix("/api")), parts.query)
             elif method != "GET":
                 self._json(HTTPStatus.METHOD_NOT_ALLOWED, {"code": "METHOD", "message": "GET only"})
             elif parts.path in ("/", "/index.html"):

@@ -9,6 +9,13 @@ const Rb = (() => {
   let active = "overview";
   let paused = false;
   let busy = false;
+  let acting = 0;
+
+  /* An operator's action: no poll runs while it is under way (a poll must not interleave a redrive). */
+  async function act(fn) {
+    acting += 1;
+    try { return await fn(); } finally { acting -= 1; }
+  }
 
   async function api(method, path, body) {
     const opts = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
@@ -84,7 +91,7 @@ const Rb = (() => {
 
   async function refresh(poll) {
     const view = views[active];
-    if (!view || busy) return;
+    if (!view || busy || (poll && acting)) return;
     busy = true;
     try {
       await view.refresh(poll);
@@ -136,5 +143,5 @@ const Rb = (() => {
   }
 
   document.addEventListener("DOMContentLoaded", () => setTimeout(start, 0));
-  return { api, query, h, fill, say, ago, confirm, show, refresh, views, get active() { return active; } };
+  return { api, query, h, fill, say, ago, confirm, act, show, refresh, views, get active() { return active; } };
 })();

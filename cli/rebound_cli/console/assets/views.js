@@ -2,7 +2,7 @@
    and retry health. Each has refresh(poll); a poll never overwrites what the operator is editing. */
 "use strict";
 (() => {
-  const { api, query, h, fill, say, ago, confirm } = Rb;
+  const { api, query, h, fill, say, ago, confirm, act } = Rb;
   const $ = (id) => document.getElementById(id);
   const STATES = ["running", "retry_scheduled", "failed", "dead_lettered", "succeeded", "replayed"];
   const PAGE_TARGET_S = 300;
@@ -42,11 +42,11 @@
   };
 
   /* ---------------------------------------------------------------- DLQ */
-  const dlqFilters = () => formValues($("dlq-filter"));
+  const dlqFilters = () => Object.fromEntries(Object.entries(formValues($("dlq-filter"))).filter(([, v]) => v !== ""));
   Rb.views.dlq = {
     init() {
       $("dlq-filter").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); });
-      $("dlq-replay-all").addEventListener("click", () => replay(dlqFilters(), "the filtered set"));
+      $("dlq-replay-all").addEventListener("click", () => act(() => replay(dlqFilters(), "the filtered set")));
     },
     async refresh() {
       const data = await api("GET", "/dlq" + query(dlqFilters()));
@@ -58,7 +58,7 @@
         h("td", {}, m.error_code || ""), h("td", {}, m.dead_lettered_at ? ago(m.dead_lettered_at) : ""),
         h("td", {},
           h("button", { type: "button", onclick: () => detail(m.message_id), "aria-label": `Details of ${m.run_id}` }, "Details"), " ",
-          m.run_id ? h("button", { type: "button", onclick: () => replayRun(m.run_id), "aria-label": `Replay ${m.run_id}` }, "Replay") : null),
+          m.run_id ? h("button", { type: "button", onclick: () => act(() => replayRun(m.run_id)), "aria-label": `Replay ${m.run_id}` }, "Replay") : null),
       )), "The DLQ holds no matching messages.", 6);
     },
   };
@@ -133,7 +133,7 @@
     const t = await api("GET", `/runs/${encodeURIComponent(runId)}`);
     const r = t.run;
     const reason = h("input", { id: "run-reason", name: "reason", "aria-describedby": "run-reason-error" });
-    const act = (verb) => async () => {
+    const runAction = (verb) => async () => {
       const needsReason = verb !== "retry";
       if (needsReason && !reason.value.trim()) {
         $("run-reason-error").textContent = `A reason is required to ${verb}.`;
@@ -156,10 +156,10 @@
         h("li", {}, h("strong", {}, e.action), ` — ${e.at} (${e.source}${e.state ? ", " + e.state : ""}, by ${e.actor})`,
           Object.keys(e.detail || {}).length ? h("code", {}, " " + JSON.stringify(e.detail)) : null))),
       h("div", { class: "row" },
-        h("button", { type: "button", class: "primary", onclick: act("retry") }, "Retry"),
+        h("button", { type: "button", class: "primary", onclick: runAction("retry") }, "Retry"),
         h("label", {}, "Reason (required to skip or cancel)", reason),
-        h("button", { type: "button", onclick: act("skip") }, "Skip"),
-        h("button", { type: "button", onclick: act("cancel") }, "Cancel run")),
+        h("button", { type: "button", onclick: runAction("skip") }, "Skip"),
+        h("button", { type: "button", onclick: runAction("cancel") }, "Cancel run")),
       h("p", { id: "run-reason-error", class: "field-error", "aria-live": "polite" }));
     $("run-detail").hidden = false;
   }
