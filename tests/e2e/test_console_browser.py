@@ -123,12 +123,16 @@ def test_the_run_timeline_shows_its_steps(page: Any, deps: Deps) -> None:
     shot(page, "run-timeline")
 
 
-def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps) -> None:
+def policy_field(page: Any, name: str) -> Any:
+    """The ``name`` input of the default policy's form."""
     tab(page, "Policies")
     page.get_by_role("button", name=re.compile(r"^default \(v")).click()
     expect_text(page, "#policy-detail h3", "default: version")
-    field = page.get_by_label("max_attempts", exact=True)
-    field.fill("7")
+    return page.get_by_label(name, exact=True)
+
+
+def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps) -> None:
+    policy_field(page, "max_attempts").fill("7")
     page.get_by_role("button", name="Show diff").click()
     expect_text(page, "#policy-result", "max_attempts:")
     page.get_by_role("button", name="Save new version").click()
@@ -140,10 +144,7 @@ def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps
 
 
 def test_a_bad_policy_value_shows_its_field_error(page: Any, deps: Deps) -> None:
-    tab(page, "Policies")
-    page.get_by_role("button", name=re.compile(r"^default \(v")).click()
-    expect_text(page, "#policy-detail h3", "default: version")
-    field = page.get_by_label("max_attempts", exact=True)
+    field = policy_field(page, "max_attempts")
     field.fill("0")
     page.get_by_role("button", name="Save new version").click()
     expect_text(page, "#pf-max_attempts-error", "max_attempts")

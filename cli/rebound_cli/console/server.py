@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import logging
 import secrets
 import threading
 import time
@@ -31,6 +32,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from rebound.api import build_app
 from rebound.engine.deps import Deps
+
+log = logging.getLogger(__name__)
 
 COOKIE = "rebound_console"
 TOKEN_HEADER = "X-Console-Token"
@@ -229,8 +232,10 @@ def _handler(console: ConsoleServer) -> type[BaseHTTPRequestHandler]:
                 self._dispatch(method)
             except (BrokenPipeError, ConnectionResetError):
                 return
-            except Exception:
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"code": "INTERNAL", "message": "console error"})
+            except Exception as exc:
+                log.exception("console request failed")
+                message = f"console error: {type(exc).__name__}: {exc}"  # the operator's own console
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"code": "INTERNAL", "message": message})
 
         def _dispatch(self, method: str) -> None:
             parts = urlsplit(self.path)
