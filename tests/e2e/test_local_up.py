@@ -236,7 +236,15 @@ def test_ctrl_c_stops_cleanly_and_a_restart_keeps_the_task_and_its_runs(
         again.kill()
 
 
-def test_up_serves_the_console_and_prints_its_url(up: UpProcess) -> None:
+def test_up_serves_the_console_and_prints_its_url(state_dir: Path) -> None:
+    up = UpProcess(_free_port(), state_dir, "--console-port", "0")  # 8765 may be anyone's
+    try:
+        check_console(up)
+    finally:
+        up.kill()
+
+
+def check_console(up: UpProcess) -> None:
     import urllib.error
     import urllib.request
 
