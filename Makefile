@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
+.PHONY: help demo test browser test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -26,8 +26,17 @@ demo: $(STAMP) ## Run Rebound locally against the embedded AWS stand-in and show
 	$(VENV)/bin/rebound local demo
 
 TEST_WORKERS ?= 2
-test: $(STAMP) ## Run every test: unit, property, integration, end-to-end and infrastructure gates
+test: $(STAMP) browser ## Run every test: unit, property, integration, end-to-end and infrastructure gates
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
+# The console's browser tests drive Debian's Chromium; install it when missing and we are root
+# (otherwise those tests skip, saying why).
+browser:
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "Installing Chromium for the console's browser tests..."; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1 \
+	    || echo "could not install chromium: the browser tests will skip"; \
+	fi
 
 test-fast: $(STAMP) ## Everything except the infrastructure gates
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not infra"

@@ -9,6 +9,7 @@ from typing import IO, Any
 import click
 
 from rebound_cli.commands.audit import audit
+from rebound_cli.commands.console import console
 from rebound_cli.commands.dlq import dlq
 from rebound_cli.commands.health import health
 from rebound_cli.commands.notifications import notifications
@@ -107,7 +108,7 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, notifications, policies, health, audit, local):
+for group in (tasks, runs, dlq, workorders, notifications, policies, health, audit, console, local):
     cli.add_command(group)
 install_everywhere(cli)
 

@@ -62,6 +62,14 @@ def demo() -> None:
     default=None,
     help="YAML with faults: (as in a scenario file; model: optional): a hostile cloud for every client",
 )
+@click.option(
+    "--console-port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="the ops console on 127.0.0.1 (0: a free port; a taken port falls back to a free one)",
+)
+@click.option("--no-console", is_flag=True, help="do not serve the ops console")
 def up(
     port: int,
     time_scale: float,
@@ -69,8 +77,10 @@ def up(
     no_view: bool,
     environment: str,
     faults_file: Path | None,
+    console_port: int,
+    no_console: bool,
 ) -> None:
-    """Start the AWS stand-in with Rebound running in it, until Ctrl-C.
+    """Start the AWS stand-in with Rebound running in it, and the ops console, until Ctrl-C.
 
     Any AWS client can use the printed endpoint (region us-east-1, any credentials). With
     --faults, every client meets the faults the file names (throttling, transaction conflicts,
@@ -95,6 +105,7 @@ def up(
                 view=not no_view,
                 environment=environment,
                 faults_file=faults_file,
+                console_port=None if no_console else console_port,
             )
         )
     except ConfigError as exc:

@@ -47,6 +47,8 @@ class UpOptions:
     status_every_s: float = 10.0
     faults_file: Path | None = None
     """YAML with ``faults:`` (and optionally ``model:`` and ``seed:``): a hostile cloud for every client."""
+    console_port: int | None = 8765
+    """Where the ops console listens on 127.0.0.1 (0: a free port; None: no console)."""
 
 
 class _Stop(Exception):
@@ -121,6 +123,9 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
             f"(taken at {saved_at:%Y-%m-%dT%H:%M:%SZ})"
         )
     out.print(f"handler logs: {log_dir / 'up-handlers.log'}")
+    ops_console = _start_console(stack, opts.console_port)
+    if ops_console is not None:
+        out.print(f"console {ops_console.url}", highlight=False, soft_wrap=True)
     out.print("ready", highlight=False)
     sys.stdout.flush()
 
@@ -135,8 +140,26 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the save short
         signal.signal(signal.SIGTERM, previous)
+        if ops_console is not None:
+            ops_console.stop()
         _shut_down(stack, stop, worker, opts, out)
     return 0
+
+
+def _start_console(stack: LocalStack, port: int | None) -> Any:
+    """The ops console over the stack, as the local cloud's caller; a free port if ``port`` is taken."""
+    if port is None:
+        return None
+    from rebound_cli.console import ConsoleServer
+
+    def caller() -> str:
+        return str(stack.cloud.client("sts").get_caller_identity()["Arn"])
+
+    try:
+        server = ConsoleServer(lambda: stack.deps, caller, port=port)
+    except OSError:
+        server = ConsoleServer(lambda: stack.deps, caller, port=0)
+    return server.start()
 
 
 def _raise_stop(signum: int, frame: FrameType | None) -> None:

@@ -234,3 +234,26 @@ def test_ctrl_c_stops_cleanly_and_a_restart_keeps_the_task_and_its_runs(
         assert again.interrupt() == 0
     finally:
         again.kill()
+
+
+def test_up_serves_the_console_and_prints_its_url(state_dir: Path) -> None:
+    up = UpProcess(_free_port(), state_dir, "--console-port", "0")  # 8765 may be anyone's
+    try:
+        check_console(up)
+    finally:
+        up.kill()
+
+
+def check_console(up: UpProcess) -> None:
+    import urllib.error
+    import urllib.request
+
+    url = next(line.split(" ", 1)[1] for line in up.lines if line.startswith("console http://127.0.0.1:"))
+    base, token = url.split("/?token=")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{base}/api/health", timeout=30)
+    assert refused.value.code == 401
+    request = urllib.request.Request(f"{base}/api/queues", headers={"X-Console-Token": token})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        queues = {q["queue"] for q in json.loads(response.read())}
+    assert {"execution", "retry", "escalation", "dlq"} <= queues

@@ -53,7 +53,7 @@ def _field(loc: Any) -> str:
 
 
 def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
-    from rebound.api import routes_recovery, routes_runs, routes_settings, routes_tasks
+    from rebound.api import routes_queues, routes_recovery, routes_runs, routes_settings, routes_tasks
 
     app = APIGatewayRestResolver(enable_validation=True)
     api = Api(app, deps)
@@ -91,7 +91,7 @@ def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
     def openapi() -> dict[str, Any]:
         return openapi_document(app)
 
-    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings):
+    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings, routes_queues):
         module.register(api)
     return app
 

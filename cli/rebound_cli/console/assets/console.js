@@ -1,0 +1,147 @@
+/* The Rebound console's core: the API client (CSRF header on changes), a DOM builder that never
+   parses data as HTML, the tabs (arrow keys move between them), a confirmation dialog, and the
+   poll that refreshes the visible view every few seconds. The views are in views.js. */
+"use strict";
+const Rb = (() => {
+  const CSRF = document.querySelector('meta[name="csrf-token"]').content;
+  const POLL_MS = 4000;
+  const views = {};
+  let active = "overview";
+  let paused = false;
+  let busy = false;
+  let acting = 0;
+
+  /* An operator's action: no poll runs while it is under way (a poll must not interleave a redrive). */
+  async function act(fn) {
+    acting += 1;
+    try { return await fn(); } finally { acting -= 1; }
+  }
+
+  async function api(method, path, body) {
+    const opts = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
+    if (method !== "GET") {
+      opts.headers["X-CSRF-Token"] = CSRF;
+      opts.headers["Content-Type"] = "application/json";
+      opts.body = JSON.stringify(body ?? {});
+    }
+    const response = await fetch("/api" + path, opts);
+    const data = await response.json().catch(() => null);
+    if (!response.ok) {
+      const error = new Error((data && data.message) || response.statusText);
+      error.status = response.status;
+      error.data = data || {};
+      throw error;
+    }
+    return data;
+  }
+
+  function query(params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+    const s = q.toString();
+    return s ? "?" + s : "";
+  }
+
+  /* h("td", {class: "num"}, "12") — text children become text nodes, never HTML. */
+  function h(tag, attrs, ...children) {
+    const el = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+      else if (k === "text") el.textContent = v;
+      else el.setAttribute(k, v === true ? "" : v);
+    }
+    for (const child of children.flat()) {
+      if (child === null || child === undefined || child === false) continue;
+      el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return el;
+  }
+
+  function fill(tbody, rows, empty, columns) {
+    tbody.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: columns }, empty))]));
+  }
+
+  function say(text, kind) {
+    const el = document.getElementById("status");
+    el.textContent = text;
+    el.className = kind || "";
+  }
+
+  function ago(iso) {
+    if (!iso) return "";
+    const s = Math.max(0, (Date.now() - Date.parse(iso)) / 1000);
+    if (s < 120) return `${Math.round(s)} s ago`;
+    if (s < 7200) return `${Math.round(s / 60)} min ago`;
+    if (s < 172800) return `${Math.round(s / 3600)} h ago`;
+    return `${Math.round(s / 86400)} d ago`;
+  }
+
+  function confirm(title, text) {
+    const dialog = document.getElementById("confirm");
+    document.getElementById("confirm-title").textContent = title;
+    document.getElementById("confirm-text").textContent = text;
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+      dialog.returnValue = "";
+      dialog.showModal();
+      document.getElementById("confirm-cancel").focus();
+    });
+  }
+
+  async function refresh(poll) {
+    const view = views[active];
+    if (!view || busy || (poll && acting)) return;
+    busy = true;
+    try {
+      await view.refresh(poll);
+      document.getElementById("refreshed").textContent = "updated " + new Date().toLocaleTimeString();
+    } catch (error) {
+      say(`Could not refresh: ${error.message}`, "bad");
+    } finally {
+      busy = false;
+    }
+  }
+
+  function show(name, focus) {
+    active = name;
+    for (const tab of document.querySelectorAll('[role="tab"]')) {
+      const selected = tab.id === "tab-" + name;
+      tab.setAttribute("aria-selected", String(selected));
+      tab.tabIndex = selected ? 0 : -1;
+      if (selected && focus) tab.focus();
+      document.getElementById(tab.getAttribute("aria-controls")).hidden = !selected;
+    }
+    refresh(false);
+  }
+
+  function start() {
+    const tabs = [...document.querySelectorAll('[role="tab"]')];
+    tabs.forEach((tab, i) => {
+      tab.addEventListener("click", () => show(tab.id.slice(4), false));
+      tab.addEventListener("keydown", (event) => {
+        const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+        if (step) show(tabs[(i + step + tabs.length) % tabs.length].id.slice(4), true);
+        if (event.key === "Home") show(tabs[0].id.slice(4), true);
+        if (event.key === "End") show(tabs[tabs.length - 1].id.slice(4), true);
+      });
+    });
+    const pause = document.getElementById("pause");
+    pause.addEventListener("click", () => {
+      paused = !paused;
+      pause.setAttribute("aria-pressed", String(paused));
+      pause.textContent = paused ? "Resume updates" : "Pause updates";
+    });
+    for (const view of Object.values(views)) if (view.init) view.init();
+    api("GET", "/health").then(
+      (h) => { document.getElementById("env").textContent = "environment: " + h.environment; },
+      (e) => say(`The API does not answer: ${e.message}`, "bad"),
+    );
+    const wanted = location.hash.slice(1);
+    show(views[wanted] ? wanted : "overview", false);
+    setInterval(() => { if (!paused && !document.hidden) refresh(true); }, POLL_MS);
+  }
+
+  document.addEventListener("DOMContentLoaded", () => setTimeout(start, 0));
+  return { api, query, h, fill, say, ago, confirm, act, show, refresh, views, get active() { return active; } };
+})();

@@ -1,0 +1,288 @@
+/* The console's views: overview (queues, recovery status), DLQ, runs, work orders, policy tuning
+   and retry health. Each has refresh(poll); a poll never overwrites what the operator is editing. */
+"use strict";
+(() => {
+  const { api, query, h, fill, say, ago, confirm, act } = Rb;
+  const $ = (id) => document.getElementById(id);
+  const STATES = ["running", "retry_scheduled", "failed", "dead_lettered", "succeeded", "replayed"];
+  const PAGE_TARGET_S = 300;
+
+  function formValues(form) {
+    return Object.fromEntries([...new FormData(form).entries()].map(([k, v]) => [k, String(v).trim()]));
+  }
+
+  /* ---------------------------------------------------------------- overview */
+  Rb.views.overview = {
+    async refresh() {
+      const queues = await api("GET", "/queues");
+      fill($("queues").tBodies[0], queues.map((q) => h("tr", {},
+        h("th", { scope: "row" }, q.queue + (q.dead_letter_queue ? " (DLQ)" : "")),
+        h("td", { class: "num" }, q.visible), h("td", { class: "num" }, q.in_flight),
+        h("td", { class: "num" }, q.delayed),
+        h("td", { class: "num" + (q.dead_letter_queue && q.total ? " bad" : "") }, q.total), h("td", {}, q.purpose),
+      )), "no queues", 6);
+      const count = async (state, since) => {
+        const runs = await api("GET", "/runs" + query({ state, since, limit: 500 }));
+        return runs.length >= 500 ? "500+" : String(runs.length);
+      };
+      const rows = await Promise.all(STATES.map(async (state) =>
+        h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
+          h("td", { class: "num" }, await count(state, "1h")), h("td", { class: "num" }, await count(state, "1d")))));
+      fill($("run-states").tBodies[0], rows, "", 3);
+      const open = (await api("GET", "/workorders")).filter((o) => o.state !== "resolved");
+      fill($("open-orders").tBodies[0], open.map((o) => {
+        const age = (Date.now() - Date.parse(o.opened_at)) / 1000;
+        const late = o.state === "open" && age > PAGE_TARGET_S;
+        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.severity),
+          h("td", {}, ago(o.opened_at)),
+          h("td", { class: late ? "bad" : "ok" }, o.state !== "open" ? "acknowledged" : late ? "OVER target: unacknowledged > 5 min" : "within target"),
+          h("td", {}, o.reason));
+      }), "no open work orders", 6);
+    },
+  };
+
+  /* ---------------------------------------------------------------- DLQ */
+  const dlqFilters = () => Object.fromEntries(Object.entries(formValues($("dlq-filter"))).filter(([, v]) => v !== ""));
+  Rb.views.dlq = {
+    init() {
+      $("dlq-filter").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); });
+      $("dlq-replay-all").addEventListener("click", () => act(() => replay(dlqFilters(), "the filtered set")));
+    },
+    async refresh() {
+      const data = await api("GET", "/dlq" + query(dlqFilters()));
+      const d = data.depth;
+      $("dlq-depth").textContent = `DLQ depth: ${d.visible} visible, ${d.in_flight} in flight, ${d.delayed} delayed. ` +
+        `${data.messages.length} message(s) match the filter.`;
+      fill($("dlq-list").tBodies[0], data.messages.map((m) => h("tr", { "data-run": m.run_id || "" },
+        h("td", {}, m.run_id || "(no run)"), h("td", {}, m.task_id || ""), h("td", {}, m.tenant || ""),
+        h("td", {}, m.error_code || ""), h("td", {}, m.dead_lettered_at ? ago(m.dead_lettered_at) : ""),
+        h("td", {},
+          h("button", { type: "button", onclick: () => detail(m.message_id), "aria-label": `Details of ${m.run_id}` }, "Details"), " ",
+          m.run_id ? h("button", { type: "button", onclick: () => act(() => replayRun(m.run_id)), "aria-label": `Replay ${m.run_id}` }, "Replay") : null),
+      )), "The DLQ holds no matching messages.", 6);
+    },
+  };
+
+  async function replay(filters, what) {
+    try {
+      say("Counting what a replay would move (dry run)…");
+      const dry = await api("POST", "/dlq/redrive", { ...filters, dry_run: true });
+      const n = dry.matched;
+      if (!n) { say("Dry run: no message matches, nothing to replay."); return; }
+      if (!(await confirm("Replay dead letters?", `Dry run: ${n} message(s) of ${what} would be replayed ` +
+          `with a fresh retry budget (${JSON.stringify(dry.outcomes)}). Replay them now?`))) {
+        say("Replay cancelled; nothing moved."); return;
+      }
+      const done = await api("POST", "/dlq/redrive", { ...filters, dry_run: false });
+      say(`Replayed: ${done.moved} moved, ${done.failed} failed (redrive ${done.redrive_id}).`, done.failed ? "bad" : "ok");
+    } catch (error) { say(`Replay failed: ${error.message}`, "bad"); }
+    await Rb.refresh(false);
+  }
+
+  async function replayRun(runId) {
+    if (!(await confirm("Replay this run?", `Dry run: 1 run (${runId}) would be replayed with a fresh retry budget. Replay it now?`))) {
+      say("Replay cancelled; nothing moved."); return;
+    }
+    try {
+      const done = await api("POST", `/runs/${encodeURIComponent(runId)}/retry`, { reason: "replayed from the console" });
+      say(`Run ${runId}: ${done.action}.`, "ok");
+    } catch (error) { say(`Replay of ${runId} failed: ${error.message}`, "bad"); }
+    await Rb.refresh(false);
+  }
+
+  async function detail(messageId) {
+    const panel = $("dlq-detail");
+    try {
+      const m = await api("GET", `/dlq/${encodeURIComponent(messageId)}`);
+      panel.replaceChildren(h("h3", {}, `Message ${m.message_id}`),
+        h("dl", {}, ...[["Run", m.run_id], ["Run state", m.run_state], ["Task", m.task_id], ["Tenant", m.tenant],
+          ["Error code", m.error_code], ["Reason", m.reason], ["Attempts", m.attempts], ["Where", m.location],
+          ["Work order", m.work_order_id]].flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v ?? "—")])),
+        m.run_id ? h("button", { type: "button", onclick: () => openRun(m.run_id) }, "Open run timeline") : null,
+        h("h4", {}, "Body"), h("pre", {}, m.body));
+      panel.hidden = false;
+      panel.focus();
+    } catch (error) { say(`Could not show the message: ${error.message}`, "bad"); }
+  }
+
+  /* ---------------------------------------------------------------- runs */
+  let openRunId = null;
+  function openRun(runId) {
+    openRunId = runId;
+    Rb.show("runs", false);
+  }
+  Rb.views.runs = {
+    init() {
+      $("runs-search").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); });
+    },
+    async refresh() {
+      const f = formValues($("runs-search"));
+      if (f.task_id || f.state) {
+        const runs = await api("GET", "/runs" + query({ ...f, limit: 100 }));
+        fill($("runs-list").tBodies[0], runs.map((r) => h("tr", {},
+          h("td", {}, r.run_id), h("td", {}, r.state), h("td", { class: "num" }, `${r.attempt}/${r.attempts_in_budget}`),
+          h("td", {}, r.last_error_code || ""), h("td", {}, r.scheduled_for),
+          h("td", {}, h("button", { type: "button", onclick: () => { openRunId = r.run_id; Rb.refresh(false); },
+            "aria-label": `Timeline of ${r.run_id}` }, "Timeline")))), "No run matches.", 6);
+      }
+      if (openRunId && !$("run-detail").contains(document.activeElement)) await timeline(openRunId);
+    },
+  };
+
+  async function timeline(runId) {
+    const t = await api("GET", `/runs/${encodeURIComponent(runId)}`);
+    const r = t.run;
+    const reason = h("input", { id: "run-reason", name: "reason", "aria-describedby": "run-reason-error" });
+    const runAction = (verb) => async () => {
+      const needsReason = verb !== "retry";
+      if (needsReason && !reason.value.trim()) {
+        $("run-reason-error").textContent = `A reason is required to ${verb}.`;
+        reason.setAttribute("aria-invalid", "true");
+        reason.focus();
+        return;
+      }
+      try {
+        await api("POST", `/runs/${encodeURIComponent(runId)}/${verb}`, { reason: reason.value.trim() });
+        say(`Run ${runId}: ${verb} done.`, "ok");
+      } catch (error) { say(`${verb} of ${runId} failed: ${error.message}`, "bad"); }
+      document.activeElement.blur();
+      await Rb.refresh(false);
+    };
+    $("run-detail").replaceChildren(
+      h("h3", {}, `Run ${r.run_id}`),
+      h("p", {}, `State: ${r.state}. Task ${r.task_id} (tenant ${r.tenant}), attempt ${r.attempt} of ${r.attempts_in_budget}. ` +
+        `Audit chain: ${t.audit && t.audit.ok ? "verified" : "NOT verified"}.`),
+      h("ol", { class: "timeline", "aria-label": "Timeline" }, t.timeline.map((e) =>
+        h("li", {}, h("strong", {}, e.action), ` — ${e.at} (${e.source}${e.state ? ", " + e.state : ""}, by ${e.actor})`,
+          Object.keys(e.detail || {}).length ? h("code", {}, " " + JSON.stringify(e.detail)) : null))),
+      h("div", { class: "row" },
+        h("button", { type: "button", class: "primary", onclick: runAction("retry") }, "Retry"),
+        h("label", {}, "Reason (required to skip or cancel)", reason),
+        h("button", { type: "button", onclick: runAction("skip") }, "Skip"),
+        h("button", { type: "button", onclick: runAction("cancel") }, "Cancel run")),
+      h("p", { id: "run-reason-error", class: "field-error", "aria-live": "polite" }));
+    $("run-detail").hidden = false;
+  }
+
+  /* ---------------------------------------------------------------- work orders */
+  Rb.views.workorders = {
+    init() { $("wo-filter").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); }); },
+    async refresh() {
+      if ($("wo-list").contains(document.activeElement) && document.activeElement.tagName === "SELECT") return;
+      const orders = await api("GET", "/workorders" + query(formValues($("wo-filter"))));
+      fill($("wo-list").tBodies[0], orders.map((o) => {
+        const resolution = h("select", { "aria-label": `Resolution of ${o.work_order_id}` },
+          ["fixed", "replayed", "skipped", "cancelled"].map((v) => h("option", {}, v)));
+        const post = (verb, body) => async () => {
+          try {
+            await api("POST", `/workorders/${encodeURIComponent(o.work_order_id)}/${verb}`, body());
+            say(`Work order ${o.work_order_id}: ${verb} done.`, "ok");
+          } catch (error) { say(`${verb} failed: ${error.message}`, "bad"); }
+          await Rb.refresh(false);
+        };
+        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.severity),
+          h("td", {}, o.run_id || o.task_id || ""), h("td", {}, ago(o.opened_at)), h("td", {}, o.reason),
+          h("td", {}, o.state === "open" ? h("button", { type: "button", onclick: post("ack", () => ({ note: "from the console" })) }, "Acknowledge") : null,
+            o.state !== "resolved" ? [" ", resolution, " ", h("button", { type: "button",
+              onclick: post("resolve", () => ({ resolution: resolution.value, note: "from the console" })) }, "Resolve")] : null));
+      }), "No work orders.", 7);
+    },
+  };
+
+  /* ---------------------------------------------------------------- policies */
+  let policyName = null;
+  const READONLY = new Set(["name", "version"]);
+  Rb.views.policies = {
+    async refresh(poll) {
+      const policies = await api("GET", "/policies");
+      $("policy-list").replaceChildren(...policies.map((p) => h("button", { type: "button",
+        "aria-pressed": String(p.name === policyName), onclick: () => { policyName = p.name; showPolicy(); } },
+        `${p.name} (v${p.version})`)));
+      if (!policyName && policies.length) { policyName = policies[0].name; await showPolicy(); }
+      else if (!poll) await showPolicy();
+    },
+  };
+
+  function encode(value) { return typeof value === "string" ? value : JSON.stringify(value); }
+  function decode(text, before) {
+    if (typeof before === "number") return text === "" ? null : Number(text);
+    if (typeof before === "string") return text;
+    if (text === "") return null;
+    try { return JSON.parse(text); } catch { return text; }
+  }
+
+  function specDiff(before, after) {
+    if (!before) return "first stored version: " + JSON.stringify(after);
+    const keys = [...new Set([...Object.keys(before || {}), ...Object.keys(after || {})])].sort();
+    const changed = keys.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]));
+    return changed.map((k) => `${k}: ${encode(before[k] ?? null)} → ${encode(after[k] ?? null)}`).join("; ") || "no change";
+  }
+
+  async function showPolicy() {
+    const d = await api("GET", `/policies/${encodeURIComponent(policyName)}`);
+    const p = d.policy;
+    const inputs = {};
+    const fields = Object.entries(p).filter(([k]) => !READONLY.has(k)).map(([k, v]) => {
+      inputs[k] = h("input", { id: `pf-${k}`, name: k, value: v === null ? "" : encode(v), "aria-describedby": `pf-${k}-error` });
+      return h("div", {}, h("label", { for: `pf-${k}` }, k), inputs[k], h("div", { id: `pf-${k}-error`, class: "field-error" }));
+    });
+    const result = h("p", { id: "policy-result", "aria-live": "polite" });
+    const changes = () => Object.fromEntries(Object.entries(inputs).filter(([k, el]) => el.value !== (p[k] === null ? "" : encode(p[k])))
+      .map(([k, el]) => [k, decode(el.value.trim(), p[k])]));
+    const submit = (dryRun) => async (event) => {
+      event.preventDefault();
+      for (const k of Object.keys(inputs)) { inputs[k].removeAttribute("aria-invalid"); $(`pf-${k}-error`).textContent = ""; }
+      const wanted = changes();
+      if (!Object.keys(wanted).length) { result.textContent = "Nothing changed."; return; }
+      try {
+        const out = await api("PUT", `/policies/${encodeURIComponent(p.name)}`, { changes: wanted, dry_run: dryRun });
+        const diff = Object.entries(out.change.diff).map(([k, c]) => `${k}: ${encode(c.from)} → ${encode(c.to)}`).join("; ");
+        result.className = "ok";
+        result.textContent = dryRun ? `Diff against v${out.change.from_version}: ${diff}` :
+          `Saved ${p.name} as version ${out.policy.version} (${diff}). The next retry uses it.`;
+        if (!dryRun) { say(result.textContent, "ok"); await Rb.refresh(false); }
+      } catch (error) {
+        const data = error.data || {};
+        const field = [data.field, data.key_path, ...Object.keys(inputs)].find((k) => k && inputs[String(k).split(".")[0]] &&
+          (k === data.field || k === data.key_path || (error.message || "").includes(k)));
+        const key = field ? String(field).split(".")[0] : null;
+        if (key) {
+          inputs[key].setAttribute("aria-invalid", "true");
+          $(`pf-${key}-error`).textContent = `Error: ${error.message}`;
+          inputs[key].focus();
+        }
+        result.className = "bad";
+        result.textContent = `Not saved: ${error.message}`;
+      }
+    };
+    const form = h("form", { id: "policy-form", "aria-label": `Policy ${p.name}` }, h("div", { class: "row" }, fields),
+      h("div", { class: "row" }, h("button", { type: "button", onclick: submit(true) }, "Show diff"),
+        h("button", { type: "submit", class: "primary" }, "Save new version")), result);
+    form.addEventListener("submit", submit(false));
+    const ordered = (d.versions || []).slice().sort((a, b) => a.version - b.version);
+    const versions = ordered.map((v, i) => ({ ...v, change: specDiff(i ? ordered[i - 1].spec : null, v.spec) })).reverse();
+    $("policy-detail").replaceChildren(
+      h("h3", {}, `${p.name}: version ${p.version}`), h("p", {}, `Source: ${d.source}.`), form,
+      h("h4", {}, "Version history"),
+      h("table", { id: "policy-versions" }, h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Version"),
+        h("th", { scope: "col" }, "When"), h("th", { scope: "col" }, "By"), h("th", { scope: "col" }, "Change"))),
+        h("tbody", {}, versions.length ? versions.map((v) => h("tr", {}, h("td", {}, v.version ?? ""), h("td", {}, v.updated_at || ""),
+          h("td", {}, v.updated_by || ""), h("td", {}, h("code", {}, v.change)))) :
+          h("tr", {}, h("td", { colspan: 4 }, "No stored versions: the policy is as configured.")))));
+    $("policy-detail").hidden = false;
+  }
+
+  /* ---------------------------------------------------------------- retry health */
+  Rb.views.health = {
+    init() { $("health-form").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); }); },
+    async refresh() {
+      const r = await api("GET", "/health/retry" + query(formValues($("health-form"))));
+      const summary = $("health-summary");
+      summary.textContent = `Overall: ${String(r.status).toUpperCase()} (${r.healthy ? "healthy" : "unhealthy"}) at ${r.at}.`;
+      summary.className = r.healthy ? "ok" : "bad";
+      fill($("health-checks").tBodies[0], r.checks.map((c) => h("tr", {}, h("th", { scope: "row" }, c.name),
+        h("td", { class: c.status === "ok" ? "ok" : c.status === "warn" ? "warn" : "bad" }, String(c.status).toUpperCase()),
+        h("td", {}, c.summary))), "no checks", 3);
+    },
+  };
+})();

@@ -1,0 +1,196 @@
+"""The console in headless Chromium (the Python ``playwright`` package driving Debian's
+``/usr/bin/chromium``; ``make test`` installs it when it can). Each test serves the console
+over the moto ``deps`` with dead letters made by the engine, drives a view as an operator would,
+and saves a screenshot of it to ``build/screenshots/``. Without the browser or the package, the
+tests skip, saying why."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rebound.engine.deps import Deps
+from rebound_cli.console import ConsoleServer
+from support import ManualClock, dead_letters
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "screenshots"
+CHROMIUM = Path(os.environ.get("REBOUND_CHROMIUM", "/usr/bin/chromium"))
+OPERATOR = "arn:aws:sts::123456789012:assumed-role/oncall/carol"
+WAIT_MS = 10_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("the playwright package is not installed (pip install -r requirements/dev.in)")
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium (make test does it as root)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any, deps: Deps, clock: ManualClock) -> Iterator[Any]:
+    def moving() -> Deps:
+        # Each API request finds the clock a second on, as a real one would be: what the previous
+        # request released to the DLQ ("visible again now") is visible to the next.
+        clock.advance(1)
+        return deps
+
+    server = ConsoleServer(moving, OPERATOR, port=0).start()
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    opened = context.new_page()
+    opened.set_default_timeout(WAIT_MS)
+    opened.goto(server.url)
+    opened.wait_for_selector("#queues tbody tr")
+    yield opened
+    context.close()
+    server.stop()
+
+
+def shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def tab(page: Any, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+
+
+def test_the_overview_shows_queue_depths_and_recovery_status(page: Any, deps: Deps) -> None:
+    dead_letters(deps, 2)
+    page.reload()
+    expect_text(page, "#queues", "dlq (DLQ)")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#queues tbody tr')]"
+        ".some(r => r.cells[0].textContent === 'dlq (DLQ)' && r.cells[4].textContent === '2')"
+    )
+    expect_text(page, "#run-states", "dead lettered")
+    assert page.url.endswith("/") and "token" not in page.url  # the token became a cookie
+    shot(page, "overview")
+
+
+def test_dead_letters_appear_in_the_dlq_view(page: Any, deps: Deps) -> None:
+    run_ids = dead_letters(deps, 3)
+    tab(page, "DLQ")
+    for run_id in run_ids:
+        expect_text(page, "#dlq-list", run_id)
+    expect_text(page, "#dlq-list", "LEDGER_LOCKED")
+    page.get_by_role("button", name=f"Details of {run_ids[0]}").click()
+    expect_text(page, "#dlq-detail", "Run state")
+    shot(page, "dlq")
+
+
+def test_one_click_replay_of_a_filtered_set_moves_them_and_the_view_updates(page: Any, deps: Deps) -> None:
+    run_ids = dead_letters(deps, 3)
+    tab(page, "DLQ")
+    expect_text(page, "#dlq-list", run_ids[-1])
+    page.locator("#dlq-task").fill("job")
+    page.get_by_role("button", name="Filter", exact=True).click()
+    page.get_by_role("button", name="Replay filtered set…").click()
+    dialog = page.locator("#confirm")
+    expect_text(page, "#confirm-text", "Dry run: 3 message(s)")
+    shot(page, "dlq-replay-confirm")
+    dialog.get_by_role("button", name="Confirm").click()
+    expect_text(page, "#status", "Replayed: 3 moved")
+    expect_text(page, "#dlq-list", "The DLQ holds no matching messages.")
+    assert deps.queues.counts("dlq").total == 0
+    assert {deps.store.get_run(r).state.value for r in run_ids} == {"replayed"}  # type: ignore[union-attr]
+
+
+def test_the_run_timeline_shows_its_steps(page: Any, deps: Deps) -> None:
+    run_id = dead_letters(deps, 1)[0]
+    tab(page, "Runs")
+    page.get_by_role("button", name="Search").click()
+    page.get_by_role("button", name=f"Timeline of {run_id}").click()
+    timeline = page.get_by_role("list", name="Timeline")
+    for step in ("attempt-failed", "dead-lettered"):
+        expect_text(page, "#run-detail", step)
+    assert timeline.locator("li").count() >= 2
+    page.get_by_role("button", name="Skip").click()  # a reason is required, and said so
+    expect_text(page, "#run-reason-error", "A reason is required to skip")
+    shot(page, "run-timeline")
+
+
+def policy_field(page: Any, name: str) -> Any:
+    """The ``name`` input of the default policy's form."""
+    tab(page, "Policies")
+    page.get_by_role("button", name=re.compile(r"^default \(v")).click()
+    expect_text(page, "#policy-detail h3", "default: version")
+    return page.get_by_label(name, exact=True)
+
+
+def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps) -> None:
+    policy_field(page, "max_attempts").fill("7")
+    page.get_by_role("button", name="Show diff").click()
+    expect_text(page, "#policy-result", "max_attempts:")
+    page.get_by_role("button", name="Save new version").click()
+    expect_text(page, "#policy-result", "as version 1")
+    expect_text(page, "#policy-detail h3", "version 1")
+    expect_text(page, "#policy-versions", "max_attempts")
+    assert deps.policies.effective("default").max_attempts == 7  # what the next retry decision uses
+    shot(page, "policies")
+
+
+def test_a_bad_policy_value_shows_its_field_error(page: Any, deps: Deps) -> None:
+    field = policy_field(page, "max_attempts")
+    field.fill("0")
+    page.get_by_role("button", name="Save new version").click()
+    expect_text(page, "#pf-max_attempts-error", "max_attempts")
+    assert field.get_attribute("aria-invalid") == "true"
+    expect_text(page, "#policy-result", "Not saved")
+    assert deps.policies.effective("default").max_attempts != 0
+    shot(page, "policy-field-error")
+
+
+def test_work_orders_and_retry_health(page: Any, deps: Deps) -> None:
+    from rebound.domain.models import Severity
+    from rebound.ops.workorders import WorkOrderOps
+
+    order = WorkOrderOps(deps, OPERATOR).create(severity=Severity.HIGH, reason="disk full")
+    tab(page, "Work orders")
+    expect_text(page, "#wo-list", order.work_order_id)
+    page.get_by_role("button", name="Acknowledge").click()
+    expect_text(page, "#status", "ack done")
+    page.locator("#wo-state").select_option("acknowledged")
+    page.get_by_role("button", name="Show").click()
+    expect_text(page, "#wo-list", "acknowledged")
+    shot(page, "workorders")
+    tab(page, "Retry health")
+    expect_text(page, "#health-checks", "retry_worker")
+    expect_text(page, "#health-summary", "Overall:")
+    shot(page, "health")
+
+
+def test_the_tabs_are_keyboard_navigable(page: Any) -> None:
+    page.get_by_role("tab", name="Overview").focus()
+    page.keyboard.press("ArrowRight")
+    assert page.get_by_role("tab", name="DLQ").get_attribute("aria-selected") == "true"
+    assert page.evaluate("document.activeElement.id") == "tab-dlq"
+    page.keyboard.press("End")
+    assert page.locator("#view-health").is_visible()
+
+
+def expect_text(page: Any, selector: str, text: str) -> None:
+    """Wait until ``selector`` contains ``text`` (the console refreshes by itself)."""
+    try:
+        page.wait_for_function(
+            "([s, t]) => { const e = document.querySelector(s); return !!e && e.textContent.includes(t); }",
+            arg=[selector, text],
+        )
+    except Exception as exc:
+        found = page.locator(selector).first.text_content() if page.locator(selector).count() else None
+        status = page.locator("#status").text_content()
+        shows = f"it shows {found!r} (status {status!r})"
+        raise AssertionError(f"{selector} never showed {text!r}; {shows}") from exc
