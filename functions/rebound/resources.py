@@ -176,6 +176,24 @@ TENANTS = TableSpec(
     purpose="per-tenant settings: the cap on concurrent runs",
 )
 
+DLQ_MESSAGES = TableSpec(
+    "dlq_messages",
+    Key("message_id"),
+    indexes=(
+        Index("by_status", Key("status"), Key("dlq_at")),
+        Index("by_task", Key("dlq_task"), Key("dlq_at")),
+    ),
+    ttl_attribute="expires_at",
+    purpose="the record of the execution DLQ: one item per message, written where it arrives, so "
+    "that listing, showing and counting the DLQ never receives (and hides) a message",
+)
+"""Why a table of its own rather than an item family in ``control``: its items need two indexes
+ordered by time (``dlq_at`` is ``<at>#<message id>``) that no control record wants; its writers
+(the dead-letter paths) need no right on the control records; and its retention follows the
+DLQ's, not an idempotency key's. ``by_status`` lists what is ``in_dlq`` (the other statuses
+are their own partitions); ``by_task`` is sparse: ``dlq_task`` is set only while the message is
+in the DLQ, so a task's list never reads what has left."""
+
 EXECUTION_DLQ = QueueSpec(
     "dlq", retention_s=DLQ_RETENTION_S, purpose="runs that exhausted or refused retries"
 )
@@ -218,6 +236,7 @@ SPEC = ResourceSpec(
         CONTROL,
         POLICIES,
         TENANTS,
+        DLQ_MESSAGES,
         TableSpec(
             "dlq_archive",
             Key("message_id"),

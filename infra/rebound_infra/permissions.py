@@ -6,6 +6,10 @@ Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters`
   made of conditional Puts, which IAM authorizes as ``dynamodb:PutItem`` per item. The
   control records (idempotency keys) are also put and deleted directly (``claim_key``, ``release_key``).
 - The audit table gets Put and reads, never Update or Delete (it is append-only).
+- The DLQ's record (``dlq_messages``) is written where messages reach the DLQ: every function
+  that dead-letters puts its records (in the dead letter's transaction, or a conditional put
+  when that transaction lost). The sweeper's DLQ check also reads records in batches and marks
+  the second copies it removes (updates). Nobody deletes a record: they expire by TTL.
 - Event source mappings grant their own consume rights (SQS) and stream reads (DynamoDB).
 
 Keep this table in step with the engine: a new AWS call needs a line here, and the infra tests
@@ -41,6 +45,9 @@ UPDATE = ("dynamodb:UpdateItem",)
 # lists the tasks (a Scan, cached for a minute).
 LEDGER_RUNS = (*READ, "dynamodb:BatchGetItem")
 TASK_LIST = (*READ, "dynamodb:Scan")
+# The sweeper's DLQ check reads the records of what it received (BatchGetItem), records what it
+# found without one (PutItem) and marks the second copies it removes (UpdateItem).
+DLQ_CHECK = ("dynamodb:BatchGetItem", *PUT, *UPDATE)
 APPEND_ONLY_FORBIDDEN = frozenset(
     {
         "dynamodb:UpdateItem",
@@ -69,8 +76,15 @@ class Access:
     stream_reader: bool = False
 
 
-# The run path writes a run, its audit record and its outbox events in one transaction.
-_RUN_WRITES = {"runs": READ + PUT, "audit": READ + PUT, "outbox": PUT, "tasks": READ}
+# The run path writes a run, its audit record and its outbox events in one transaction; a dead
+# letter also writes the record of its DLQ message.
+_RUN_WRITES = {
+    "runs": READ + PUT,
+    "audit": READ + PUT,
+    "outbox": PUT,
+    "tasks": READ,
+    r.DLQ_MESSAGES.logical: PUT,
+}
 
 ACCESS: dict[str, Access] = {
     "executor": Access(
@@ -99,6 +113,7 @@ ACCESS: dict[str, Access] = {
             "tasks": TASK_LIST,
             "policies": POLICY_READ,
             "control": READ + PUT + DELETE + UPDATE,
+            r.DLQ_MESSAGES.logical: DLQ_CHECK,
         },
         send=("execution", "dlq"),
         receive=("dlq",),

@@ -19,6 +19,8 @@ them asks the engine what happened: they judge what is there.
 - ``dead_letters_have_one_work_order`` and ``dead_letters_have_one_dlq_message``: every
   dead-lettered run and every refused message has exactly one work order and exactly one message
   in the DLQ (or its archive).
+- ``dlq_record_matches_the_queue``: the DLQ's record (``dlq_messages``, what ``rebound dlq list``
+  reads) says ``in_dlq`` for exactly the messages the DLQ holds.
 - ``no_message_lost`` (judged in ``simulate`` from the message ledger).
 """
 
@@ -255,6 +257,8 @@ class World:
     target_calls: list[tuple[str, int]]
     paused_tasks: set[str]
     ended_at: datetime
+    dlq_record: list[dict[str, Any]] = field(default_factory=list)
+    """The items of the DLQ's record (``dlq_messages``)."""
 
 
 def judge(world: World) -> dict[str, Invariant]:
@@ -264,6 +268,7 @@ def judge(world: World) -> dict[str, Invariant]:
         "every_run_settled": every_run_settled(world.runs, world.paused_tasks, world.ended_at),
         "dead_letters_have_one_work_order": one_work_order(world.runs, world.orders, world.chains),
         "dead_letters_have_one_dlq_message": one_dlq_message(world.runs, world.chains, world.dlq),
+        "dlq_record_matches_the_queue": record_matches_queue(world.dlq, world.dlq_record),
         "no_target_called_twice_per_attempt": no_double_calls(world.target_calls),
         "audit_chains_verify": chains_verify(world.chains),
         "run_items_match_their_chains": heads_match(world.runs, world.chains),
@@ -381,6 +386,22 @@ def one_dlq_message(
         True,
         f"{len(dead)} dead-lettered runs and {len(refused)} refused messages, one DLQ message each "
         f"({dict(where) or 'none'})",
+    )
+
+
+def record_matches_queue(dlq: list[DlqCopy], record: list[dict[str, Any]]) -> Invariant:
+    """What ``rebound dlq list`` shows (the record's ``in_dlq`` items) is what the DLQ holds."""
+    queued = {c.message_id for c in dlq if c.where == "dlq"}
+    listed = {str(item["message_id"]) for item in record if item.get("status") == "in_dlq"}
+    problems = [f"{m}: in the DLQ, not in its record" for m in sorted(queued - listed)]
+    problems += [f"{m}: in the record as in_dlq, not in the DLQ" for m in sorted(listed - queued)]
+    if problems:
+        return Invariant(
+            False, f"the DLQ's record disagrees with the DLQ on {len(problems)} message(s)", problems
+        )
+    left = Counter(str(item.get("status")) for item in record if item.get("status") != "in_dlq")
+    return Invariant(
+        True, f"{len(queued)} message(s) in the DLQ, each recorded in_dlq; {dict(left) or 'none'} left it"
     )
 
 

@@ -17,6 +17,7 @@ REQUIRED_INVARIANTS = {
     "every_run_settled",
     "dead_letters_have_one_work_order",
     "dead_letters_have_one_dlq_message",
+    "dlq_record_matches_the_queue",
     "no_target_called_twice_per_attempt",
     "audit_chains_verify",
     "run_items_match_their_chains",
@@ -128,6 +129,7 @@ EACH_CHECK = {
     "every_run_settled": "strand_runs",
     "run_items_match_their_chains": "stale_heads",
     "dead_letters_have_one_dlq_message": "remove_dlq_messages",
+    "dlq_record_matches_the_queue": "remove_dlq_messages",
     "dead_letters_have_one_work_order": "remove_work_orders",
     "every_fire_became_a_run": "skip_delivered_fires",
 }

@@ -179,3 +179,16 @@ def test_every_spec_function_has_an_access_entry_and_every_emitter_is_a_function
     functions = {f.logical for f in r.SPEC.functions}
     assert set(ACCESS) == functions
     assert {svc for services in EMITTERS.values() for svc in services} <= functions
+
+
+def test_the_dlq_record_is_put_where_messages_reach_the_dlq_and_never_deleted(synth: Synth) -> None:
+    """Every function that dead-letters records the DLQ message; only the sweeper's DLQ check
+    also reads records and marks the second copies it removes; records expire, nobody deletes."""
+    record = table_id(synth, "prod", r.DLQ_MESSAGES.logical)
+    dead_letterers = {"executor", "retry_scheduler", "escalation", "sweeper"}
+    for spec in r.SPEC.functions:
+        statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
+        granted = actions_on(statements, record)
+        assert ("dynamodb:PutItem" in granted) is (spec.logical in dead_letterers), spec.logical
+        assert ("dynamodb:UpdateItem" in granted) is (spec.logical == "sweeper"), spec.logical
+        assert not granted & {"dynamodb:DeleteItem", "dynamodb:Scan", "dynamodb:BatchWriteItem"}, spec.logical

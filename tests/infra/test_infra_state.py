@@ -49,6 +49,19 @@ def test_control_records_and_outbox_expire_by_ttl(synth: Synth) -> None:
     )
 
 
+def test_the_dlq_record_is_listed_by_time_from_two_indexes_and_expires(synth: Synth) -> None:
+    """``rebound dlq list`` queries an index ordered by time (never a scan): all messages still in
+    the DLQ (``by_status``), or one task's (``by_task``)."""
+    props = table(synth, "prod", r.DLQ_MESSAGES.logical)["Properties"]
+    assert props["KeySchema"] == [{"AttributeName": "message_id", "KeyType": "HASH"}]
+    indexes = {i["IndexName"]: i["KeySchema"] for i in props["GlobalSecondaryIndexes"]}
+    assert indexes == {
+        "by_status": key_schema(r.Key("status"), r.Key("dlq_at")),
+        "by_task": key_schema(r.Key("dlq_task"), r.Key("dlq_at")),
+    }
+    assert props["TimeToLiveSpecification"] == {"AttributeName": "expires_at", "Enabled": True}
+
+
 def test_every_table_has_point_in_time_recovery_and_encryption(synth: Synth, env: str) -> None:
     for spec in r.SPEC.tables:
         props = table(synth, env, spec.logical)["Properties"]

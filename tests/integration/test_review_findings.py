@@ -456,9 +456,15 @@ def test_a_second_dlq_copy_left_by_a_crash_is_removed_by_the_sweeper(wired: Deps
     [dead] = [d for t, d in outbox_events(wired) if t == "task.dead_lettered"]
     escalation.lambda_handler(sqs_event(bus_event("task.dead_lettered", dead)), Context())
     assert len(queue_messages(wired, "dlq")) == 2
+    [first, second] = [m["id"] for m in queue_messages(wired, "dlq")]
     Sweeper(wired).sweep(ledger=False)
     [kept] = queue_messages(wired, "dlq")
     assert run_of(wired).dlq_message_id == kept["id"]
+    # The DLQ's record lists the copy kept, and says the other was deleted.
+    records = wired.store.get_dlq_entries([first, second])
+    assert {m: e.status.value for m, e in records.items()} == {
+        m: "in_dlq" if m == kept["id"] else "deleted" for m in (first, second)
+    }
 
 
 def test_a_crash_after_a_replay_is_recorded_still_starts_it_once(

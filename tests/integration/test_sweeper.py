@@ -11,6 +11,7 @@ import pytest
 from rebound.domain.models import AttemptOutcome, RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
+from rebound.engine.ports import DlqStatus
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor
@@ -95,9 +96,39 @@ def test_a_message_sqs_moved_to_the_dlq_is_escalated_and_stays_there(wired: Deps
     [dead] = [d for t, d in outbox_events(wired) if t == "task.dead_lettered"]
     assert dead["reason"] == "max_receive_count_exceeded" and dead["run_id"] == RUN_ID
     assert [m["raw"] for m in queue_messages(wired, "dlq")] == [poison]  # still there for redrive
+    [message_id] = report.dlq_escalated
+    entry = wired.store.get_dlq_entry(message_id)  # recorded with its dead letter: dlq list shows it
+    assert entry is not None and entry.status is DlqStatus.IN_DLQ and entry.body == poison
+    assert (entry.run_id, entry.task_id, entry.tenant) == (RUN_ID, "job", run.tenant)
+    assert (entry.error_code, entry.reason) == ("RECEIVE_COUNT_EXCEEDED", "max_receive_count_exceeded")
+    assert report.dlq_recorded == []  # the dead letter recorded it; the check had nothing to add
 
     wired.clock.sleep(60)
     assert Sweeper(wired).sweep().dlq_escalated == []  # escalated once
+
+
+def test_a_message_in_the_dlq_without_a_record_is_recorded_once(wired: Deps) -> None:
+    """One the sweeper does not escalate (put there by hand; its run never existed as a fire)."""
+    sqs = wired.queues.client
+    stray = json.dumps({"v": 1, "kind": "attempt", "run_id": "nobody:20260307T090000Z", "attempt": 2})
+    sqs.send_message(
+        QueueUrl=wired.settings.queue("dlq").url,
+        MessageBody=stray,
+        MessageAttributes={"reason": {"DataType": "String", "StringValue": "by hand"}},
+    )
+    wired.clock.sleep(1)
+    first = Sweeper(wired).sweep(ledger=False)
+    wired.clock.sleep(11 * 60)  # the next full check reads it again
+    again = Sweeper(wired).sweep(ledger=False)
+
+    [message_id] = first.dlq_recorded
+    assert again.dlq_scanned == 1 and again.dlq_recorded == []
+    entry = wired.store.get_dlq_entry(message_id)
+    assert entry is not None and (entry.run_id, entry.reason, entry.recorded_by) == (
+        "nobody:20260307T090000Z",
+        "by hand",
+        "sweeper",
+    )
 
 
 def test_messages_rebound_dead_lettered_itself_are_not_escalated_twice(wired: Deps) -> None:

@@ -54,6 +54,8 @@ def documented(kind: str) -> list[str]:
     """The backticked names on the Telemetry bullets whose label mentions ``kind``."""
     names: list[str] = []
     for line in telemetry_section():
+        if not line.lstrip().startswith(("- ", "* ")):
+            continue  # prose around the bullets names other things (dimensions, services)
         label, sep, rest = line.strip().lstrip("-* ").partition(":")
         if sep and kind in label.lower():
             names += re.findall(r"`([^`]+)`", rest)

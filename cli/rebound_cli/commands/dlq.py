@@ -62,17 +62,20 @@ def dlq() -> None:
 @filter_options
 @click.option("--archived", is_flag=True, help="list the archive instead of the queue")
 @click.option("--limit", type=click.IntRange(1), default=200, show_default=True)
+@click.option("--after", "cursor", help="the cursor a previous listing printed: the page after it")
 @click.pass_obj
-def list_messages(app: App, /, archived: bool, limit: int, **kwargs: Any) -> None:
+def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, **kwargs: Any) -> None:
     """List DLQ messages, oldest first, with the state of their runs.
 
-    Reading hides each message from other readers for up to a minute; they are made visible
-    again when the listing is done.
+    It reads the DLQ's record, which every arrival writes, never the queue itself: listing hides
+    nothing from other readers or a running redrive, however often it runs. When more messages
+    match than --limit, the cursor of the next page is printed on stderr.
 
     \b
     Examples:
       rebound dlq list
       rebound dlq list --task export-ledger --error-code SIM_FAILURE --since 24h
+      rebound dlq list --limit 50 --after '2026-03-07T09:10:00.000Z#6f1c2e0a-...'
       rebound dlq list --archived
       rebound -o json dlq list | jq -r '.[] | select(.run_state=="dead_lettered") | .run_id'
 
@@ -81,7 +84,15 @@ def list_messages(app: App, /, archived: bool, limit: int, **kwargs: Any) -> Non
     (explicit|redrive_policy|refused), kind, dead_lettered_at, sent_at, receive_count, attempts,
     archive_status, run_state, work_order_id.
     """
-    found = app.dlq().find(_filters(app, kwargs), limit=limit, archived=archived)
+    filters = _filters(app, kwargs)
+    following = None
+    if archived:
+        if cursor is not None:
+            raise click.UsageError("--after pages the DLQ's record; the archive is listed whole")
+        found = app.dlq().find(filters, limit=limit, archived=True)
+    else:
+        page = app.dlq().find_page(filters, limit=limit, after=cursor)
+        found, following = page.examined, page.cursor
     views = [e.as_dict() for e in found]
     out.emit(
         app,
@@ -104,13 +115,15 @@ def list_messages(app: App, /, archived: bool, limit: int, **kwargs: Any) -> Non
             empty="no messages" + (" in the archive" if archived else " in the DLQ"),
         ),
     )
+    if following is not None:
+        out.note(f"more messages match: the next page is --after '{following}'")
 
 
 @dlq.command("show")
 @click.argument("message_id")
 @click.pass_obj
 def show(app: App, message_id: str) -> None:
-    """Show one DLQ message (from the queue or its archive), its run and its work order.
+    """Show one DLQ message (from the DLQ's record or its archive), its run and its work order.
 
     \b
     Examples:
@@ -152,7 +165,8 @@ def redrive(
     with you as the actor, for every message moved. It is batched (about 0.3 SQS requests per
     message) and safe to interrupt: a message leaves the DLQ only after its replay was sent, and
     running the same command again finishes what an interrupted run started (messages it held
-    reappear after two minutes). Exits 1 if any message could not be moved.
+    reappear after two minutes). A --dry-run reads the DLQ's record, not the queue, so it hides
+    nothing from the redrive that follows it. Exits 1 if any message could not be moved.
 
     \b
     Examples:
@@ -207,8 +221,9 @@ def archive(
 ) -> None:
     """Copy DLQ messages into the archive table, to keep them beyond SQS's 14-day retention.
 
-    Archiving the same message twice keeps the first copy. With --delete, a message is removed
-    from the DLQ only after the archive holds it (and an audit record says so). Archived
+    Archiving the same message twice keeps the first copy. Without --delete it copies from the
+    DLQ's record and receives nothing. With --delete, a message is removed from the DLQ only after
+    the archive holds it (and an audit record and the DLQ's record say so). Archived
     messages can be listed (`dlq list --archived`), shown, and redriven (`dlq redrive --archived`).
 
     \b

@@ -10,6 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
 from rebound.domain.jsonutil import dumps
+from rebound.engine.dlq_record import attribute_text
 from rebound.engine.ports import PeekedMessage, QueueCounts, SentMessage
 
 if TYPE_CHECKING:
@@ -22,16 +23,14 @@ MAX_DELAY_S = 900
 
 
 def message_attributes(values: Mapping[str, Any]) -> dict[str, MessageAttributeValueTypeDef]:
+    """SQS message attributes; their text is what the DLQ's record keeps (``attribute_text``)."""
     out: dict[str, MessageAttributeValueTypeDef] = {}
     for name, value in values.items():
-        if value is None:
+        text = attribute_text(value)
+        if text is None:
             continue
-        if isinstance(value, bool):
-            out[name] = {"DataType": "String", "StringValue": str(value).lower()}
-        elif isinstance(value, int | float):
-            out[name] = {"DataType": "Number", "StringValue": str(value)}
-        else:
-            out[name] = {"DataType": "String", "StringValue": str(value)[:1024] or "-"}
+        kind = "Number" if isinstance(value, int | float) and not isinstance(value, bool) else "String"
+        out[name] = {"DataType": kind, "StringValue": text}
     return out
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+from rebound.adapters import dlq_items
 from rebound.domain.audit import GENESIS, next_record, run_changes
 from rebound.domain.errors import TRANSIENT, OperationalError
 from rebound.domain.events import DomainEvent
@@ -26,6 +27,7 @@ from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import DlqEntry
 
 T = TypeVar("T")
 
@@ -162,6 +164,13 @@ class StagingUnitOfWork(ABC):
         self.append_audit(tenant_subject(tenant), action="tenant-settings", evidence=data)
         item = {"tenant": tenant, "settings": data, "updated_at": iso(self.at)}
         self._stage_put("tenants", tenant, item, f"tenant {tenant}")
+
+    def record_dlq_entry(self, entry: DlqEntry) -> None:
+        """Stage the record of a message in the DLQ (replacing any record of it): it commits with
+        the change that put the message there, or that names it (``rebound.engine.dlq_record``)."""
+        self._stage_put(
+            dlq_items.TABLE, entry.message_id, dlq_items.to_record(entry), f"dlq {entry.message_id}"
+        )
 
     # --- unowned subjects (a malformed message, a policy): the chain itself is the guard ------
     def append_audit(

@@ -5,6 +5,10 @@ then its replay message is put in the DLQ. The escalation handler, which every d
 through the outbox, sends that message if it is still missing, so a crash in between loses
 nothing; a second copy (a crash after the send, before its id was recorded) is removed by the
 sweeper's DLQ check. A message that names no run Rebound can act on is dead-lettered as itself.
+
+Each DLQ message is recorded in the store (``rebound.engine.dlq_record``) in the transaction that
+names it: with the run's ``dlq_message_id``, with a refused message's audit record, with a
+crash-path arrival's dead letter.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from datetime import timedelta
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import message_subject, run_subject
+from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AttemptOutcome, RetryPolicy, Run, RunState
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
@@ -23,6 +28,8 @@ from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
+from rebound.engine.dlq_record import dlq_entry, millis
+from rebound.engine.ports import DlqEntry
 
 log = logging.getLogger(__name__)
 
@@ -57,13 +64,15 @@ class DeadLetters:
         message_id: str | None = None,
         error_code: str | None = None,
         previous: Run | None = None,
+        arrived: DlqEntry | None = None,
     ) -> Run | None:
         """Record ``dead_lettered`` with its evidence and event; then put the run in the DLQ.
 
         ``previous`` is the stored run when ``run`` carries changes not yet written (the error
         that dead-letters it). Slots the run still holds (a waiting run's buffer) are left in the
         same transaction. ``send=False`` is the crash path: SQS already moved the message to the
-        DLQ, where it stays. ``None`` if the run changed meanwhile.
+        DLQ, where it stays, and ``arrived`` is its record, written with the dead letter. ``None``
+        if the run changed meanwhile.
         """
         now = self.clock.now()
         before = previous or run
@@ -102,6 +111,8 @@ class DeadLetters:
         )
         for key in before.slots:
             leave(uow, key, run.run_id)
+        if arrived is not None:
+            uow.record_dlq_entry(arrived)
         subject = run_subject(run.run_id)
         uow.emit(ev.execution_updated(saved, before.state, now), subject)
         uow.emit(
@@ -182,36 +193,46 @@ class DeadLetters:
             "error_code": run.last_error_code,
             "dead_lettered_at": iso(run.dead_lettered_at),
         }
-        sent = self.deps.queues.send(
-            "dlq",
-            body,
-            attributes={
-                "run_id": run.run_id,
-                "task_id": run.task_id,
-                "tenant": run.tenant,
-                "attempts": run.attempt,
-                "error_code": run.last_error_code or "NONE",
-                "reason": run.dead_letter_reason,
-                "dead_lettered_at": iso(run.dead_lettered_at),
-            },
-        )
+        text = dumps(body)
+        attributes = {
+            "run_id": run.run_id,
+            "task_id": run.task_id,
+            "tenant": run.tenant,
+            "attempts": run.attempt,
+            "error_code": run.last_error_code or "NONE",
+            "reason": run.dead_letter_reason,
+            "dead_lettered_at": iso(run.dead_lettered_at),
+        }
+        sent = self.deps.queues.send("dlq", text, attributes=attributes)
         self.deps.faults.reached(cp.AFTER_DLQ_SEND)
-        return self.record_dlq_message(run, sent.message_id) or run
+        entry = dlq_entry(
+            message_id=sent.message_id,
+            body=text,
+            attributes=attributes,
+            sent_at_ms=millis(self.clock.now()),
+            actor=self.actor,
+            run=run,
+        )
+        return self.record_dlq_message(run, entry) or run
 
-    def record_dlq_message(self, run: Run, message_id: str) -> Run | None:
-        """Name ``message_id`` as the dead letter's DLQ message on the run. None if it changed."""
+    def record_dlq_message(self, run: Run, entry: DlqEntry) -> Run | None:
+        """Name ``entry``'s message as the dead letter's DLQ message on the run, and record it, in
+        one transaction. None if the run changed (the message is recorded all the same)."""
         uow = self.store.unit_of_work(self.actor, self.clock.now())
         recorded = uow.save_run(
             run,
-            run.model_copy(update={"dlq_message_id": message_id}),
+            run.model_copy(update={"dlq_message_id": entry.message_id}),
             action="dlq-message-sent",
-            evidence={"dlq_message_id": message_id},
+            evidence={"dlq_message_id": entry.message_id},
         )
+        uow.record_dlq_entry(entry)
         try:
             uow.commit()
         except Conflict:
-            # The run moved on (an operator replayed it already); the message is a harmless extra.
+            # The run moved on (an operator replayed it already); the message is a harmless extra,
+            # in the DLQ until a redrive cleans it up.
             log.info("dlq message id not recorded: run changed", extra={"run_id": run.run_id})
+            self.store.add_dlq_entry(entry)
             return None
         return recorded
 
@@ -224,27 +245,35 @@ class DeadLetters:
         reason: str,
         detail: str,
         send: bool,
+        arrived: DlqEntry | None = None,
     ) -> bool:
-        """A message that names no run Rebound can act on. Returns False if it was recorded before."""
+        """A message that names no run Rebound can act on. Returns False if it was recorded before.
+
+        ``send=False``: it is in the DLQ already (the crash path), and ``arrived`` is its record."""
         now = self.clock.now()
         subject = message_subject(message_id)
         if self.store.audit_head(subject)[0] > 0:
             return False  # a redelivery of a message refused before: it is in the DLQ already
         dlq_message_id = message_id
+        entry = arrived
         if send:
-            dlq_message_id = self.deps.queues.send(
-                "dlq",
-                body,
-                attributes={
-                    "run_id": None,
-                    "attempts": receive_count,
-                    "error_code": INVALID_MESSAGE,
-                    "reason": f"{reason}: {detail}"[:256],
-                    "dead_lettered_at": iso(now),
-                    "source_message_id": message_id,
-                },
-            ).message_id
+            attributes = {
+                "run_id": None,
+                "attempts": receive_count,
+                "error_code": INVALID_MESSAGE,
+                "reason": f"{reason}: {detail}"[:256],
+                "dead_lettered_at": iso(now),
+                "source_message_id": message_id,
+            }
+            dlq_message_id = self.deps.queues.send("dlq", body, attributes=attributes).message_id
             self.deps.faults.reached(cp.AFTER_REFUSE_SEND)
+            entry = dlq_entry(
+                message_id=dlq_message_id,
+                body=body,
+                attributes=attributes,
+                sent_at_ms=millis(now),
+                actor=self.actor,
+            )
         uow = self.store.unit_of_work(self.actor, now)
         uow.append_audit(
             subject,
@@ -269,9 +298,13 @@ class DeadLetters:
             ),
             subject,
         )
+        if entry is not None:
+            uow.record_dlq_entry(entry)
         try:
             uow.commit()
         except Conflict:
+            if send and entry is not None:
+                self.store.add_dlq_entry(entry)  # a second copy: in the DLQ until the sweeper removes it
             return False
         self.deps.metrics.count(m.RETRY_DLQ)
         return True

@@ -14,9 +14,11 @@
 - **The run ledger** (``rebound.engine.ledger``): fires without runs, DST fires Scheduler does
   not deliver, catch-up.
 - **SLAs** that are breached while a run is still waiting to start, or still running.
-- **DLQ arrivals.** A message that SQS moved to the DLQ after ``maxReceiveCount`` receives (the
-  crash path) is escalated exactly like an explicit dead letter, and stays in the DLQ. A second
-  DLQ copy of a dead letter (a sender that died before recording the first) is removed.
+- **DLQ arrivals** (``rebound.engine.dlq_arrivals``). A message that SQS moved to the DLQ after
+  ``maxReceiveCount`` receives (the crash path) is escalated exactly like an explicit dead
+  letter, and stays in the DLQ. A second DLQ copy of a dead letter (a sender that died before
+  recording the first) is removed. A message found without a record in the DLQ's record is
+  recorded.
 - **The control DLQ.** Stream batches the outbox relay gave up on are read again from the
   stream and published; events the retry scheduler or escalation gave up on are handled again.
 
@@ -31,16 +33,15 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from rebound.domain import events as ev
-from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
+from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
-from rebound.domain.ids import message_subject, run_subject
-from rebound.domain.models import AttemptOutcome, Run, RunState, Task, Trigger
-from rebound.domain.retry import Reason
+from rebound.domain.ids import run_subject
+from rebound.domain.models import AttemptOutcome, Run, RunState, Task
 from rebound.domain.states import ensure_transition
-from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
@@ -48,15 +49,8 @@ from rebound.engine.concurrency import leave
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER, WAITING_STATES, Dispatcher, Evidence, observe_queue
+from rebound.engine.dlq_arrivals import DlqArrivals
 from rebound.engine.ledger import Ledger, LedgerReport
-from rebound.engine.messages import (
-    AttemptMessage,
-    EventMessage,
-    FireMessage,
-    ManualMessage,
-    ReplayMessage,
-    parse_execution_message,
-)
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
@@ -65,15 +59,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 TIMEOUT = "TIMEOUT"
-RECEIVE_COUNT_EXCEEDED = "RECEIVE_COUNT_EXCEEDED"
 STUCK_FAILED_AFTER = timedelta(minutes=2)
-DLQ_SCAN_LIMIT = 2000
-"""Messages one DLQ check reads (each hidden 30 s). Enough to see every arrival and every second
-copy in a DLQ of that size; a larger one is read in full over the ten-minute checks."""
 CONTROL_SCAN_LIMIT = 50
-DLQ_SEEN_TTL = timedelta(days=15)
-DLQ_SCAN_STATE = "dlq#scan"
-DLQ_FULL_SCAN_EVERY = timedelta(minutes=10)
 
 
 @dataclass
@@ -83,6 +70,7 @@ class SweepReport:
     plans_redispatched: list[str] = field(default_factory=list)
     dlq_escalated: list[str] = field(default_factory=list)
     dlq_duplicates_removed: list[str] = field(default_factory=list)
+    dlq_recorded: list[str] = field(default_factory=list)
     dlq_scanned: int = 0
     events_republished: int = 0
     control_handled: list[str] = field(default_factory=list)
@@ -98,6 +86,7 @@ class SweepReport:
             + len(self.plans_redispatched)
             + len(self.dlq_escalated)
             + len(self.dlq_duplicates_removed)
+            + len(self.dlq_recorded)
             + self.events_republished
             + len(self.control_handled)
             + len(self.sla_breaches)
@@ -359,174 +348,17 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- the DLQ
     def escalate_dlq_arrivals(self, report: SweepReport) -> None:
-        """Escalate DLQ messages that SQS put there itself (no ``reason`` attribute), and remove
-        second copies of a dead letter's message.
+        """Arrivals SQS moved to the DLQ itself, second copies, and messages without a record
+        (``rebound.engine.dlq_arrivals``)."""
 
-        SQS cannot be peeked without receiving, so the DLQ is read only when it holds more
-        messages than at the last look (an arrival adds one), and every ten minutes whatever its
-        depth (an arrival can hide behind a redrive that removed others).
-        """
-        now = self.clock.now()
-        depth = self.deps.queues.depth("dlq")
-        last = self.store.get_key(DLQ_SCAN_STATE) or {}
-        last_at = parse_utc(last["at"]) if last.get("at") else None
-        due = last_at is None or now - last_at >= DLQ_FULL_SCAN_EVERY
-        if depth == 0 or (depth <= int(last.get("depth", 0)) and not due):
-            if depth != int(last.get("depth", -1)):
-                self.store.put_key(DLQ_SCAN_STATE, {"depth": depth, "at": last.get("at")})
-            return
-        messages = self.deps.queues.peek("dlq", DLQ_SCAN_LIMIT, visibility_s=30)
-        report.dlq_scanned = len(messages)
-        runs: dict[str, Run | None] = {}
+        def failed(subject: str, exc: Exception) -> None:
+            self._failed(report, "dlq", subject, exc)
 
-        def one(message: Any) -> None:
-            if "reason" in message.attributes:
-                # Rebound put it there and escalated it on the way; keep exactly one copy.
-                if self._duplicate(message, runs):
-                    self.deps.queues.delete("dlq", message.receipt_handle)
-                    report.dlq_duplicates_removed.append(message.message_id)
-                return
-            seen = f"dlq-seen#{message.message_id}"
-            if self.store.get_key(seen) is not None:
-                return
-            escalated = self._escalate_arrival(message.message_id, message.body, message.receive_count)
-            self.deps.faults.reached(cp.AFTER_ARRIVAL_ESCALATED)
-            self.store.claim_key(seen, now, DLQ_SEEN_TTL, {"receive_count": message.receive_count})
-            if escalated:
-                report.dlq_escalated.append(message.message_id)
-
-        self._each(report, "dlq", messages, lambda msg: msg.message_id, one)
-        self.store.put_key(DLQ_SCAN_STATE, {"depth": depth, "at": iso(now)})
-
-    def _duplicate(self, message: Any, runs: dict[str, Run | None]) -> bool:
-        """Whether a Rebound-sent DLQ message is a second copy of a dead letter that has one.
-
-        A dead letter's copy is the one its run (or its message's audit chain) names. A run that
-        names none adopts this one."""
-        attrs = message.attributes
-        run_id = attrs.get("run_id")
-        if run_id:
-            if run_id not in runs:
-                runs[run_id] = self.store.get_run(run_id)
-            run = runs[run_id]
-            if run is None or run.state is not RunState.DEAD_LETTERED or run.dead_lettered_at is None:
-                return False
-            if attrs.get("dead_lettered_at") != iso(run.dead_lettered_at):
-                return False
-            if run.dlq_message_id is None:
-                runs[run_id] = self.dead_letters.record_dlq_message(run, message.message_id)
-                return False
-            return bool(run.dlq_message_id != message.message_id)
-        source = attrs.get("source_message_id")
-        if source:
-            trail = self.store.audit_trail(message_subject(source))
-            kept = next(
-                (r.evidence.get("dlq_message_id") for r in trail if r.action == "dead-lettered"), None
-            )
-            return kept is not None and kept != message.message_id
-        return False
-
-    def _escalate_arrival(self, message_id: str, body: str, receive_count: int) -> bool:
-        detail = f"SQS moved the message to the DLQ after {receive_count} receives"
-        try:
-            parsed = parse_execution_message(body)
-        except ValidationFailed as exc:
-            return self.dead_letters.dead_letter_message(
-                message_id=message_id,
-                body=body,
-                receive_count=receive_count,
-                reason=Reason.REDRIVE_EXHAUSTED,
-                detail=f"{detail}; {exc.message}",
-                send=False,
-            )
-        if isinstance(parsed, FireMessage):
-            run = self.store.get_run(parsed.run_id) or self._create_poisoned(
-                parsed.run_id, parsed.task_id, Trigger.SCHEDULE, parsed.scheduled_time
-            )
-        elif isinstance(parsed, EventMessage):
-            run = self.store.get_run(parsed.run_id) or self._create_poisoned(
-                parsed.run_id, parsed.task_id, Trigger.EVENT, parsed.time
-            )
-        elif isinstance(parsed, ManualMessage):
-            run = self.store.get_run(parsed.run_id) or self._create_poisoned(
-                parsed.run_id, parsed.task_id, Trigger.MANUAL, parsed.requested_at
-            )
-        else:
-            assert isinstance(parsed, AttemptMessage | ReplayMessage)
-            run = self.store.get_run(parsed.run_id)
-            token = parsed.dispatch
-            if run is not None and token is not None and token != run.dispatch:
-                return False  # a stale copy: the run has another carrier (or moved on)
-        if run is None:
-            return self.dead_letters.dead_letter_message(
-                message_id=message_id,
-                body=body,
-                receive_count=receive_count,
-                reason=Reason.REDRIVE_EXHAUSTED,
-                detail=f"{detail}; it names no known run",
-                send=False,
-            )
-        return self._dead_letter_run(run, message_id)
-
-    def _create_poisoned(
-        self, run_id: str, task_id: str, trigger: Trigger, scheduled_for: object
-    ) -> Run | None:
-        """The run a poison message would have created, recorded so it can be escalated and replayed."""
-        now = self.clock.now()
-        stored = self.store.get_task(task_id)
-        run = Run.model_validate(
-            {
-                "run_id": run_id,
-                "task_id": task_id,
-                "tenant": stored.task.tenant if stored else "unknown",
-                "trigger": trigger,
-                "scheduled_for": scheduled_for,
-                "created_at": now,
-                "updated_at": now,
-                "budget_started_at": now,
-            }
-        )
-        uow = self.store.unit_of_work(self.actor, now)
-        saved = uow.save_run(
-            None, run, action="created", evidence={"trigger": trigger.value, "path": "redrive_policy"}
-        )
-        uow.emit(ev.execution_updated(saved, None, now), run_subject(run_id))
-        try:
-            uow.commit()
-        except Conflict:
-            return self.store.get_run(run_id)
-        return saved
-
-    def _dead_letter_run(self, run: Run, message_id: str) -> bool:
-        if run.state in (
-            RunState.RUNNING,
-            RunState.SUCCEEDED,
-            RunState.DEAD_LETTERED,
-            RunState.SKIPPED,
-            RunState.CANCELLED,
-        ):
-            # Running: the lease check owns it. Finished or already dead-lettered: nothing more to do.
-            return False
-        policy = self.deps.policies.of_task(run.task_id).policy
-        failed = run.model_copy(
-            update={
-                "last_error_code": run.last_error_code or RECEIVE_COUNT_EXCEEDED,
-                "last_error_message": run.last_error_message
-                or "the execution message exceeded maxReceiveCount",
-            }
-        )
-        return (
-            self.dead_letters.dead_letter(
-                failed,
-                Reason.REDRIVE_EXHAUSTED,
-                policy,
-                send=False,
-                message_id=message_id,
-                error_code=failed.last_error_code,
-                previous=run,
-            )
-            is not None
-        )
+        seen = DlqArrivals(self.deps, self.actor, self.dead_letters, failed).check()
+        report.dlq_scanned = seen.scanned
+        report.dlq_escalated += seen.escalated
+        report.dlq_duplicates_removed += seen.duplicates_removed
+        report.dlq_recorded += seen.recorded
 
     # --------------------------------------------------------------------------- the control DLQ
     def work_control_dlq(self, report: SweepReport) -> None:

@@ -216,7 +216,7 @@ class RunOps:
         message = None
         if look_in_dlq and run.dlq_message_id:
             try:
-                message = self.dlq.show(run.dlq_message_id, scan_limit=1000)
+                message = self.dlq.show(run.dlq_message_id)
             except ReboundError:
                 message = None
             if message is None:
@@ -229,8 +229,7 @@ class RunOps:
                         None,
                         {
                             "message_id": run.dlq_message_id,
-                            "why": "not visible in the DLQ now (being read elsewhere, or removed) "
-                            "and not archived",
+                            "why": "not in the DLQ (as its record says) and not archived",
                         },
                     )
                 )

@@ -88,6 +88,7 @@ class SimulationReport(SimulationChecks):
             target_calls=[(c.run_id, c.attempt) for c in stack.targets.calls],
             paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
             ended_at=clock.now(),
+            dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
         )
         invariants = inv.judge(world)
         invariants["no_message_lost"] = self._no_message_lost(stack)

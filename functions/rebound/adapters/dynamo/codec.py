@@ -13,6 +13,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from rebound.adapters import dlq_items
 from rebound.domain.jsonutil import dumps
 
 Item = dict[str, Any]
@@ -52,6 +53,7 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
     CONTROL: frozenset({"pk", "expires_at"}),
     "policies": frozenset({"name", "version"}),
     "tenants": frozenset({"tenant"}),
+    dlq_items.TABLE: dlq_items.TOP_LEVEL,
 }
 
 

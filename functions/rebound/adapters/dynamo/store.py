@@ -1,5 +1,6 @@
 """Every read and write Rebound makes to DynamoDB outside a unit of work: tasks, runs, audit
-chains, work orders, control records (keys, watermarks, heartbeats, slots), tenants, policies.
+chains, work orders, control records (keys, watermarks, heartbeats, slots), tenants, policies;
+the DLQ's record in ``rebound.adapters.dynamo.dlq_record``.
 
 Transient errors (contention, throttling) are tried again with seeded full-jitter backoff.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
+from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
@@ -39,8 +41,8 @@ BACKOFF_BASE_S = 0.025
 BACKOFF_CAP_S = 1.0
 
 
-class DynamoStore(StagingStore):
-    """Every read and write Rebound makes to DynamoDB."""
+class DynamoStore(DynamoDlqRecord, StagingStore):
+    """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
     def __init__(
         self,
@@ -303,17 +305,35 @@ class DynamoStore(StagingStore):
     ) -> bool:
         """Record ``key`` unless it exists and has not expired. True if this call recorded it."""
         item = {"pk": key, "created_at": iso(at), "expires_at": int((at + ttl).timestamp()), **(data or {})}
+        return self._put_new(
+            CONTROL,
+            item,
+            f"claim {key}",
+            "attribute_not_exists(pk) OR expires_at < :now",
+            {":now": {"N": str(int(at.timestamp()))}},
+        )
+
+    def _put_new(
+        self,
+        table: str,
+        item: Mapping[str, Any],
+        doing: str,
+        condition: str,
+        values: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Put ``item`` if ``condition`` holds; False (nothing written) if it does not."""
+        extra: dict[str, Any] = {"ExpressionAttributeValues": dict(values)} if values else {}
 
         def put() -> bool:
             try:
                 self.client.put_item(
-                    TableName=self.tables[CONTROL],
-                    Item=to_item(item, CONTROL),
-                    ConditionExpression="attribute_not_exists(pk) OR expires_at < :now",
-                    ExpressionAttributeValues={":now": {"N": str(int(at.timestamp()))}},
+                    TableName=self.tables[table],
+                    Item=to_item(item, table),
+                    ConditionExpression=condition,
+                    **extra,
                 )
             except ClientError as exc:
-                err = translate(exc, f"claim {key}")
+                err = translate(exc, doing)
                 if isinstance(err, Conflict):
                     return False
                 raise err from exc

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from rebound.adapters import dlq_items as rec
 from rebound.adapters.memory.unit_of_work import (
     TABLES,
     Item,
@@ -30,6 +31,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus
 
 if TYPE_CHECKING:
     from rebound.engine.ports import Store
@@ -204,6 +206,63 @@ class MemoryStore(StagingStore):
 
     def stored_policy_names(self) -> list[str]:
         return sorted({str(d["name"]) for d in self._all("policies")})
+
+    # --- the DLQ's record ----------------------------------------------------------------------
+    def add_dlq_entry(self, entry: DlqEntry) -> bool:
+        """Record a DLQ message found without a record. False if it had one (kept as it is)."""
+        item = stored_item(rec.to_record(entry))
+        with self._lock:
+            if entry.message_id in self._tables[rec.TABLE]:
+                return False
+            self._tables[rec.TABLE][entry.message_id] = item
+            return True
+
+    def get_dlq_entry(self, message_id: str) -> DlqEntry | None:
+        data = self._read(rec.TABLE, message_id)
+        return rec.from_record(data) if data else None
+
+    def get_dlq_entries(self, message_ids: list[str]) -> dict[str, DlqEntry]:
+        wanted = set(message_ids)
+        return {
+            d["message_id"]: rec.from_record(d)
+            for d in self._all(rec.TABLE, lambda d: d["message_id"] in wanted)
+        }
+
+    def dlq_entries(self, query: DlqQuery) -> DlqPage:
+        """The ``by_task`` (sparse) or ``by_status`` index: by ``dlq_at``, bounds included."""
+        low, high = rec.key_range(query.since, query.until)
+        now = int(query.present_at.timestamp()) if query.present_at is not None else None
+
+        def listed(d: Item) -> bool:
+            key = d.get("dlq_at")
+            return (
+                key is not None
+                and (
+                    d.get("dlq_task") == query.task_id
+                    if query.task_id is not None
+                    else d["status"] == DlqStatus.IN_DLQ.value
+                )
+                and (low is None or key >= low)
+                and (high is None or key <= high)
+                and (query.after is None or key > query.after)
+                and (query.tenant is None or d.get("tenant") == query.tenant)
+                and (query.error_code is None or d.get("error_code") == query.error_code)
+                and (now is None or d["expires_at"] > now)
+            )
+
+        items = sorted(self._all(rec.TABLE, listed), key=lambda d: str(d["dlq_at"]))
+        return rec.page(items[: query.limit + 1], query.limit)
+
+    def mark_dlq_entries(
+        self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str
+    ) -> None:
+        changes = rec.left(status, at, actor)
+        with self._lock:
+            for message_id in message_ids:
+                item = self._tables[rec.TABLE].get(message_id) or {"message_id": message_id}
+                item = {**item, **changes}
+                item.pop("dlq_task", None)
+                self._tables[rec.TABLE][message_id] = item
 
     # --- for tests ----------------------------------------------------------------------------
     @property

@@ -27,7 +27,7 @@ Guard = Callable[[Item | None], bool]
 Change = Callable[[Item], None]
 """What an update does to the item (a fresh copy; a new item holds only its key)."""
 
-TABLES = ("tasks", "runs", "audit", "outbox", "workorders", "control", "policies", "tenants")
+TABLES = ("tasks", "runs", "audit", "outbox", "workorders", "control", "policies", "tenants", "dlq_messages")
 
 
 def stored_item(data: Mapping[str, Any]) -> Item:

@@ -7,7 +7,7 @@ The engine and ``rebound.ops`` import these protocols, never an adapter, so no A
 reaches them. Value types that cross a port (a queue's counts, a peeked message, an event for the
 bus, a range of the outbox stream) are declared with the port that carries them:
 
-- ``store``: ``Store`` and its ``UnitOfWork``;
+- ``store``: ``Store`` and its ``UnitOfWork``, and the record of the DLQ (``DlqEntry``);
 - ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
 - ``delivery``: ``Notifier`` (and its channels), ``Targets``, ``Archive`` (the DLQ archive);
 - ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
@@ -36,7 +36,7 @@ from rebound.engine.ports.runtime import (
     SystemClock,
     ThreadFanout,
 )
-from rebound.engine.ports.store import Store, UnitOfWork
+from rebound.engine.ports.store import DlqEntry, DlqPage, DlqQuery, DlqStatus, Store, UnitOfWork
 from rebound.engine.ports.transport import (
     BATCH,
     BatchResult,
@@ -70,6 +70,10 @@ __all__ = [
     "Clock",
     "CrashPoints",
     "DeliveryFailed",
+    "DlqEntry",
+    "DlqPage",
+    "DlqQuery",
+    "DlqStatus",
     "Fanout",
     "Metrics",
     "NoCrashes",

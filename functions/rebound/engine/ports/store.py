@@ -1,10 +1,12 @@
 """The store port: tasks, runs, audit chains, work orders, control records, tenants, policies,
-and the unit of work that changes them in one transaction."""
+the record of the DLQ's messages, and the unit of work that changes them in one transaction."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from rebound.domain.events import DomainEvent
@@ -12,6 +14,72 @@ from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettin
 from rebound.domain.stored import StoredTask
 
 T = TypeVar("T")
+
+
+# -------------------------------------------------------------------------- the DLQ's record
+class DlqStatus(StrEnum):
+    """Where a recorded DLQ message is: still in the queue, or how it left."""
+
+    IN_DLQ = "in_dlq"
+    REDRIVEN = "redriven"
+    """A redrive replayed its run (or found it replayed from it) and deleted it."""
+    DELETED = "deleted"
+    """Removed as a second copy (by a redrive or the sweeper)."""
+    ARCHIVED = "archived"
+    """Copied into the archive and removed from the queue (``rebound dlq archive --delete``)."""
+
+
+@dataclass(frozen=True)
+class DlqEntry:
+    """The record of one message in the execution DLQ, written where it arrives
+    (``rebound.engine.dlq_record``): what listing, showing and counting it needs, so that
+    reading the DLQ never receives (and so never hides) a message."""
+
+    message_id: str
+    at: datetime
+    """When it was dead-lettered (its ``dead_lettered_at`` attribute), else when it was sent: the
+    order of the list, and what ``--since``/``--until`` compare."""
+    body: str
+    attributes: dict[str, str]
+    """Its message attributes, as SQS hands them back (strings)."""
+    sent_at_ms: int
+    """When the queue first took it (its retention counts from here)."""
+    receive_count: int = 0
+    run_id: str | None = None
+    task_id: str | None = None
+    tenant: str | None = None
+    error_code: str | None = None
+    reason: str | None = None
+    attempts: int | None = None
+    status: DlqStatus = DlqStatus.IN_DLQ
+    recorded_by: str = ""
+    changed_at: datetime | None = None
+    changed_by: str | None = None
+
+
+@dataclass(frozen=True)
+class DlqQuery:
+    """Which recorded messages still in the DLQ to list: oldest first, ``limit`` at a time.
+
+    Filters: ``task_id``, ``tenant``, ``error_code``; ``since``/``until`` bound ``DlqEntry.at``
+    (both included). ``present_at`` leaves out messages the queue's retention has dropped by then.
+    ``after`` is the ``cursor`` of the page before."""
+
+    task_id: str | None = None
+    tenant: str | None = None
+    error_code: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    present_at: datetime | None = None
+    limit: int = 100
+    after: str | None = None
+
+
+@dataclass(frozen=True)
+class DlqPage:
+    entries: list[DlqEntry]
+    cursor: str | None
+    """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
 
 
 class UnitOfWork(Protocol):
@@ -69,6 +137,10 @@ class UnitOfWork(Protocol):
     def end_streak(self, key: str, label: str) -> None: ...
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
+
+    def record_dlq_entry(self, entry: DlqEntry) -> None:
+        """Record a message in the DLQ with the change that put it there (replacing any record)."""
+        ...
 
     def commit(self, attempts: int = ...) -> None: ...
 
@@ -153,3 +225,23 @@ class Store(Protocol):
     def policy_versions(self, name: str) -> list[dict[str, Any]]: ...
 
     def stored_policy_names(self) -> list[str]: ...
+
+    # the DLQ's record: one item per DLQ message, listed from an index ordered by time
+    def add_dlq_entry(self, entry: DlqEntry) -> bool:
+        """Record a DLQ message found without a record. False if it had one (kept as it is)."""
+        ...
+
+    def get_dlq_entry(self, message_id: str) -> DlqEntry | None: ...
+
+    def get_dlq_entries(self, message_ids: list[str]) -> dict[str, DlqEntry]: ...
+
+    def dlq_entries(self, query: DlqQuery) -> DlqPage:
+        """Recorded messages still in the DLQ (``in_dlq``), oldest first: a query, never a scan."""
+        ...
+
+    def mark_dlq_entries(
+        self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str
+    ) -> None:
+        """The messages left the DLQ (``status``). A message never recorded gets a record of how it
+        left, so a late ``add_dlq_entry`` cannot put it back."""
+        ...

@@ -2,8 +2,9 @@
 
 - ``message``: what a DLQ message is (``DlqMessage``, ``describe``), ``Examined``, ``MessageDetail``
   and the operator's ``DlqFilter``.
-- ``sources``: where messages are read from: the queue (``QueueSource``) or the archive
-  (``ArchiveSource``), in batches, and releasing what was only looked at.
+- ``sources``: where messages are read from: the DLQ's record (``RecordSource``: looking hides
+  nothing), the queue (``QueueSource``: only to move or delete) or the archive (``ArchiveSource``),
+  in batches.
 - ``redrive``: moving messages back to the execution queue as replays, exactly once under
   interruption (the argument is in its docstring), with its report and progress items.
 - ``archive``: archiving DLQ messages into the archive port (redriving from it reads it as a source).
@@ -12,7 +13,7 @@
 
 from rebound.ops.dlq.archive import ArchiveReport
 from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail
-from rebound.ops.dlq.operations import DlqOps
+from rebound.ops.dlq.operations import DlqOps, FoundPage
 from rebound.ops.dlq.redrive import (
     CLEANED_UP,
     DUPLICATE_REMOVED,
@@ -23,7 +24,7 @@ from rebound.ops.dlq.redrive import (
     RedriveItem,
     RedriveReport,
 )
-from rebound.ops.dlq.sources import DEFAULT_WAIT_S, REDRIVE_VISIBILITY_S, SCAN_VISIBILITY_S
+from rebound.ops.dlq.sources import DEFAULT_WAIT_S, REDRIVE_VISIBILITY_S
 
 __all__ = [
     "CLEANED_UP",
@@ -33,13 +34,13 @@ __all__ = [
     "MOVED",
     "REDRIVE_VISIBILITY_S",
     "RESUMED",
-    "SCAN_VISIBILITY_S",
     "SKIPPED",
     "ArchiveReport",
     "DlqFilter",
     "DlqMessage",
     "DlqOps",
     "Examined",
+    "FoundPage",
     "MessageDetail",
     "RedriveItem",
     "RedriveReport",

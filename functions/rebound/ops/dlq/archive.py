@@ -3,8 +3,8 @@
 An archive pass puts each matching message into the archive (the first copy is kept) and, with
 ``delete``, then removes it from the DLQ: put before delete, as in a redrive, so a message leaves
 the DLQ only once the archive holds it, and each removal leaves an audit record in the message's
-own trail. Archived messages are listed, shown and redriven from the archive through
-``sources.ArchiveSource``, which marks each one it gives up ``redriven``.
+own trail (the DLQ's record says ``archived``). Archived messages are listed, shown and redriven
+from the archive through ``sources.ArchiveSource``, which marks each one it gives up ``redriven``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from rebound.engine.ports import BATCH, Archive
+from rebound.engine.ports import BATCH, Archive, DlqStatus
 from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined
 from rebound.ops.dlq.sources import Source
 
@@ -108,5 +108,6 @@ class ArchivePass:
         if not messages:
             return
         result = self.source.remove(messages)
+        self.source.left(list(result.ok), DlqStatus.ARCHIVED)
         self.report.deleted += len(result.ok)
         self.report.failed.update(result.failed)

@@ -1,24 +1,23 @@
 """What a DLQ message is: how it arrived, what it is about, and which operator filters it matches.
 
 ``describe`` reads a message's attributes (or, on the crash path, its body) into a ``DlqMessage``;
-``from_stored`` does it for one received from the queue or read from the archive. ``Examined`` is
+``from_entry`` does it for one in the DLQ's record, ``from_stored`` for one received from the
+queue or read from the archive. ``Examined`` is
 a message with its run, ``MessageDetail`` what ``dlq show`` reports about one, ``DlqFilter``
 which messages an operation applies to.
 """
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from rebound.domain.errors import ValidationFailed
 from rebound.domain.models import Run, WorkOrder
-from rebound.domain.timefmt import iso, parse_utc
-from rebound.engine.messages import parse_execution_message
-from rebound.engine.ports import ArchivedItem, Received
+from rebound.domain.timefmt import iso
+from rebound.engine.dlq_record import About, read_message
+from rebound.engine.ports import ArchivedItem, DlqEntry, Received
 from rebound.ops.common import when
 
 
@@ -34,20 +33,15 @@ class Arrival(StrEnum):
 
 
 @dataclass(frozen=True)
-class DlqMessage:
+class DlqMessage(About):
+    """A DLQ message: what it says about itself (``About``), and how and where it is."""
+
     message_id: str
     body: str
     attributes: dict[str, str]
     sent_at: datetime
     receive_count: int
     arrival: Arrival
-    kind: str | None
-    run_id: str | None
-    task_id: str | None
-    tenant: str | None
-    error_code: str | None
-    reason: str | None
-    dead_lettered_at: datetime | None
     receipt_handle: str | None = None
     archive_status: str | None = None
 
@@ -69,16 +63,9 @@ class DlqMessage:
             "dead_lettered_at": when(self.dead_lettered_at),
             "sent_at": iso(self.sent_at),
             "receive_count": self.receive_count,
-            "attempts": _int(self.attributes.get("attempts")),
+            "attempts": self.attempts,
             "archive_status": self.archive_status,
         }
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(float(text)) if text is not None else None
-    except ValueError:
-        return None
 
 
 def describe(
@@ -92,27 +79,11 @@ def describe(
     archive_status: str | None = None,
 ) -> DlqMessage:
     """What a DLQ message is about, from its attributes, or from its body on the crash path."""
-    run_id = attributes.get("run_id")
-    task_id = attributes.get("task_id")
-    kind = None
-    try:
-        parsed = parse_execution_message(body)
-    except ValidationFailed:
-        parsed = None
-    if parsed is not None:
-        kind = parsed.kind
-        run_id = run_id or parsed.run_id
-        task_id = task_id or getattr(parsed, "task_id", None)
+    about = read_message(body, attributes)
     if "reason" not in attributes:
         arrival = Arrival.REDRIVE_POLICY
     else:
         arrival = Arrival.EXPLICIT if attributes.get("run_id") else Arrival.REFUSED
-    dead_lettered_at = None
-    with contextlib.suppress(ValueError):
-        dead_lettered_at = (
-            parse_utc(attributes["dead_lettered_at"]) if "dead_lettered_at" in attributes else None
-        )
-    code = attributes.get("error_code")
     return DlqMessage(
         message_id=message_id,
         body=body,
@@ -120,15 +91,28 @@ def describe(
         sent_at=datetime.fromtimestamp(sent_at_ms / 1000, tz=UTC),
         receive_count=receive_count,
         arrival=arrival,
-        kind=kind,
-        run_id=run_id,
-        task_id=task_id,
-        tenant=attributes.get("tenant"),
-        error_code=None if code in (None, "NONE") else code,
-        reason=attributes.get("reason"),
-        dead_lettered_at=dead_lettered_at,
         receipt_handle=receipt_handle,
         archive_status=archive_status,
+        **{f.name: getattr(about, f.name) for f in fields(About)},
+    )
+
+
+def from_entry(entry: DlqEntry) -> DlqMessage:
+    """A message as the DLQ's record describes it; what the recorder knew of its run fills in what
+    the message does not say."""
+    msg = describe(
+        message_id=entry.message_id,
+        body=entry.body,
+        attributes=entry.attributes,
+        sent_at_ms=entry.sent_at_ms,
+        receive_count=entry.receive_count,
+    )
+    return replace(
+        msg,
+        run_id=msg.run_id or entry.run_id,
+        task_id=msg.task_id or entry.task_id,
+        tenant=msg.tenant or entry.tenant,
+        error_code=msg.error_code or entry.error_code,
     )
 
 

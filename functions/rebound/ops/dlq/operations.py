@@ -1,8 +1,11 @@
 """The operator's DLQ operations, shared by the CLI and the ops API: ``DlqOps``.
 
 It reads through the engine's ports only (``deps.queues.batches()``, ``deps.archive``,
-``deps.store``): ``depth``, ``find`` and ``show`` look at messages and release them;
-``redrive`` hands each batch to a ``RedrivePass`` and ``archive_messages`` to an ``ArchivePass``.
+``deps.store``). Reading never hides a message: ``find`` and ``show`` read the DLQ's record
+(``Store.dlq_entries``, a query ordered by time, with a cursor; ``rebound.engine.dlq_record``),
+``depth`` the queue's attributes; neither receives. ``redrive`` (a dry run reads the record)
+hands each batch to a ``RedrivePass`` and ``archive_messages`` to an ``ArchivePass``; only they
+receive from the queue, to move or delete, and they mark the record for what they removed.
 """
 
 from __future__ import annotations
@@ -10,27 +13,47 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain.errors import MessageNotFound, ValidationFailed
 from rebound.domain.ids import message_subject
 from rebound.engine.deps import Deps
-from rebound.engine.ports import ARCHIVED, DEFAULT_KEEP_DAYS, Archive, ArchiveUnavailable, QueueCounts
+from rebound.engine.ports import (
+    DEFAULT_KEEP_DAYS,
+    Archive,
+    ArchiveUnavailable,
+    DlqStatus,
+    QueueCounts,
+)
+from rebound.ops.common import when
 from rebound.ops.dlq.archive import ArchivePass, ArchiveReport
-from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail, from_stored
+from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail, from_entry, from_stored
 from rebound.ops.dlq.redrive import RedriveItem, RedrivePass, RedriveReport
 from rebound.ops.dlq.sources import (
     DEFAULT_WAIT_S,
     DLQ,
     REDRIVE_VISIBILITY_S,
-    SCAN_VISIBILITY_S,
     ArchiveSource,
     QueueSource,
+    RecordSource,
     Source,
+    record_query,
     release_quietly,
 )
 from rebound.ops.replay import Replays
 from rebound.ops.throttle import RateLimiter
+
+PAGE = 100
+"""Messages per page of ``find``."""
+
+
+@dataclass(frozen=True)
+class FoundPage:
+    """A page of ``find_page``: its messages, and the cursor of the next page (``None``: the last)."""
+
+    examined: list[Examined]
+    cursor: str | None
 
 
 class DlqOps:
@@ -63,38 +86,61 @@ class DlqOps:
 
     # --------------------------------------------------------------------------- reading
     def depth(self) -> QueueCounts:
+        """The queue's own counts (its attributes: nothing is received)."""
         return self.queue.depth(DLQ)
 
     def _examine(self, msg: DlqMessage) -> Examined:
         return Examined(msg, self.store.get_run(msg.run_id) if msg.run_id else None)
 
-    def _source(self, archived: bool, visibility_s: int, *, redrivable_only: bool = True) -> Source:
-        if archived:
-            status = ARCHIVED if redrivable_only else None
-            return ArchiveSource(self.archive, self.deps.clock.now, self.actor, status)
-        return QueueSource(self.queue, visibility_s, self.wait_s)
+    def _queue_source(self) -> QueueSource:
+        return QueueSource(self.queue, REDRIVE_VISIBILITY_S, self.wait_s, self._mark)
+
+    def _mark(self, message_ids: list[str], status: DlqStatus) -> None:
+        self.store.mark_dlq_entries(message_ids, status, at=self.deps.clock.now(), actor=self.actor)
+
+    def find_page(self, filters: DlqFilter, *, limit: int = PAGE, after: str | None = None) -> FoundPage:
+        """One page of matching messages in the DLQ, oldest first, from its record; ``after`` is the
+        cursor of the page before. Reading receives nothing, so it hides nothing."""
+        if limit < 1:
+            raise ValidationFailed("limit must be at least 1", key_path="limit")
+        page = self.store.dlq_entries(record_query(filters, self.deps.clock.now(), limit=limit, after=after))
+        messages = [from_entry(entry) for entry in page.entries]
+        runs = self.store.get_runs([m.run_id for m in messages if m.run_id])
+        return FoundPage(
+            [Examined(m, runs.get(m.run_id) if m.run_id else None) for m in messages], page.cursor
+        )
 
     def find(self, filters: DlqFilter, *, limit: int | None = None, archived: bool = False) -> list[Examined]:
-        """Matching messages, oldest first. Reading hides messages briefly; they are released after."""
-        source = self._source(archived, SCAN_VISIBILITY_S, redrivable_only=False)
+        """Matching messages, oldest first: in the DLQ (its record, page by page), or in the archive."""
+        if archived:
+            return self._find_archived(filters, limit)
         found: list[Examined] = []
-        read: list[DlqMessage] = []
-        try:
-            for batch in source.batches():
-                read.extend(batch)
-                runs = self.store.get_runs([m.run_id for m in batch if m.run_id])
-                for msg in batch:
-                    examined = Examined(msg, runs.get(msg.run_id) if msg.run_id else None)
-                    if filters.matches(msg, examined.run):
-                        found.append(examined)
-                if limit is not None and len(found) >= limit:
-                    break
-        finally:
-            release_quietly(source, read)
+        after: str | None = None
+        while limit is None or len(found) < limit:
+            page = self.find_page(
+                filters, limit=PAGE if limit is None else min(PAGE, limit - len(found)), after=after
+            )
+            found += page.examined
+            if page.cursor is None:
+                break
+            after = page.cursor
+        return found
+
+    def _find_archived(self, filters: DlqFilter, limit: int | None) -> list[Examined]:
+        found: list[Examined] = []
+        for batch in ArchiveSource(self.archive, self.deps.clock.now, self.actor, None).batches():
+            runs = self.store.get_runs([m.run_id for m in batch if m.run_id])
+            for msg in batch:
+                examined = Examined(msg, runs.get(msg.run_id) if msg.run_id else None)
+                if filters.matches(msg, examined.run):
+                    found.append(examined)
+            if limit is not None and len(found) >= limit:
+                break
         found.sort(key=lambda e: e.message.at)
         return found[:limit] if limit is not None else found
 
-    def show(self, message_id: str, *, scan_limit: int = 5000) -> MessageDetail:
+    def show(self, message_id: str) -> MessageDetail:
+        """One message, in the DLQ (its record) or its archive, with its run and work order."""
         location = ""
         message: DlqMessage | None = None
         if self.deps.archive is not None:
@@ -102,24 +148,17 @@ class DlqOps:
             if item is not None:
                 location = f"archive ({item.status})"
                 message = from_stored(item)
-        source = QueueSource(self.queue, SCAN_VISIBILITY_S, self.wait_s)
-        read: list[DlqMessage] = []
-        try:
-            for batch in source.batches():
-                read.extend(batch)
-                hit = next((m for m in batch if m.message_id == message_id), None)
-                if hit is not None:
-                    location = "dlq" + (f" and {location}" if location else "")
-                    message = hit
-                    break
-                if len(read) >= scan_limit:
-                    break
-        finally:
-            release_quietly(source, read)
+        entry = self.store.get_dlq_entry(message_id)
+        if entry is not None and entry.status is DlqStatus.IN_DLQ:
+            location = "dlq" + (f" and {location}" if location else "")
+            message = from_entry(entry)
         if message is None:
+            gone = ""
+            if entry is not None:
+                changed = f"{when(entry.changed_at)}, {entry.changed_by}"
+                gone = f"; it left the DLQ ({entry.status.value} at {changed})"
             raise MessageNotFound(
-                f"no message {message_id} in the DLQ (looked at {len(read)}) or its archive",
-                message_id=message_id,
+                f"no message {message_id} in the DLQ or its archive{gone}", message_id=message_id
             )
         examined = self._examine(message)
         order = None
@@ -141,7 +180,13 @@ class DlqOps:
         """Move matching dead-lettered runs back to the execution queue (see ``rebound.ops.dlq.redrive``)."""
         if limit is not None and limit < 1:
             raise ValidationFailed("--limit must be at least 1", key_path="limit")
-        source = self._source(archived, SCAN_VISIBILITY_S if dry_run else REDRIVE_VISIBILITY_S)
+        source: Source
+        if archived:
+            source = ArchiveSource(self.archive, self.deps.clock.now, self.actor)
+        elif dry_run:
+            source = RecordSource(self.store, filters, self.deps.clock.now())  # looking: hide nothing
+        else:
+            source = self._queue_source()
         report = RedriveReport(uuid.uuid4().hex[:12], dry_run, source.name, filters)
         redrive = RedrivePass(
             self,
@@ -173,10 +218,11 @@ class DlqOps:
         """Copy matching DLQ messages into the archive table; with ``delete``, then remove them.
 
         Put before delete, as in a redrive: a message leaves the DLQ only once the archive holds it.
+        Copying alone reads the DLQ's record; deleting receives from the queue.
         """
         archive = self.archive  # fails early, before touching the queue, if there is no table
         now = self.deps.clock.now()
-        source = QueueSource(self.queue, REDRIVE_VISIBILITY_S, self.wait_s)
+        source: Source = self._queue_source() if delete else RecordSource(self.store, filters, now)
         archiving = ArchivePass(
             self, source, archive, now, delete=delete, keep_days=keep_days, progress=progress
         )

@@ -13,8 +13,9 @@ Exactly once, under interruption
 For each message whose run is ``dead_lettered`` the redrive (1) commits ``dead_lettered ->
 replayed`` with a fresh budget and an audit record naming the message, (2) sends a ``replay``
 message to the execution queue, and (3) only after SQS accepted that send, deletes the DLQ
-message. A message is therefore never lost: until (3) it is still in the DLQ, and it becomes
-visible again when the redrive's visibility timeout runs out.
+message (the DLQ's record then says ``redriven``; for a second copy, ``deleted``). A message is
+therefore never lost: until (3) it is still in the DLQ, and it becomes visible again when the
+redrive's visibility timeout runs out.
 
 The next redrive resumes: a message whose run is no longer ``dead_lettered`` but whose audit
 trail has a ``replayed`` record naming this message was moved by an earlier, interrupted
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from rebound.domain.errors import Conflict
 from rebound.domain.models import Run, RunState
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import BATCH
+from rebound.engine.ports import BATCH, DlqStatus
 from rebound.ops.dlq.message import Arrival, DlqFilter, DlqMessage
 from rebound.ops.dlq.sources import Source
 from rebound.ops.replay import Replays
@@ -326,6 +327,11 @@ class RedrivePass:
         if not batch:
             return
         result = self.source.remove([p.message for p in batch])
+        removed = [p for p in batch if p.message.message_id in result.ok]
+        for status in (DlqStatus.REDRIVEN, DlqStatus.DELETED):
+            second = status is DlqStatus.DELETED
+            ids = [p.message.message_id for p in removed if (p.verdict is Verdict.DUPLICATE) is second]
+            self.source.left(ids, status)
         for pending in batch:
             msg = pending.message
             if msg.message_id in result.ok:
