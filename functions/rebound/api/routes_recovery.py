@@ -64,7 +64,7 @@ def register(api: Api) -> None:
             until=parse_when(f.until, now, option="until") if f.until else None,
         )
 
-    @app.get("/dlq", summary="Messages in the DLQ, oldest first, with their runs")
+    @app.get("/dlq", summary="Messages in the DLQ, oldest first, with their runs (from its record)")
     def list_dlq(
         task_id: Annotated[str | None, Query()] = None,
         tenant: Annotated[str | None, Query()] = None,
@@ -72,14 +72,18 @@ def register(api: Api) -> None:
         since: Annotated[str | None, Query()] = None,
         until: Annotated[str | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+        after: Annotated[str | None, Query(description="the cursor of the page before")] = None,
     ) -> dict[str, Any]:
+        """Reading receives nothing from the queue, so it hides nothing from a redrive or another
+        reader; ``next`` is the cursor of the next page (``null`` on the last)."""
         ops = dlq("dlq:read", tenant)
         wanted = Filters(task_id=task_id, tenant=tenant, error_code=error_code, since=since, until=until)
-        found = ops.find(filters(wanted, ops), limit=limit)
+        page = ops.find_page(filters(wanted, ops), limit=limit, after=after)
         depth = ops.depth()
         return {
             "depth": {"visible": depth.visible, "in_flight": depth.in_flight, "delayed": depth.delayed},
-            "messages": [e.as_dict() for e in found],
+            "messages": [e.as_dict() for e in page.examined],
+            "next": page.cursor,
         }
 
     @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
