@@ -17,4 +17,8 @@ def test_a_function_logs_and_counts_under_one_service_name(spec: r.FunctionSpec)
     metrics = getattr(module, "metrics", None)
     if metrics is not None:  # the ops API counts nothing
         assert metrics.service == expected
-    assert expected == f"rebound-{spec.logical.replace('_', '-')}"
+
+
+def test_a_service_name_is_the_function_s_name_with_hyphens() -> None:
+    assert r.service_name("retry_scheduler") == "rebound-retry-scheduler"
+    assert r.service_name("sweeper") == "rebound-sweeper"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from rebound import resources as r
 from rebound.api.auth import Caller, authorize, caller_of
+from rebound.config.loader import problem
 from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
 
@@ -52,7 +51,11 @@ def _field(loc: Any) -> str:
     return ".".join(parts) or "body"
 
 
-def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
+def build_app(
+    deps: Callable[[], Deps], environment: Callable[[], str] | None = None
+) -> APIGatewayRestResolver:
+    """The route table over ``deps``; ``environment`` names the environment ``GET /health``
+    reports (the Lambda's own variable), else ``deps``' settings do."""
     from rebound.api import routes_queues, routes_recovery, routes_runs, routes_settings, routes_tasks
 
     app = APIGatewayRestResolver(enable_validation=True)
@@ -60,15 +63,14 @@ def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def invalid(exc: RequestValidationError) -> Response[str]:
-        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "type": "", "msg": "invalid request"}
         field = _field(first.get("loc", ()))
-        return _error(
-            400, {"code": "VALIDATION_FAILED", "message": f"{field}: {first.get('msg')}", "field": field}
-        )
+        message = f"{field}: {problem(first, 'field')}"
+        return _error(400, {"code": "VALIDATION_FAILED", "message": message, "field": field})
 
     @app.exception_handler(ReboundError)  # type: ignore[untyped-decorator]
     def refused(exc: ReboundError) -> Response[str]:
-        return _error(exc.http_status if exc.http_status != 500 else 400, exc.to_dict())
+        return _error(exc.http_status, exc.to_dict())
 
     @app.exception_handler(Exception)  # type: ignore[untyped-decorator]
     def unexpected(exc: Exception) -> Response[str]:
@@ -82,14 +84,17 @@ def build_app(deps: Callable[[], Deps]) -> APIGatewayRestResolver:
 
     @app.get("/health")
     def health() -> dict[str, Any]:
-        """Answers from the function's own environment, without touching AWS or building the
-        dependencies: what deploy pipelines and monitors poll."""
-        environment = os.environ.get(r.ENV_ENVIRONMENT) or deps().settings.environment
-        return {"status": "ok", "environment": environment}
+        """What deploy pipelines and monitors poll: with ``environment``, answered without building
+        the dependencies or touching AWS."""
+        return {"status": "ok", "environment": (environment or (lambda: deps().settings.environment))()}
+
+    document: dict[str, Any] = {}
 
     @app.get("/openapi.json")
     def openapi() -> dict[str, Any]:
-        return openapi_document(app)
+        if not document:  # the routes do not change once built: generate it once
+            document.update(openapi_document(app))
+        return document
 
     for module in (routes_tasks, routes_runs, routes_recovery, routes_settings, routes_queues):
         module.register(api)

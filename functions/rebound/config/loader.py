@@ -37,17 +37,18 @@ def _clean_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     )
 
 
+def problem(err: Mapping[str, Any], noun: str = "key") -> str:
+    """What one pydantic error says, in Rebound's words (``noun``: a file's key, a request's field)."""
+    if err["type"] == "extra_forbidden":
+        return f"unknown {noun} (check the spelling)"
+    if err["type"] == "missing":
+        return f"required {noun} is missing"
+    return str(err["msg"]).removeprefix("Value error, ")
+
+
 def config_error(file: str, exc: ValidationError, prefix: tuple[int | str, ...] = ()) -> ConfigError:
     """The first validation error, as a ConfigError; the others are listed after it."""
-    problems = []
-    for err in exc.errors():
-        where = key_path(prefix + _clean_loc(tuple(err["loc"])))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key (check the spelling)"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        problems.append((where, msg))
+    problems = [(key_path(prefix + _clean_loc(tuple(err["loc"]))), problem(err)) for err in exc.errors()]
     where, msg = problems[0]
     if len(problems) > 1:
         msg += "; also " + "; ".join(f"{w or '(top)'}: {m}" for w, m in problems[1:4])

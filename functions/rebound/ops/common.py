@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from rebound.config.loader import key_path
+from rebound.config.loader import key_path, problem
 from rebound.domain.durations import parse_duration
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.timefmt import iso, parse_utc
@@ -53,12 +53,7 @@ def validation_failed(exc: ValidationError, *, as_option: bool = False) -> Valid
     for err in exc.errors():
         loc = tuple(err["loc"])
         field = key_path(loc) or "(body)"
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = "unknown field (check the spelling)"
-        elif err["type"] == "missing":
-            message = "required field is missing"
-        errors.append({"field": field, "message": message})
+        errors.append({"field": field, "message": problem(err, "field")})
         names.append("--" + str(loc[-1]).replace("_", "-") if as_option and loc else field)
     text = "; ".join(f"{name}: {e['message']}" for name, e in zip(names, errors, strict=True))
     return ValidationFailed(text, key_path=errors[0]["field"] if errors else "", errors=errors)
