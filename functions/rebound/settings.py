@@ -177,6 +177,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "event_source": settings.event_source,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
+        "completion_key": settings.completion_key,
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

@@ -54,6 +54,9 @@ def on_report(detail_type: str, detail: object) -> str:
         return "invalid-report"
     answer = AsyncReports(wiring.deps(), "bus").report(report)
     if not answer.accepted:
-        logger.warning("task report refused", extra=answer.as_dict())
+        logger.warning(
+            "task report refused",
+            extra={"run_id": answer.run_id, "attempt": answer.attempt, "reason": answer.reason},
+        )
         return f"refused-{answer.reason}"
     return f"accepted-{answer.kind.value}"

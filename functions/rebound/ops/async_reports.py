@@ -35,6 +35,7 @@ from typing import Any
 
 from rebound.domain.completion import Claims, Refusal, TokenRefused, verify
 from rebound.domain.errors import Conflict, ValidationFailed
+from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import ERROR_CODE_PATTERN, AttemptOutcome, Run, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.async_attempts import heartbeat_lease
@@ -49,6 +50,7 @@ REPORT_TRIES = 8
 """Guarded writes that lost are decided again this many times (each re-reads the run)."""
 TASK_FAILED = "TASK_FAILED"
 MAX_MESSAGE = 1000
+MAX_OUTPUT_BYTES = 8192
 
 
 class ReportKind(StrEnum):
@@ -91,6 +93,8 @@ class Report:
                 f"error_code: must look like TASK_FAILED (capitals, digits, _), got {self.error_code!r}",
                 key_path="error_code",
             )
+        if len(canonical_bytes(self.output)) > MAX_OUTPUT_BYTES:
+            raise ValidationFailed(f"output: at most {MAX_OUTPUT_BYTES} bytes of JSON", key_path="output")
         if self.kind is not ReportKind.FAIL and self.error_code is not None:
             raise ValidationFailed("error_code: only a failure carries an error code", key_path="error_code")
 
@@ -298,6 +302,7 @@ class AsyncReports:
                 "reported_by": self.actor,
                 "token_id": run.async_token_id,
                 "heartbeats": run.heartbeats,
+                "output": report.output or None,
             },
         )
         try:
