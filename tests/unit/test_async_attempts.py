@@ -11,7 +11,7 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.adapters.completion_keys import StaticCompletionKey
-from rebound.domain.audit import verify_chain
+from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY, Claims, Refusal, sign
 from rebound.domain.ids import run_subject
 from rebound.domain.models import AttemptOutcome, Run, RunState
@@ -106,6 +106,8 @@ def test_heartbeats_move_the_lease_and_a_completion_succeeds_the_run_once(world:
     assert (late_beat.accepted, late_beat.reason) == (False, Refusal.USED.value)
     assert refusals(world) == ["used", "used"]
     assert run_actions(world) == ["attempt-started", "attempt-succeeded"]  # the run is untouched
+    trail = world.store.audit_trail(run_subject(RUN))
+    assert rebuild_run(RUN, trail) == run_of(world).model_copy(update={"rev": 0})  # heartbeats caught up
 
 
 def test_missed_heartbeats_fail_the_attempt_with_heartbeat_timeout_and_it_is_retried(
@@ -140,6 +142,14 @@ def test_max_duration_fails_with_timeout_and_feeds_the_sla(world: MemoryWorld) -
     assert run.attempts[-1].outcome is AttemptOutcome.TIMEOUT
     assert run.sla_breaches == ["duration"]
     assert "task.sla.breached" in world.detail_types(run_subject(RUN))
+
+    # The work completes an hour late, when even its token has expired: refused as timed out.
+    world.clock.advance(3600)
+    late = send(world, ReportKind.COMPLETE, token)
+    assert (late.accepted, late.reason) == (False, Refusal.TIMED_OUT.value)
+    assert "expired" in late.message and "not reopened" in late.message
+    assert run_of(world).state is RunState.FAILED
+    assert refusals(world) == ["timed_out"]
 
 
 def test_a_completion_after_the_lease_ran_out_times_the_attempt_out_and_is_refused(

@@ -181,8 +181,7 @@ class AsyncReports:
         except TokenRefused as exc:
             run_id = str(exc.details.get("run_id") or "") or None
             if exc.reason is Refusal.EXPIRED and run_id is not None:
-                attempt = int(str(exc.details.get("attempt") or 0))
-                return self._refuse(report, run_id, attempt, None, exc.reason, exc.message)
+                return self._refuse_expired(report, run_id, int(str(exc.details.get("attempt") or 0)), exc)
             log.warning("report refused: token does not verify", extra={"reason": exc.reason.value})
             return ReportAnswer(False, report.kind, report.run_id, None, None, exc.reason.value, exc.message)
         if report.run_id is not None and report.run_id != claims.run_id:
@@ -315,6 +314,17 @@ class AsyncReports:
         )
 
     # --------------------------------------------------------------------------- refusals
+    def _refuse_expired(self, report: Report, run_id: str, attempt: int, exc: TokenRefused) -> ReportAnswer:
+        """An expired token (its signature verified): when its attempt has ended, say how (a late
+        completion after a timeout is answered ``timed_out``), else ``expired``."""
+        run = self.store.get_run(run_id)
+        reason, message = exc.reason, exc.message
+        if run is not None:
+            ended = self._refusal(run, Claims(run_id, attempt, "", self.deps.clock.now()))
+            if ended is not None and ended[0] in (Refusal.TIMED_OUT, Refusal.USED, Refusal.NOT_RUNNING):
+                reason, message = ended[0], f"{ended[1]} ({exc.message})"
+        return self._refuse(report, run_id, attempt, run, reason, message)
+
     def _refuse(
         self,
         report: Report,
