@@ -73,6 +73,8 @@ def test_the_api_accepts_a_heartbeat_and_a_completion_and_refuses_the_second(
 
     status, shown = call(api(), "GET", f"/runs/{RUN}")
     assert status == 200 and shown["run"]["progress"] == 0.25  # runs show and the console's timeline
+    [beat] = [e for e in shown["timeline"] if e["action"] == "heartbeat"]
+    assert beat["detail"]["progress"] == 0.25 and beat["detail"]["report_before"]
 
     status, body = call(api(), "POST", f"/runs/{RUN}/complete", {"token": started, "output": {"rows": 3}})
     assert status == 200 and body["state"] == "succeeded"
@@ -82,6 +84,9 @@ def test_the_api_accepts_a_heartbeat_and_a_completion_and_refuses_the_second(
     status, body = call(api(), "POST", f"/runs/{RUN}/heartbeat", {"token": started})
     assert status == 409 and body["reason"] == "used"
     assert [r.evidence["reason"] for r in deps.store.audit_trail(reports_subject(RUN))] == ["used", "used"]
+    _, shown = call(api(), "GET", f"/runs/{RUN}")
+    refused = [e["detail"]["reason"] for e in shown["timeline"] if e["action"] == "report-refused"]
+    assert refused == ["used", "used"]
     completed = deps.store.audit_trail(run_subject(RUN))[-1]
     assert completed.action == "attempt-succeeded" and completed.evidence["output"] == {"rows": 3}
 
