@@ -250,7 +250,7 @@ class SimAsync(Strict):
 class SimBehavior(Strict):
     """What the built-in simulated target does. One primary behaviour; ``duration_s`` may join any."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     ok: bool | None = None
     fail_first: int | None = Field(default=None, ge=0)
@@ -346,12 +346,12 @@ class Task(Strict):
     catch_up: CatchUpPolicy = Field(default_factory=CatchUpPolicy)
     sla: SlaSpec | None = None
     state: TaskState = TaskState.ACTIVE
-    heartbeat_timeout: Annotated[Seconds, Field(gt=0, le=MAX_ASYNC_DURATION_S)] | None = Field(
+    heartbeat_timeout: Annotated[Seconds, Field(gt=0)] | None = Field(
         default=None,
         description="async targets: the attempt fails with HEARTBEAT_TIMEOUT when no heartbeat (or "
         "completion) arrives for this long",
     )
-    max_duration: Annotated[Seconds, Field(gt=0, le=MAX_ASYNC_DURATION_S)] | None = Field(
+    max_duration: Annotated[Seconds, Field(gt=0)] | None = Field(
         default=None, description="async targets: the attempt fails with TIMEOUT after this long (<= 24h)"
     )
 
@@ -383,6 +383,13 @@ class Task(Strict):
         if self.schedule is not None and self.event is not None:
             raise ValueError("give schedule or event, not both")
         return self
+
+    @field_validator("heartbeat_timeout", "max_duration")
+    @classmethod
+    def _at_most_a_day(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_ASYNC_DURATION_S:
+            raise ValueError(f"at most 24h ({MAX_ASYNC_DURATION_S} s), got {value:g} s")
+        return value
 
     @model_validator(mode="after")
     def _async_limits(self) -> Task:
