@@ -16,8 +16,8 @@ from rebound.domain.ids import run_subject
 from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.engine.ports import BusEvent
 from rebound.ops.async_reports import reports_subject
+from rebound.worker import Completion
 from support import Context, bus_event, fire, queue_messages, register, sqs_event, task
 
 pytestmark = pytest.mark.integration
@@ -115,9 +115,27 @@ def test_a_failure_event_on_the_bus_fails_the_attempt_and_a_duplicate_is_refused
     assert [r.evidence["reason"] for r in deps.store.audit_trail(reports_subject(RUN))] == ["used"]
 
 
-def test_the_task_reports_rule_routes_worker_events_to_the_retry_queue(deps: Deps, started: str) -> None:
-    detail = json.dumps({"token": started, "progress": 0.5})
-    deps.bus.publish([BusEvent("k", deps.settings.event_source, "rebound.task.heartbeat", detail)])
+def test_the_worker_helper_reports_on_the_bus_and_the_rule_routes_them_to_the_retry_queue(
+    deps: Deps, started: str, aws: Any
+) -> None:
+    from rebound.handlers import retry_scheduler
+
+    environ = {"REBOUND_COMPLETION_TOKEN": started, "REBOUND_BUS_NAME": deps.settings.bus_name}
+    c = Completion.from_env(environ, client=aws.client("events"))
+    c.heartbeat(progress=0.5)
+    c.complete(output={"rows": 7})
     bodies = [m["body"] for m in queue_messages(deps, "retry")]
-    assert [b["detail-type"] for b in bodies] == ["rebound.task.heartbeat"]
-    assert bodies[0]["detail"]["progress"] == 0.5
+    assert [b["detail-type"] for b in bodies] == ["rebound.task.heartbeat", "rebound.task.completed"]
+    assert bodies[0]["detail"] == {"token": started, "progress": 0.5}
+
+    # the retry queue's consumer answers them, in order
+    assert retry_scheduler.lambda_handler(sqs_event(*bodies), Context()) == {"batchItemFailures": []}
+    run = deps.store.get_run(RUN)
+    assert run is not None and run.state is RunState.SUCCEEDED and run.heartbeats == 1
+
+
+def test_the_worker_helper_reads_the_token_from_a_target_payload() -> None:
+    with pytest.raises(ValueError, match="completion_token"):
+        Completion.from_payload({"payload": {}}, "bus")
+    c = Completion.from_payload({"payload": {"rebound": {"completion_token": "t.s"}}}, "bus")
+    assert c.token == "t.s" and "t.s" not in repr(c)
