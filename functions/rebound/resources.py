@@ -303,6 +303,12 @@ SPEC = ResourceSpec(
         ),
         RuleSpec("dead_letters", ("task.dead_lettered",), "escalation", "dead letters open work orders"),
         RuleSpec(
+            "task_reports",
+            ("rebound.task.heartbeat", "rebound.task.completed", "rebound.task.failed"),
+            "retry",
+            "asynchronous attempts' heartbeats and completions go to the retry queue's consumer",
+        ),
+        RuleSpec(
             "sla_breaches",
             ("task.sla.breached",),
             "escalation",
@@ -322,6 +328,12 @@ ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
 ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
 ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
+ENV_COMPLETION_KEY = "REBOUND_COMPLETION_KEY"
+
+
+def completion_key_parameter(env: str) -> str:
+    """Where the local cloud keeps an environment's completion key (an SSM SecureString)."""
+    return f"/rebound/{env}/completion-key"
 
 
 def renamed_tables() -> dict[str, str]:

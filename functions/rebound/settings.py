@@ -53,6 +53,11 @@ class Settings(BaseModel):
     slack_secret: str | None = Field(
         default=None, description="SSM parameter or Secrets Manager ARN holding the Slack webhook URL"
     )
+    completion_key: str | None = Field(
+        default=None,
+        description="SSM parameter or Secrets Manager ARN holding the key that signs completion "
+        "tokens (asynchronous targets)",
+    )
     event_source: str = "rebound"
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
@@ -115,6 +120,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "topic_arn": env.get(r.ENV_TOPIC) or None,
         "pagerduty_secret": env.get(r.ENV_PAGERDUTY_SECRET) or None,
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
+        "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
@@ -146,6 +152,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_PAGERDUTY_SECRET] = settings.pagerduty_secret
     if settings.slack_secret:
         out[r.ENV_SLACK_SECRET] = settings.slack_secret
+    if settings.completion_key:
+        out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
     for spec in r.SPEC.tables:
@@ -169,6 +177,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "event_source": settings.event_source,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
+        "completion_key": settings.completion_key,
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

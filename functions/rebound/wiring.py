@@ -15,6 +15,7 @@ from botocore.config import Config
 
 from rebound.adapters.archive import DynamoArchive
 from rebound.adapters.bus import Bus
+from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
@@ -31,6 +32,7 @@ from rebound.engine.ports import (
     CrashPoints,
     Fanout,
     Metrics,
+    NoCompletionKey,
     NoCrashes,
     SystemClock,
     ThreadFanout,
@@ -99,12 +101,13 @@ def build_deps(
             dead_letter_arn=settings.queue("scheduler_dlq").arn,
         ),
     )
+    secrets = SecretResolver(
+        lambda: session.client("ssm", **kwargs), lambda: session.client("secretsmanager", **kwargs)
+    )
     channels = notification_channels(
         sns=session.client("sns", **kwargs) if settings.topic_arn else None,
         topic_arn=settings.topic_arn,
-        secrets=SecretResolver(
-            lambda: session.client("ssm", **kwargs), lambda: session.client("secretsmanager", **kwargs)
-        ),
+        secrets=secrets,
         pagerduty_secret=settings.pagerduty_secret,
         slack_secret=settings.slack_secret,
     )
@@ -123,4 +126,9 @@ def build_deps(
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
         archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,
+        completion_keys=(
+            SecretCompletionKeys(secrets, settings.completion_key)
+            if settings.completion_key
+            else NoCompletionKey()
+        ),
     )

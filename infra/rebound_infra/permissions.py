@@ -74,6 +74,8 @@ class Access:
     invoke_targets: bool = False
     notification_secrets: bool = False
     stream_reader: bool = False
+    completion_key: bool = False
+    """Reads the key of completion tokens: to sign them (executor) or check reports (the rest)."""
 
 
 # The run path writes a run, its audit record and its outbox events in one transaction; a dead
@@ -93,12 +95,16 @@ ACCESS: dict[str, Access] = {
         send=("execution", "dlq"),
         target_secrets=True,
         invoke_targets=True,
+        completion_key=True,
     ),
     "retry_scheduler": Access(
-        # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``)
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": PUT},
+        # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
+        # reports of asynchronous attempts (``rebound.ops.async_reports``, from the bus) leave
+        # slots and count SLA streaks (updates) as the executor's outcomes do
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": READ + PUT + UPDATE},
         send=("execution", "dlq"),
         create_schedules=True,
+        completion_key=True,
     ),
     "escalation": Access(
         tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "control": READ},
@@ -119,7 +125,7 @@ ACCESS: dict[str, Access] = {
         receive=("dlq",),
         create_schedules=True,
     ),
-    "ops_api": Access(),
+    "ops_api": Access(completion_key=True),
 }
 
 
@@ -134,6 +140,7 @@ class Grantables:
     secret_path: str
     secrets_manager_arns: tuple[str, ...]
     notification_secrets: tuple[str, ...]
+    completion_key: secretsmanager.ISecret | None = None
     topic_key_encrypted: bool = True
 
 
@@ -202,6 +209,8 @@ def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> No
             "dynamodb:ListStreams, which the stream event source mapping needs, supports no resource "
             "ARN: AWS requires '*'. The stream reads themselves are on the outbox stream only.",
         )
+    if access.completion_key and on.completion_key is not None:
+        on.completion_key.grant_read(role)
     secret_refs: list[str] = []
     if access.target_secrets:
         path_arn = _parameter_arn(scope, f"{on.secret_path}/*")

@@ -274,6 +274,8 @@ def judge(world: World) -> dict[str, Invariant]:
         "run_items_match_their_chains": heads_match(world.runs, world.chains),
         "every_fire_became_a_run": fires_became_runs(world.fires, by_id, world.chains),
         "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
+        "one_outcome_per_attempt": one_outcome_per_attempt(world.chains),
+        "refused_reports_never_reopen_a_run": refused_reports_after_the_end(world.chains),
     }
 
 
@@ -498,3 +500,61 @@ def no_idle_holders(slots: list[dict[str, Any]], runs: dict[str, dict[str, Any]]
     if idle:
         return Invariant(False, f"{len(idle)} slot place(s) held by runs that are not running", idle)
     return Invariant(True, f"{len(slots)} slots, {held} holder(s), each running")
+
+
+OUTCOME_ACTIONS = frozenset({"attempt-succeeded", "attempt-failed", "lease-expired"})
+"""The records that end an attempt with its outcome (a call that returned, a report of an
+asynchronous attempt, a lease or heartbeat timeout)."""
+REPORTS_PREFIX = "reports#"
+
+
+def _outcomes(chain: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for record in chain:
+        if record["action"] in OUTCOME_ACTIONS:
+            attempt = int(record.get("evidence", {}).get("attempt") or 0)
+            by_attempt.setdefault(attempt, []).append(record)
+    return by_attempt
+
+
+def one_outcome_per_attempt(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    """No attempt ends twice: not a duplicate completion, not a completion and its timeout."""
+    twice: list[str] = []
+    attempts = 0
+    for subject, chain in chains.items():
+        if not subject.startswith("run#"):
+            continue
+        for attempt, records in _outcomes(chain).items():
+            attempts += 1
+            if len(records) > 1:
+                twice.append(f"{subject} attempt {attempt}: {[r['action'] for r in records]}")
+    if twice:
+        return Invariant(False, f"{len(twice)} attempt(s) ended more than once", twice)
+    return Invariant(True, f"{attempts} ended attempts, each with one outcome")
+
+
+def refused_reports_after_the_end(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    """A report refused as ``used`` or ``timed_out`` names an attempt that had already ended then,
+    and the run's chain records no outcome for that attempt after the refusal (nothing reopened)."""
+    wrong: list[str] = []
+    refused = 0
+    for subject, chain in chains.items():
+        if not subject.startswith(REPORTS_PREFIX):
+            continue
+        run_chain = chains.get(f"run#{subject.removeprefix(REPORTS_PREFIX)}", [])
+        outcomes = _outcomes(run_chain)
+        for record in chain:
+            evidence = record.get("evidence", {})
+            if evidence.get("reason") not in ("used", "timed_out"):
+                continue
+            refused += 1
+            ended = outcomes.get(int(evidence.get("attempt") or 0), [])
+            if not ended:
+                wrong.append(
+                    f"{subject} seq {record['seq']}: refused {evidence['reason']}, attempt never ended"
+                )
+            elif any(str(o["at"]) > str(record["at"]) for o in ended):
+                wrong.append(f"{subject} seq {record['seq']}: the attempt ended after it was refused")
+    if wrong:
+        return Invariant(False, f"{len(wrong)} refused report(s) do not match their run", wrong)
+    return Invariant(True, f"{refused} late or repeated reports refused, each after its attempt ended")

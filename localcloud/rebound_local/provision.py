@@ -8,6 +8,7 @@ restored state finds what exists and creates what is missing.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import boto3
@@ -156,6 +157,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
     topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
+    completion_key = completion_key_parameter(ssm, env)
 
     settings = Settings(
         environment=env,
@@ -168,6 +170,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         event_source=r.SPEC.event_source,
         config_dir=default_config_dir(),
         deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
+        completion_key=completion_key,
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),
@@ -176,3 +179,16 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         Overwrite=True,
     )
     return settings
+
+
+def completion_key_parameter(ssm: Any, env: str) -> str:
+    """The environment's completion key (signs asynchronous attempts' tokens): a random SSM
+    ``SecureString``, kept if it exists (tokens already issued stay valid). On AWS the stack
+    creates a generated Secrets Manager secret instead."""
+    name = r.completion_key_parameter(env)
+    try:
+        ssm.put_parameter(Name=name, Value=secrets.token_urlsafe(48), Type="SecureString", Overwrite=False)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ParameterAlreadyExists":
+            raise
+    return name

@@ -11,6 +11,7 @@ from typing import Any
 
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
+from rebound.targets.sim import SimInvoker
 from rebound.wiring import build_deps
 from rebound_local import hostile
 from rebound_local.clock import ScaledClock, VirtualClock
@@ -30,6 +31,7 @@ from rebound_local.invocations import CallGate
 from rebound_local.provision import provision
 from rebound_local.runtime import STALL_WALL_S, LocalRuntime
 from rebound_local.scenario import Faults as FaultsConfig
+from rebound_local.sim_workers import SimWorkerPlayer
 
 # Powertools reads these when the handler modules are imported and when they flush.
 TRANSPORTS = ("http", "inproc", "direct")
@@ -254,6 +256,12 @@ def start_local(
         seed=faults.seed,
         stall_wall_s=stall_wall_s,
     )
+    # Simulated asynchronous work reports on the bus, on this clock (rebound_local.sim_workers).
+    player = SimWorkerPlayer(clock, deps.bus, settings.event_source)
+    sim = targets.invokers.get("sim")
+    if isinstance(sim, SimInvoker):
+        sim.workers = player
+        runtime.sim_workers = player
     route_logs(log_file, log_level)
     return LocalStack(
         cloud,

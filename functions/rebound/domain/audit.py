@@ -23,6 +23,9 @@ CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head", "rev")
 POLL_FIELDS = ("dispatch", "next_retry_at", "wait_polls")
 """Fields a waiting run's polls change without an audit record (``UnitOfWork.touch_run``). Every
 record carries them, so the chain catches up with the polls at the next record."""
+HEARTBEAT_FIELDS = ("heartbeat_at", "heartbeats", "progress", "lease_expires_at")
+"""Fields an asynchronous attempt's heartbeats change without an audit record (``touch_run``), like
+the polls: every record carries them, so the chain catches up at the attempt's outcome."""
 
 
 def record_hash(fields: dict[str, Any]) -> str:
@@ -90,7 +93,8 @@ def run_changes(before: Run | None, after: Run) -> dict[str, Any]:
     if before is None:
         return new
     old = before.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
-    return {key: value for key, value in new.items() if old.get(key) != value or key in POLL_FIELDS}
+    carried = {*POLL_FIELDS, *HEARTBEAT_FIELDS}
+    return {key: value for key, value in new.items() if old.get(key) != value or key in carried}
 
 
 def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
@@ -111,12 +115,15 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
 def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
     """Fields of the stored run that differ from what its trail rebuilds, bookkeeping aside:
     ``rev`` never counts, and while a wait episode goes on, neither do the poll fields and
-    ``updated_at`` (polls change them without a record)."""
+    ``updated_at`` (polls change them without a record); nor, while an asynchronous attempt runs,
+    the heartbeat fields."""
     rebuilt = rebuild_run(stored.run_id, records).model_dump(mode="json")
     actual = stored.model_dump(mode="json")
     ignored = {"rev"}
     if stored.waiting_since is not None:
         ignored |= {*POLL_FIELDS, "updated_at"}
+    if stored.async_token_id is not None:
+        ignored |= {*HEARTBEAT_FIELDS, "updated_at"}
     return sorted(
         k for k in set(rebuilt) | set(actual) if k not in ignored and rebuilt.get(k) != actual.get(k)
     )

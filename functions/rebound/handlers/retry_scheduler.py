@@ -1,4 +1,8 @@
-"""Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out."""
+"""Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out.
+
+The same queue carries the reports of asynchronous attempts sent as events on Rebound's bus
+(``rebound.task.heartbeat|completed|failed``): each goes to ``rebound.ops.async_reports``. A report
+that is refused, or that is not a report at all, is answered in the log and not retried."""
 
 from __future__ import annotations
 
@@ -11,8 +15,10 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.domain.errors import ValidationFailed
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
+from rebound.ops.async_reports import REPORT_DETAIL_TYPES, AsyncReports, report_from_event
 
 logger = logger_for("retry_scheduler")
 metrics = metrics_for("retry_scheduler")
@@ -25,7 +31,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
-        detail = json.loads(record.body)["detail"]
+        body = json.loads(record.body)
+        if body.get("detail-type") in REPORT_DETAIL_TYPES:
+            return on_report(str(body["detail-type"]), body.get("detail"))
+        detail = body["detail"]
         return scheduler.on_failed(str(detail["run_id"]), int(detail["attempt"]))
 
     return process_partial_response(
@@ -34,3 +43,20 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         context=context,
     )
+
+
+def on_report(detail_type: str, detail: object) -> str:
+    """One report event: accepted, or refused with its reason (never retried: the answer is final)."""
+    try:
+        report = report_from_event(detail_type, detail)
+    except ValidationFailed as exc:
+        logger.warning("task report dropped: not a valid report", extra={"error": exc.message})
+        return "invalid-report"
+    answer = AsyncReports(wiring.deps(), "bus").report(report)
+    if not answer.accepted:
+        logger.warning(
+            "task report refused",
+            extra={"run_id": answer.run_id, "attempt": answer.attempt, "reason": answer.reason},
+        )
+        return f"refused-{answer.reason}"
+    return f"accepted-{answer.kind.value}"

@@ -27,6 +27,7 @@ from rebound.domain.errors import Conflict, ReboundError, RunNotFound, Validatio
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
     AttemptOutcome,
+    AuditRecord,
     Resolution,
     Run,
     RunState,
@@ -42,6 +43,7 @@ from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.ports import BATCH, UnitOfWork
+from rebound.ops.async_reports import reports_subject
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.replay import BudgetOverrides, Replays
@@ -205,6 +207,7 @@ class RunOps:
                     detail["error_message"] = attempt.error_message
             state = f"{record.from_state or '-'} -> {record.to_state or '-'}"
             entries.append(TimelineEntry(record.at, "run", record.action, record.actor, state, detail))
+        entries.extend(async_entries(run, self.store.audit_trail(reports_subject(run_id))))
         order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
         if order is not None:
             for record in self.store.audit_trail(work_order_subject(order.work_order_id)):
@@ -469,3 +472,29 @@ class RunOps:
             raise Conflict(
                 f"run {run_id} changed meanwhile; look at it again and retry", run_id=run_id
             ) from exc
+
+
+def async_entries(run: Run, refused: list[AuditRecord]) -> list[TimelineEntry]:
+    """An asynchronous attempt in the timeline: its last heartbeat and progress (heartbeats
+    write no audit record of their own), and every report that was refused, with its reason."""
+    entries = [
+        TimelineEntry(
+            record.at,
+            "reports",
+            record.action,
+            record.actor,
+            None,
+            {k: v for k, v in record.evidence.items() if v is not None},
+        )
+        for record in refused
+    ]
+    if run.heartbeat_at is not None and run.heartbeats:
+        detail: dict[str, Any] = {
+            "attempt": run.attempt,
+            "heartbeats": run.heartbeats,
+            "progress": run.progress,
+        }
+        if run.async_token_id is not None and run.lease_expires_at is not None:
+            detail["report_before"] = iso(run.lease_expires_at)
+        entries.append(TimelineEntry(run.heartbeat_at, "run", "heartbeat", "worker", None, detail))
+    return entries

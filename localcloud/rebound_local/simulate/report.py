@@ -139,6 +139,7 @@ class SimulationReport(SimulationChecks):
             "runtime": reports.runtime_section(stack),
             "dispatch_latency": latency,
             "messages": self._message_summary(stack),
+            "async_reports": reports.async_section(stack, chains),
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),
