@@ -13,6 +13,7 @@ from constructs import Construct
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.models import TargetRules
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
@@ -216,5 +217,6 @@ class ReboundStack(Stack):
             runbook_base_url=self.config.runbook_base_url,
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
+            targets=self.config.targets or TargetRules.defaults_for(self.config.name),
             **notifications,
         )

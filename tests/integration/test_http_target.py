@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from rebound.adapters.secrets import SecretResolver
-from rebound.domain.models import HttpTarget
+from rebound.domain.models import HttpTarget, TargetRules
 from rebound.targets.base import Invocation
 from rebound.targets.http_target import HttpInvoker, verify_signature
 
@@ -28,6 +28,8 @@ pytestmark = pytest.mark.integration
 KEY = "whsec-test-0123456789abcdef"
 KEY_PARAM = "/rebound/test/targets/billing-hook"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+LOCAL_RULES = TargetRules.defaults_for("local")
+"""The receiver is a plain-http server on loopback: the local environment's allowlist reaches it."""
 
 
 @dataclass
@@ -95,7 +97,7 @@ def secrets(aws: boto3.session.Session) -> SecretResolver:
 
 @pytest.fixture
 def invoker(secrets: SecretResolver, clock: Any) -> HttpInvoker:
-    return HttpInvoker(secrets, clock)
+    return HttpInvoker(secrets, clock, rules=LOCAL_RULES)
 
 
 def a_call(clock: Any, *, seconds: float = 5.0, attempt: int = 2) -> Invocation:
@@ -192,7 +194,7 @@ def test_oversized_answer_is_bounded_not_kept(
 ) -> None:
     receiver.reply = Reply(200, b'{"blob": "' + b"x" * 5000 + b'"}')
 
-    outcome = HttpInvoker(secrets, clock, max_response_bytes=1024).invoke(a_target(receiver), a_call(clock))
+    outcome = HttpInvoker(secrets, clock, max_response_bytes=1024, rules=LOCAL_RULES).invoke(a_target(receiver), a_call(clock))
 
     assert outcome.ok
     assert outcome.output == {"output_truncated": True, "output_bytes_read": 1024}
