@@ -218,17 +218,19 @@ class HttpInvoker:
         body = dumps(invocation_document(call)).encode()
         timestamp = int(self.clock.now().timestamp())
         headers: dict[str, str] = {}
+        known: list[str] = []  # secret values: never in a message, whatever the answer echoes
         for name, given in target.headers.items():
             if name.lower() in _RESERVED:
                 continue
             if isinstance(given, SecretHeader):
                 try:
-                    headers[name] = given.prefix + self.secrets.get(given.secret)
+                    value = self.secrets.get(given.secret)
                 except OperationalError as exc:
                     return Outcome.failure(SECRET_UNAVAILABLE, f"header {name}: {exc.message}")
+                known.append(value)
+                headers[name] = given.prefix + value
             else:
                 headers[name] = given
-        known = [v for k, v in headers.items() if isinstance(target.headers.get(k), SecretHeader)]
         headers.update(
             {
                 "Content-Type": "application/json",
