@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -11,6 +10,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.domain.events import EventType as Rebound
+from rebound.engine.control_messages import consume
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
 
@@ -21,12 +22,17 @@ metrics = metrics_for("retry_scheduler")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    scheduler = RetryScheduler(wiring.deps())
+    deps = wiring.deps()
+    scheduler = RetryScheduler(deps)
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
-        detail = json.loads(record.body)["detail"]
-        return scheduler.on_failed(str(detail["run_id"]), int(detail["attempt"]))
+        def handle(_kind: str, detail: dict[str, Any]) -> str:
+            return scheduler.on_failed(detail["run_id"], detail["attempt"])
+
+        return consume(
+            deps, "retry", str(record.message_id), str(record.body), (Rebound.EXECUTION_FAILED,), handle
+        )
 
     return process_partial_response(
         event=event,

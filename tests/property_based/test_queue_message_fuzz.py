@@ -1,0 +1,136 @@
+"""Bad queue messages never crash a consumer and are never lost (issue 14).
+
+Every kind of message the executor, the retry scheduler and escalation consume, as hypothesis
+mangles it: text that is not JSON, JSON that is not an object, events with a detail-type the
+queue does not take, details with fields missing, of the wrong type or absurd. Each record is
+either handled, or refused to a DLQ with its reason; none raises, none is logged with a
+traceback, and none is silently dropped.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rebound.engine.control_messages import parse_control_event
+from rebound.engine.deps import Deps
+from rebound.engine.messages import parse_execution_message
+from rebound.handlers import escalation, executor, retry_scheduler
+from support import Context, bus_event, queue_messages, sqs_event
+
+pytestmark = pytest.mark.property_based
+
+FUZZ = settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+KINDS = ["task.execution.failed", "task.dead_lettered", "task.sla.breached", "task.execution.updated"]
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+odd = json_values | st.just("") | st.just(-1) | st.just(10**30) | st.text(min_size=300, max_size=600)
+
+
+@st.composite
+def details(draw: st.DrawFn) -> dict[str, Any]:
+    fields = ["run_id", "attempt", "subject", "task_id", "kind", "dead_lettered_at", "message_id", "tenant"]
+    chosen = draw(st.lists(st.sampled_from(fields), unique=True, max_size=len(fields)))
+    return {name: draw(odd) for name in chosen}
+
+
+@st.composite
+def control_bodies(draw: st.DrawFn) -> str:
+    shape = draw(st.sampled_from(["text", "json", "event", "event-odd-detail"]))
+    if shape == "text":
+        return draw(st.text(max_size=200))
+    if shape == "json":
+        return json.dumps(draw(json_values))
+    kind = draw(st.sampled_from(KINDS) | st.text(max_size=12))
+    event = bus_event(kind, draw(details()))
+    if shape == "event-odd-detail":
+        event["detail"] = draw(json_values)
+    return json.dumps(event)
+
+
+@st.composite
+def execution_bodies(draw: st.DrawFn) -> str:
+    kind = draw(st.sampled_from(["fire", "event", "attempt", "replay", "manual"]) | st.text(max_size=8))
+    fields = ["v", "task_id", "scheduled_time", "run_id", "attempt", "event_id", "time", "detail", "dispatch"]
+    body: dict[str, Any] = {"v": 1, "kind": kind}
+    for name in draw(st.lists(st.sampled_from(fields), unique=True, max_size=5)):
+        body[name] = draw(odd)
+    return draw(st.sampled_from([json.dumps(body), json.dumps(body)[:-1], json.dumps([body])]))
+
+
+def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+def check_control(
+    deps: Deps, handler: Any, body: str, accepted: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.clear()
+    before = len(queue_messages(deps, "control_dlq"))
+    try:
+        parse_control_event(body, accepted)
+        well_formed = True
+    except Exception:
+        well_formed = False
+
+    result = handler.lambda_handler(sqs_event(body), Context())
+
+    assert tracebacks(caplog) == []
+    if not well_formed:
+        assert result == {"batchItemFailures": []}
+        [refused] = queue_messages(deps, "control_dlq")[before:]
+        assert refused["raw"] == body
+        assert refused["attributes"]["reason"]
+
+
+@FUZZ
+@given(body=control_bodies())
+def test_the_retry_scheduler_refuses_what_it_cannot_use(
+    wired: Deps, body: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    check_control(wired, retry_scheduler, body, ("task.execution.failed",), caplog)
+
+
+@FUZZ
+@given(body=control_bodies())
+def test_escalation_refuses_what_it_cannot_use(
+    wired: Deps, body: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    check_control(wired, escalation, body, ("task.dead_lettered", "task.sla.breached"), caplog)
+
+
+@FUZZ
+@given(body=execution_bodies() | st.text(max_size=200))
+def test_the_executor_dead_letters_what_it_cannot_run_with_its_reason(
+    wired: Deps, body: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.clear()
+    caplog.set_level(logging.INFO)
+    before = len(queue_messages(wired, "dlq"))
+    try:
+        parse_execution_message(body)
+        well_formed = True
+    except Exception:
+        well_formed = False
+
+    result = executor.lambda_handler(sqs_event(body), Context())
+
+    assert tracebacks(caplog) == []
+    if not well_formed:
+        assert result == {"batchItemFailures": []}
+        [refused] = queue_messages(wired, "dlq")[before:]
+        assert refused["raw"] == body
+        assert refused["attributes"]["reason"]
