@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -75,13 +76,20 @@ def tracebacks(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.exc_info]
 
 
-def check_control(
-    deps: Deps, handler: Any, body: str, accepted: tuple[str, ...], caplog: pytest.LogCaptureFixture
+def check(
+    deps: Deps,
+    handler: Any,
+    body: str,
+    dlq: str,
+    parse: Callable[[str], object],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Deliver ``body``: no traceback; a body ``parse`` refuses is in ``dlq`` with its reason."""
     caplog.clear()
-    before = len(queue_messages(deps, "control_dlq"))
+    caplog.set_level(logging.INFO)
+    before = len(queue_messages(deps, dlq))
     try:
-        parse_control_event(body, accepted)
+        parse(body)
         well_formed = True
     except Exception:
         well_formed = False
@@ -91,7 +99,7 @@ def check_control(
     assert tracebacks(caplog) == []
     if not well_formed:
         assert result == {"batchItemFailures": []}
-        [refused] = queue_messages(deps, "control_dlq")[before:]
+        [refused] = queue_messages(deps, dlq)[before:]
         assert refused["raw"] == body
         assert refused["attributes"]["reason"]
 
@@ -101,7 +109,8 @@ def check_control(
 def test_the_retry_scheduler_refuses_what_it_cannot_use(
     wired: Deps, body: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    check_control(wired, retry_scheduler, body, ("task.execution.failed",), caplog)
+    accepted = ("task.execution.failed",)
+    check(wired, retry_scheduler, body, "control_dlq", lambda b: parse_control_event(b, accepted), caplog)
 
 
 @FUZZ
@@ -109,7 +118,8 @@ def test_the_retry_scheduler_refuses_what_it_cannot_use(
 def test_escalation_refuses_what_it_cannot_use(
     wired: Deps, body: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    check_control(wired, escalation, body, ("task.dead_lettered", "task.sla.breached"), caplog)
+    accepted = ("task.dead_lettered", "task.sla.breached")
+    check(wired, escalation, body, "control_dlq", lambda b: parse_control_event(b, accepted), caplog)
 
 
 @FUZZ
@@ -117,20 +127,4 @@ def test_escalation_refuses_what_it_cannot_use(
 def test_the_executor_dead_letters_what_it_cannot_run_with_its_reason(
     wired: Deps, body: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.clear()
-    caplog.set_level(logging.INFO)
-    before = len(queue_messages(wired, "dlq"))
-    try:
-        parse_execution_message(body)
-        well_formed = True
-    except Exception:
-        well_formed = False
-
-    result = executor.lambda_handler(sqs_event(body), Context())
-
-    assert tracebacks(caplog) == []
-    if not well_formed:
-        assert result == {"batchItemFailures": []}
-        [refused] = queue_messages(wired, "dlq")[before:]
-        assert refused["raw"] == body
-        assert refused["attributes"]["reason"]
+    check(wired, executor, body, "dlq", parse_execution_message, caplog)
