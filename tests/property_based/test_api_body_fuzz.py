@@ -83,7 +83,9 @@ def send(method: str, path: str, body: str) -> tuple[int, Any]:
 
 @FUZZ
 @given(request=requests())
-def test_a_bad_body_is_a_json_error_with_a_code_never_a_500(deps: Deps, request: tuple[str, str, str]) -> None:
+def test_a_bad_body_is_a_json_error_with_a_code_never_a_500(
+    deps: Deps, request: tuple[str, str, str]
+) -> None:
     wiring.use(deps)
     try:
         status, answer = send(*request)

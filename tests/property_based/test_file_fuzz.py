@@ -92,7 +92,9 @@ def test_a_mangled_scenario_is_a_config_error_or_valid(data: Any) -> None:
 
 @FUZZ
 @given(text=st.text(max_size=300))
-def test_any_yaml_text_is_a_config_error_or_valid(text: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_any_yaml_text_is_a_config_error_or_valid(
+    text: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     path = tmp_path_factory.mktemp("fuzz") / "tasks.yaml"
     path.write_text(text, encoding="utf-8")
 

@@ -71,20 +71,20 @@ def address_refusal(ip: IpAddress, rules: TargetRules) -> str | None:
         why = address_refusal(inner, rules)
         return f"{ip} carries {inner}: {why}" if why else None
     if ip.is_loopback:
-        kind = "loopback"
+        kind = "a loopback address"
     elif ip.is_link_local:
-        kind = "link-local (the instance metadata service lives there)"
+        kind = "a link-local address (the instance metadata service lives there)"
     elif ip.is_multicast:
-        kind = "multicast"
+        kind = "a multicast address"
     elif ip.is_unspecified:
-        kind = "unspecified"
+        kind = "the unspecified address"
     elif ip.is_private:
-        kind = "private"
+        kind = "a private address"
     elif ip.is_reserved or not ip.is_global:
-        kind = "reserved"
+        kind = "a reserved address"
     else:
         return None
-    return f"{ip} is a {kind} address; add its network to targets.allow_networks to reach it"
+    return f"{ip} is {kind}; add its network to targets.allow_networks to reach it"
 
 
 def literal_address(host: str) -> IpAddress | None:
