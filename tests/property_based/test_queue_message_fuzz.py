@@ -128,3 +128,25 @@ def test_the_executor_dead_letters_what_it_cannot_run_with_its_reason(
     wired: Deps, body: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     check(wired, executor, body, "dlq", parse_execution_message, caplog)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(bodies=st.lists(execution_bodies() | control_bodies() | st.text(max_size=100), min_size=1, max_size=4))
+def test_the_sweeper_records_whatever_lands_in_the_dlq(
+    wired: Deps, bodies: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Messages put in the DLQ by hand or by SQS's redrive, whatever they hold: the sweeper's
+    check never raises and leaves every one of them recorded (``rebound dlq list`` shows it)."""
+    from rebound.handlers import sweeper
+
+    caplog.clear()
+    sqs = wired.queues.client  # type: ignore[attr-defined]
+    url = wired.settings.queue("dlq").url
+    sent = [sqs.send_message(QueueUrl=url, MessageBody=body or " ")["MessageId"] for body in bodies]
+    wired.clock.advance(11 * 60)  # type: ignore[attr-defined]
+
+    sweeper.lambda_handler({}, Context())
+
+    assert tracebacks(caplog) == []
+    entries = wired.store.get_dlq_entries(sent)
+    assert set(entries) == set(sent)
