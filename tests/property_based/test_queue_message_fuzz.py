@@ -1,8 +1,9 @@
 """Bad queue messages never crash a consumer and are never lost (issue 14).
 
 Every kind of message the executor, the retry scheduler, escalation and the sweeper's DLQ check
-consume, as hypothesis mangles it: text that is not JSON, JSON that is not an object, events with a detail-type the
-queue does not take, details with fields missing, of the wrong type or absurd. Each record is
+consume, as hypothesis mangles it: text that is not JSON, JSON that is not an object, events
+with a detail-type the queue does not take, details with fields missing, of the wrong type or
+absurd. Each record is
 either handled, or refused to a DLQ with its reason; none raises, none is logged with a
 traceback, and none is silently dropped.
 """
