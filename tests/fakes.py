@@ -19,6 +19,7 @@ from rebound import resources as r
 from rebound.adapters.memory import MemoryStore
 from rebound.config.loader import load_policy_book
 from rebound.domain.events import EventType
+from rebound.domain.models import TargetRules
 from rebound.domain.notification import Notification
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
@@ -57,6 +58,7 @@ def memory_settings(environment: str = "test") -> Settings:
         event_source=r.SPEC.event_source,
         jitter_seed=7,
         config_dir=default_config_dir(),
+        targets=TargetRules(sim=True),
     )
 
 

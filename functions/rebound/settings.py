@@ -6,6 +6,7 @@ on AWS, and the local runtime sets the same ones.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
+from rebound.domain.models import TargetRules
 
 
 class QueueRef(BaseModel):
@@ -68,6 +70,14 @@ class Settings(BaseModel):
         "recorded, an older deployment); with the policies stored at run time, all it knows",
     )
 
+    targets: TargetRules | None = Field(
+        default=None, description="what targets may do here; None: the defaults for the environment's name"
+    )
+
+    @property
+    def target_rules(self) -> TargetRules:
+        return self.targets if self.targets is not None else TargetRules.defaults_for(self.environment)
+
     @field_validator("tables", mode="before")
     @classmethod
     def _current_table_names(cls, tables: Any) -> Any:
@@ -93,6 +103,16 @@ def default_config_dir() -> Path:
     if bundled.is_dir():
         return bundled
     return Path(__file__).resolve().parents[2] / "config" / "tasks"
+
+
+def _json_or_none(env: Mapping[str, str], name: str) -> Any:
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ConfigError("environment", name, "is not valid JSON") from None
 
 
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
@@ -125,6 +145,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
+        "targets": _json_or_none(env, r.ENV_TARGET_RULES),
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -156,6 +177,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
+    if settings.targets is not None:
+        out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
     for spec in r.SPEC.tables:
         out[spec.env_var] = settings.tables[spec.logical]
     for q in r.SPEC.queues:
@@ -178,6 +201,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
         "completion_key": settings.completion_key,
+        "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.errors import ConfigError
+from rebound.domain.models import TargetRules
 
 ENVIRONMENT_NAME = r"^[a-z][a-z0-9-]{1,15}$"
 # The retention values CloudWatch Logs accepts.
@@ -127,6 +128,9 @@ class EnvironmentConfig(_Model):
     outbox: OutboxConfig = OutboxConfig()
     grants: GrantsConfig = GrantsConfig()
     notifications: NotificationsConfig = NotificationsConfig()
+    targets: TargetRules | None = Field(
+        None, description="what task targets may do here; default: TargetRules.defaults_for(name)"
+    )
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("log_retention_days")

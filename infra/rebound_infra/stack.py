@@ -14,6 +14,7 @@ from constructs import Construct
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.models import TargetRules
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
@@ -237,5 +238,6 @@ class ReboundStack(Stack):
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
             completion_key=self.completion_key.secret_arn,
+            targets=self.config.targets or TargetRules.defaults_for(self.config.name),
             **notifications,
         )

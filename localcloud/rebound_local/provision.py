@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.models import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 
 REGION = "us-east-1"
@@ -171,6 +172,8 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         config_dir=default_config_dir(),
         deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
         completion_key=completion_key,
+        # The local cloud is local whatever its name: sim, and the loopback test servers over http.
+        targets=TargetRules.defaults_for("local"),
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),

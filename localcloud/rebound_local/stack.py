@@ -227,7 +227,7 @@ def start_local(
     if transport == "direct":
         session = DirectSession(session, aws_calls, throttler, gate)
     metrics = RecordingMetrics()
-    targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
+    targets = RecordingTargets(default_targets(session, clock, client_kwargs, settings.target_rules), clock)
     crashes = CrashPlan(
         faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)
     )

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -309,14 +312,118 @@ class LambdaTarget(Strict):
     qualifier: str | None = None
 
 
+SECRET_REFERENCE_PATTERN = r"^(ssm:/|/|secretsmanager:|arn:aws[a-z-]*:(ssm|secretsmanager):)\S+$"
+SecretReference = Annotated[
+    str,
+    Field(
+        pattern=SECRET_REFERENCE_PATTERN,
+        max_length=2048,
+        description="ssm:/rebound/... (or /rebound/...), secretsmanager:NAME, or an SSM or "
+        "Secrets Manager ARN",
+    ),
+]
+_CREDENTIAL_HEADER = re.compile(
+    r"^(authorization|proxy-authorization|cookie|x-amz-security-token)$|"
+    r"(api[-_]?key|token|secret|password|passwd|credential|signature|auth)",
+    re.IGNORECASE,
+)
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header name says it carries a credential (``Authorization``, ``X-Api-Key``, ...)."""
+    return bool(_CREDENTIAL_HEADER.search(name))
+
+
+class SecretHeader(Strict):
+    """A header whose value is read from a secret at call time: ``{secret: ssm:/rebound/...}``.
+
+    Only the reference is stored (with the task, in its runs and audit records); the value is
+    read by the executor when it sends the request and is never written anywhere.
+    """
+
+    secret: SecretReference
+    prefix: str = Field(
+        default="", max_length=64, description="sent before the value, such as 'Bearer ' (stored as is)"
+    )
+
+
 class HttpTarget(Strict):
     type: Literal["http"]
     mode: TargetMode = Field(default="sync", description=MODE_DESCRIPTION)
-    url: str = Field(pattern=r"^https?://")
-    secret: str | None = Field(
+    url: str = Field(pattern=r"^https?://", max_length=2048)
+    secret: SecretReference | None = Field(
         default=None, description="SSM parameter name or Secrets Manager ARN holding the HMAC key"
     )
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str | SecretHeader] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _no_plain_credentials(cls, value: dict[str, str | SecretHeader]) -> dict[str, str | SecretHeader]:
+        for name, given in value.items():
+            if isinstance(given, str) and is_credential_header(name):
+                raise ValueError(
+                    f"headers.{name}: a credential in plain text would be stored with the task, its "
+                    f"runs and its audit trail; give it by reference instead: "
+                    f"{name}: {{secret: ssm:/rebound/<env>/secrets/...}} (optionally with prefix: 'Bearer ')"
+                )
+        return value
+
+    @property
+    def host(self) -> str:
+        return (urlsplit(self.url).hostname or "").lower()
+
+
+class TargetRules(Strict):
+    """What an environment lets targets do (``targets:`` in its environment file).
+
+    By default only ``https`` URLs whose names resolve to public addresses are called, no error
+    answer is kept, and the ``sim`` target is refused; ``local`` and ``dev`` enable ``sim``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sim: bool = Field(default=False, description="tasks may use the built-in sim target")
+    plain_http_hosts: tuple[str, ...] = Field(
+        default=(), description="host names or addresses that may be called over plain http"
+    )
+    allow_networks: tuple[str, ...] = Field(
+        default=(),
+        description="CIDR blocks outside the public internet that targets may reach (loopback, private)",
+    )
+    excerpt_hosts: tuple[str, ...] = Field(
+        default=(), description="hosts whose error answers are kept (redacted) in the run's error message"
+    )
+
+    @field_validator("plain_http_hosts", "excerpt_hosts")
+    @classmethod
+    def _lower(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(h.strip().lower().strip("[]") for h in value)
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{net!r} is not a CIDR block such as 10.1.0.0/16") from exc
+        return value
+
+    @classmethod
+    def defaults_for(cls, environment: str) -> TargetRules:
+        """``sim`` in ``local`` and ``dev``; ``local`` also reaches loopback test servers over http."""
+        if environment == "local":
+            loopback = ("127.0.0.1", "localhost", "::1")
+            return cls(
+                sim=True,
+                plain_http_hosts=loopback,
+                allow_networks=("127.0.0.0/8", "::1/128"),
+                excerpt_hosts=loopback,
+            )
+        return cls(sim=environment in SIM_ENVIRONMENTS)
+
+
+SIM_ENVIRONMENTS = frozenset({"local", "dev"})
 
 
 Target = Annotated[SimTarget | LambdaTarget | HttpTarget, Field(discriminator="type")]

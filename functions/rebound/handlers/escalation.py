@@ -3,7 +3,6 @@ work orders and notifications out."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -13,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
 from rebound.domain.events import EventType as Rebound
+from rebound.engine.control_messages import consume
 from rebound.engine.escalation import Escalation
 from rebound.handlers.observability import logger_for, metrics_for
 
@@ -23,13 +23,17 @@ metrics = metrics_for("escalation")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    escalation = Escalation(wiring.deps())
+    deps = wiring.deps()
+    escalation = Escalation(deps)
+
+    def handle(kind: str, detail: dict[str, Any]) -> str:
+        if kind == Rebound.SLA_BREACHED:
+            return escalation.on_sla_breached(detail)
+        return escalation.on_dead_lettered(detail).work_order_id
 
     def record_handler(record: SQSRecord) -> str:
-        event = json.loads(record.body)
-        if event["detail-type"] == Rebound.SLA_BREACHED:
-            return escalation.on_sla_breached(event["detail"])
-        return escalation.on_dead_lettered(event["detail"]).work_order_id
+        accepted = (Rebound.DEAD_LETTERED, Rebound.SLA_BREACHED)
+        return consume(deps, "escalation", str(record.message_id), str(record.body), accepted, handle)
 
     return process_partial_response(
         event=event,

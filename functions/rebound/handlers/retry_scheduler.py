@@ -2,7 +2,8 @@
 
 The same queue carries the reports of asynchronous attempts sent as events on Rebound's bus
 (``rebound.task.heartbeat|completed|failed``): each goes to ``rebound.ops.async_reports``. A report
-that is refused, or that is not a report at all, is answered in the log and not retried."""
+that is refused is answered in the log and not retried; a body that is neither a report nor a
+failure event goes to the control DLQ with its reason (``rebound.engine.control_messages``)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.events import EventType as Rebound
+from rebound.engine.control_messages import consume, refuse
+from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
 from rebound.ops.async_reports import REPORT_DETAIL_TYPES, AsyncReports, report_from_event
@@ -27,15 +31,20 @@ metrics = metrics_for("retry_scheduler")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    scheduler = RetryScheduler(wiring.deps())
+    deps = wiring.deps()
+    scheduler = RetryScheduler(deps)
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
-        body = json.loads(record.body)
-        if body.get("detail-type") in REPORT_DETAIL_TYPES:
-            return on_report(str(body["detail-type"]), body.get("detail"))
-        detail = body["detail"]
-        return scheduler.on_failed(str(detail["run_id"]), int(detail["attempt"]))
+        body = str(record.body)
+        report = _report_of(body)
+        if report is not None:
+            return on_report(deps, str(record.message_id), body, *report)
+
+        def handle(_kind: str, detail: dict[str, Any]) -> str:
+            return scheduler.on_failed(detail["run_id"], detail["attempt"])
+
+        return consume(deps, "retry", str(record.message_id), body, (Rebound.EXECUTION_FAILED,), handle)
 
     return process_partial_response(
         event=event,
@@ -45,14 +54,26 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     )
 
 
-def on_report(detail_type: str, detail: object) -> str:
-    """One report event: accepted, or refused with its reason (never retried: the answer is final)."""
+def _report_of(body: str) -> tuple[str, object] | None:
+    """(detail-type, detail) when ``body`` is a report event; anything else is for ``consume``."""
+    try:
+        data = json.loads(body)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(data, dict) and data.get("detail-type") in REPORT_DETAIL_TYPES:
+        return str(data["detail-type"]), data.get("detail")
+    return None
+
+
+def on_report(deps: Deps, message_id: str, body: str, detail_type: str, detail: object) -> str:
+    """One report event: accepted, or refused with its reason (never retried: the answer is final).
+    A report that is not valid goes to the control DLQ with what is wrong, like any bad body."""
     try:
         report = report_from_event(detail_type, detail)
     except ValidationFailed as exc:
-        logger.warning("task report dropped: not a valid report", extra={"error": exc.message})
-        return "invalid-report"
-    answer = AsyncReports(wiring.deps(), "bus").report(report)
+        refuse(deps, "retry", message_id, body, exc)
+        return "refused"
+    answer = AsyncReports(deps, "bus").report(report)
     if not answer.accepted:
         logger.warning(
             "task report refused",
