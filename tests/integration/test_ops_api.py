@@ -255,3 +255,109 @@ def test_an_unexpected_error_is_a_500_without_a_stack_trace(api: Any, deps: Deps
     status, error = call(api, "GET", "/tasks")
     assert (status, error["code"]) == (500, "INTERNAL")
     assert "secret" not in json.dumps(error)
+
+
+class Invocations:
+    """The Lambda client the ops API function invokes itself with: it records each async invoke."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        return {"StatusCode": 202}
+
+
+@pytest.fixture
+def self_invoking(api: Any, monkeypatch: Any) -> Invocations:
+    """The handler as deployed: a redrive job continues by the function invoking itself."""
+    from rebound.ops.dlq import jobs
+
+    invocations = Invocations()
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "rebound-dev-ops_api")
+    monkeypatch.setattr(api, "_lambda_client", lambda: invocations)
+    monkeypatch.setattr(jobs, "CHUNK_MESSAGES", 10)
+    return invocations
+
+
+def next_chunk(api: Any, invocations: Invocations) -> dict[str, Any]:
+    """Deliver the oldest pending self-invocation to the handler, as Lambda would."""
+    call_ = invocations.calls.pop(0)
+    assert call_["FunctionName"] == "rebound-dev-ops_api" and call_["InvocationType"] == "Event"
+    return dict(api.lambda_handler(json.loads(call_["Payload"]), Context()))
+
+
+def test_a_large_redrive_is_a_job_continued_in_chunks_that_the_caller_polls(
+    api: Any, deps: Deps, self_invoking: Invocations
+) -> None:
+    run_ids = dead_letters(deps, 25)
+    status, job, headers = call(
+        api, "POST", "/dlq/redrive", {"task_id": "job", "async": True}, with_headers=True
+    )
+    assert status == 202, job
+    assert headers["Location"] == f"/dlq/redrive-jobs/{job['job_id']}"
+    assert (job["state"], job["total"], job["remaining"], job["moved"]) == ("running", 25, 25, 0)
+    assert len(self_invoking.calls) == 1  # nothing moved within the request: the job continues
+
+    first = next_chunk(api, self_invoking)
+    polled = ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert polled == first
+    assert (polled["state"], polled["moved"], polled["remaining"], polled["chunks"]) == ("running", 10, 15, 1)
+    assert 0 < polled["progress"] < 1
+    while self_invoking.calls:
+        next_chunk(api, self_invoking)
+    done = ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert (done["state"], done["moved"], done["failed"], done["remaining"]) == ("succeeded", 25, 0, 0)
+    assert done["chunks"] == 3 and done["created_by"] == ALICE
+    assert {deps.store.get_run(r).state for r in run_ids} == {RunState.REPLAYED}  # type: ignore[union-attr]
+    assert ok(api, "GET", "/dlq", query={"task_id": "job"})["messages"] == []
+    trail = deps.store.audit_trail(f"redrive-job#{job['job_id']}")
+    assert [(r.action, r.actor) for r in trail] == [
+        ("dlq-redrive-job-started", ALICE),
+        ("dlq-redrive-job-finished", ALICE),
+    ]
+    assert trail[1].evidence["moved"] == 25
+    replays = [r for r in deps.store.audit_trail(f"run#{run_ids[-1]}") if r.evidence.get("redrive_id")]
+    assert replays and replays[-1].actor == ALICE  # a chunk acts as the operator who started the job
+
+
+def test_a_redrive_over_the_threshold_becomes_a_job_and_a_small_one_does_not(
+    api: Any, deps: Deps, self_invoking: Invocations, monkeypatch: Any
+) -> None:
+    from rebound.api import routes_recovery
+
+    monkeypatch.setattr(routes_recovery, "ASYNC_OVER", 3)
+    dead_letters(deps, 6)
+    status, small = call(api, "POST", "/dlq/redrive", {"task_id": "job", "limit": 2})
+    assert status == 200 and small["moved"] == 2  # at most 2 to move: done within the request
+    assert not self_invoking.calls
+    status, job = call(api, "POST", "/dlq/redrive", {"task_id": "job"})
+    assert status == 202 and job["total"] == 4  # 4 left: more than 3
+    dry_status, dry = call(api, "POST", "/dlq/redrive", {"task_id": "job", "dry_run": True})
+    assert dry_status == 200 and dry["dry_run"] is True  # a dry run is never a job
+
+
+def test_redrive_job_errors(api: Any, deps: Deps, self_invoking: Invocations) -> None:
+    status, error = call(api, "GET", "/dlq/redrive-jobs/nope")
+    assert (status, error["code"]) == (404, "REDRIVE_JOB_NOT_FOUND")
+    status, error = call(api, "POST", "/dlq/redrive", {"async": "maybe"})
+    assert (status, error["code"], error["field"]) == (400, "VALIDATION_FAILED", "async")
+    status, error = call(api, "GET", "/dlq/redrive-jobs/nope", caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    status, error = call(api, "POST", "/dlq/redrive", {"async": True}, caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    assert not self_invoking.calls
+
+
+def test_a_job_whose_continuation_was_lost_is_continued_by_the_next_poll(
+    api: Any, deps: Deps, self_invoking: Invocations, clock: Any
+) -> None:
+    dead_letters(deps, 2)
+    job = call(api, "POST", "/dlq/redrive", {"async": True})[1]
+    self_invoking.calls.clear()  # the async invocation was lost
+    ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert not self_invoking.calls  # not yet quiet for long
+    clock.advance(120)
+    ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert len(self_invoking.calls) == 1
+    assert next_chunk(api, self_invoking)["state"] == "succeeded"
