@@ -18,7 +18,7 @@ from rebound.adapters.bus import Bus
 from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
-from rebound.adapters.queues import Queues
+from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
 from rebound.adapters.scheduler import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
 from rebound.adapters.streams import StreamReader
@@ -123,4 +123,9 @@ def build_deps(
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
         archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,
+        queue_ages=CloudWatchQueueAges(
+            lambda: session.client("cloudwatch", **kwargs),
+            {name: queue_name(ref.url) for name, ref in settings.queues.items()},
+            clock.now,
+        ),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,18 +137,24 @@ def test_runs_list_show_retry_skip_cancel_and_retry_failed(api: Any, deps: Deps)
     assert deps.store.audit_trail(f"run#{run_ids[1]}")[-1].actor == ALICE
 
 
-def test_a_task_s_runs_come_a_page_at_a_time(api: Any, deps: Deps) -> None:
-    run_ids = sorted(dead_letters(deps, 5), reverse=True)
+def run_pages(api: Any, query: dict[str, str]) -> list[list[str]]:
+    """The run ids of each page of ``GET /runs`` with ``query``, following ``X-Next-After``."""
     pages: list[list[str]] = []
     after: str | None = None
     while True:
-        query = {"task_id": "job", "limit": "2", **({"after": after} if after else {})}
-        status, page, headers = call(api, "GET", "/runs", query=query, with_headers=True)
+        status, page, headers = call(
+            api, "GET", "/runs", query={**query, **({"after": after} if after else {})}, with_headers=True
+        )
         assert status == 200
         pages.append([r["run_id"] for r in page])
         after = headers.get("X-Next-After")
         if after is None:
-            break
+            return pages
+
+
+def test_a_task_s_runs_come_a_page_at_a_time(api: Any, deps: Deps) -> None:
+    run_ids = sorted(dead_letters(deps, 5), reverse=True)
+    pages = run_pages(api, {"task_id": "job", "limit": "2"})
     assert pages == [run_ids[0:2], run_ids[2:4], run_ids[4:]]
 
 
@@ -361,3 +368,60 @@ def test_a_job_whose_continuation_was_lost_is_continued_by_the_next_poll(
     ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
     assert len(self_invoking.calls) == 1
     assert next_chunk(api, self_invoking)["state"] == "succeeded"
+
+
+def finished_run(deps: Deps, run_id: str, state: RunState, attempt: int, changed_ago_s: float) -> None:
+    """A run that finished ``changed_ago_s`` ago after ``attempt`` attempts of one budget."""
+    from rebound.domain.models import Run, Trigger
+
+    now = deps.clock.now()
+    at = now - timedelta(seconds=changed_ago_s)
+    run = Run(
+        run_id=run_id,
+        task_id="job",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=at,
+        created_at=at,
+        updated_at=at,
+        state=state,
+        attempt=attempt,
+    )
+    uow = deps.store.unit_of_work("test", at)
+    uow.save_run(None, run, action="created")
+    uow.commit()
+
+
+def test_runs_in_a_state_come_a_page_at_a_time_by_cursor(api: Any, deps: Deps) -> None:
+    for n in range(5):
+        finished_run(deps, f"r{n}", RunState.SUCCEEDED, 1, changed_ago_s=60 * (5 - n))
+    pages = run_pages(api, {"state": "succeeded", "limit": "2"})
+    assert pages == [["r4", "r3"], ["r2", "r1"], ["r0"]]  # latest change first
+    recent = ok(api, "GET", "/runs", query={"state": "succeeded", "since": "150s"})
+    assert [r["run_id"] for r in recent] == ["r4", "r3"]
+    status, error = call(api, "GET", "/runs", query={"state": "succeeded", "until": "1h"})
+    assert (status, error["field"]) == (400, "until")
+    status, error = call(api, "GET", "/runs", query={"state": "succeeded", "after": "not-a-cursor"})
+    assert (status, error["code"]) == (400, "VALIDATION_FAILED") and "after" in error["message"]
+
+
+def test_recovery_counts_runs_by_state_and_the_retry_success_rate(api: Any, deps: Deps) -> None:
+    for n in range(9):
+        finished_run(deps, f"ok{n}", RunState.SUCCEEDED, 2, changed_ago_s=600)  # succeeded on a retry
+    finished_run(deps, "first-time", RunState.SUCCEEDED, 1, changed_ago_s=600)  # no retry: not counted
+    finished_run(deps, "gave-up", RunState.DEAD_LETTERED, 3, changed_ago_s=7200)
+    finished_run(deps, "last-week", RunState.DEAD_LETTERED, 3, changed_ago_s=7 * 86400)
+    recovery = ok(api, "GET", "/runs/recovery")
+    assert (
+        recovery["windows"]["hour"]["succeeded"] == 10 and recovery["windows"]["hour"]["dead_lettered"] == 0
+    )
+    assert recovery["windows"]["day"]["dead_lettered"] == 1  # last week's is outside the day
+    rate = recovery["retry_success"]
+    assert (rate["succeeded"], rate["dead_lettered"], rate["rate"]) == (9, 1, 0.9)
+    assert rate["meets_target"] is True and rate["target"] == 0.9
+    capped = ok(api, "GET", "/runs/recovery", query={"at_most": "3"})
+    assert capped["windows"]["hour"]["succeeded"] > 3  # "more than 3": counting stopped early
+    status, error = call(api, "GET", "/runs/recovery", caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    status, error = call(api, "GET", "/runs/recovery", query={"at_most": "0"})
+    assert (status, error["field"]) == (400, "at_most")

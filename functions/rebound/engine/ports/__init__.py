@@ -36,7 +36,17 @@ from rebound.engine.ports.runtime import (
     SystemClock,
     ThreadFanout,
 )
-from rebound.engine.ports.store import DlqEntry, DlqPage, DlqQuery, DlqStatus, Store, UnitOfWork
+from rebound.engine.ports.store import (
+    DlqEntry,
+    DlqPage,
+    DlqQuery,
+    DlqStatus,
+    RunPage,
+    Store,
+    UnitOfWork,
+    parse_run_cursor,
+    run_cursor,
+)
 from rebound.engine.ports.transport import (
     BATCH,
     BatchResult,
@@ -45,6 +55,7 @@ from rebound.engine.ports.transport import (
     OutboxStream,
     Outgoing,
     PeekedMessage,
+    QueueAges,
     QueueBatches,
     QueueCounts,
     Queues,
@@ -81,10 +92,12 @@ __all__ = [
     "OutboxStream",
     "Outgoing",
     "PeekedMessage",
+    "QueueAges",
     "QueueBatches",
     "QueueCounts",
     "Queues",
     "Received",
+    "RunPage",
     "Schedules",
     "SentMessage",
     "SequentialFanout",
@@ -94,4 +107,6 @@ __all__ = [
     "Targets",
     "ThreadFanout",
     "UnitOfWork",
+    "parse_run_cursor",
+    "run_cursor",
 ]
