@@ -419,6 +419,9 @@ def test_recovery_counts_runs_by_state_and_the_retry_success_rate(api: Any, deps
     rate = recovery["retry_success"]
     assert (rate["succeeded"], rate["dead_lettered"], rate["rate"]) == (9, 1, 0.9)
     assert rate["meets_target"] is True and rate["target"] == 0.9
+    by_hour = rate["by_hour"]
+    assert len(by_hour) == 24 and by_hour[-1]["succeeded"] + by_hour[-2]["succeeded"] == 9
+    assert sum(h["dead_lettered"] for h in by_hour) == 1
     capped = ok(api, "GET", "/runs/recovery", query={"at_most": "3"})
     assert capped["windows"]["hour"]["succeeded"] > 3  # "more than 3": counting stopped early
     status, error = call(api, "GET", "/runs/recovery", caller=None)

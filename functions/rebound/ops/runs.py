@@ -197,7 +197,8 @@ class RunOps:
         index, each stopping just past ``at_most``), and the retry success rate against
         ``RETRY_SUCCESS_TARGET``: of the runs that finished within the day after a retry (more
         than one attempt in their budget), the share that succeeded rather than being
-        dead-lettered, over the latest ``sample`` finished runs of each. Never a scan."""
+        dead-lettered, over the latest ``sample`` finished runs of each, also hour by hour (``by_hour``,
+        the last 24 hours, oldest first). Never a scan."""
         now = self.deps.clock.now()
         windows = {"hour": now - timedelta(hours=1), "day": now - timedelta(days=1)}
         counts = {
@@ -206,10 +207,17 @@ class RunOps:
         }
         retried: dict[str, int] = {}
         complete = True
+        hour0 = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+        tally: list[dict[str, int]] = [{"succeeded": 0, "dead_lettered": 0} for _ in range(24)]
         for state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED):
             page = self.store.runs_in_state_page(state, since=windows["day"], limit=sample)
-            retried[state.value] = sum(1 for r in page.runs if r.attempt > r.budget_start + 1)
+            runs = [r for r in page.runs if r.attempt > r.budget_start + 1]
+            retried[state.value] = len(runs)
             complete = complete and page.cursor is None
+            for r in runs:
+                slot = int((r.updated_at - hour0).total_seconds() // 3600)
+                if 0 <= slot < len(tally):
+                    tally[slot][state.value] += 1
         finished = sum(retried.values())
         rate = retried[RunState.SUCCEEDED.value] / finished if finished else None
         return {
@@ -224,6 +232,9 @@ class RunOps:
                 "target": RETRY_SUCCESS_TARGET,
                 "meets_target": None if rate is None else rate >= RETRY_SUCCESS_TARGET,
                 "sampled": not complete,
+                "by_hour": [
+                    {"hour": iso(hour0 + timedelta(hours=n)), **counted} for n, counted in enumerate(tally)
+                ],
             },
         }
 
