@@ -51,7 +51,7 @@ RETRY_SUCCESS_TARGET = 0.9
 """The share of retried runs that should end up succeeding."""
 COUNT_AT_MOST = 1000
 """Recovery counts stop here (the console says "more than")."""
-RATE_SAMPLE = 500
+RATE_SAMPLE = 200
 """The retry success rate reads at most this many of the day's latest finished runs per outcome."""
 
 

@@ -271,6 +271,8 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             "Select": "COUNT",
             **self._by_state(state, since),
         }
+        if at_most is not None:
+            kwargs["Limit"] = at_most + 1  # items read per page: no more than the count needs
         found = 0
         while at_most is None or found <= at_most:
             resp = self._call(f"count {state.value} runs", self.client.query, **kwargs)
