@@ -82,9 +82,9 @@ const Rb = (() => {
     return `${Math.round(s / 86400)} d ago`;
   }
 
-  const SVG = "http://www.w3.org/2000/svg";
+  let svgNs = null; /* the namespace of the page's own <svg> elements (no URL written here) */
   function s(tag, attrs, text) {
-    const el = document.createElementNS(SVG, tag);
+    const el = document.createElementNS(svgNs, tag);
     for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
     if (text !== undefined) el.textContent = text;
     return el;
@@ -92,6 +92,7 @@ const Rb = (() => {
 
   /* A line chart of values (oldest first) into an inline <svg>: no library, nothing fetched. */
   function lineChart(svg, values, labelFirst, labelLast) {
+    svgNs = svg.namespaceURI;
     const W = 420, H = 140, L = 34, B = 18, T = 8;
     const top = Math.max(1, ...values);
     const x = (i) => L + (values.length > 1 ? (i * (W - L - 6)) / (values.length - 1) : 0);
@@ -106,6 +107,7 @@ const Rb = (() => {
 
   /* Stacked bars: each bar is [good, bad] (drawn ok-coloured below, bad-coloured above). */
   function barChart(svg, bars, labelFirst, labelLast) {
+    svgNs = svg.namespaceURI;
     const W = 420, H = 140, L = 34, B = 18, T = 8;
     const top = Math.max(1, ...bars.map(([a, b]) => a + b));
     const w = (W - L - 6) / Math.max(bars.length, 1);
