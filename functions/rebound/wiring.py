@@ -19,7 +19,7 @@ from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
-from rebound.adapters.queues import Queues
+from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
 from rebound.adapters.scheduler import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
 from rebound.adapters.streams import StreamReader
@@ -130,5 +130,10 @@ def build_deps(
             SecretCompletionKeys(secrets, settings.completion_key)
             if settings.completion_key
             else NoCompletionKey()
+        ),
+        queue_ages=CloudWatchQueueAges(
+            lambda: session.client("cloudwatch", **kwargs),
+            {name: queue_name(ref.url) for name, ref in settings.queues.items()},
+            clock.now,
         ),
     )

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rebound.adapters.queues import queue_name
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
 from rebound.targets.sim import SimInvoker
 from rebound.wiring import build_deps
 from rebound_local import hostile
 from rebound_local.clock import ScaledClock, VirtualClock
-from rebound_local.cloud import LocalCloud
+from rebound_local.cloud import LocalCloud, LocalQueueAges
 from rebound_local.direct import DirectSession
 from rebound_local.fanout import LocalFanout
 from rebound_local.hostile import MotoFaults
@@ -240,6 +241,10 @@ def start_local(
         targets=targets,
         fanout=LocalFanout(clock, gate),
         client_kwargs=client_kwargs,
+    )
+    # CloudWatch publishes no SQS metrics here: the local runtime reads its queues' ages itself.
+    deps.queue_ages = LocalQueueAges(
+        {name: queue_name(ref.url) for name, ref in settings.queues.items()}, clock.now
     )
     runtime = LocalRuntime(
         cloud,

@@ -22,6 +22,7 @@ from rebound.engine.ports import (
     NoCrashes,
     Notifier,
     OutboxStream,
+    QueueAges,
     Queues,
     Schedules,
     Store,
@@ -55,6 +56,8 @@ class Deps:
     """The DLQ archive; ``None`` where the environment has no archive table."""
     completion_keys: CompletionKeys = field(default_factory=NoCompletionKey)
     """Signs and verifies the completion tokens of asynchronous attempts."""
+    queue_ages: QueueAges | None = None
+    """The oldest message's age per queue (the console's live view); ``None``: not known here."""
     cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 

@@ -14,7 +14,9 @@ patch, each with its reason:
 5. **Change counters** (``scheduler_versions``): schedule changes bump ``versions["scheduler"]``
    so the local Scheduler re-reads schedules only when something changed (SQS and stream
    counters: ``changes``).
-6. **Queries** (``query_index``): a ``Query`` reads one partition instead of the whole table.
+6. **Queries** (``query_index``): a ``Query`` reads one partition instead of the whole table,
+   only the part of it in the key condition's range, and only a first page's worth when it has
+   a ``Limit`` and no filter.
 7. **Parsing once** (``parsing``): parsed expressions are cached; repeated work of DynamoDB items
    and SQS queues is done once.
 8. **Message ledger** (``sqs_ledger``): with ``track_messages(ledger)``, every message SQS

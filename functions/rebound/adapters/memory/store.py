@@ -31,7 +31,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus
+from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus, RunPage, parse_run_cursor, run_cursor
 
 if TYPE_CHECKING:
     from rebound.engine.ports import Store
@@ -133,6 +133,27 @@ class MemoryStore(StagingStore):
         items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] < before)
         items.sort(key=lambda d: (d["updated_at"], d["run_id"]))
         return [Run.model_validate(d) for d in items[:limit]]
+
+    def _in_state(self, state: RunState, since: datetime | None) -> list[Item]:
+        low = iso(since) if since else ""
+        items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] >= low)
+        return sorted(items, key=lambda d: (d["updated_at"], d["run_id"]), reverse=True)
+
+    def runs_in_state_page(
+        self, state: RunState, *, since: datetime | None = None, limit: int = 100, after: str | None = None
+    ) -> RunPage:
+        """The ``by_state`` index backwards from ``after``: latest change first."""
+        items = self._in_state(state, since)
+        if after is not None:
+            bound = parse_run_cursor(after)
+            items = [d for d in items if (d["updated_at"], d["run_id"]) < bound]
+        runs = [Run.model_validate(d) for d in items[:limit]]
+        return RunPage(runs, run_cursor(runs[-1]) if len(items) > limit else None)
+
+    def count_runs_in_state(
+        self, state: RunState, *, since: datetime | None = None, at_most: int | None = None
+    ) -> int:
+        return len(self._in_state(state, since))
 
     def scan_runs(self) -> Iterator[Run]:
         for data in self._all("runs"):

@@ -38,7 +38,17 @@ from rebound.engine.ports.runtime import (
     SystemClock,
     ThreadFanout,
 )
-from rebound.engine.ports.store import DlqEntry, DlqPage, DlqQuery, DlqStatus, Store, UnitOfWork
+from rebound.engine.ports.store import (
+    DlqEntry,
+    DlqPage,
+    DlqQuery,
+    DlqStatus,
+    RunPage,
+    Store,
+    UnitOfWork,
+    parse_run_cursor,
+    run_cursor,
+)
 from rebound.engine.ports.transport import (
     BATCH,
     BatchResult,
@@ -47,6 +57,7 @@ from rebound.engine.ports.transport import (
     OutboxStream,
     Outgoing,
     PeekedMessage,
+    QueueAges,
     QueueBatches,
     QueueCounts,
     Queues,
@@ -85,10 +96,12 @@ __all__ = [
     "OutboxStream",
     "Outgoing",
     "PeekedMessage",
+    "QueueAges",
     "QueueBatches",
     "QueueCounts",
     "Queues",
     "Received",
+    "RunPage",
     "Schedules",
     "SentMessage",
     "SequentialFanout",
@@ -98,4 +111,6 @@ __all__ = [
     "Targets",
     "ThreadFanout",
     "UnitOfWork",
+    "parse_run_cursor",
+    "run_cursor",
 ]
