@@ -24,23 +24,16 @@ from rebound.domain.workstream_runs import (
     skip_step,
     start,
 )
-from rebound.domain.workstreams import ResourceSpec, Workstream, WorkstreamStep
+from rebound.domain.workstreams import ResourceSpec, Workstream
+from support import nightly_ledger
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 3, 7, 1, 0, tzinfo=UTC)
 
 
 def ledger(report_critical: bool = False) -> Workstream:
-    return Workstream(
-        id="nightly-ledger",
-        tenant="acme",
-        steps=[
-            WorkstreamStep(task="extract"),
-            WorkstreamStep(task="transform", needs=["extract"]),
-            WorkstreamStep(task="load", needs=["transform"], resources=["warehouse-write"]),
-            WorkstreamStep(task="report", needs=["load"], critical=report_critical),
-        ],
-    )
+    definition: Workstream = nightly_ledger(report_critical)
+    return definition
 
 
 def book(max_holders: int = 1) -> MemoryResources:

@@ -32,6 +32,7 @@ class EventType(StrEnum):
     WORKSTREAM_ROLLED_BACK = "workstream.rolled_back"
     DEPENDENCY_CYCLE_DETECTED = "dependency_cycle_detected"
     RESOURCE_EXHAUSTED = "resource_exhausted"
+    WORKSTREAM_STEP_ENDED = "workstream.step.ended"
 
 
 class _Detail(BaseModel):
@@ -190,6 +191,15 @@ class ResourceExhausted(_WorkstreamDetail):
     threshold_s: float = Field(gt=0)
 
 
+class WorkstreamStepEnded(_RunDetail):
+    """A run that is a workstream's step reached a final state; written with that state, so the
+    workstream learns of every step's end (``rebound.engine.workstreams``)."""
+
+    workstream_run_id: str
+    state: Literal["succeeded", "dead_lettered", "skipped", "cancelled"]
+    at: str
+
+
 DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.EXECUTION_UPDATED: ExecutionUpdated,
     EventType.EXECUTION_FAILED: ExecutionFailed,
@@ -205,6 +215,7 @@ DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.WORKSTREAM_ROLLED_BACK: WorkstreamRolledBack,
     EventType.DEPENDENCY_CYCLE_DETECTED: DependencyCycleDetected,
     EventType.RESOURCE_EXHAUSTED: ResourceExhausted,
+    EventType.WORKSTREAM_STEP_ENDED: WorkstreamStepEnded,
 }
 
 
@@ -236,6 +247,22 @@ def execution_updated(run: Run, previous: RunState | None, at: datetime) -> Doma
         state=run.state.value,
         previous_state=previous.value if previous else None,
         attempt=run.attempt,
+        at=iso(at),
+    )
+
+
+STEP_ENDINGS = frozenset({RunState.SUCCEEDED, RunState.DEAD_LETTERED, RunState.SKIPPED, RunState.CANCELLED})
+
+
+def step_ended(run: Run, at: datetime) -> DomainEvent | None:
+    """``workstream.step.ended`` for a run of a workstream's step that reached a final state."""
+    if run.workstream_run is None or run.state not in STEP_ENDINGS:
+        return None
+    return DomainEvent.of(
+        EventType.WORKSTREAM_STEP_ENDED,
+        **_run_fields(run),
+        workstream_run_id=run.workstream_run,
+        state=run.state.value,
         at=iso(at),
     )
 

@@ -491,6 +491,9 @@ class Run(BaseModel):
     held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
     catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
     sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
+    workstream_run: str | None = Field(
+        default=None, description="the workstream run this run is a step of (its end is reported there)"
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64
     rev: int = Field(

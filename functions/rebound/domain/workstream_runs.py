@@ -121,6 +121,8 @@ class WorkstreamRun(BaseModel):
     checkpoint_version: int = Field(default=0, ge=0)
     reason: str | None = None
     work_order_id: str | None = None
+    audit_seq: int = 0
+    audit_head: str = "0" * 64
 
     def step(self, name: str) -> StepRun:
         for step in self.steps:

@@ -1,5 +1,5 @@
-"""Escalation: ``task.dead_lettered`` and ``task.sla.breached`` events (via the escalation queue) in;
-work orders and notifications out."""
+"""Escalation: ``task.dead_lettered``, ``task.sla.breached`` and the workstreams' events (via the
+escalation queue) in; work orders, notifications and workstream progress out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from rebound import wiring
 from rebound.domain.events import EventType as Rebound
 from rebound.engine.escalation import Escalation
+from rebound.engine.workstreams import Workstreams
 from rebound.handlers.observability import logger_for, metrics_for
 
 logger = logger_for("escalation")
@@ -27,8 +28,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
 
     def record_handler(record: SQSRecord) -> str:
         event = json.loads(record.body)
-        if event["detail-type"] == Rebound.SLA_BREACHED:
+        kind = event["detail-type"]
+        if kind == Rebound.SLA_BREACHED:
             return escalation.on_sla_breached(event["detail"])
+        if kind == Rebound.WORKSTREAM_STEP_ENDED:
+            return Workstreams(escalation.deps).on_step_ended(event["detail"])
+        if kind in (Rebound.WORKSTREAM_FAILED, Rebound.DEPENDENCY_CYCLE_DETECTED):
+            return escalation.on_workstream_failed(event["detail"])
+        if kind == Rebound.RESOURCE_EXHAUSTED:
+            return escalation.on_resource_exhausted(event["detail"])
         return escalation.on_dead_lettered(event["detail"]).work_order_id
 
     return process_partial_response(
