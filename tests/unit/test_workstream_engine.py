@@ -164,9 +164,7 @@ def test_a_resource_never_has_more_holders_than_its_limit_across_runs(world: Mem
     second = engine.start("nightly-ledger", token="b")
     seen = set()
     for _ in range(40):
-        for r in (first, second):
-            if engine.get_run(r.run_id).step("load").state is StepState.WAITING:
-                engine.poll(r.run_id)  # what the sweeper does every minute
+        engine.poll_waiting()  # what the sweeper does every minute
         seen.add(tuple(sorted(engine.get_run(r.run_id).step("load").state.value for r in (first, second))))
         slot = world.store.get_key(resource_slot("warehouse-write")) or {}
         assert len(slot.get("holders", [])) <= 1

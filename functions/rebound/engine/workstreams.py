@@ -295,17 +295,18 @@ class Workstreams:
         )[0].state.value
 
     def change(
-        self, run_id: str, change: Change, *, action: str, evidence: dict[str, Any]
+        self, run_id: str, change: Change, *, action: str, evidence: dict[str, Any], always: bool = False
     ) -> tuple[wr.WorkstreamRun, wr.Progress]:
         """Read the run, apply ``change``, write it back guarded by its version; again on a
-        conflict. A change that changes nothing writes nothing."""
+        conflict. A change that changes nothing writes nothing (unless ``always``: an operator's
+        action is audited even when it changes no step)."""
         for _ in range(WRITE_TRIES):
             run, version = self._load(run_id)
             before = run.model_copy(deep=True)
             books = SlotResources(self.deps, self.resources())
             now = self.clock.now()
             progress = change(run, books, now)
-            if run == before and not progress.events and not progress.cancel:
+            if run == before and not progress.events and not progress.cancel and not always:
                 return run, progress
             try:
                 self._commit(version, run, progress, books, action, evidence, before.state.value)
@@ -319,6 +320,26 @@ class Workstreams:
         return self.change(
             run_id, lambda run, books, at: wr.advance(run, books, at, "poll"), action="polled", evidence={}
         )[1]
+
+    def poll_waiting(self) -> list[str]:
+        """Every minute (the sweeper): the recent runs with a step waiting for a resource look
+        again, so a resource another workstream released is taken, and ``resource_exhausted`` is
+        raised for a wait past its threshold. Returns the runs polled."""
+        polled: list[str] = []
+        for workstream_id in self.ids():
+            try:
+                _, runs = self.definition(workstream_id)
+            except WorkstreamNotFound:
+                continue
+            for run_id in runs:
+                try:
+                    run = self.get_run(run_id)
+                except WorkstreamNotFound:
+                    continue
+                if run.state is wr.WorkstreamState.RUNNING and run.in_state(wr.StepState.WAITING):
+                    self.poll(run_id)
+                    polled.append(run_id)
+        return polled
 
     # --------------------------------------------------------------------------- the one write
     def _commit(
