@@ -56,7 +56,14 @@ def build_app(
 ) -> APIGatewayRestResolver:
     """The route table over ``deps``; ``environment`` names the environment ``GET /health``
     reports (the Lambda's own variable), else ``deps``' settings do."""
-    from rebound.api import routes_queues, routes_recovery, routes_runs, routes_settings, routes_tasks
+    from rebound.api import (
+        routes_queues,
+        routes_recovery,
+        routes_runs,
+        routes_settings,
+        routes_tasks,
+        routes_workstreams,
+    )
 
     app = APIGatewayRestResolver(enable_validation=True)
     api = Api(app, deps)
@@ -96,7 +103,14 @@ def build_app(
             document.update(openapi_document(app))
         return document
 
-    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings, routes_queues):
+    for module in (
+        routes_tasks,
+        routes_runs,
+        routes_recovery,
+        routes_settings,
+        routes_queues,
+        routes_workstreams,
+    ):
         module.register(api)
     return app
 
