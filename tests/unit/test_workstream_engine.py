@@ -174,3 +174,9 @@ def test_a_resource_never_has_more_holders_than_its_limit_across_runs(world: Mem
             break
     assert ("running", "waiting") in seen, "one load waited while the other held the warehouse"
     assert {engine.get_run(r.run_id).state for r in (first, second)} == {WorkstreamState.COMPLETED}
+
+
+def test_a_step_end_for_an_unknown_workstream_run_is_dropped_not_retried(world: MemoryWorld) -> None:
+    engine = ledger(world)
+    detail = {"workstream_run_id": "gone", "run_id": "extract:x", "state": "succeeded"}
+    assert engine.on_step_ended(detail) == "unknown workstream run"

@@ -25,6 +25,7 @@ ring of the last 100, slot ``version % 100``). Resources are concurrency slots
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,6 +43,8 @@ from rebound.engine.concurrency import SLOT_PREFIX, holders, leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.ports import UnitOfWork
+
+log = logging.getLogger(__name__)
 
 INDEX_KEY = "ws#index"
 RECENT_RUNS = 50
@@ -287,6 +290,9 @@ class Workstreams:
         """A step's run reached a final state (``workstream.step.ended``, at least once)."""
         final = RunState(str(detail["state"]))
         task_run = str(detail["run_id"])
+        if self.store.get_key(run_key(str(detail["workstream_run_id"]))) is None:
+            log.warning("a step ended for an unknown workstream run", extra={"detail": detail})
+            return "unknown workstream run"  # nothing to advance; redelivering would not help
         return self.change(
             str(detail["workstream_run_id"]),
             lambda run, books, at: wr.record_outcome(run, task_run, final, books, at),
