@@ -4,6 +4,7 @@ the outbox, the bus and the escalation queue."""
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,7 @@ def test_a_failed_step_dead_letters_then_rollback_and_resume_complete_the_workst
 
     done = local_cloud.json("workstreams", "show", run_id)
     assert done["state"] == "completed"
+    assert json.loads(local_cloud.ok("workstreams", "show", run_id, "--output", "json").stdout) == done
     assert {s["step"]: s["state"] for s in done["steps"]} == dict.fromkeys(
         ["extract", "transform", "load", "report"], "succeeded"
     )

@@ -103,17 +103,32 @@ def list_workstreams(app: App) -> None:
 
 @workstreams.command("show")
 @click.argument("ref")
-@click.option("--output", "-o", "fmt", type=click.Choice(OUTPUTS), default="text", help="graph format")
+@click.option(
+    "--output",
+    "-o",
+    "fmt",
+    type=click.Choice([*OUTPUTS, "json"]),
+    default=None,
+    help="the graph as text (default), dot or mermaid; or the run as json",
+)
 @click.pass_obj
-def show(app: App, ref: str, fmt: str) -> None:
+def show(app: App, ref: str, fmt: str | None) -> None:
     """Draw a workstream run's graph with each step's state (REF: a run id, or a workstream id for
     its latest run); --output dot or mermaid for documents.
 
     \b
-    JSON (global --output json): the run with each step's state, task run, tries and times.
+    Examples:
+      rebound workstreams show nightly-ledger
+      rebound workstreams show nightly-ledger --output mermaid
+
+    \b
+    JSON (--output json): the run with each step's state, task run, tries and times.
     """
     run = _ops(app).show(ref)
-    out.emit(app, run_view(run), lambda: click.echo(render(run, fmt), nl=False))
+    if fmt == "json" or (fmt is None and app.json):
+        out.emit_json(run_view(run))
+    else:
+        click.echo(render(run, fmt or "text"), nl=False)
 
 
 @workstreams.command("run")
