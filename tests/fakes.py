@@ -35,6 +35,7 @@ from rebound.engine.ports import (
     SequentialFanout,
 )
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.workstreams import Workstreams
 from rebound.settings import QueueRef, Settings, default_config_dir
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
 from rebound.targets.sim import SimInvoker
@@ -318,6 +319,10 @@ class MemoryWorld:
                 results.append(scheduler.on_failed(event.detail["run_id"], int(event.detail["attempt"])))
             elif event.detail_type == EventType.DEAD_LETTERED:
                 results.append(Escalation(self.deps).on_dead_lettered(event.detail).work_order_id)
+            elif event.detail_type == EventType.WORKSTREAM_STEP_ENDED:
+                results.append(Workstreams(self.deps).on_step_ended(event.detail))
+            elif event.detail_type in (EventType.WORKSTREAM_FAILED, EventType.DEPENDENCY_CYCLE_DETECTED):
+                results.append(Escalation(self.deps).on_workstream_failed(event.detail))
         return results
 
     def detail_types(self, subject: str | None = None) -> list[str]:

@@ -273,3 +273,19 @@ def dead_letters(deps: Deps, count: int) -> list[str]:
         run_ids.append(run_id)
     register(deps, task("job"))  # the operator fixes the target
     return run_ids
+
+
+def nightly_ledger(report_critical: bool = False) -> Any:
+    """The issue's workstream: extract -> transform -> load (holds warehouse-write) -> report."""
+    from rebound.domain.workstreams import Workstream, WorkstreamStep
+
+    return Workstream(
+        id="nightly-ledger",
+        tenant="acme",
+        steps=[
+            WorkstreamStep(task="extract"),
+            WorkstreamStep(task="transform", needs=["extract"]),
+            WorkstreamStep(task="load", needs=["transform"], resources=["warehouse-write"]),
+            WorkstreamStep(task="report", needs=["load"], critical=report_critical),
+        ],
+    )

@@ -17,6 +17,7 @@ from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
+from rebound_cli.commands.workstreams import resources, workstreams
 from rebound_cli.context import App, Overrides
 from rebound_cli.errors import describe
 from rebound_cli.global_options import install_everywhere, root_options
@@ -108,7 +109,20 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, notifications, policies, health, audit, console, local):
+for group in (
+    tasks,
+    runs,
+    dlq,
+    workorders,
+    workstreams,
+    resources,
+    notifications,
+    policies,
+    health,
+    audit,
+    console,
+    local,
+):
     cli.add_command(group)
 install_everywhere(cli)
 

@@ -314,6 +314,17 @@ SPEC = ResourceSpec(
             "escalation",
             "SLA breaches notify; the third in a row opens a work order",
         ),
+        RuleSpec(
+            "workstreams",
+            (
+                "workstream.step.ended",
+                "workstream.failed",
+                "dependency_cycle_detected",
+                "resource_exhausted",
+            ),
+            "escalation",
+            "a step's end advances its workstream; a failed workstream opens a critical work order",
+        ),
     ),
 )
 

@@ -107,7 +107,15 @@ ACCESS: dict[str, Access] = {
         completion_key=True,
     ),
     "escalation": Access(
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "control": READ},
+        # control: workstream runs, checkpoints and resource slots (``rebound.engine.workstreams``);
+        # the execution queue: the message of each step a workstream starts
+        tables={
+            **_RUN_WRITES,
+            "policies": POLICY_READ,
+            "workorders": READ + PUT,
+            "control": READ + PUT + UPDATE,
+        },
+        send=("execution",),
         publish_alerts=True,
         notification_secrets=True,
     ),

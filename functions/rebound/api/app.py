@@ -70,6 +70,7 @@ def build_app(
         routes_runs,
         routes_settings,
         routes_tasks,
+        routes_workstreams,
     )
 
     app = APIGatewayRestResolver(enable_validation=True)
@@ -110,7 +111,15 @@ def build_app(
             document.update(openapi_document(app))
         return document
 
-    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings, routes_queues, routes_async):
+    for module in (
+        routes_tasks,
+        routes_runs,
+        routes_recovery,
+        routes_settings,
+        routes_queues,
+        routes_async,
+        routes_workstreams,
+    ):
         module.register(api)
     return app
 

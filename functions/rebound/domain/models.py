@@ -693,6 +693,9 @@ class Run(BaseModel):
     heartbeat_at: UtcDatetime | None = Field(default=None, description="the last heartbeat of the attempt")
     heartbeats: int = Field(default=0, ge=0, description="heartbeats of the running asynchronous attempt")
     progress: float | None = Field(default=None, ge=0.0, le=1.0, description="last reported progress, 0..1")
+    workstream_run: str | None = Field(
+        default=None, description="the workstream run this run is a step of (its end is reported there)"
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64
     rev: int = Field(

@@ -44,10 +44,30 @@ class SlaBreachedDetail(_Detail):
     kind: str = Field(min_length=1, max_length=64)
 
 
+class StepEndedDetail(_Detail):
+    run_id: str = Field(min_length=1, max_length=512)
+    workstream_run_id: str = Field(min_length=1, max_length=512)
+    state: str = Field(min_length=1, max_length=64)
+
+
+class WorkstreamFailedDetail(_Detail):
+    run_id: str = Field(min_length=1, max_length=512)
+
+
+class ResourceExhaustedDetail(_Detail):
+    workstream_id: str = Field(min_length=1, max_length=128)
+    step: str = Field(min_length=1, max_length=128)
+    resources: list[str]
+
+
 DETAILS: dict[str, type[_Detail]] = {
     EventType.EXECUTION_FAILED: FailedDetail,
     EventType.DEAD_LETTERED: DeadLetteredDetail,
     EventType.SLA_BREACHED: SlaBreachedDetail,
+    EventType.WORKSTREAM_STEP_ENDED: StepEndedDetail,
+    EventType.WORKSTREAM_FAILED: WorkstreamFailedDetail,
+    EventType.DEPENDENCY_CYCLE_DETECTED: WorkstreamFailedDetail,
+    EventType.RESOURCE_EXHAUSTED: ResourceExhaustedDetail,
 }
 
 

@@ -55,6 +55,7 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.workstreams import Workstreams
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +129,7 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
+        self._step(report, "workstreams", lambda: Workstreams(self.deps, self.actor).poll_waiting())
         return report
 
     # --------------------------------------------------------------------------- isolation

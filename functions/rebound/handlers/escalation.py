@@ -1,5 +1,5 @@
-"""Escalation: ``task.dead_lettered`` and ``task.sla.breached`` events (via the escalation queue) in;
-work orders and notifications out."""
+"""Escalation: ``task.dead_lettered``, ``task.sla.breached`` and the workstreams' events (via the
+escalation queue) in; work orders, notifications and workstream progress out."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from rebound import wiring
 from rebound.domain.events import EventType as Rebound
 from rebound.engine.control_messages import consume
 from rebound.engine.escalation import Escalation
+from rebound.engine.workstreams import Workstreams
 from rebound.handlers.observability import logger_for, metrics_for
 
 logger = logger_for("escalation")
@@ -29,10 +30,23 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     def handle(kind: str, detail: dict[str, Any]) -> str:
         if kind == Rebound.SLA_BREACHED:
             return escalation.on_sla_breached(detail)
+        if kind == Rebound.WORKSTREAM_STEP_ENDED:
+            return Workstreams(deps).on_step_ended(detail)
+        if kind in (Rebound.WORKSTREAM_FAILED, Rebound.DEPENDENCY_CYCLE_DETECTED):
+            return escalation.on_workstream_failed(detail)
+        if kind == Rebound.RESOURCE_EXHAUSTED:
+            return escalation.on_resource_exhausted(detail)
         return escalation.on_dead_lettered(detail).work_order_id
 
     def record_handler(record: SQSRecord) -> str:
-        accepted = (Rebound.DEAD_LETTERED, Rebound.SLA_BREACHED)
+        accepted = (
+            Rebound.DEAD_LETTERED,
+            Rebound.SLA_BREACHED,
+            Rebound.WORKSTREAM_STEP_ENDED,
+            Rebound.WORKSTREAM_FAILED,
+            Rebound.DEPENDENCY_CYCLE_DETECTED,
+            Rebound.RESOURCE_EXHAUSTED,
+        )
         return consume(deps, "escalation", str(record.message_id), str(record.body), accepted, handle)
 
     return process_partial_response(

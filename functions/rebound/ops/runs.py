@@ -36,7 +36,7 @@ from rebound.domain.models import (
     WorkOrderState,
     with_changes,
 )
-from rebound.domain.states import TERMINAL, ensure_transition
+from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
@@ -467,23 +467,7 @@ class RunOps:
             raise Conflict(f"run {run_id} is {run.state.value} already", run_id=run_id, state=run.state.value)
         ensure_transition(run.state, state, run_id)
         now = self.deps.clock.now()
-        update: dict[str, Any] = {
-            "state": state,
-            "next_retry_at": None,
-            "lease_expires_at": None,
-            "lease_owner": None,
-            "slots": [],
-            "waiting_since": None,
-            "held_at": None,
-        }
-        if run.state is RunState.RUNNING and run.attempts:
-            update["attempts"] = [
-                *run.attempts[:-1],
-                run.attempts[-1].model_copy(
-                    update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
-                ),
-            ]
-        after = run.model_copy(update=update)
+        after = closed(run, state, now)
         action = "skipped" if state is RunState.SKIPPED else "cancelled"
         uow = self.store.unit_of_work(self.actor, now)
         saved = uow.save_run(

@@ -162,6 +162,15 @@ class UnitOfWork(Protocol):
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
 
+    def stage_versioned(self, key: str, body: dict[str, Any], expect: int | None, label: str) -> int:
+        """Write control record ``key`` (``body`` as JSON) only if its version is still ``expect``
+        (``None``: only if it does not exist); returns the version written."""
+        ...
+
+    def stage_record(self, key: str, body: dict[str, Any], label: str) -> None:
+        """Write control record ``key`` (``body`` as JSON), replacing any."""
+        ...
+
     def record_dlq_entry(self, entry: DlqEntry) -> None:
         """Record a message in the DLQ with the change that put it there (replacing any record)."""
         ...
