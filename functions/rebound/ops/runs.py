@@ -26,7 +26,6 @@ from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
-    AttemptOutcome,
     AuditRecord,
     Resolution,
     Run,
