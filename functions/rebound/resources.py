@@ -322,6 +322,8 @@ ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
 ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
 ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
+ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
+"""The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
 
 
 def renamed_tables() -> dict[str, str]:

@@ -69,6 +69,22 @@ def event_pattern(rule: r.RuleSpec, source: str) -> dict[str, Any]:
     return {"source": [source], "detail-type": list(rule.detail_types)}
 
 
+def audit_key_arn(kms: Any, env: str) -> str:
+    """The local cloud's KMS HMAC key that keys the audit chain (``HMAC_256``, as on AWS), found by
+    its alias, created on first use: local state keeps it with every other resource."""
+    alias = f"alias/{r.local_name(env, 'audit')}"
+    try:
+        return str(kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NotFoundException":
+            raise
+    meta = kms.create_key(
+        KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description="Rebound audit chain (local)"
+    )["KeyMetadata"]
+    kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    return str(meta["Arn"])
+
+
 def provision(session: boto3.session.Session, endpoint_url: str | None, env: str = "local") -> Settings:
     kw: dict[str, Any] = {"region_name": REGION}
     if endpoint_url:
@@ -80,6 +96,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
     sns = session.client("sns", **kw)
     iam = session.client("iam", **kw)
     ssm = session.client("ssm", **kw)
+    kms = session.client("kms", **kw)
 
     tables: dict[str, str] = {}
     existing_tables = set(ddb.list_tables().get("TableNames", []))
@@ -155,6 +172,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
             raise
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
+    audit_key = audit_key_arn(kms, env)
     topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
 
     settings = Settings(
@@ -166,6 +184,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         scheduler_role_arn=role_arn,
         topic_arn=topic_arn,
         event_source=r.SPEC.event_source,
+        audit_key_id=audit_key,
         config_dir=default_config_dir(),
         deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
     )

@@ -519,7 +519,8 @@ def with_changes(run: Run, update: dict[str, Any]) -> Run:
 
 
 class AuditRecord(BaseModel):
-    """One link of a subject's hash chain. ``hash`` covers every other field."""
+    """One link of a subject's hash chain. ``hash`` covers every other field but ``mac``; ``mac``
+    covers every other field, ``hash`` included."""
 
     subject: str
     seq: int = Field(ge=1)
@@ -531,6 +532,13 @@ class AuditRecord(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
     prev_hash: str
     hash: str
+    mac_alg: str | None = None
+    """How ``mac`` was made (``rebound.domain.audit.MAC_ALG``); ``None``: an unkeyed record,
+    written before the chain was keyed."""
+    mac_key: str | None = None
+    """The key ``mac`` was derived from (a KMS key ARN, or ``local:<name>``)."""
+    mac: str | None = None
+    """HMAC-SHA256 of every other field, with the key of the record's day (``rebound.domain.audit``)."""
 
 
 # --------------------------------------------------------------------------- work orders
