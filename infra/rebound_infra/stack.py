@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from aws_cdk import AssetHashType, CfnOutput, Environment, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_ssm as ssm
@@ -17,13 +19,28 @@ from rebound.settings import QueueRef, Settings, resources_document, settings_to
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
 from rebound_infra.constructs.events import Events
-from rebound_infra.constructs.functions import ARCHITECTURE, RUNTIME, FunctionInputs, Functions, Triggers
+from rebound_infra.constructs.functions import (
+    ARCHITECTURE,
+    RUNTIME,
+    FunctionInputs,
+    Functions,
+    Triggers,
+    VpcPlacement,
+)
+from rebound_infra.constructs.keys import AuditKey, DataKey
 from rebound_infra.constructs.messaging import Messaging
 from rebound_infra.constructs.observability import Observability
 from rebound_infra.constructs.ops_api import OpsApi
 from rebound_infra.constructs.scheduling import Scheduling
 from rebound_infra.constructs.state import State
-from rebound_infra.permissions import Grantables, grant
+from rebound_infra.nag import acknowledge
+from rebound_infra.permissions import (
+    Grantables,
+    deny_audit_rewrites,
+    grant,
+    needs_data_key,
+    writes_audit,
+)
 
 # Inside the bundle the task configuration is found next to the package (``rebound/_config``).
 BUNDLED_CONFIG_DIR = Path("/var/task/rebound/_config")
@@ -72,12 +89,18 @@ class ReboundStack(Stack):
         retain = config.retain_data
         removal = RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY
         Tags.of(self).add("rebound:environment", config.name)
-        for key, value in config.tags.items():
-            Tags.of(self).add(key, value)
+        for tag, value in config.tags.items():
+            Tags.of(self).add(tag, value)
 
-        self.messaging = Messaging(self, "Messaging", retain=retain)
+        # encryption: cmk — one customer-managed key for the tables, queues, log groups and topic
+        self.data_key = DataKey(self, "DataKey", retain=retain) if config.encryption == "cmk" else None
+        key = self.data_key.key if self.data_key is not None else None
+        self.audit_key = AuditKey(self, "AuditKey", retain=retain)
+        self.messaging = Messaging(self, "Messaging", retain=retain, key=key)
         queues = self.messaging.queues
-        self.state = State(self, "State", retain=retain, deletion_protection=config.deletion_protection)
+        self.state = State(
+            self, "State", retain=retain, deletion_protection=config.deletion_protection, key=key
+        )
         self.scheduling = Scheduling(
             self,
             "Scheduling",
@@ -101,6 +124,7 @@ class ReboundStack(Stack):
             alarm_emails=config.alarm_emails,
             retain=retain,
             runbook_base_url=config.runbook_base_url,
+            key=key,
         )
         # The named policies the functions' bundle carries (its rebound/_config), for the CLI.
         self.deployed_policies = tuple(load_policy_book(assets.code.path / "rebound" / "_config").names())
@@ -132,6 +156,8 @@ class ReboundStack(Stack):
                 environment=environment,
                 log_retention=_RETENTION[config.log_retention_days],
                 removal_policy=removal,
+                log_key=key,
+                vpc=self._vpc(),
             ),
             triggers=Triggers(
                 queues=dict(queues),
@@ -157,6 +183,22 @@ class ReboundStack(Stack):
         )
         for logical, built in self.functions.functions.items():
             grant(built, logical, built.role, grantables)
+        roles = {logical: built.role for logical, built in self.functions.functions.items()}
+        self.audit_key.allow_writers(
+            [roles[name] for name in roles if writes_audit(name)]
+            + [iam.ArnPrincipal(arn) for arn in config.audit.writer_roles]
+        )
+        if self.data_key is not None:
+            users = [roles[name] for name in roles if needs_data_key(name)] + [self.scheduling.role]
+            self.data_key.allow_roles(users)
+            for role in users:
+                for action in ("kms:GenerateDataKey*", "kms:ReEncrypt*"):
+                    acknowledge(
+                        role,
+                        f"AwsSolutions-IAM5[Action::{action}]",
+                        "CDK's grant on a table or queue encrypted with the environment's one "
+                        "customer-managed key: data-key actions on that key only (encryption: cmk).",
+                    )
 
         self.api = OpsApi(
             self,
@@ -168,6 +210,7 @@ class ReboundStack(Stack):
             cloudwatch_role=config.api.cloudwatch_role,
             log_retention=_RETENTION[config.log_retention_days],
             removal_policy=removal,
+            log_key=key,
         )
         dead_letter_queues = {name: queues[name] for name in DEAD_LETTER_QUEUES}
         self.observability.add_alarms(
@@ -189,10 +232,35 @@ class ReboundStack(Stack):
             description="Every Rebound resource name of this environment, for the CLI",
             string_value=self.to_json_string(resources_document(self.settings)),
         )
+        # Every role in the stack is denied rewriting the audit table, whatever else grants it.
+        for construct in self.node.find_all():
+            if isinstance(construct, iam.Role):
+                deny_audit_rewrites(construct, self.state.tables["audit"])
         CfnOutput(self, "ResourcesParameter", value=self.resources_parameter.parameter_name)
         CfnOutput(self, "OpsApiUrl", value=self.api.api.url)
         CfnOutput(self, "AlertsTopicArn", value=self.observability.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.observability.dashboard.dashboard_name)
+
+    def _vpc(self) -> VpcPlacement | None:
+        """The environment's optional VPC, from its ids (no lookup: synthesis stays offline)."""
+        vpc = self.config.vpc
+        if vpc is None:
+            return None
+        network = ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id=vpc.vpc_id,
+            availability_zones=list(vpc.availability_zones),
+            private_subnet_ids=list(vpc.subnet_ids),
+        )
+        groups = tuple(
+            ec2.SecurityGroup.from_security_group_id(self, f"SecurityGroup{i}", sg, mutable=False)
+            for i, sg in enumerate(vpc.security_group_ids)
+        )
+        subnets = ec2.SubnetSelection(
+            subnets=[ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(vpc.subnet_ids)]
+        )
+        return VpcPlacement(network, subnets, groups)
 
     def _settings(self) -> Settings:
         """The functions' settings, as CloudFormation tokens; ``settings_to_env`` names them."""
@@ -213,6 +281,7 @@ class ReboundStack(Stack):
             scheduler_role_arn=self.scheduling.role.role_arn,
             topic_arn=self.observability.topic.topic_arn,
             event_source=r.SPEC.event_source,
+            audit_key_id=self.audit_key.key.key_arn,
             runbook_base_url=self.config.runbook_base_url,
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
