@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
+from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -69,20 +70,22 @@ def event_pattern(rule: r.RuleSpec, source: str) -> dict[str, Any]:
     return {"source": [source], "detail-type": list(rule.detail_types)}
 
 
-def audit_key_arn(kms: Any, env: str) -> str:
-    """The local cloud's KMS HMAC key that keys the audit chain (``HMAC_256``, as on AWS), found by
-    its alias, created on first use: local state keeps it with every other resource."""
+def audit_key_id(kms: Any, env: str) -> str:
+    """The local cloud's KMS HMAC key that keys the audit chain (``HMAC_256``, as on AWS), named by
+    its alias, created on first use. Records name the alias, and the key's material follows from
+    its description (``motopatch.kms_material``), so a restart's new key checks the old records."""
     alias = f"alias/{r.local_name(env, 'audit')}"
     try:
-        return str(kms.describe_key(KeyId=alias)["KeyMetadata"]["Arn"])
+        kms.describe_key(KeyId=alias)
+        return alias
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "NotFoundException":
             raise
     meta = kms.create_key(
-        KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description="Rebound audit chain (local)"
+        KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description=f"{LOCAL_AUDIT_KEY} {alias}"
     )["KeyMetadata"]
     kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
-    return str(meta["Arn"])
+    return alias
 
 
 def provision(session: boto3.session.Session, endpoint_url: str | None, env: str = "local") -> Settings:
@@ -172,7 +175,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
             raise
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
-    audit_key = audit_key_arn(kms, env)
+    audit_key = audit_key_id(kms, env)
     topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
 
     settings = Settings(
