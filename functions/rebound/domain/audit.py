@@ -3,7 +3,7 @@
 Each record's ``hash`` is the SHA-256 of the canonical JSON of every other field but ``mac``, and
 each record names the previous record's hash, so editing, removing or reordering any record breaks
 the chain from that point on. A hash alone can be recomputed by whoever can write the table, so
-each record also carries a ``mac``: HMAC-SHA256 over every other field (``hash`` included), with a
+each record also carries a ``mac``: HMAC-SHA256 of its ``hash`` (so of every other field), with a
 key derived for the record's day from a KMS HMAC key (``mac_label``; the derivation is the
 ``AuditKeys`` port's). Without the key a record cannot be added, edited or moved to another chain
 (the subject and sequence number are under the MAC) so that it still verifies.
@@ -97,8 +97,11 @@ def record_hash(fields: dict[str, Any]) -> str:
 
 
 def mac_message(fields: dict[str, Any]) -> bytes:
-    """What a record's MAC covers: every field but ``mac`` (subject, seq and hash included)."""
-    return canonical_bytes({k: v for k, v in _without_unset_mac_fields(fields).items() if k != "mac"})
+    """What a record's MAC is computed over: its ``hash``, which covers every field but ``mac``
+    (subject, seq, prev_hash and the MAC fields included). MACing the hash rather than the record
+    again keeps the hot path to one canonical serialization per record; a record that differs in
+    any field has another hash (SHA-256), so it cannot carry another record's MAC."""
+    return f"{MAC_ALG}|{fields['hash']}".encode()
 
 
 def next_record(

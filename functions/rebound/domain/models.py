@@ -520,7 +520,7 @@ def with_changes(run: Run, update: dict[str, Any]) -> Run:
 
 class AuditRecord(BaseModel):
     """One link of a subject's hash chain. ``hash`` covers every other field but ``mac``; ``mac``
-    covers every other field, ``hash`` included."""
+    is the keyed MAC of ``hash``."""
 
     subject: str
     seq: int = Field(ge=1)
@@ -538,7 +538,8 @@ class AuditRecord(BaseModel):
     mac_key: str | None = None
     """The key ``mac`` was derived from (a KMS key ARN, or ``local:<name>``)."""
     mac: str | None = None
-    """HMAC-SHA256 of every other field, with the key of the record's day (``rebound.domain.audit``)."""
+    """HMAC-SHA256 of ``hash`` (which covers every other field), with the key of the record's day
+    (``rebound.domain.audit``)."""
 
 
 # --------------------------------------------------------------------------- work orders
