@@ -341,6 +341,8 @@ ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
 ENV_COMPLETION_KEY = "REBOUND_COMPLETION_KEY"
 ENV_TARGET_RULES = "REBOUND_TARGET_RULES"
+ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
+"""The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
 
 
 def completion_key_parameter(env: str) -> str:

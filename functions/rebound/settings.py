@@ -61,6 +61,11 @@ class Settings(BaseModel):
         "tokens (asynchronous targets)",
     )
     event_source: str = "rebound"
+    audit_key_id: str | None = Field(
+        default=None,
+        description="the KMS HMAC key (ARN or id) that keys the audit chain; None only in a resources "
+        "document written before the chain was keyed, which cannot write audit records",
+    )
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
     config_dir: Path
@@ -142,6 +147,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
         "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
+        "audit_key_id": need(r.ENV_AUDIT_KEY),
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
@@ -169,6 +175,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
     }
     if settings.topic_arn:
         out[r.ENV_TOPIC] = settings.topic_arn
+    if settings.audit_key_id:
+        out[r.ENV_AUDIT_KEY] = settings.audit_key_id
     if settings.pagerduty_secret:
         out[r.ENV_PAGERDUTY_SECRET] = settings.pagerduty_secret
     if settings.slack_secret:
@@ -198,6 +206,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "scheduler_role_arn": settings.scheduler_role_arn,
         "topic_arn": settings.topic_arn,
         "event_source": settings.event_source,
+        "audit_key_id": settings.audit_key_id,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
         "completion_key": settings.completion_key,

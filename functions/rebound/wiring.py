@@ -14,6 +14,7 @@ import boto3
 from botocore.config import Config
 
 from rebound.adapters.archive import DynamoArchive
+from rebound.adapters.audit_keys import KmsAuditKeys
 from rebound.adapters.bus import Bus
 from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.adapters.dynamo import DynamoStore
@@ -24,6 +25,7 @@ from rebound.adapters.scheduler import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
 from rebound.adapters.streams import StreamReader
 from rebound.config.loader import load_policy_book
+from rebound.domain.errors import ConfigError
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
 from rebound.engine.ports import (
@@ -83,6 +85,13 @@ def build_deps(
     sink = metrics
     dynamodb = session.client("dynamodb", **kwargs)
     archive_table = settings.tables.get(ARCHIVE_TABLE)
+    if not settings.audit_key_id:
+        raise ConfigError(
+            "resources",
+            "audit_key_id",
+            "no KMS key keys the audit chain: deploy this version of the stack (or run `rebound local "
+            "up` again), which creates it",
+        )
     store = DynamoStore(
         dynamodb,
         settings.tables,
@@ -90,6 +99,7 @@ def build_deps(
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
         sleep=clock.sleep,
         rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
+        audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id),
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(

@@ -137,6 +137,41 @@ ACCESS: dict[str, Access] = {
 }
 
 
+AUDIT_REWRITES = (
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:PartiQLDelete",
+)
+"""Denied on the audit table to every role of the stack: a record can only be added (a conditional
+put), never changed or removed. BatchWriteItem is denied whole: its puts cannot carry a condition."""
+
+
+def writes_audit(logical: str) -> bool:
+    """Whether a function writes audit records (and so may sign them with the audit key)."""
+    return "audit" in ACCESS[logical].tables
+
+
+def needs_data_key(logical: str) -> bool:
+    """Whether a function touches a table, queue, stream or the topic (all under the data key with
+    ``encryption: cmk``): every function with access or a trigger; not the ops API."""
+    spec = r.SPEC.function(logical)
+    return ACCESS[logical] != Access() or spec.queue is not None or spec.stream_table is not None
+
+
+def deny_audit_rewrites(role: iam.IRole, audit: ddb.ITable) -> None:
+    """An explicit Deny of ``AUDIT_REWRITES`` on the audit table, which no Allow can override."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="AuditIsAppendOnly",
+            effect=iam.Effect.DENY,
+            actions=list(AUDIT_REWRITES),
+            resources=[audit.table_arn],
+        )
+    )
+
+
 @dataclass(frozen=True)
 class Grantables:
     tables: dict[str, ddb.ITable]

@@ -210,7 +210,7 @@ def _print_summary(
                 rec.hash[:12],
             )
         console.print(audit)
-        check = verify_chain(f"run#{dead.run_id}", trail)
+        check = verify_chain(f"run#{dead.run_id}", trail, stack.deps.store.audit_keys.check)
         verdict = "[green]verified[/green]" if check.ok else f"[red]BROKEN: {check.detail}[/red]"
         console.print(f"Hash chain: {verdict} ({check.detail})")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rebound.domain.audit import verify_chain
+from rebound.domain.audit import CheckMac, verify_chain
 from rebound.domain.ids import event_run_id, scheduled_run_id, work_order_id
 from rebound.domain.models import AuditRecord
 from rebound.domain.timefmt import parse_utc
@@ -259,6 +259,8 @@ class World:
     ended_at: datetime
     dlq_record: list[dict[str, Any]] = field(default_factory=list)
     """The items of the DLQ's record (``dlq_messages``)."""
+    check_mac: CheckMac | None = None
+    """Checks the audit records' MACs (the local cloud's KMS key); ``None``: hashes only."""
 
 
 def judge(world: World) -> dict[str, Invariant]:
@@ -270,7 +272,7 @@ def judge(world: World) -> dict[str, Invariant]:
         "dead_letters_have_one_dlq_message": one_dlq_message(world.runs, world.chains, world.dlq),
         "dlq_record_matches_the_queue": record_matches_queue(world.dlq, world.dlq_record),
         "no_target_called_twice_per_attempt": no_double_calls(world.target_calls),
-        "audit_chains_verify": chains_verify(world.chains),
+        "audit_chains_verify": chains_verify(world.chains, world.check_mac),
         "run_items_match_their_chains": heads_match(world.runs, world.chains),
         "every_fire_became_a_run": fires_became_runs(world.fires, by_id, world.chains),
         "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
@@ -415,13 +417,13 @@ def no_double_calls(calls: list[tuple[str, int]]) -> Invariant:
     return Invariant(True, f"{len(counts)} (run, attempt) pairs, each called once")
 
 
-def chains_verify(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+def chains_verify(chains: dict[str, list[dict[str, Any]]], check_mac: CheckMac | None = None) -> Invariant:
     broken: list[str] = []
     records = 0
     for subject, chain in chains.items():
         parsed = [AuditRecord.model_validate(rec) for rec in chain]
         records += len(parsed)
-        check = verify_chain(subject, parsed)
+        check = verify_chain(subject, parsed, check_mac)
         if not check.ok:
             broken.append(f"{subject}: {check.detail}")
     if broken:

@@ -27,7 +27,7 @@ from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry
+from rebound.engine.ports import AuditKeys, DlqEntry
 
 T = TypeVar("T")
 
@@ -241,6 +241,8 @@ class StagingUnitOfWork(ABC):
             from_state=from_state,
             to_state=to_state,
             evidence=evidence,
+            key_id=self.store.audit_keys.key_id,
+            sign=self.store.audit_keys.sign,
         )
         self.audit_records.append(record)
         self._stage_audit(record, f"audit {subject} #{record.seq}")
@@ -291,6 +293,8 @@ class StagingStore(ABC):
 
     event_source: str
     """The ``source`` of the events its outbox announces."""
+    audit_keys: AuditKeys
+    """Keys every audit record it writes (``rebound.domain.audit``)."""
 
     @abstractmethod
     def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...

@@ -304,7 +304,13 @@ class RunOps:
                     )
                 )
         entries.sort(key=lambda e: e.at)
-        return RunTimeline(run, entries, order, message, verify_chain(run_subject(run_id), trail))
+        return RunTimeline(
+            run,
+            entries,
+            order,
+            message,
+            verify_chain(run_subject(run_id), trail, self.store.audit_keys.check),
+        )
 
     # --------------------------------------------------------------------------- retry
     def retry(

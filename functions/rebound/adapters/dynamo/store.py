@@ -32,6 +32,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import AuditKeys
 from rebound.engine.ports.store import RunPage, parse_run_cursor, run_cursor
 
 if TYPE_CHECKING:
@@ -53,8 +54,12 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         on_failed_commit: Callable[[], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        *,
+        audit_keys: AuditKeys,
     ) -> None:
         self.client = client
+        self.audit_keys = audit_keys
+        """Keys every audit record this store writes (``rebound.domain.audit``)."""
         self.tables = dict(tables)
         self.event_source = event_source
         self.sleep = sleep

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rebound.adapters import dlq_items as rec
+from rebound.adapters.audit_keys import LocalAuditKeys
 from rebound.adapters.memory.unit_of_work import (
     TABLES,
     Item,
@@ -31,7 +32,16 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus, RunPage, parse_run_cursor, run_cursor
+from rebound.engine.ports import (
+    AuditKeys,
+    DlqEntry,
+    DlqPage,
+    DlqQuery,
+    DlqStatus,
+    RunPage,
+    parse_run_cursor,
+    run_cursor,
+)
 
 if TYPE_CHECKING:
     from rebound.engine.ports import Store
@@ -53,9 +63,14 @@ class MemoryStore(StagingStore):
     """Every read and write of ``rebound.engine.ports.Store``, in memory."""
 
     def __init__(
-        self, event_source: str = "rebound", on_failed_commit: Callable[[], None] | None = None
+        self,
+        event_source: str = "rebound",
+        on_failed_commit: Callable[[], None] | None = None,
+        audit_keys: AuditKeys | None = None,
     ) -> None:
         self.event_source = event_source
+        self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
+        """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
         """Called when a commit fails for any reason but a conflict (as the DynamoDB store does)."""
         self._lock = threading.RLock()

@@ -10,6 +10,7 @@ bus, a range of the outbox stream) are declared with the port that carries them:
 - ``store``: ``Store`` and its ``UnitOfWork``, and the record of the DLQ (``DlqEntry``);
 - ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
 - ``delivery``: ``Notifier`` (and its channels), ``Targets``, ``Archive`` (the DLQ archive);
+- ``keys``: ``AuditKeys`` (the MACs of the audit chain and of actors in queue messages);
 - ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
 """
 
@@ -28,6 +29,7 @@ from rebound.engine.ports.delivery import (
     Notifier,
     Targets,
 )
+from rebound.engine.ports.keys import AuditKeys
 from rebound.engine.ports.runtime import (
     Clock,
     CrashPoints,
@@ -76,6 +78,7 @@ __all__ = [
     "Archive",
     "ArchiveUnavailable",
     "ArchivedItem",
+    "AuditKeys",
     "BatchResult",
     "Bus",
     "BusEvent",

@@ -14,6 +14,7 @@ from rebound.domain.events import DomainEvent
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder, WorkOrderState
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports.keys import AuditKeys
 
 T = TypeVar("T")
 
@@ -180,6 +181,9 @@ class UnitOfWork(Protocol):
 
 class Store(Protocol):
     """Tasks, runs, audit chains, work orders, control records, tenants and policies."""
+
+    audit_keys: AuditKeys
+    """The keys of the audit records it writes; also what verifies them, and actors in messages."""
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork: ...
 
