@@ -210,10 +210,16 @@ def bench_cost() -> dict[str, Any]:
             "units_per_run": {line: round(v, 4) for line, v in sorted(marginal.items())},
         }
     naive = _naive_per_million()
+    # A month with runs also publishes the run metrics: each distinct one bills by the month.
+    distinct = max(int(sections[name]["units"].get("metrics.distinct", 0)) for name in per_class)
     return {
         "prices_as_of": billing.PRICES_AS_OF,
         "per_million_runs": per_class,
         "idle_monthly": billing.fixed_monthly(idle),
+        "custom_metrics_in_a_month_with_runs": {
+            "metrics": distinct,
+            "dollars": round(distinct * billing.MONTHLY["custom_metric"], 2),
+        },
         "comparison_per_million_clean_runs": naive,
         "invariants_held": held,
         "sections": sections,
