@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -309,3 +312,32 @@ def new_run(deps: Deps, run_id: str = "r1") -> Run:
     uow.emit(execution_updated(saved, None, now), f"run#{run_id}")
     uow.commit()
     return saved
+
+
+@contextmanager
+def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields the base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def local_stack_at(start: datetime) -> Iterator[Any]:
+    """A local cloud stack on a virtual clock starting at ``start``; moto reset before and after."""
+    from rebound_local.clock import VirtualClock
+    from rebound_local.cloud import reset_moto
+    from rebound_local.stack import start_local
+
+    reset_moto()
+    local = start_local(VirtualClock(start))
+    try:
+        yield local
+    finally:
+        local.stop()
+        reset_moto()

@@ -5,20 +5,17 @@ token, a 2xx answer only means the work started, and the worker's reports on the
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from rebound.domain.models import RunState
 from rebound.worker import Completion
-from rebound_local.clock import VirtualClock
-from rebound_local.cloud import reset_moto
-from rebound_local.stack import LocalStack, start_local
-from support import register, task
+from rebound_local.stack import LocalStack
+from support import local_stack_at, loopback_server, register, task
 
 pytestmark = pytest.mark.e2e
 START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
@@ -39,21 +36,14 @@ def worker_endpoint() -> Iterator[tuple[str, list[dict[str, Any]]]]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Accept)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/export", bodies
-    server.shutdown()
-    server.server_close()
+    with loopback_server(Accept) as base:
+        yield f"{base}/export", bodies
 
 
 @pytest.fixture
 def stack() -> Iterator[LocalStack]:
-    reset_moto()
-    local = start_local(VirtualClock(START))
-    yield local
-    local.stop()
-    reset_moto()
+    with local_stack_at(START) as local:
+        yield local
 
 
 def test_an_async_http_target_gets_a_token_and_its_worker_completes_the_run_over_the_bus(
