@@ -7,10 +7,13 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -273,3 +276,30 @@ def dead_letters(deps: Deps, count: int) -> list[str]:
         run_ids.append(run_id)
     register(deps, task("job"))  # the operator fixes the target
     return run_ids
+
+
+@contextmanager
+def loopback_http(answer: Callable[[str, bytes, Mapping[str, str]], tuple[int, bytes]]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 that answers each POST with ``answer(path, body,
+    headers)`` (status, body); yields its base URL and stops on exit."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            status, raw = answer(self.path, body, dict(self.headers.items()))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

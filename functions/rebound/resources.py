@@ -308,6 +308,12 @@ SPEC = ResourceSpec(
             "escalation",
             "SLA breaches notify; the third in a row opens a work order",
         ),
+        RuleSpec(
+            "recoveries",
+            ("task.recovered", "workorder.resolved"),
+            "escalation",
+            "a recovered run resolves its work order; a resolution notifies every channel",
+        ),
     ),
 )
 

@@ -39,6 +39,9 @@ class AlarmThresholds(_Model):
     lock_contention_percent: Percent = 70
     lock_contention_window_minutes: int = Field(5, ge=1, le=60)
     workorder_failures: int = Field(1, ge=1)
+    manual_recovery_completion_percent: Percent = Field(
+        95, description="work orders opened in 7 days that were resolved, below which it alarms"
+    )
     sweeper_failures: int = Field(1, ge=1, description="sweeper steps or items that failed in 5 minutes")
     dlq_depth: int = Field(ge=1, description="messages waiting in a dead-letter queue")
     dlq_oldest_age_s: int = Field(

@@ -22,4 +22,8 @@ EMITTERS: dict[str, tuple[str, ...]] = {
     m.WORKORDER_FAILURE: ("escalation",),
     m.SLA_BREACH: ("executor", "sweeper"),
     m.SWEEPER_FAILURE: ("sweeper",),
+    m.RETRY_RECOVERED: ("executor",),
+    m.WORKORDER_RESOLVED: ("escalation", "ops_api"),
+    m.WORKORDER_TIME_TO_RESOLVE: ("escalation", "ops_api"),
+    m.WORKORDER_COMPLETION_RATE: ("sweeper",),
 }

@@ -20,6 +20,13 @@ from rebound_infra.config import AlarmThresholds
 from rebound_infra.constructs.observability import QUEUE_PERIOD
 from rebound_infra.telemetry import EMITTERS
 
+RECOVERY_WIDGETS = (
+    "Manual recovery completion, 7 days (%)",
+    "Work orders resolved, runs recovered",
+    "Time to resolve a work order (s)",
+)
+"""Issue 16's widgets; tests/infra/test_infra_recovery_alarms.py checks what they show."""
+
 pytestmark = pytest.mark.infra
 
 
@@ -346,6 +353,7 @@ def test_dashboard_has_exactly_the_expected_widgets(synth: Synth, env: str) -> N
         "Executor errors and throttles",
         "Executor duration (ms)",
         "Alarms",
+        *RECOVERY_WIDGETS,
     }
     for title, widget in widgets.items():
         if widget["type"] == "metric":

@@ -1,5 +1,6 @@
-"""Escalation: ``task.dead_lettered`` and ``task.sla.breached`` events (via the escalation queue) in;
-work orders and notifications out."""
+"""Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered`` and
+``workorder.resolved`` events (via the escalation queue) in; work orders, their resolutions and
+notifications out."""
 
 from __future__ import annotations
 
@@ -27,9 +28,15 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
 
     def record_handler(record: SQSRecord) -> str:
         event = json.loads(record.body)
-        if event["detail-type"] == Rebound.SLA_BREACHED:
-            return escalation.on_sla_breached(event["detail"])
-        return escalation.on_dead_lettered(event["detail"]).work_order_id
+        kind, detail = event["detail-type"], event["detail"]
+        if kind == Rebound.SLA_BREACHED:
+            return escalation.on_sla_breached(detail)
+        if kind == Rebound.RUN_RECOVERED:
+            return escalation.on_recovered(detail)
+        if kind == Rebound.WORKORDER_RESOLVED:
+            escalation.on_resolved(detail)
+            return str(detail["work_order_id"])
+        return escalation.on_dead_lettered(detail).work_order_id
 
     return process_partial_response(
         event=event,

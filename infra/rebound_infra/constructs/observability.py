@@ -40,6 +40,7 @@ RUNBOOKS = {
     "ExecutionBacklog": "execution-backlog.md",
     "OutboxLag": "outbox-lag.md",
     "SweeperItemFailures": "sweeper-item-failures.md",
+    "ManualRecoveryCompletion": "manual-recovery-completion.md",
 }
 DLQ_RUNBOOK = "dlq-depth-and-age.md"
 # The runbook of each function's ``<Function>Errors`` alarm, by the function's logical name.
@@ -208,6 +209,20 @@ class Observability(Construct):
             description=f"{t.workorder_failures} or more work orders could not be created in 5 minutes",
         )
         self.alarm(
+            "ManualRecoveryCompletion",
+            self.app_metric(
+                m.WORKORDER_COMPLETION_RATE,
+                EMITTERS[m.WORKORDER_COMPLETION_RATE][0],
+                statistic="Minimum",
+                period=Duration.minutes(15),
+            ),
+            threshold=t.manual_recovery_completion_percent,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=2,
+            description=f"fewer than {t.manual_recovery_completion_percent:g}% of the work orders opened "
+            "in the last 7 days are resolved (manual recovery completion), for 30 minutes",
+        )
+        self.alarm(
             "SweeperItemFailures",
             self.summed(m.SWEEPER_FAILURE, Duration.minutes(5), "sweeper failures"),
             threshold=t.sweeper_failures,
@@ -364,6 +379,36 @@ class Observability(Construct):
                 width=width,
             ),
             cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=width),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Manual recovery completion, 7 days (%)",
+                left=[self.summed_average(m.WORKORDER_COMPLETION_RATE, period, "resolved / opened %")],
+                left_annotations=[
+                    cw.HorizontalAnnotation(
+                        value=self.thresholds.manual_recovery_completion_percent, label="target"
+                    )
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Work orders resolved, runs recovered",
+                left=[
+                    self.summed(m.WORKORDER_RESOLVED, period, "work orders resolved"),
+                    self.summed(m.RETRY_RECOVERED, period, "runs recovered after a failure"),
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Time to resolve a work order (s)",
+                left=[
+                    self.app_metric(m.WORKORDER_TIME_TO_RESOLVE, svc, statistic="p50", period=period).with_(
+                        label=f"p50 ({svc})"
+                    )
+                    for svc in EMITTERS[m.WORKORDER_TIME_TO_RESOLVE]
+                ],
+                width=width,
+            ),
         )
 
     def summed_average(self, name: str, period: Duration, label: str) -> cw.IMetric:

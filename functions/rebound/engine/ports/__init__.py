@@ -24,6 +24,7 @@ from rebound.engine.ports.delivery import (
     Channel,
     DeliveryFailed,
     Notifier,
+    Sent,
     Targets,
 )
 from rebound.engine.ports.runtime import (
@@ -86,6 +87,7 @@ __all__ = [
     "Queues",
     "Received",
     "Schedules",
+    "Sent",
     "SentMessage",
     "SequentialFanout",
     "Store",
