@@ -15,6 +15,7 @@ from rebound_cli.commands.health import health
 from rebound_cli.commands.notifications import notifications
 from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
+from rebound_cli.commands.slo import slo
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.context import App, Overrides
@@ -108,7 +109,7 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, notifications, policies, health, audit, console, local):
+for group in (tasks, runs, dlq, workorders, notifications, policies, health, slo, audit, console, local):
     cli.add_command(group)
 install_everywhere(cli)
 

@@ -39,6 +39,12 @@ class AlarmThresholds(_Model):
     lock_contention_percent: Percent = 70
     lock_contention_window_minutes: int = Field(5, ge=1, le=60)
     workorder_failures: int = Field(1, ge=1)
+    retry_success_slo_percent: Percent = Field(90, description="retried attempts that succeed, over 1 h")
+    on_time_slo_percent: Percent = Field(98, description="first attempts started within 60 s, over 1 h")
+    execution_success_slo_percent: Percent = Field(97, description="attempts that succeed, over 1 h")
+    slo_fast_window_minutes: int = Field(
+        5, ge=1, le=30, description="the burn-rate alarms' short window: the SLO must still be broken now"
+    )
     manual_recovery_completion_percent: Percent = Field(
         95, description="work orders opened in 7 days that were resolved, below which it alarms"
     )
