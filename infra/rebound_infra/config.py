@@ -105,6 +105,13 @@ class GrantsConfig(_Model):
         return value
 
 
+class HealthConfig(_Model):
+    """The retry-health report the sweeper runs every five minutes (``rebound.ops.health_watch``)."""
+
+    expected_interval_minutes: int = Field(30, ge=1, le=1440, description="how often the retry loop acts")
+    stale_metadata_minutes: int = Field(120, ge=1, le=10080, description="how old retry bookkeeping may get")
+
+
 class NotificationsConfig(_Model):
     """Work-order channels besides the alerts topic: an SSM parameter name or Secrets Manager ARN."""
 
@@ -136,6 +143,7 @@ class EnvironmentConfig(_Model):
     outbox: OutboxConfig = OutboxConfig()
     grants: GrantsConfig = GrantsConfig()
     notifications: NotificationsConfig = NotificationsConfig()
+    health: HealthConfig = HealthConfig()
     tags: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("log_retention_days")

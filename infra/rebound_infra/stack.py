@@ -214,6 +214,8 @@ class ReboundStack(Stack):
             topic_arn=self.observability.topic.topic_arn,
             event_source=r.SPEC.event_source,
             runbook_base_url=self.config.runbook_base_url,
+            health_expected_interval_minutes=self.config.health.expected_interval_minutes,
+            health_stale_metadata_minutes=self.config.health.stale_metadata_minutes,
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
             **notifications,

@@ -29,4 +29,8 @@ EMITTERS: dict[str, tuple[str, ...]] = {
     m.WORKORDER_RESOLVED: ("escalation", "ops_api"),
     m.WORKORDER_TIME_TO_RESOLVE: ("escalation", "ops_api"),
     m.WORKORDER_COMPLETION_RATE: ("sweeper",),
+    m.HEALTH_REPORTS: ("sweeper",),
+    m.HEALTH_ALERTS: ("sweeper",),
+    m.DELIVERY_RETRY_PLANS: ("sweeper",),
+    m.RETRYABLE_DELIVERIES: ("sweeper",),
 }

@@ -23,6 +23,7 @@ from rebound_infra.telemetry import EMITTERS
 RECOVERY_WIDGETS = (
     "Manual recovery completion, 7 days (%)",
     "Work orders resolved, runs recovered",
+    "Retry health (every 5 minutes)",
     "Time to resolve a work order (s)",
 )
 """Issue 16's widgets; tests/infra/test_infra_recovery_alarms.py checks what they show."""

@@ -78,6 +78,8 @@ class SweepReport:
     control_handled: list[str] = field(default_factory=list)
     sla_breaches: list[str] = field(default_factory=list)
     completion_rate: float | None = None
+    periodic: bool = False
+    """Whether this sweep ran the five-minute steps (the completion rate; the health report)."""
     queue_quiet_at: str | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
     ledger: LedgerReport = field(default_factory=LedgerReport)
@@ -130,16 +132,17 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
-        if self._step(report, "every_5_minutes", self._first_in_period):
+        if self._step(report, "every_5_minutes", self.first_in_period):
             figure = self._step(
                 report,
                 "completion",
                 lambda: recovery.publish(self.store, self.deps.metrics, self.clock.now()),
             )
             report.completion_rate = figure.rate if figure else None
+            report.periodic = True
         return report
 
-    def _first_in_period(self) -> bool:
+    def first_in_period(self) -> bool:
         """True for the first sweep of each five-minute period (a control record claims it), so
         the periodic steps run once a period whichever sweep gets there first, and a period whose
         sweeps all failed before it is simply skipped."""

@@ -46,6 +46,7 @@ RUNBOOKS = {
     "RetrySuccessSlo": "retry-success-slo.md",
     "OnTimeSlo": "on-time-slo.md",
     "ExecutionSuccessSlo": "execution-success-slo.md",
+    "RetryHealthUnhealthy": "retry-health-unhealthy.md",
 }
 SLO_WINDOW = Duration.hours(1)
 DLQ_RUNBOOK = "dlq-depth-and-age.md"
@@ -327,6 +328,14 @@ class Observability(Construct):
             "in the last 7 days are resolved (manual recovery completion), for 30 minutes",
         )
         self.alarm(
+            "RetryHealthUnhealthy",
+            self.summed(m.HEALTH_ALERTS, Duration.minutes(5), "failing health checks"),
+            threshold=1,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="a check of the retry-health report (run every 5 minutes) fails; each failing "
+            "check has a work order, resolved when it clears",
+        )
+        self.alarm(
             "SweeperItemFailures",
             self.summed(m.SWEEPER_FAILURE, Duration.minutes(5), "sweeper failures"),
             threshold=t.sweeper_failures,
@@ -502,6 +511,16 @@ class Observability(Construct):
                 left=[
                     self.summed(m.WORKORDER_RESOLVED, period, "work orders resolved"),
                     self.summed(m.RETRY_RECOVERED, period, "runs recovered after a failure"),
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Retry health (every 5 minutes)",
+                left=[
+                    self.summed(m.HEALTH_REPORTS, period, "health reports"),
+                    self.summed(m.HEALTH_ALERTS, period, "health alerts (failing checks)"),
+                    self.summed(m.DELIVERY_RETRY_PLANS, period, "delivery-retry plans"),
+                    self.summed(m.RETRYABLE_DELIVERIES, period, "retryable deliveries"),
                 ],
                 width=width,
             ),
