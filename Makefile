@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test browser test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
+.PHONY: help demo test browser scanner test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -22,11 +22,22 @@ $(STAMP): pyproject.toml requirements/constraints.txt requirements/dev.in requir
 	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $@
 
+# The IaC scanner (checkov) in a virtualenv of its own: it pins an older boto3 than Rebound's.
+SCANNER := .venv-checkov
+SCANNER_STAMP := $(SCANNER)/.installed
+$(SCANNER_STAMP): requirements/scanner.txt
+	@test -x $(SCANNER)/bin/python || $(PYTHON) -m venv $(SCANNER)
+	@echo "Installing the IaC scanner into $(SCANNER) (first run only)..."
+	@$(SCANNER)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/scanner.txt
+	@touch $@
+
+scanner: $(SCANNER_STAMP) ## Install checkov, which the infra tests run on the synthesized templates
+
 demo: $(STAMP) ## Run Rebound locally against the embedded AWS stand-in and show the retry loop working
 	$(VENV)/bin/rebound local demo
 
 TEST_WORKERS ?= 2
-test: $(STAMP) browser ## Run every test: unit, property, integration, end-to-end and infrastructure gates
+test: $(STAMP) browser $(SCANNER_STAMP) ## Run every test: unit, property, integration, end-to-end and infrastructure gates
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The console's browser tests drive Debian's Chromium; install it when missing and we are root

@@ -19,6 +19,7 @@ from rebound import resources as r
 from rebound.adapters.memory import MemoryStore
 from rebound.config.loader import load_policy_book
 from rebound.domain.events import EventType
+from rebound.domain.models import TargetRules
 from rebound.domain.notification import Notification
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
@@ -34,6 +35,7 @@ from rebound.engine.ports import (
     SequentialFanout,
 )
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.workstreams import Workstreams
 from rebound.settings import QueueRef, Settings, default_config_dir
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
 from rebound.targets.sim import SimInvoker
@@ -57,6 +59,7 @@ def memory_settings(environment: str = "test") -> Settings:
         event_source=r.SPEC.event_source,
         jitter_seed=7,
         config_dir=default_config_dir(),
+        targets=TargetRules(sim=True),
     )
 
 
@@ -316,6 +319,10 @@ class MemoryWorld:
                 results.append(scheduler.on_failed(event.detail["run_id"], int(event.detail["attempt"])))
             elif event.detail_type == EventType.DEAD_LETTERED:
                 results.append(Escalation(self.deps).on_dead_lettered(event.detail).work_order_id)
+            elif event.detail_type == EventType.WORKSTREAM_STEP_ENDED:
+                results.append(Workstreams(self.deps).on_step_ended(event.detail))
+            elif event.detail_type in (EventType.WORKSTREAM_FAILED, EventType.DEPENDENCY_CYCLE_DETECTED):
+                results.append(Escalation(self.deps).on_workstream_failed(event.detail))
         return results
 
     def detail_types(self, subject: str | None = None) -> list[str]:

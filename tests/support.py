@@ -303,3 +303,19 @@ def loopback_http(answer: Callable[[str, bytes, Mapping[str, str]], tuple[int, b
     finally:
         server.shutdown()
         server.server_close()
+
+
+def nightly_ledger(report_critical: bool = False) -> Any:
+    """The issue's workstream: extract -> transform -> load (holds warehouse-write) -> report."""
+    from rebound.domain.workstreams import Workstream, WorkstreamStep
+
+    return Workstream(
+        id="nightly-ledger",
+        tenant="acme",
+        steps=[
+            WorkstreamStep(task="extract"),
+            WorkstreamStep(task="transform", needs=["extract"]),
+            WorkstreamStep(task="load", needs=["transform"], resources=["warehouse-write"]),
+            WorkstreamStep(task="report", needs=["load"], critical=report_critical),
+        ],
+    )

@@ -18,6 +18,7 @@ from rebound_cli.commands.runs import runs
 from rebound_cli.commands.slo import slo
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
+from rebound_cli.commands.workstreams import resources, workstreams
 from rebound_cli.context import App, Overrides
 from rebound_cli.errors import describe
 from rebound_cli.global_options import install_everywhere, root_options
@@ -109,7 +110,21 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     ctx.obj = App(env, output, debug, overrides)
 
 
-for group in (tasks, runs, dlq, workorders, notifications, policies, health, slo, audit, console, local):
+for group in (
+    tasks,
+    runs,
+    dlq,
+    workorders,
+    workstreams,
+    resources,
+    notifications,
+    policies,
+    health,
+    slo,
+    audit,
+    console,
+    local,
+):
     cli.add_command(group)
 install_everywhere(cli)
 

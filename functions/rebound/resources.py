@@ -303,6 +303,12 @@ SPEC = ResourceSpec(
         ),
         RuleSpec("dead_letters", ("task.dead_lettered",), "escalation", "dead letters open work orders"),
         RuleSpec(
+            "task_reports",
+            ("rebound.task.heartbeat", "rebound.task.completed", "rebound.task.failed"),
+            "retry",
+            "asynchronous attempts' heartbeats and completions go to the retry queue's consumer",
+        ),
+        RuleSpec(
             "sla_breaches",
             ("task.sla.breached",),
             "escalation",
@@ -313,6 +319,17 @@ SPEC = ResourceSpec(
             ("task.recovered", "workorder.resolved"),
             "escalation",
             "a recovered run resolves its work order; a resolution notifies every channel",
+        ),
+        RuleSpec(
+            "workstreams",
+            (
+                "workstream.step.ended",
+                "workstream.failed",
+                "dependency_cycle_detected",
+                "resource_exhausted",
+            ),
+            "escalation",
+            "a step's end advances its workstream; a failed workstream opens a critical work order",
         ),
     ),
 )
@@ -330,6 +347,15 @@ ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
 ENV_HEALTH_EXPECTED_INTERVAL = "REBOUND_HEALTH_EXPECTED_INTERVAL_MINUTES"
 ENV_HEALTH_STALE_METADATA = "REBOUND_HEALTH_STALE_METADATA_MINUTES"
+ENV_COMPLETION_KEY = "REBOUND_COMPLETION_KEY"
+ENV_TARGET_RULES = "REBOUND_TARGET_RULES"
+ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
+"""The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
+
+
+def completion_key_parameter(env: str) -> str:
+    """Where the local cloud keeps an environment's completion key (an SSM SecureString)."""
+    return f"/rebound/{env}/completion-key"
 
 
 def renamed_tables() -> dict[str, str]:

@@ -6,6 +6,7 @@ on AWS, and the local runtime sets the same ones.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
+from rebound.domain.models import TargetRules
 
 
 class QueueRef(BaseModel):
@@ -53,7 +55,17 @@ class Settings(BaseModel):
     slack_secret: str | None = Field(
         default=None, description="SSM parameter or Secrets Manager ARN holding the Slack webhook URL"
     )
+    completion_key: str | None = Field(
+        default=None,
+        description="SSM parameter or Secrets Manager ARN holding the key that signs completion "
+        "tokens (asynchronous targets)",
+    )
     event_source: str = "rebound"
+    audit_key_id: str | None = Field(
+        default=None,
+        description="the KMS HMAC key (ARN or id) that keys the audit chain; None only in a resources "
+        "document written before the chain was keyed, which cannot write audit records",
+    )
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
     health_expected_interval_minutes: int = Field(
@@ -68,6 +80,14 @@ class Settings(BaseModel):
         description="the named retry policies bundled with this environment's functions (None: not "
         "recorded, an older deployment); with the policies stored at run time, all it knows",
     )
+
+    targets: TargetRules | None = Field(
+        default=None, description="what targets may do here; None: the defaults for the environment's name"
+    )
+
+    @property
+    def target_rules(self) -> TargetRules:
+        return self.targets if self.targets is not None else TargetRules.defaults_for(self.environment)
 
     @field_validator("tables", mode="before")
     @classmethod
@@ -96,6 +116,16 @@ def default_config_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "config" / "tasks"
 
 
+def _json_or_none(env: Mapping[str, str], name: str) -> Any:
+    raw = env.get(name)
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        raise ConfigError("environment", name, "is not valid JSON") from None
+
+
 def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     missing: list[str] = []
@@ -121,12 +151,15 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "topic_arn": env.get(r.ENV_TOPIC) or None,
         "pagerduty_secret": env.get(r.ENV_PAGERDUTY_SECRET) or None,
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
+        "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
+        "audit_key_id": need(r.ENV_AUDIT_KEY),
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
         "health_expected_interval_minutes": env.get(r.ENV_HEALTH_EXPECTED_INTERVAL) or 30,
         "health_stale_metadata_minutes": env.get(r.ENV_HEALTH_STALE_METADATA) or 120,
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
+        "targets": _json_or_none(env, r.ENV_TARGET_RULES),
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -152,12 +185,18 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
     }
     if settings.topic_arn:
         out[r.ENV_TOPIC] = settings.topic_arn
+    if settings.audit_key_id:
+        out[r.ENV_AUDIT_KEY] = settings.audit_key_id
     if settings.pagerduty_secret:
         out[r.ENV_PAGERDUTY_SECRET] = settings.pagerduty_secret
     if settings.slack_secret:
         out[r.ENV_SLACK_SECRET] = settings.slack_secret
+    if settings.completion_key:
+        out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
+    if settings.targets is not None:
+        out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
     for spec in r.SPEC.tables:
         out[spec.env_var] = settings.tables[spec.logical]
     for q in r.SPEC.queues:
@@ -177,8 +216,11 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "scheduler_role_arn": settings.scheduler_role_arn,
         "topic_arn": settings.topic_arn,
         "event_source": settings.event_source,
+        "audit_key_id": settings.audit_key_id,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
+        "completion_key": settings.completion_key,
+        "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

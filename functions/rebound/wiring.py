@@ -14,15 +14,18 @@ import boto3
 from botocore.config import Config
 
 from rebound.adapters.archive import DynamoArchive
+from rebound.adapters.audit_keys import KmsAuditKeys
 from rebound.adapters.bus import Bus
+from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.adapters.dynamo import DynamoStore
 from rebound.adapters.metrics import PowertoolsMetrics
 from rebound.adapters.notify import Notifier, notification_channels
-from rebound.adapters.queues import Queues
+from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
 from rebound.adapters.scheduler import Schedules, ScheduleTarget
 from rebound.adapters.secrets import SecretResolver
 from rebound.adapters.streams import StreamReader
 from rebound.config.loader import load_policy_book
+from rebound.domain.errors import ConfigError
 from rebound.engine.deps import Deps
 from rebound.engine.policies import PolicyService
 from rebound.engine.ports import (
@@ -31,6 +34,7 @@ from rebound.engine.ports import (
     CrashPoints,
     Fanout,
     Metrics,
+    NoCompletionKey,
     NoCrashes,
     SystemClock,
     ThreadFanout,
@@ -81,6 +85,13 @@ def build_deps(
     sink = metrics
     dynamodb = session.client("dynamodb", **kwargs)
     archive_table = settings.tables.get(ARCHIVE_TABLE)
+    if not settings.audit_key_id:
+        raise ConfigError(
+            "resources",
+            "audit_key_id",
+            "no KMS key keys the audit chain: deploy this version of the stack (or run `rebound local "
+            "up` again), which creates it",
+        )
     store = DynamoStore(
         dynamodb,
         settings.tables,
@@ -88,6 +99,7 @@ def build_deps(
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
         sleep=clock.sleep,
         rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
+        audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id),
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(
@@ -99,12 +111,13 @@ def build_deps(
             dead_letter_arn=settings.queue("scheduler_dlq").arn,
         ),
     )
+    secrets = SecretResolver(
+        lambda: session.client("ssm", **kwargs), lambda: session.client("secretsmanager", **kwargs)
+    )
     channels = notification_channels(
         sns=session.client("sns", **kwargs) if settings.topic_arn else None,
         topic_arn=settings.topic_arn,
-        secrets=SecretResolver(
-            lambda: session.client("ssm", **kwargs), lambda: session.client("secretsmanager", **kwargs)
-        ),
+        secrets=secrets,
         pagerduty_secret=settings.pagerduty_secret,
         slack_secret=settings.slack_secret,
     )
@@ -115,7 +128,7 @@ def build_deps(
         queues=queues,
         schedules=schedules,
         bus=Bus(session.client("events", **kwargs), settings.bus_name),
-        targets=targets or default_targets(session, clock, kwargs),
+        targets=targets or default_targets(session, clock, kwargs, settings.target_rules),
         notifier=Notifier(channels),
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,
@@ -123,4 +136,14 @@ def build_deps(
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
         archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,
+        completion_keys=(
+            SecretCompletionKeys(secrets, settings.completion_key)
+            if settings.completion_key
+            else NoCompletionKey()
+        ),
+        queue_ages=CloudWatchQueueAges(
+            lambda: session.client("cloudwatch", **kwargs),
+            {name: queue_name(ref.url) for name, ref in settings.queues.items()},
+            clock.now,
+        ),
     )

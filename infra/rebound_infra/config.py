@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.errors import ConfigError
+from rebound.domain.models import TargetRules
 
 ENVIRONMENT_NAME = r"^[a-z][a-z0-9-]{1,15}$"
 # The retention values CloudWatch Logs accepts.
@@ -126,6 +127,37 @@ class NotificationsConfig(_Model):
         return value
 
 
+ROLE_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
+
+
+class AuditConfig(_Model):
+    """Who besides the functions writes audit records: the roles operators run the CLI with
+    (its recovery commands write audit records, which needs the audit key's ``GenerateMac``)."""
+
+    writer_roles: tuple[Annotated[str, Field(pattern=ROLE_ARN)], ...] = ()
+
+
+class VpcConfig(_Model):
+    """Run the functions in these subnets of an existing VPC (for accounts that require it). The
+    subnets need a route to DynamoDB, SQS, EventBridge, Scheduler, SNS, SSM, KMS and CloudWatch
+    (VPC endpoints or a NAT gateway), and to whatever the tasks' targets call."""
+
+    vpc_id: Annotated[str, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")]
+    availability_zones: tuple[Annotated[str, Field(pattern=r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")], ...] = Field(
+        min_length=1
+    )
+    subnet_ids: tuple[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")], ...] = Field(min_length=1)
+    security_group_ids: tuple[Annotated[str, Field(pattern=r"^sg-[0-9a-f]{8,17}$")], ...] = Field(
+        min_length=1
+    )
+
+    @model_validator(mode="after")
+    def _one_subnet_per_zone(self) -> VpcConfig:
+        if len(self.subnet_ids) != len(self.availability_zones):
+            raise ValueError("give one subnet id per availability zone, in the same order")
+        return self
+
+
 class EnvironmentConfig(_Model):
     name: Annotated[str, Field(pattern=ENVIRONMENT_NAME)]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
@@ -144,7 +176,17 @@ class EnvironmentConfig(_Model):
     grants: GrantsConfig = GrantsConfig()
     notifications: NotificationsConfig = NotificationsConfig()
     health: HealthConfig = HealthConfig()
+    targets: TargetRules | None = Field(
+        None, description="what task targets may do here; default: TargetRules.defaults_for(name)"
+    )
     tags: dict[str, str] = Field(default_factory=dict)
+    encryption: Literal["aws_managed", "cmk"] = Field(
+        "aws_managed",
+        description="aws_managed: AWS owned or managed keys; cmk: one customer-managed KMS key (rotation "
+        "on) for the tables, queues, log groups and the alerts topic",
+    )
+    audit: AuditConfig = AuditConfig()
+    vpc: VpcConfig | None = None
 
     @field_validator("log_retention_days")
     @classmethod

@@ -77,6 +77,8 @@ class Access:
     queue_attributes: tuple[str, ...] = ()
     """Queues whose counts it reads (GetQueueAttributes) without sending or receiving."""
     list_schedules: bool = False
+    completion_key: bool = False
+    """Reads the key of completion tokens: to sign them (executor) or check reports (the rest)."""
 
 
 # The run path writes a run, its audit record and its outbox events in one transaction; a dead
@@ -96,15 +98,27 @@ ACCESS: dict[str, Access] = {
         send=("execution", "dlq"),
         target_secrets=True,
         invoke_targets=True,
+        completion_key=True,
     ),
     "retry_scheduler": Access(
-        # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``)
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": PUT},
+        # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
+        # reports of asynchronous attempts (``rebound.ops.async_reports``, from the bus) leave
+        # slots and count SLA streaks (updates) as the executor's outcomes do
+        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": READ + PUT + UPDATE},
         send=("execution", "dlq"),
         create_schedules=True,
+        completion_key=True,
     ),
     "escalation": Access(
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "workorders": READ + PUT, "control": READ},
+        # control: workstream runs, checkpoints and resource slots (``rebound.engine.workstreams``);
+        # the execution queue: the message of each step a workstream starts
+        tables={
+            **_RUN_WRITES,
+            "policies": POLICY_READ,
+            "workorders": READ + PUT,
+            "control": READ + PUT + UPDATE,
+        },
+        send=("execution",),
         publish_alerts=True,
         notification_secrets=True,
     ),
@@ -131,8 +145,43 @@ ACCESS: dict[str, Access] = {
         publish_alerts=True,
         notification_secrets=True,
     ),
-    "ops_api": Access(),
+    "ops_api": Access(completion_key=True),
 }
+
+
+AUDIT_REWRITES = (
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:PartiQLUpdate",
+    "dynamodb:PartiQLDelete",
+)
+"""Denied on the audit table to every role of the stack: a record can only be added (a conditional
+put), never changed or removed. BatchWriteItem is denied whole: its puts cannot carry a condition."""
+
+
+def writes_audit(logical: str) -> bool:
+    """Whether a function writes audit records (and so may sign them with the audit key)."""
+    return "audit" in ACCESS[logical].tables
+
+
+def needs_data_key(logical: str) -> bool:
+    """Whether a function touches a table, queue, stream or the topic (all under the data key with
+    ``encryption: cmk``): every function with access or a trigger; not the ops API."""
+    spec = r.SPEC.function(logical)
+    return ACCESS[logical] != Access() or spec.queue is not None or spec.stream_table is not None
+
+
+def deny_audit_rewrites(role: iam.IRole, audit: ddb.ITable) -> None:
+    """An explicit Deny of ``AUDIT_REWRITES`` on the audit table, which no Allow can override."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="AuditIsAppendOnly",
+            effect=iam.Effect.DENY,
+            actions=list(AUDIT_REWRITES),
+            resources=[audit.table_arn],
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -146,6 +195,7 @@ class Grantables:
     secret_path: str
     secrets_manager_arns: tuple[str, ...]
     notification_secrets: tuple[str, ...]
+    completion_key: secretsmanager.ISecret | None = None
     topic_key_encrypted: bool = True
 
 
@@ -224,6 +274,8 @@ def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> No
             "dynamodb:ListStreams, which the stream event source mapping needs, supports no resource "
             "ARN: AWS requires '*'. The stream reads themselves are on the outbox stream only.",
         )
+    if access.completion_key and on.completion_key is not None:
+        on.completion_key.grant_read(role)
     secret_refs: list[str] = []
     if access.target_secrets:
         path_arn = _parameter_arn(scope, f"{on.secret_path}/*")

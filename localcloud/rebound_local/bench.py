@@ -11,6 +11,8 @@ Two scenarios, both through ``rebound local simulate``'s engine with the ``direc
 - ``hostile``: ``scenarios/hostile-day.yaml``, 24 h of 100 tasks under every fault of the hostile
   local cloud. Its wall time, what was injected, and the invariants: 0 lost, 0 doubled, 0 stuck,
   0 leaked slots, at most one live message per run.
+- ``console``: the console's first screen with 100,000 runs in the tables
+  (``rebound_local.bench_console``): cold and warm, against a 1 s target.
 
 Each scenario's invariants must hold; the exit code is non-zero if any failed.
 """
@@ -102,7 +104,9 @@ def describe(name: str, figures: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench/results.json"))
-    parser.add_argument("--only", choices=sorted(SCENARIOS), help="run one scenario (default: all)")
+    parser.add_argument(
+        "--only", choices=sorted([*SCENARIOS, "console"]), help="run one scenario (default: all)"
+    )
     parser.add_argument("--transport", choices=["direct", "inproc", "http"], default="direct")
     args = parser.parse_args(argv)
 
@@ -128,6 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = figures
         ok &= bool(figures["invariants_held"])
         print(describe(name, figures), flush=True)
+    if not args.only or args.only == "console":
+        from rebound_local.bench_console import bench_console
+        from rebound_local.bench_console import describe as describe_console
+
+        print("console: seeding 100,000 runs and timing the first screen ...", flush=True)
+        results["console"] = bench_console()
+        print(describe_console(results["console"]), flush=True)
     results["machine"]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")

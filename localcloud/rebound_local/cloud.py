@@ -123,3 +123,27 @@ def reset_moto() -> None:
 
     with motopatch.LOCK:
         BackendDict.reset()
+
+
+class LocalQueueAges:
+    """The oldest message's age of each local queue, read from the queue moto keeps in this
+    process (nothing is received, so nothing is hidden): the local stand-in for CloudWatch's
+    ``ApproximateAgeOfOldestMessage``, which moto does not publish. Ages are seconds since
+    ``SentTimestamp`` on the local runtime's clock (moto's clock is routed through it)."""
+
+    source = "local runtime"
+
+    def __init__(self, names: dict[str, str], now: Callable[[], datetime]) -> None:
+        self.names = names
+        self.now = now
+
+    def wall_ms(self) -> float:
+        return self.now().timestamp() * 1000
+
+    def oldest_age_s(self, queue: str) -> float | None:
+        found = LocalCloud.sqs_backend().queues.get(self.names[queue])
+        if found is None:
+            return None
+        with found._messages_lock:
+            sent = [m.sent_timestamp for m in found._messages if m.sent_timestamp is not None]
+        return max(self.wall_ms() - min(sent), 0.0) / 1000 if sent else None

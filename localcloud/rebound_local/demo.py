@@ -4,7 +4,8 @@ It starts the AWS stand-in, provisions Rebound's resources from the same definit
 stack, registers the demo tasks (``config/demo/tasks.yaml``), puts one malformed message on the
 execution queue the way any outside client could, then lets 36 minutes of schedule time pass and
 prints what happened: runs per task, attempts, final states, work orders, and the audit trail of a
-dead-lettered run, verified.
+dead-lettered run, verified. Then a workstream (``rebound_local.demo_workstream``): a step retried
+and dead-lettered, a rollback, a resume, and the workstream completed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rebound.domain.audit import verify_chain
 from rebound.domain.models import Run, RunState, WorkOrder
 from rebound.ops.tasks import TaskOps
 from rebound_local.clock import VirtualClock
+from rebound_local.demo_workstream import WorkstreamDemo, run_workstream_demo
 from rebound_local.stack import LocalStack, start_local
 
 DEMO_START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
@@ -38,6 +40,7 @@ class DemoResult:
     work_orders: list[WorkOrder]
     wall_seconds: float
     virtual_seconds: float
+    workstream: WorkstreamDemo | None = None
 
 
 def run_demo(
@@ -113,8 +116,9 @@ def _run(
     runs = sorted(deps.store.scan_runs(), key=lambda r: (r.task_id, r.scheduled_for))
     orders = deps.store.work_orders()
     _print_summary(console, stack, runs, orders, wall)
+    workstream = run_workstream_demo(console, stack)
     console.print(f"\nHandler logs: {log_dir / 'demo-handlers.log'}")
-    return DemoResult(runs, orders, wall, total)
+    return DemoResult(runs, orders, wall, total, workstream)
 
 
 def _max_receive(stack: LocalStack) -> int:
@@ -206,7 +210,7 @@ def _print_summary(
                 rec.hash[:12],
             )
         console.print(audit)
-        check = verify_chain(f"run#{dead.run_id}", trail)
+        check = verify_chain(f"run#{dead.run_id}", trail, stack.deps.store.audit_keys.check)
         verdict = "[green]verified[/green]" if check.ok else f"[red]BROKEN: {check.detail}[/red]"
         console.print(f"Hash chain: {verdict} ({check.detail})")
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from rebound.domain.audit import verify_chain
+from rebound.domain.audit import CheckMac, verify_chain
 from rebound.domain.ids import event_run_id, scheduled_run_id, work_order_id
 from rebound.domain.models import AuditRecord
 from rebound.domain.timefmt import parse_utc
@@ -259,6 +259,8 @@ class World:
     ended_at: datetime
     dlq_record: list[dict[str, Any]] = field(default_factory=list)
     """The items of the DLQ's record (``dlq_messages``)."""
+    check_mac: CheckMac | None = None
+    """Checks the audit records' MACs (the local cloud's KMS key); ``None``: hashes only."""
 
 
 def judge(world: World) -> dict[str, Invariant]:
@@ -270,10 +272,12 @@ def judge(world: World) -> dict[str, Invariant]:
         "dead_letters_have_one_dlq_message": one_dlq_message(world.runs, world.chains, world.dlq),
         "dlq_record_matches_the_queue": record_matches_queue(world.dlq, world.dlq_record),
         "no_target_called_twice_per_attempt": no_double_calls(world.target_calls),
-        "audit_chains_verify": chains_verify(world.chains),
+        "audit_chains_verify": chains_verify(world.chains, world.check_mac),
         "run_items_match_their_chains": heads_match(world.runs, world.chains),
         "every_fire_became_a_run": fires_became_runs(world.fires, by_id, world.chains),
         "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
+        "one_outcome_per_attempt": one_outcome_per_attempt(world.chains),
+        "refused_reports_never_reopen_a_run": refused_reports_after_the_end(world.chains),
     }
 
 
@@ -420,13 +424,13 @@ def no_double_calls(calls: list[tuple[str, int]]) -> Invariant:
     return Invariant(True, f"{len(counts)} (run, attempt) pairs, each called once")
 
 
-def chains_verify(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+def chains_verify(chains: dict[str, list[dict[str, Any]]], check_mac: CheckMac | None = None) -> Invariant:
     broken: list[str] = []
     records = 0
     for subject, chain in chains.items():
         parsed = [AuditRecord.model_validate(rec) for rec in chain]
         records += len(parsed)
-        check = verify_chain(subject, parsed)
+        check = verify_chain(subject, parsed, check_mac)
         if not check.ok:
             broken.append(f"{subject}: {check.detail}")
     if broken:
@@ -505,3 +509,61 @@ def no_idle_holders(slots: list[dict[str, Any]], runs: dict[str, dict[str, Any]]
     if idle:
         return Invariant(False, f"{len(idle)} slot place(s) held by runs that are not running", idle)
     return Invariant(True, f"{len(slots)} slots, {held} holder(s), each running")
+
+
+OUTCOME_ACTIONS = frozenset({"attempt-succeeded", "attempt-failed", "lease-expired"})
+"""The records that end an attempt with its outcome (a call that returned, a report of an
+asynchronous attempt, a lease or heartbeat timeout)."""
+REPORTS_PREFIX = "reports#"
+
+
+def _outcomes(chain: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    by_attempt: dict[int, list[dict[str, Any]]] = {}
+    for record in chain:
+        if record["action"] in OUTCOME_ACTIONS:
+            attempt = int(record.get("evidence", {}).get("attempt") or 0)
+            by_attempt.setdefault(attempt, []).append(record)
+    return by_attempt
+
+
+def one_outcome_per_attempt(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    """No attempt ends twice: not a duplicate completion, not a completion and its timeout."""
+    twice: list[str] = []
+    attempts = 0
+    for subject, chain in chains.items():
+        if not subject.startswith("run#"):
+            continue
+        for attempt, records in _outcomes(chain).items():
+            attempts += 1
+            if len(records) > 1:
+                twice.append(f"{subject} attempt {attempt}: {[r['action'] for r in records]}")
+    if twice:
+        return Invariant(False, f"{len(twice)} attempt(s) ended more than once", twice)
+    return Invariant(True, f"{attempts} ended attempts, each with one outcome")
+
+
+def refused_reports_after_the_end(chains: dict[str, list[dict[str, Any]]]) -> Invariant:
+    """A report refused as ``used`` or ``timed_out`` names an attempt that had already ended then,
+    and the run's chain records no outcome for that attempt after the refusal (nothing reopened)."""
+    wrong: list[str] = []
+    refused = 0
+    for subject, chain in chains.items():
+        if not subject.startswith(REPORTS_PREFIX):
+            continue
+        run_chain = chains.get(f"run#{subject.removeprefix(REPORTS_PREFIX)}", [])
+        outcomes = _outcomes(run_chain)
+        for record in chain:
+            evidence = record.get("evidence", {})
+            if evidence.get("reason") not in ("used", "timed_out"):
+                continue
+            refused += 1
+            ended = outcomes.get(int(evidence.get("attempt") or 0), [])
+            if not ended:
+                wrong.append(
+                    f"{subject} seq {record['seq']}: refused {evidence['reason']}, attempt never ended"
+                )
+            elif any(str(o["at"]) > str(record["at"]) for o in ended):
+                wrong.append(f"{subject} seq {record['seq']}: the attempt ended after it was refused")
+    if wrong:
+        return Invariant(False, f"{len(wrong)} refused report(s) do not match their run", wrong)
+    return Invariant(True, f"{refused} late or repeated reports refused, each after its attempt ended")

@@ -8,6 +8,7 @@ restored state finds what exists and creates what is missing.
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 import boto3
@@ -15,7 +16,9 @@ from botocore.exceptions import ClientError
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.models import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
+from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -69,6 +72,24 @@ def event_pattern(rule: r.RuleSpec, source: str) -> dict[str, Any]:
     return {"source": [source], "detail-type": list(rule.detail_types)}
 
 
+def audit_key_id(kms: Any, env: str) -> str:
+    """The local cloud's KMS HMAC key that keys the audit chain (``HMAC_256``, as on AWS), named by
+    its alias, created on first use. Records name the alias, and the key's material follows from
+    its description (``motopatch.kms_material``), so a restart's new key checks the old records."""
+    alias = f"alias/{r.local_name(env, 'audit')}"
+    try:
+        kms.describe_key(KeyId=alias)
+        return alias
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "NotFoundException":
+            raise
+    meta = kms.create_key(
+        KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description=f"{LOCAL_AUDIT_KEY} {alias}"
+    )["KeyMetadata"]
+    kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
+    return alias
+
+
 def provision(session: boto3.session.Session, endpoint_url: str | None, env: str = "local") -> Settings:
     kw: dict[str, Any] = {"region_name": REGION}
     if endpoint_url:
@@ -80,6 +101,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
     sns = session.client("sns", **kw)
     iam = session.client("iam", **kw)
     ssm = session.client("ssm", **kw)
+    kms = session.client("kms", **kw)
 
     tables: dict[str, str] = {}
     existing_tables = set(ddb.list_tables().get("TableNames", []))
@@ -155,7 +177,9 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
             raise
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
+    audit_key = audit_key_id(kms, env)
     topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
+    completion_key = completion_key_parameter(ssm, env)
 
     settings = Settings(
         environment=env,
@@ -166,8 +190,12 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         scheduler_role_arn=role_arn,
         topic_arn=topic_arn,
         event_source=r.SPEC.event_source,
+        audit_key_id=audit_key,
         config_dir=default_config_dir(),
         deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
+        completion_key=completion_key,
+        # The local cloud is local whatever its name: sim, and the loopback test servers over http.
+        targets=TargetRules.defaults_for("local"),
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),
@@ -176,3 +204,16 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         Overwrite=True,
     )
     return settings
+
+
+def completion_key_parameter(ssm: Any, env: str) -> str:
+    """The environment's completion key (signs asynchronous attempts' tokens): a random SSM
+    ``SecureString``, kept if it exists (tokens already issued stay valid). On AWS the stack
+    creates a generated Secrets Manager secret instead."""
+    name = r.completion_key_parameter(env)
+    try:
+        ssm.put_parameter(Name=name, Value=secrets.token_urlsafe(48), Type="SecureString", Overwrite=False)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ParameterAlreadyExists":
+            raise
+    return name

@@ -10,6 +10,7 @@ per-run and per-work-order entries, and writes the report.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -121,3 +122,19 @@ def write_report(report: dict[str, Any], path: Path) -> None:
     with tmp.open("w", encoding="utf-8") as handle:
         json.dump(report, handle, separators=(",", ":"), default=str)
     tmp.replace(path)
+
+
+def async_section(stack: LocalStack, chains: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """What simulated asynchronous work reported (``rebound_local.sim_workers``) and what was
+    refused, by reason, from the runs' reports chains."""
+    workers = stack.runtime.sim_workers
+    refused: Counter[str] = Counter()
+    for subject, chain in chains.items():
+        if subject.startswith("reports#"):
+            refused.update(str(r.get("evidence", {}).get("reason")) for r in chain)
+    return {
+        "started": workers.stats.started if workers else 0,
+        "sent": dict(sorted(workers.stats.by_type.items())) if workers else {},
+        "resent": workers.stats.resent if workers else 0,
+        "refused": dict(sorted(refused.items())),
+    }

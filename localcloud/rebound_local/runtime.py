@@ -52,6 +52,7 @@ from rebound_local.cloud import LocalCloud
 from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
 from rebound_local.invocations import CallGate, Invocation, Lane, working_for
 from rebound_local.provision import ACCOUNT, REGION
+from rebound_local.sim_workers import SimWorkerPlayer
 from rebound_local.streams import Delivery, FailureDestination, StreamMapping
 from rebound_local.workers import Running, RuntimeHung, Stillness, WorkerPool, earliest
 
@@ -156,6 +157,8 @@ class LocalRuntime:
         self.seed = seed
         self.stall_wall_s = stall_wall_s
         self.running = Running()
+        self.sim_workers: SimWorkerPlayer | None = None
+        """Plays simulated asynchronous work (sim targets with ``behavior.async``), if attached."""
         self._lock = threading.Lock()
         self._errors: list[BaseException] = []
         self._numbers = itertools.count(1)
@@ -456,6 +459,8 @@ class LocalRuntime:
         fired = self.scheduler.fire_due()
         self.stats.schedules_fired += fired
         did |= fired > 0
+        if self.sim_workers is not None:
+            did |= self.sim_workers.play_due() > 0
         did |= self._relay_outbox()
         for mapping in self.mappings:
             did |= self._poll(mapping)
@@ -471,6 +476,8 @@ class LocalRuntime:
         """When the next thing other than a sleeper is due: a schedule, a message, a sweep, a ramp
         step, a stream retry (never before now)."""
         candidates = [self.scheduler.next_due(), self._next_sweep]
+        if self.sim_workers is not None:
+            candidates.append(self.sim_workers.next_due())
         if not self._relay_busy:
             candidates.append(self.stream.retry_at)
         now = self.clock.now()

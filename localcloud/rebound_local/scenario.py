@@ -55,11 +55,18 @@ from pydantic import (
 )
 
 from rebound import resources as r
-from rebound.config.loader import config_error, load_yaml, parse_task_file
+from rebound.config.loader import (
+    check_workstreams,
+    config_error,
+    load_yaml,
+    parse_task_document,
+    parse_task_file,
+)
 from rebound.domain.durations import Seconds
 from rebound.domain.errors import ConfigError
 from rebound.domain.models import TENANT_PATTERN, Task, TenantSettings
 from rebound.domain.timefmt import UtcDatetime
+from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.crashpoints import CRASH_POINTS
 from rebound_local.instrument import LatencyModel
 
@@ -187,6 +194,10 @@ class Scenario(_Strict):
     tenants: dict[Annotated[str, Field(pattern=TENANT_PATTERN)], TenantSettings] = Field(
         default_factory=dict, description="per-tenant settings, as in a task file (max_concurrent_runs)"
     )
+    workstreams: list[Workstream] = Field(
+        default_factory=list, description="workstreams of the scenario's tasks, as in a task file"
+    )
+    resources: list[ResourceSpec] = Field(default_factory=list, description="as in a task file")
     messages: list[InjectedMessage] = Field(default_factory=list)
     faults: Faults = Field(default_factory=Faults)
     model: Model = Field(default_factory=Model)
@@ -247,6 +258,8 @@ class LoadedScenario(BaseModel):
     file: str
     scenario: Scenario
     tasks: list[Task]
+    workstreams: list[Workstream] = Field(default_factory=list)
+    resources: list[ResourceSpec] = Field(default_factory=list)
 
 
 def _expand_groups(groups: list[dict[str, Any]], file: str) -> list[dict[str, Any]]:
@@ -285,6 +298,8 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
 
     book = load_policy_book(default_config_dir())
     tasks: list[Task] = []
+    workstreams = list(scenario.workstreams)
+    resources = list(scenario.resources)
     if scenario.tasks_file is not None:
         path = Path(scenario.tasks_file)
         if not path.is_absolute():
@@ -293,7 +308,10 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
             raw = load_yaml(path)
         except ConfigError as exc:
             raise ConfigError(file, "tasks_file", f"{exc.file}: {exc.problem}") from None
-        tasks = parse_task_file(raw, str(path), book)
+        document = parse_task_document(raw, str(path), book)
+        tasks = document.tasks
+        workstreams = document.workstreams + workstreams
+        resources = document.resources + resources
     elif scenario.tasks is not None:
         tasks = parse_task_file({"tasks": scenario.tasks}, file, book)
     if scenario.task_groups:
@@ -308,7 +326,18 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
         if task.id in seen:
             raise ConfigError(file, "tasks", f"task id {task.id!r} appears more than once")
         seen.add(task.id)
-    return LoadedScenario(file=file, scenario=scenario, tasks=tasks)
+    if scenario.workstreams or scenario.resources:
+        # the scenario's own first, so the key paths of its problems are its own
+        own = list(scenario.resources)
+        check_workstreams(
+            list(scenario.workstreams),
+            own + resources[: len(resources) - len(own)],
+            {t.id: t.tenant for t in tasks},
+            file,
+        )
+    return LoadedScenario(
+        file=file, scenario=scenario, tasks=tasks, workstreams=workstreams, resources=resources
+    )
 
 
 def _group_path(key_path: str, groups: list[dict[str, Any]]) -> str:

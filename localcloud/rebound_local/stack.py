@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rebound.adapters.queues import queue_name
 from rebound.settings import Settings
 from rebound.targets.registry import default_targets
+from rebound.targets.sim import SimInvoker
 from rebound.wiring import build_deps
 from rebound_local import hostile
 from rebound_local.clock import ScaledClock, VirtualClock
-from rebound_local.cloud import LocalCloud
+from rebound_local.cloud import LocalCloud, LocalQueueAges
 from rebound_local.direct import DirectSession
 from rebound_local.fanout import LocalFanout
 from rebound_local.hostile import MotoFaults
@@ -30,6 +32,7 @@ from rebound_local.invocations import CallGate
 from rebound_local.provision import provision
 from rebound_local.runtime import STALL_WALL_S, LocalRuntime
 from rebound_local.scenario import Faults as FaultsConfig
+from rebound_local.sim_workers import SimWorkerPlayer
 
 # Powertools reads these when the handler modules are imported and when they flush.
 TRANSPORTS = ("http", "inproc", "direct")
@@ -225,7 +228,7 @@ def start_local(
     if transport == "direct":
         session = DirectSession(session, aws_calls, throttler, gate)
     metrics = RecordingMetrics()
-    targets = RecordingTargets(default_targets(session, clock, client_kwargs), clock)
+    targets = RecordingTargets(default_targets(session, clock, client_kwargs, settings.target_rules), clock)
     crashes = CrashPlan(
         faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)
     )
@@ -238,6 +241,10 @@ def start_local(
         targets=targets,
         fanout=LocalFanout(clock, gate),
         client_kwargs=client_kwargs,
+    )
+    # CloudWatch publishes no SQS metrics here: the local runtime reads its queues' ages itself.
+    deps.queue_ages = LocalQueueAges(
+        {name: queue_name(ref.url) for name, ref in settings.queues.items()}, clock.now
     )
     runtime = LocalRuntime(
         cloud,
@@ -254,6 +261,12 @@ def start_local(
         seed=faults.seed,
         stall_wall_s=stall_wall_s,
     )
+    # Simulated asynchronous work reports on the bus, on this clock (rebound_local.sim_workers).
+    player = SimWorkerPlayer(clock, deps.bus, settings.event_source)
+    sim = targets.invokers.get("sim")
+    if isinstance(sim, SimInvoker):
+        sim.workers = player
+        runtime.sim_workers = player
     route_logs(log_file, log_level)
     return LocalStack(
         cloud,

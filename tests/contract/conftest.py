@@ -13,6 +13,7 @@ from collections.abc import Callable
 import pytest
 from contract_support import Event
 
+from rebound.adapters.audit_keys import KmsAuditKeys
 from rebound.adapters.dynamo import DynamoStore, from_item
 from rebound.adapters.memory import MemoryStore
 from rebound.engine.ports import Store
@@ -27,7 +28,10 @@ def store(request: pytest.FixtureRequest) -> Store:
         return memory
     aws = request.getfixturevalue("aws")
     settings = request.getfixturevalue("settings")
-    return DynamoStore(aws.client("dynamodb"), settings.tables, settings.event_source, sleep=lambda _: None)
+    keys = KmsAuditKeys(aws.client("kms"), settings.audit_key_id or "")
+    return DynamoStore(
+        aws.client("dynamodb"), settings.tables, settings.event_source, sleep=lambda _: None, audit_keys=keys
+    )
 
 
 @pytest.fixture

@@ -158,3 +158,35 @@ def test_retrying_tries_again_after_transient_errors_only(store: Store) -> None:
     with pytest.raises(ValidationFailed):
         store.retrying(5, wrong)
     assert len(calls) == 1
+
+
+def put_versioned(store: Store, key: str, body: dict, expect: int | None) -> int:  # type: ignore[type-arg]
+    uow = store.unit_of_work("workstreams", START)
+    version = uow.stage_versioned(key, body, expect, f"record {key}")
+    uow.commit()
+    return version
+
+
+def test_a_versioned_record_is_written_only_over_the_version_it_expects(store: Store) -> None:
+    import json
+
+    key = "ws#run#r1"
+    assert put_versioned(store, key, {"state": "running"}, None) == 1
+    with pytest.raises(Conflict) as caught:
+        put_versioned(store, key, {"state": "other"}, None)  # it exists already
+    assert caught.value.details["failed"] == [f"record {key}"]
+    assert put_versioned(store, key, {"state": "failed"}, 1) == 2
+    with pytest.raises(Conflict):
+        put_versioned(store, key, {"state": "stale"}, 1)  # someone wrote version 2 meanwhile
+    item = store.get_key(key) or {}
+    assert (item["version"], json.loads(item["body"])) == (2, {"state": "failed"})
+
+
+def test_a_plain_record_replaces_what_was_there(store: Store) -> None:
+    import json
+
+    for n in (1, 2):
+        uow = store.unit_of_work("workstreams", START)
+        uow.stage_record("ws#cp#r1#01", {"version": n}, "checkpoint")
+        uow.commit()
+    assert json.loads((store.get_key("ws#cp#r1#01") or {})["body"]) == {"version": 2}

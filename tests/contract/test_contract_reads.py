@@ -172,3 +172,25 @@ def test_policy_versions_are_added_once_and_read_latest_first(store: Store) -> N
     assert [p["version"] for p in store.policy_versions("quick")] == [1, 2]
     assert store.policy_versions("quick")[-1] == v2
     assert store.stored_policy_names() == ["another", "quick"]
+
+
+def test_runs_in_a_state_page_back_from_the_latest_change_and_count(store: Store) -> None:
+    for n in range(5):
+        create(store, new_run(f"p{n}"), when=at(60 * n))
+    create(store, new_run("other"), when=at(30))
+
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        page = store.runs_in_state_page(RunState.PENDING, limit=2, after=after)
+        pages.append([r.run_id for r in page.runs])
+        if page.cursor is None:
+            break
+        after = page.cursor
+    assert pages == [["p4", "p3"], ["p2", "p1"], ["other", "p0"]]
+    since = store.runs_in_state_page(RunState.PENDING, since=at(120))
+    assert [r.run_id for r in since.runs] == ["p4", "p3", "p2"] and since.cursor is None  # bound included
+    assert store.count_runs_in_state(RunState.PENDING) == 6
+    assert store.count_runs_in_state(RunState.PENDING, since=at(120)) == 3
+    assert store.count_runs_in_state(RunState.RUNNING) == 0
+    assert store.runs_in_state_page(RunState.RUNNING).runs == []

@@ -225,3 +225,28 @@ def test_run_now_queues_a_manual_run_and_refuses_unknown_or_paused_tasks(
     local_cloud.ok("tasks", "pause", "adhoc", "--yes")
     paused = local_cloud.cli("tasks", "run", "adhoc")
     assert paused.exit_code != 0 and "paused" in paused.output
+
+
+def test_a_past_one_time_at_needs_allow_past(local_cloud: Cloud, tmp_path: Path) -> None:
+    path = write(tmp_path / "once.yaml", task("backfill-once", schedule={"at": "2026-03-01T00:00:00Z"}))
+
+    refused = local_cloud.cli("tasks", "apply", "-f", str(path))
+    assert refused.exit_code == 2
+    assert "schedule.at 2026-03-01T00:00:00.000Z is in the past" in refused.stderr
+    assert "--allow-past" in refused.stderr
+
+    applied = local_cloud.json("tasks", "apply", "-f", str(path), "--allow-past")
+    assert applied["applied"]["created"] == ["backfill-once"]
+
+
+def test_a_target_inside_the_network_is_refused_at_apply(local_cloud: Cloud, tmp_path: Path) -> None:
+    metadata = task(
+        "steal-creds", target={"type": "http", "url": "https://169.254.169.254/latest/meta-data/"}
+    )
+    path = write(tmp_path / "ssrf.yaml", metadata)
+
+    refused = local_cloud.cli("tasks", "apply", "-f", str(path))
+
+    assert refused.exit_code == 2
+    assert "target.url: 169.254.169.254 is a link-local address (the instance metadata" in refused.stderr
+    assert local_cloud.cli("tasks", "show", "steal-creds").exit_code == 4

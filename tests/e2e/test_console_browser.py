@@ -77,6 +77,16 @@ def test_the_overview_shows_queue_depths_and_recovery_status(page: Any, deps: De
         ".some(r => r.cells[0].textContent === 'dlq (DLQ)' && r.cells[4].textContent === '2')"
     )
     expect_text(page, "#run-states", "dead lettered")
+    # the DLQ's oldest message, from its record; recovery counts, the retry rate and the charts
+    expect_text(page, "#queues", "(dlq record)")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#run-states tbody tr')]"
+        ".some(r => r.cells[0].textContent === 'dead lettered' && r.cells[2].textContent === '2')"
+    )
+    expect_text(page, "#retry-rate", "target")
+    assert page.locator("#retry-chart rect").count() == 48  # 24 hours, two outcomes each
+    page.wait_for_selector("#dlq-chart polyline", state="attached")
+    expect_text(page, "#dlq-chart-text", "DLQ depth now 2")
     assert page.url.endswith("/") and "token" not in page.url  # the token became a cookie
     shot(page, "overview")
 
@@ -104,7 +114,11 @@ def test_one_click_replay_of_a_filtered_set_moves_them_and_the_view_updates(page
     shot(page, "dlq-replay-confirm")
     dialog.get_by_role("button", name="Confirm").click()
     expect_text(page, "#status", "Replayed: 3 moved")
+    # the replay ran as a redrive job: its progress shows until it is done
+    expect_text(page, "#dlq-job-text", "succeeded: 3 moved, 0 failed, 0 skipped, 0 remaining of 3")
+    assert page.locator("#dlq-job-bar").evaluate("e => e.value") == 1
     expect_text(page, "#dlq-list", "The DLQ holds no matching messages.")
+    shot(page, "dlq-replay-job")
     assert deps.queues.counts("dlq").total == 0
     assert {deps.store.get_run(r).state.value for r in run_ids} == {"replayed"}  # type: ignore[union-attr]
 
@@ -173,13 +187,40 @@ def test_work_orders_and_retry_health(page: Any, deps: Deps) -> None:
     shot(page, "health")
 
 
+def test_runs_by_state_come_a_page_at_a_time(page: Any, deps: Deps) -> None:
+    run_ids = dead_letters(deps, 52)
+    tab(page, "Runs")
+    page.get_by_role("button", name="Search").click()  # dead_lettered, no task: by state
+    expect_text(page, "#runs-page", "Page 1: 50 run(s), more on the next page")
+    first = set(page.locator("#runs-list tbody tr td:first-child").all_text_contents())
+    page.get_by_role("button", name="Next page").click()
+    expect_text(page, "#runs-page", "Page 2: 2 run(s).")
+    second = set(page.locator("#runs-list tbody tr td:first-child").all_text_contents())
+    assert first | second == set(run_ids) and not first & second
+    assert page.get_by_role("button", name="Next page").is_disabled()
+    shot(page, "runs")
+
+
+def test_the_delivery_retry_plan_with_its_fields(page: Any, deps: Deps) -> None:
+    tab(page, "Delivery retries")
+    expect_text(page, "#deliveries-summary", "0 to retry, 0 to wait, 0 suppressed")
+    expect_text(page, "#deliveries-list", "No failed deliveries.")
+    page.get_by_label("Backoff multiplier").fill("0.5")
+    page.get_by_role("button", name="Plan").click()
+    expect_text(page, "#deliveries-error", "backoff_multiplier")
+    page.get_by_label("Backoff multiplier").fill("3")
+    page.get_by_role("button", name="Plan").click()
+    expect_text(page, "#deliveries-summary", "Plan at")
+    shot(page, "deliveries")
+
+
 def test_the_tabs_are_keyboard_navigable(page: Any) -> None:
     page.get_by_role("tab", name="Overview").focus()
     page.keyboard.press("ArrowRight")
     assert page.get_by_role("tab", name="DLQ").get_attribute("aria-selected") == "true"
     assert page.evaluate("document.activeElement.id") == "tab-dlq"
     page.keyboard.press("End")
-    assert page.locator("#view-health").is_visible()
+    assert page.locator("#view-deliveries").is_visible()
 
 
 def expect_text(page: Any, selector: str, text: str) -> None:

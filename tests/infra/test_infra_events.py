@@ -88,12 +88,24 @@ def test_spec_rule_may_send_to_its_queue_and_to_the_control_dlq(
     """Without these grants EventBridge drops the event (or the dead letter) silently."""
     rule_arn = {"Fn::GetAtt": [rule_id(synth, env, spec.logical), "Arn"]}
     for queue in (spec.queue, r.CONTROL_DLQ.logical):
+        statements = queue_statements(synth, env, queue)
         grants = [
             st
-            for st in queue_statements(synth, env, queue)
+            for st in statements
             if st["Effect"] == "Allow"
             and st.get("Condition", {}).get("ArnEquals") == {"aws:SourceArn": rule_arn}
         ]
+        if synth.stacks[env].data_key is not None and not grants:
+            # a KMS-encrypted queue: CDK's grant has no condition; a Deny keeps it to this bus's rules
+            grants = [
+                st
+                for st in statements
+                if st["Effect"] == "Allow"
+                and "Condition" not in st
+                and st.get("Principal", {}).get("Service")
+            ]
+            [deny] = [st for st in statements if st.get("Sid") == "OnlyThisBusRules"]
+            assert deny["Effect"] == "Deny" and "ArnNotLike" in deny["Condition"]
         assert len(grants) == 1, (spec.logical, queue)
         (st,) = grants
         assert st["Principal"] == {"Service": "events.amazonaws.com"}

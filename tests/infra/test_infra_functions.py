@@ -9,6 +9,7 @@ import pytest
 from infra_helpers import Synth, ref_target
 
 from rebound import resources as r
+from rebound.domain.models import TargetRules
 from rebound.settings import settings_from_env
 
 pytestmark = pytest.mark.infra
@@ -61,6 +62,16 @@ def test_the_environment_is_the_one_settings_from_env_reads(synth: Synth, env: s
         assert set(settings.queues) == {q.logical for q in r.SPEC.queues}
         assert settings.topic_arn is not None
         assert r.ENV_CONFIG_DIR not in variables  # the bundle's rebound/_config is the default
+
+
+@pytest.mark.parametrize(("env", "sim"), [("dev", True), ("staging", False), ("prod", False)])
+def test_every_function_carries_its_environments_target_rules(synth: Synth, env: str, sim: bool) -> None:
+    """The executor judges targets by the rules registration used: sim only where enabled."""
+    for spec in r.SPEC.functions:
+        variables = function(synth, env, spec.logical)["Properties"]["Environment"]["Variables"]
+        rules = TargetRules.model_validate_json(variables[r.ENV_TARGET_RULES])
+        assert rules.sim is sim
+        assert rules.plain_http_hosts == () and rules.allow_networks == ()
 
 
 def test_lambda_environment_stays_under_the_4_kb_limit(synth: Synth) -> None:

@@ -47,7 +47,9 @@ def test_queues_match_attributes_and_redrive(
         for attribute in ("VisibilityTimeout", "MessageRetentionPeriod", "ReceiveMessageWaitTimeSeconds"):
             assert int(local[attribute]) == cloud[attribute], (spec.logical, attribute)
         assert int(local.get("DelaySeconds", "0")) == cloud.get("DelaySeconds", 0)
-        assert (local.get("SqsManagedSseEnabled") == "true") is cloud["SqsManagedSseEnabled"]
+        # encrypted on both sides: prod's customer-managed key (encryption: cmk), SQS's own key locally
+        assert local.get("SqsManagedSseEnabled") == "true"
+        assert cloud.get("SqsManagedSseEnabled") is True or "KmsMasterKeyId" in cloud
         if spec.dead_letter is None:
             assert "RedrivePolicy" not in local and "RedrivePolicy" not in cloud, spec.logical
             continue

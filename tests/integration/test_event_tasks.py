@@ -138,14 +138,14 @@ def test_an_event_whose_detail_makes_the_payload_too_large_fails_terminally_with
 ) -> None:
     from rebound.engine.retry_scheduler import RetryScheduler
 
-    register(deps, task("on-invoice", schedule=None, event=PATTERN, payload={"blob": "x" * 200_000}))
+    register(deps, task("on-invoice", schedule=None, event=PATTERN, payload={"blob": "x" * 120_000}))
     body = {
         "v": 1,
         "kind": "event",
         "task_id": "on-invoice",
         "event_id": "ev-big",
         "time": "2026-03-07T09:00:00Z",
-        "detail": {"blob": "y" * 100_000},
+        "detail": {"blob": "y" * 150_000},
     }
     deps.targets = calls = RecordingTargets(deps.targets, deps.clock)
     Executor(deps).process(QueueMessage("big", json.dumps(body)), 120)

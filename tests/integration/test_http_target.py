@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from rebound.adapters.secrets import SecretResolver
-from rebound.domain.models import HttpTarget
+from rebound.domain.models import HttpTarget, TargetRules
 from rebound.targets.base import Invocation
 from rebound.targets.http_target import HttpInvoker, verify_signature
 
@@ -28,6 +28,8 @@ pytestmark = pytest.mark.integration
 KEY = "whsec-test-0123456789abcdef"
 KEY_PARAM = "/rebound/test/targets/billing-hook"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+LOCAL_RULES = TargetRules.defaults_for("local")
+"""The receiver is a plain-http server on loopback: the local environment's allowlist reaches it."""
 
 
 @dataclass
@@ -95,7 +97,7 @@ def secrets(aws: boto3.session.Session) -> SecretResolver:
 
 @pytest.fixture
 def invoker(secrets: SecretResolver, clock: Any) -> HttpInvoker:
-    return HttpInvoker(secrets, clock)
+    return HttpInvoker(secrets, clock, rules=LOCAL_RULES)
 
 
 def a_call(clock: Any, *, seconds: float = 5.0, attempt: int = 2) -> Invocation:
@@ -192,7 +194,9 @@ def test_oversized_answer_is_bounded_not_kept(
 ) -> None:
     receiver.reply = Reply(200, b'{"blob": "' + b"x" * 5000 + b'"}')
 
-    outcome = HttpInvoker(secrets, clock, max_response_bytes=1024).invoke(a_target(receiver), a_call(clock))
+    outcome = HttpInvoker(secrets, clock, max_response_bytes=1024, rules=LOCAL_RULES).invoke(
+        a_target(receiver), a_call(clock)
+    )
 
     assert outcome.ok
     assert outcome.output == {"output_truncated": True, "output_bytes_read": 1024}
@@ -320,3 +324,112 @@ def test_default_targets_register_lambda_and_http(aws: boto3.session.Session, cl
     targets = default_targets(aws, clock, {})
 
     assert set(targets.invokers) == {"sim", "lambda", "http"}
+
+
+# --------------------------------------------------------------------------- what a target may reach
+
+TOKEN = "tok-planted-7c1e5f0a"
+TOKEN_PARAM = "/rebound/test/targets/billing-token"
+
+
+def test_the_connection_goes_to_the_address_that_was_checked(
+    receiver: Receiver, secrets: SecretResolver, clock: Any
+) -> None:
+    """DNS rebinding: the name answers a checked address once; any later lookup would answer the
+    metadata service. The request still reaches the checked address, with the name as Host."""
+    port = int(receiver.url.split(":")[2].split("/")[0])
+    answers: list[str] = []
+
+    def rebinding(host: str, port_: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        address = "127.0.0.1" if not answers else "169.254.169.254"
+        answers.append(address)
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port_))]
+
+    rules = LOCAL_RULES.model_copy(update={"plain_http_hosts": ("hooks.example.test",)})
+    invoker = HttpInvoker(secrets, clock, rules=rules, getaddrinfo=rebinding)
+    target = a_target(receiver, url=f"http://hooks.example.test:{port}/hooks/billing")
+
+    outcome = invoker.invoke(target, a_call(clock))
+
+    assert outcome.ok, outcome
+    assert answers == ["127.0.0.1"]
+    assert receiver.requests[0].headers["Host"] == f"hooks.example.test:{port}"
+
+
+@pytest.mark.parametrize("address", ["169.254.169.254", "10.0.0.8", "::ffff:127.0.0.1"])
+def test_a_name_resolving_inside_is_refused_terminally_and_nothing_is_sent(
+    receiver: Receiver, secrets: SecretResolver, clock: Any, address: str
+) -> None:
+    def inside(host: str, port: int, **kwargs: Any) -> list[tuple[Any, ...]]:
+        family = socket.AF_INET6 if ":" in address else socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    invoker = HttpInvoker(secrets, clock, rules=TargetRules(), getaddrinfo=inside)
+    target = a_target(receiver, url="https://hooks.example.test/run")
+
+    outcome = invoker.invoke(target, a_call(clock))
+
+    assert (outcome.ok, outcome.error_code, outcome.retryable) == (False, "TARGET_REFUSED", False)
+    assert receiver.requests == []
+
+
+def test_loopback_and_plain_http_are_refused_by_default(
+    receiver: Receiver, secrets: SecretResolver, clock: Any
+) -> None:
+    outcome = HttpInvoker(secrets, clock).invoke(a_target(receiver), a_call(clock))
+
+    assert (outcome.error_code, outcome.retryable) == ("TARGET_REFUSED", False)
+    assert receiver.requests == []
+
+
+def test_a_secret_header_is_read_at_call_time_and_kept_out_of_the_error(
+    aws: boto3.session.Session, receiver: Receiver, invoker: HttpInvoker, clock: Any
+) -> None:
+    aws.client("ssm").put_parameter(Name=TOKEN_PARAM, Value=TOKEN, Type="SecureString")
+    target = a_target(
+        receiver, headers={"Authorization": {"secret": f"ssm:{TOKEN_PARAM}", "prefix": "Bearer "}}
+    )
+    receiver.reply = Reply(401, f'{{"error": "bad credentials Bearer {TOKEN}", "you": "{TOKEN}"}}'.encode())
+
+    outcome = invoker.invoke(target, a_call(clock))
+
+    assert receiver.requests[0].headers["Authorization"] == f"Bearer {TOKEN}"
+    assert outcome.error_code == "HTTP_401"
+    assert "bad credentials" in outcome.message
+    assert TOKEN not in outcome.message
+    assert TOKEN not in json.dumps(target.model_dump(mode="json"))
+
+
+def test_an_unreadable_secret_header_sends_nothing(
+    receiver: Receiver, invoker: HttpInvoker, clock: Any
+) -> None:
+    target = a_target(receiver, headers={"X-Api-Key": {"secret": "ssm:/rebound/test/none"}})
+
+    outcome = invoker.invoke(target, a_call(clock))
+
+    assert (outcome.error_code, outcome.retryable) == ("SECRET_UNAVAILABLE", True)
+    assert receiver.requests == []
+
+
+def test_error_answers_are_kept_only_from_allowlisted_hosts(
+    receiver: Receiver, secrets: SecretResolver, clock: Any
+) -> None:
+    receiver.reply = Reply(500, b"internal: db password=hunter2 at 10.0.3.7")
+    not_listed = LOCAL_RULES.model_copy(update={"excerpt_hosts": ()})
+
+    kept = HttpInvoker(secrets, clock, rules=LOCAL_RULES).invoke(a_target(receiver), a_call(clock))
+    dropped = HttpInvoker(secrets, clock, rules=not_listed).invoke(a_target(receiver), a_call(clock))
+
+    assert kept.message.startswith("HTTP 500") and "internal: db" in kept.message
+    assert "hunter2" not in kept.message
+    assert dropped.error_code == "HTTP_500" and "internal" not in dropped.message
+
+
+def test_the_sim_target_is_refused_where_it_is_not_enabled(aws: boto3.session.Session, clock: Any) -> None:
+    from rebound.domain.models import SimTarget
+    from rebound.targets.registry import default_targets
+
+    prod = default_targets(aws, clock, {}, TargetRules.defaults_for("prod"))
+    outcome = prod.invoke(SimTarget(type="sim"), a_call(clock))
+
+    assert (outcome.error_code, outcome.retryable) == ("TARGET_REFUSED", False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,18 +137,24 @@ def test_runs_list_show_retry_skip_cancel_and_retry_failed(api: Any, deps: Deps)
     assert deps.store.audit_trail(f"run#{run_ids[1]}")[-1].actor == ALICE
 
 
-def test_a_task_s_runs_come_a_page_at_a_time(api: Any, deps: Deps) -> None:
-    run_ids = sorted(dead_letters(deps, 5), reverse=True)
+def run_pages(api: Any, query: dict[str, str]) -> list[list[str]]:
+    """The run ids of each page of ``GET /runs`` with ``query``, following ``X-Next-After``."""
     pages: list[list[str]] = []
     after: str | None = None
     while True:
-        query = {"task_id": "job", "limit": "2", **({"after": after} if after else {})}
-        status, page, headers = call(api, "GET", "/runs", query=query, with_headers=True)
+        status, page, headers = call(
+            api, "GET", "/runs", query={**query, **({"after": after} if after else {})}, with_headers=True
+        )
         assert status == 200
         pages.append([r["run_id"] for r in page])
         after = headers.get("X-Next-After")
         if after is None:
-            break
+            return pages
+
+
+def test_a_task_s_runs_come_a_page_at_a_time(api: Any, deps: Deps) -> None:
+    run_ids = sorted(dead_letters(deps, 5), reverse=True)
+    pages = run_pages(api, {"task_id": "job", "limit": "2"})
     assert pages == [run_ids[0:2], run_ids[2:4], run_ids[4:]]
 
 
@@ -255,3 +262,169 @@ def test_an_unexpected_error_is_a_500_without_a_stack_trace(api: Any, deps: Deps
     status, error = call(api, "GET", "/tasks")
     assert (status, error["code"]) == (500, "INTERNAL")
     assert "secret" not in json.dumps(error)
+
+
+class Invocations:
+    """The Lambda client the ops API function invokes itself with: it records each async invoke."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls.append(kwargs)
+        return {"StatusCode": 202}
+
+
+@pytest.fixture
+def self_invoking(api: Any, monkeypatch: Any) -> Invocations:
+    """The handler as deployed: a redrive job continues by the function invoking itself."""
+    from rebound.ops.dlq import jobs
+
+    invocations = Invocations()
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "rebound-dev-ops_api")
+    monkeypatch.setattr(api, "_lambda_client", lambda: invocations)
+    monkeypatch.setattr(jobs, "CHUNK_MESSAGES", 10)
+    return invocations
+
+
+def next_chunk(api: Any, invocations: Invocations) -> dict[str, Any]:
+    """Deliver the oldest pending self-invocation to the handler, as Lambda would."""
+    call_ = invocations.calls.pop(0)
+    assert call_["FunctionName"] == "rebound-dev-ops_api" and call_["InvocationType"] == "Event"
+    return dict(api.lambda_handler(json.loads(call_["Payload"]), Context()))
+
+
+def test_a_large_redrive_is_a_job_continued_in_chunks_that_the_caller_polls(
+    api: Any, deps: Deps, self_invoking: Invocations
+) -> None:
+    run_ids = dead_letters(deps, 25)
+    status, job, headers = call(
+        api, "POST", "/dlq/redrive", {"task_id": "job", "async": True}, with_headers=True
+    )
+    assert status == 202, job
+    assert headers["Location"] == f"/dlq/redrive-jobs/{job['job_id']}"
+    assert (job["state"], job["total"], job["remaining"], job["moved"]) == ("running", 25, 25, 0)
+    assert len(self_invoking.calls) == 1  # nothing moved within the request: the job continues
+
+    first = next_chunk(api, self_invoking)
+    polled = ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert polled == first
+    assert (polled["state"], polled["moved"], polled["remaining"], polled["chunks"]) == ("running", 10, 15, 1)
+    assert 0 < polled["progress"] < 1
+    while self_invoking.calls:
+        next_chunk(api, self_invoking)
+    done = ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert (done["state"], done["moved"], done["failed"], done["remaining"]) == ("succeeded", 25, 0, 0)
+    assert done["chunks"] == 3 and done["created_by"] == ALICE
+    assert {deps.store.get_run(r).state for r in run_ids} == {RunState.REPLAYED}  # type: ignore[union-attr]
+    assert ok(api, "GET", "/dlq", query={"task_id": "job"})["messages"] == []
+    trail = deps.store.audit_trail(f"redrive-job#{job['job_id']}")
+    assert [(r.action, r.actor) for r in trail] == [
+        ("dlq-redrive-job-started", ALICE),
+        ("dlq-redrive-job-finished", ALICE),
+    ]
+    assert trail[1].evidence["moved"] == 25
+    replays = [r for r in deps.store.audit_trail(f"run#{run_ids[-1]}") if r.evidence.get("redrive_id")]
+    assert replays and replays[-1].actor == ALICE  # a chunk acts as the operator who started the job
+
+
+def test_a_redrive_over_the_threshold_becomes_a_job_and_a_small_one_does_not(
+    api: Any, deps: Deps, self_invoking: Invocations, monkeypatch: Any
+) -> None:
+    from rebound.api import routes_recovery
+
+    monkeypatch.setattr(routes_recovery, "ASYNC_OVER", 3)
+    dead_letters(deps, 6)
+    status, small = call(api, "POST", "/dlq/redrive", {"task_id": "job", "limit": 2})
+    assert status == 200 and small["moved"] == 2  # at most 2 to move: done within the request
+    assert not self_invoking.calls
+    status, job = call(api, "POST", "/dlq/redrive", {"task_id": "job"})
+    assert status == 202 and job["total"] == 4  # 4 left: more than 3
+    dry_status, dry = call(api, "POST", "/dlq/redrive", {"task_id": "job", "dry_run": True})
+    assert dry_status == 200 and dry["dry_run"] is True  # a dry run is never a job
+
+
+def test_redrive_job_errors(api: Any, deps: Deps, self_invoking: Invocations) -> None:
+    status, error = call(api, "GET", "/dlq/redrive-jobs/nope")
+    assert (status, error["code"]) == (404, "REDRIVE_JOB_NOT_FOUND")
+    status, error = call(api, "POST", "/dlq/redrive", {"async": "maybe"})
+    assert (status, error["code"], error["field"]) == (400, "VALIDATION_FAILED", "async")
+    status, error = call(api, "GET", "/dlq/redrive-jobs/nope", caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    status, error = call(api, "POST", "/dlq/redrive", {"async": True}, caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    assert not self_invoking.calls
+
+
+def test_a_job_whose_continuation_was_lost_is_continued_by_the_next_poll(
+    api: Any, deps: Deps, self_invoking: Invocations, clock: Any
+) -> None:
+    dead_letters(deps, 2)
+    job = call(api, "POST", "/dlq/redrive", {"async": True})[1]
+    self_invoking.calls.clear()  # the async invocation was lost
+    ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert not self_invoking.calls  # not yet quiet for long
+    clock.advance(120)
+    ok(api, "GET", f"/dlq/redrive-jobs/{job['job_id']}")
+    assert len(self_invoking.calls) == 1
+    assert next_chunk(api, self_invoking)["state"] == "succeeded"
+
+
+def finished_run(deps: Deps, run_id: str, state: RunState, attempt: int, changed_ago_s: float) -> None:
+    """A run that finished ``changed_ago_s`` ago after ``attempt`` attempts of one budget."""
+    from rebound.domain.models import Run, Trigger
+
+    now = deps.clock.now()
+    at = now - timedelta(seconds=changed_ago_s)
+    run = Run(
+        run_id=run_id,
+        task_id="job",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=at,
+        created_at=at,
+        updated_at=at,
+        state=state,
+        attempt=attempt,
+    )
+    uow = deps.store.unit_of_work("test", at)
+    uow.save_run(None, run, action="created")
+    uow.commit()
+
+
+def test_runs_in_a_state_come_a_page_at_a_time_by_cursor(api: Any, deps: Deps) -> None:
+    for n in range(5):
+        finished_run(deps, f"r{n}", RunState.SUCCEEDED, 1, changed_ago_s=60 * (5 - n))
+    pages = run_pages(api, {"state": "succeeded", "limit": "2"})
+    assert pages == [["r4", "r3"], ["r2", "r1"], ["r0"]]  # latest change first
+    recent = ok(api, "GET", "/runs", query={"state": "succeeded", "since": "150s"})
+    assert [r["run_id"] for r in recent] == ["r4", "r3"]
+    status, error = call(api, "GET", "/runs", query={"state": "succeeded", "until": "1h"})
+    assert (status, error["field"]) == (400, "until")
+    status, error = call(api, "GET", "/runs", query={"state": "succeeded", "after": "not-a-cursor"})
+    assert (status, error["code"]) == (400, "VALIDATION_FAILED") and "after" in error["message"]
+
+
+def test_recovery_counts_runs_by_state_and_the_retry_success_rate(api: Any, deps: Deps) -> None:
+    for n in range(9):
+        finished_run(deps, f"ok{n}", RunState.SUCCEEDED, 2, changed_ago_s=600)  # succeeded on a retry
+    finished_run(deps, "first-time", RunState.SUCCEEDED, 1, changed_ago_s=600)  # no retry: not counted
+    finished_run(deps, "gave-up", RunState.DEAD_LETTERED, 3, changed_ago_s=7200)
+    finished_run(deps, "last-week", RunState.DEAD_LETTERED, 3, changed_ago_s=7 * 86400)
+    recovery = ok(api, "GET", "/runs/recovery")
+    assert (
+        recovery["windows"]["hour"]["succeeded"] == 10 and recovery["windows"]["hour"]["dead_lettered"] == 0
+    )
+    assert recovery["windows"]["day"]["dead_lettered"] == 1  # last week's is outside the day
+    rate = recovery["retry_success"]
+    assert (rate["succeeded"], rate["dead_lettered"], rate["rate"]) == (9, 1, 0.9)
+    assert rate["meets_target"] is True and rate["target"] == 0.9
+    by_hour = rate["by_hour"]
+    assert len(by_hour) == 24 and by_hour[-1]["succeeded"] + by_hour[-2]["succeeded"] == 9
+    assert sum(h["dead_lettered"] for h in by_hour) == 1
+    capped = ok(api, "GET", "/runs/recovery", query={"at_most": "3"})
+    assert capped["windows"]["hour"]["succeeded"] > 3  # "more than 3": counting stopped early
+    status, error = call(api, "GET", "/runs/recovery", caller=None)
+    assert (status, error["code"]) == (403, "FORBIDDEN")
+    status, error = call(api, "GET", "/runs/recovery", query={"at_most": "0"})
+    assert (status, error["field"]) == (400, "at_most")

@@ -27,8 +27,11 @@ def audit() -> None:
 def verify(app: App, subject: str | None, check_all: bool) -> None:
     """Verify a run's hash chain (or any SUBJECT such as workorder#wo-...), or --all of them.
 
-    A run must also rebuild from its trail into exactly the stored run. Exits 3 if any chain is
-    broken or any run differs from its trail.
+    Each record's MAC must verify with the environment's audit key (a record edited, inserted or
+    moved from another chain by someone without the key fails it). Records written before the
+    chain was keyed verify by hash alone and are reported as unkeyed. A run must also rebuild
+    from its trail into exactly the stored run. Exits 3 if any chain is broken or any run differs
+    from its trail.
 
     \b
     Examples:
@@ -36,7 +39,8 @@ def verify(app: App, subject: str | None, check_all: bool) -> None:
       rebound audit verify policy#critical
       rebound audit verify --all
 
-    JSON: a list of subject, ok, records, detail, mismatched_fields[].
+    JSON: a list of subject, ok, records, detail, mismatched_fields[], unkeyed_records, keying
+    (keyed, partly-unkeyed or unkeyed).
     """
     if bool(subject) == check_all:
         raise click.UsageError("give a RUN_ID (or subject), or --all")
@@ -47,17 +51,21 @@ def verify(app: App, subject: str | None, check_all: bool) -> None:
         with out.progress("verifying", total=None) as advance:
             results = ops.verify_all(progress=lambda _r: advance(1))
     broken = [r for r in results if not r.ok]
+    unkeyed = [r for r in results if r.ok and r.unkeyed]
 
     def render() -> None:
         shown = results if subject else broken
         out.table(
             None if subject else "broken chains",
-            ["subject", "ok", "records", "detail"],
-            [[r.subject, r.ok, r.records, r.detail] for r in shown],
+            ["subject", "ok", "records", "keying", "detail"],
+            [[r.subject, r.ok, r.records, r.keying, r.detail] for r in shown],
             empty="none",
         )
         if not subject:
-            out.say(f"{len(results)} chain(s) verified, {len(broken)} broken")
+            out.say(
+                f"{len(results)} chain(s) verified, {len(broken)} broken, "
+                f"{len(unkeyed)} with unkeyed records (written before the chain was keyed)"
+            )
 
     out.emit(app, [r.as_dict() for r in results], render)
     if broken:

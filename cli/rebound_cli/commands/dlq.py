@@ -184,7 +184,8 @@ def redrive(
     ops = app.dlq(writer=not dry_run)
     if not dry_run:
         out.confirm("Redrive the matching DLQ messages?", yes)
-    total = None if archived else ops.depth().visible
+    # The bar's total: the matching messages the DLQ's record holds (counting receives nothing).
+    total = None if archived else ops.count(filters)
     with out.progress("redriving" if not dry_run else "examining", total=total) as advance:
         report = ops.redrive(
             filters,

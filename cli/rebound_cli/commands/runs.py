@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from rebound.domain.models import RunState
+from rebound.domain.timefmt import iso
+from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RetryOutcome, run_view
 from rebound_cli import output as out
 from rebound_cli.context import App
+from rebound_cli.errors import EXIT_CONFLICT
 
 STATES = [s.value for s in RunState]
 
@@ -24,6 +29,8 @@ def runs() -> None:
       rebound runs retry export-ledger:20260307T090500Z --reason "target fixed"
       rebound runs skip export-ledger:20260307T090500Z --reason "booked by hand"
       rebound runs retry-failed --task export-ledger --reason "target fixed"
+      rebound runs heartbeat nightly-export:20260307T020000Z --token "$TOKEN" --progress 0.4
+      rebound runs complete nightly-export:20260307T020000Z --token "$TOKEN"
     """
 
 
@@ -116,6 +123,12 @@ def show(app: App, run_id: str, no_dlq: bool) -> None:
                     f"{run.last_error_code}: {run.last_error_message}" if run.last_error_code else None,
                 ),
                 ("work order", run.work_order_id),
+                ("progress", f"{run.progress:.0%}" if run.progress is not None else None),
+                (
+                    "last heartbeat",
+                    f"{iso(run.heartbeat_at)} ({run.heartbeats} so far)" if run.heartbeat_at else None,
+                ),
+                ("lease until", iso(run.lease_expires_at) if run.lease_expires_at else None),
                 (
                     "audit chain",
                     timeline.chain.detail if timeline.chain.ok else f"BROKEN: {timeline.chain.detail}",
@@ -253,3 +266,94 @@ def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, 
             + "".join(f"\n  failed: {_outcome_line(o)}" for o in failed)
         ),
     )
+
+
+# --------------------------------------------------------------------------- asynchronous attempts
+TOKEN_HELP = "the attempt's completion token (default: $REBOUND_COMPLETION_TOKEN)"
+
+
+def _report(app: App, report: Report) -> None:
+    """Send one report; a refusal is shown with its reason and exits 5 (conflict)."""
+    answer: ReportAnswer = AsyncReports(app.deps, app.actor).report(report)
+    verdict = "accepted" if answer.accepted else f"refused ({answer.reason})"
+    out.emit(app, answer.as_dict(), lambda: out.say(f"{report.kind.value} {verdict}: {answer.message}"))
+    if not answer.accepted:
+        raise click.exceptions.Exit(EXIT_CONFLICT)
+
+
+def _token_options(fn: Any) -> Any:
+    fn = click.option("--progress", type=click.FloatRange(0.0, 1.0), help="how far the work is, 0..1")(fn)
+    fn = click.option("--token", envvar="REBOUND_COMPLETION_TOKEN", required=True, help=TOKEN_HELP)(fn)
+    return click.argument("run_id")(fn)
+
+
+@runs.command("heartbeat")
+@_token_options
+@click.pass_obj
+def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None:
+    """Report that an asynchronous attempt is alive (and how far it is).
+
+    Each heartbeat moves the attempt's heartbeat lease on by the task's heartbeat_timeout, never
+    past its max_duration. Exits 5 when refused (the attempt timed out, the token was used ...).
+
+    \b
+    Examples:
+      rebound runs heartbeat nightly-export:20260307T020000Z --token "$TOKEN" --progress 0.4
+
+    JSON fields: accepted, kind, run_id, attempt, state, reason, message, progress, lease_expires_at.
+    """
+    _report(app, Report(ReportKind.HEARTBEAT, token, run_id=run_id, progress=progress))
+
+
+@runs.command("complete")
+@_token_options
+@click.pass_obj
+def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
+    """Report that an asynchronous attempt succeeded: the run succeeds, the token is used.
+
+    A second completion, or one after the attempt timed out, is refused (exit 5) and audited;
+    it never reopens the run.
+
+    \b
+    Examples:
+      rebound runs complete nightly-export:20260307T020000Z --token "$TOKEN"
+
+    JSON fields: as for `runs heartbeat`.
+    """
+    _report(app, Report(ReportKind.COMPLETE, token, run_id=run_id, progress=progress))
+
+
+@runs.command("fail")
+@_token_options
+@click.option("--error-code", default="TASK_FAILED", show_default=True, help="CAPITALS_AND_DIGITS")
+@click.option("--message", default="", help="what went wrong")
+@click.option("--no-retry", is_flag=True, help="a terminal failure: dead-letter without retrying")
+@click.pass_obj
+def fail(
+    app: App,
+    run_id: str,
+    token: str,
+    progress: float | None,
+    error_code: str,
+    message: str,
+    no_retry: bool,
+) -> None:
+    """Report that an asynchronous attempt failed; the retry policy decides what follows.
+
+    \b
+    Examples:
+      rebound runs fail nightly-export:20260307T020000Z --token "$TOKEN" --error-code EXPORT_BROKEN \\
+          --message "disk full"
+
+    JSON fields: as for `runs heartbeat`.
+    """
+    report = Report(
+        ReportKind.FAIL,
+        token,
+        run_id=run_id,
+        progress=progress,
+        error_code=error_code,
+        message=message or None,
+        retryable=not no_retry,
+    )
+    _report(app, report)

@@ -70,8 +70,13 @@ def _print_plan(changes: list[TaskChange]) -> None:
     help="EventBridge Scheduler requests per second (stay under your account's quota)",
 )
 @click.option("-y", "--yes", is_flag=True, help="update existing tasks without asking")
+@click.option(
+    "--allow-past",
+    is_flag=True,
+    help="accept a one-time `at` that is already past (the task fires at once); refused otherwise",
+)
 @click.pass_obj
-def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
+def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool, allow_past: bool) -> None:
     """Create or update the tasks in FILE: declarative and idempotent, with a diff first.
 
     Tasks not in the file are left alone. Applying the same file twice changes nothing. Updates
@@ -83,6 +88,7 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
       rebound tasks apply -f config/demo/tasks.yaml --dry-run
       rebound tasks apply -f tasks.yaml --yes
       rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
+      rebound tasks apply -f backfill.yaml --allow-past   # a one-time `at` already past runs now
 
     \b
     JSON fields: dry_run, plan[] (id, change: create|update|unchanged, diff{path: {from, to}}),
@@ -90,7 +96,7 @@ def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool) -> None:
     """
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
-    changes = ops.plan(document.tasks)
+    changes = ops.plan(document.tasks, allow_past=allow_past)
     plan = [change_view(c) for c in changes]
     if not app.json:
         _print_plan(changes)

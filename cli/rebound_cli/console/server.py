@@ -102,6 +102,10 @@ def api_event(
     }
 
 
+PASSED_HEADERS = ("X-Next-After", "Location")
+"""API response headers the console passes on to the page."""
+
+
 class ConsoleServer:
     """The console on ``host:port`` (0: a free port) over ``deps`` with ``caller`` as the operator.
 
@@ -162,7 +166,11 @@ class ConsoleServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def call_api(self, method: str, path: str, query: str, body: str | None) -> tuple[int, bytes, str]:
+    def call_api(
+        self, method: str, path: str, query: str, body: str | None
+    ) -> tuple[int, bytes, str, dict[str, str]]:
+        """The API's answer: status, body, content type and the headers a page passes on
+        (``PASSED_HEADERS``: a page's cursor, a job's location)."""
         headers = {"Accept": "application/json", "Host": self.origin.removeprefix("http://")}
         if body:
             headers["Content-Type"] = "application/json"
@@ -176,8 +184,15 @@ class ConsoleServer:
         for key, values in (response.get("multiValueHeaders") or {}).items():
             if key.lower() == "content-type" and values:
                 content_type = str(values[0])
+        passed: dict[str, str] = {}
+        for key, value in (response.get("headers") or {}).items():
+            if key in PASSED_HEADERS:
+                passed[key] = str(value)
+        for key, values in (response.get("multiValueHeaders") or {}).items():
+            if key in PASSED_HEADERS and values:
+                passed[key] = str(values[0])
         text = response.get("body") or ""
-        return int(response["statusCode"]), str(text).encode(), content_type
+        return int(response["statusCode"]), str(text).encode(), content_type, passed
 
 
 def _handler(console: ConsoleServer) -> type[BaseHTTPRequestHandler]:
@@ -284,16 +299,20 @@ def _handler(console: ConsoleServer) -> type[BaseHTTPRequestHandler]:
                 self._json(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, too_large)
                 return
             body = self.rfile.read(length).decode() if length else None
-            status, payload, content_type = console.call_api(method, path, query, body)
-            self._send(status, payload, content_type)
+            status, payload, content_type, headers = console.call_api(method, path, query, body)
+            self._send(status, payload, content_type, headers)
 
         # ------------------------------------------------------------------ responses
         def _json(self, status: int, body: dict[str, Any]) -> None:
             self._send(status, json.dumps(body).encode(), "application/json")
 
-        def _send(self, status: int, payload: bytes, content_type: str) -> None:
+        def _send(
+            self, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.send_header("Content-Length", str(len(payload)))
             for key, value in SECURITY_HEADERS.items():
                 self.send_header(key, value)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -168,3 +169,46 @@ class Queues:
         from rebound.adapters.queue_batches import SqsBatches
 
         return SqsBatches(self.client, self.urls)
+
+
+class CloudWatchQueueAges:
+    """``ApproximateAgeOfOldestMessage`` of each queue from CloudWatch (AWS/SQS, one-minute
+    datapoints over the last ten minutes, the latest maximum). SQS publishes it every minute for
+    active queues, so it trails by up to a few minutes; a queue without datapoints says ``None``."""
+
+    source = "cloudwatch"
+
+    def __init__(
+        self, client: Callable[[], Any], names: Mapping[str, str], now: Callable[[], datetime]
+    ) -> None:
+        self._make = client
+        self._client: Any = None
+        self.names = names
+        self.now = now
+
+    def client(self) -> Any:
+        if self._client is None:
+            self._client = self._make()
+        return self._client
+
+    def oldest_age_s(self, queue: str) -> float | None:
+        end = self.now()
+        try:
+            resp = self.client().get_metric_statistics(
+                Namespace="AWS/SQS",
+                MetricName="ApproximateAgeOfOldestMessage",
+                Dimensions=[{"Name": "QueueName", "Value": self.names[queue]}],
+                StartTime=end - timedelta(minutes=10),
+                EndTime=end,
+                Period=60,
+                Statistics=["Maximum"],
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"read the {queue} queue's oldest-message age") from exc
+        points = sorted(resp.get("Datapoints", []), key=lambda p: p["Timestamp"])
+        return float(points[-1]["Maximum"]) if points else None
+
+
+def queue_name(url: str) -> str:
+    """A queue's name, the last part of its URL."""
+    return url.rstrip("/").rsplit("/", 1)[-1]

@@ -1,8 +1,10 @@
 """Secrets for targets and notification channels, from SSM Parameter Store or Secrets Manager.
 
-A reference is either a Secrets Manager ARN (``arn:aws:secretsmanager:...``) or an SSM parameter
-name or ARN (``/rebound/prod/slack``, ``arn:aws:ssm:...:parameter/...``); anything that is not a
-Secrets Manager ARN is read from SSM, with decryption, so a ``SecureString`` works. Values are
+A reference is a Secrets Manager ARN (``arn:aws:secretsmanager:...``) or name with the
+``secretsmanager:`` prefix (``secretsmanager:rebound/prod/api-token``), or an SSM parameter name or
+ARN, with or without the ``ssm:`` prefix (``ssm:/rebound/prod/slack``, ``/rebound/prod/slack``,
+``arn:aws:ssm:...:parameter/...``); SSM parameters are read with decryption, so a ``SecureString``
+works. Values are
 kept for a short TTL so that a batch of calls does not read the same secret once per message.
 
 A value never appears in an exception, a log line or a ``repr``; errors name the reference only.
@@ -49,8 +51,22 @@ def _install_filter() -> None:
         sdk_log.addFilter(_FILTER)
 
 
+SSM_PREFIX = "ssm:"
+SECRETS_MANAGER_PREFIX = "secretsmanager:"
+
+
 def is_secrets_manager(reference: str) -> bool:
-    return reference.startswith("arn:") and ":secretsmanager:" in reference
+    return reference.startswith(SECRETS_MANAGER_PREFIX) or (
+        reference.startswith("arn:") and ":secretsmanager:" in reference
+    )
+
+
+def secret_id(reference: str) -> str:
+    """What the service is asked for: the reference without its ``ssm:``/``secretsmanager:`` prefix."""
+    for prefix in (SSM_PREFIX, SECRETS_MANAGER_PREFIX):
+        if reference.startswith(prefix):
+            return reference[len(prefix) :]
+    return reference
 
 
 class SecretResolver:
@@ -110,7 +126,7 @@ class SecretResolver:
             if is_secrets_manager(reference):
                 if self._sm is None:
                     self._sm = self._sm_factory()
-                resp = self._sm.get_secret_value(SecretId=reference)
+                resp = self._sm.get_secret_value(SecretId=secret_id(reference))
                 if "SecretString" in resp:
                     value = resp["SecretString"]
                 elif "SecretBinary" in resp:
@@ -120,7 +136,9 @@ class SecretResolver:
             else:
                 if self._ssm is None:
                     self._ssm = self._ssm_factory()
-                value = self._ssm.get_parameter(Name=reference, WithDecryption=True)["Parameter"]["Value"]
+                value = self._ssm.get_parameter(Name=secret_id(reference), WithDecryption=True)["Parameter"][
+                    "Value"
+                ]
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, doing) from exc
         except UnicodeDecodeError:

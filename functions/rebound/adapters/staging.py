@@ -21,13 +21,13 @@ from typing import Any, TypeVar
 from rebound.adapters import dlq_items
 from rebound.domain.audit import GENESIS, next_record, run_changes
 from rebound.domain.errors import TRANSIENT, OperationalError
-from rebound.domain.events import DomainEvent
+from rebound.domain.events import DomainEvent, step_ended
 from rebound.domain.ids import outbox_event_id, run_subject, task_subject, tenant_subject, work_order_subject
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry
+from rebound.engine.ports import AuditKeys, DlqEntry
 
 T = TypeVar("T")
 
@@ -84,6 +84,10 @@ class StagingUnitOfWork(ABC):
             update={"audit_seq": record.seq, "audit_head": record.hash, "rev": self._rev(before)}
         )
         self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        if saved.workstream_run is not None and (before is None or before.state is not saved.state):
+            ended = step_ended(saved, self.at)
+            if ended is not None:  # a workstream's step ended: the workstream hears it from the outbox
+                self.emit(ended, run_subject(saved.run_id))
         return saved
 
     def touch_run(self, before: Run, after: Run) -> Run:
@@ -165,6 +169,18 @@ class StagingUnitOfWork(ABC):
         item = {"tenant": tenant, "settings": data, "updated_at": iso(self.at)}
         self._stage_put("tenants", tenant, item, f"tenant {tenant}")
 
+    def stage_versioned(self, key: str, body: dict[str, Any], expect: int | None, label: str) -> int:
+        """Stage a control record ``key`` holding ``body`` (JSON), guarded by its version: the
+        commit fails (``label`` among the failed) unless the stored version is ``expect`` (with
+        ``None``: unless there is none). Returns the version written."""
+        version = (expect or 0) + 1
+        self._stage_versioned(key, {"pk": key, "version": version, "body": dumps(body)}, expect, label)
+        return version
+
+    def stage_record(self, key: str, body: dict[str, Any], label: str) -> None:
+        """Stage an unguarded control record ``key`` holding ``body`` (JSON), replacing any."""
+        self._stage_put("control", key, {"pk": key, "body": dumps(body)}, label)
+
     def record_dlq_entry(self, entry: DlqEntry) -> None:
         """Stage the record of a message in the DLQ (replacing any record of it): it commits with
         the change that put the message there, or that names it (``rebound.engine.dlq_record``)."""
@@ -225,6 +241,8 @@ class StagingUnitOfWork(ABC):
             from_state=from_state,
             to_state=to_state,
             evidence=evidence,
+            key_id=self.store.audit_keys.key_id,
+            sign=self.store.audit_keys.sign,
         )
         self.audit_records.append(record)
         self._stage_audit(record, f"audit {subject} #{record.seq}")
@@ -264,12 +282,19 @@ class StagingUnitOfWork(ABC):
     def _stage_put(self, table: str, key: str, item: dict[str, Any], label: str) -> None:
         """Stage an unguarded put of a whole item."""
 
+    @abstractmethod
+    def _stage_versioned(self, key: str, item: dict[str, Any], expect: int | None, label: str) -> None:
+        """Stage a put of control record ``item`` guarded by its stored ``version`` being ``expect``
+        (with ``None``: by not existing)."""
+
 
 class StagingStore(ABC):
     """What every store does the same way through its own units of work and control records."""
 
     event_source: str
     """The ``source`` of the events its outbox announces."""
+    audit_keys: AuditKeys
+    """Keys every audit record it writes (``rebound.domain.audit``)."""
 
     @abstractmethod
     def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...

@@ -21,6 +21,7 @@ from rebound.api.auth import Caller, authorize, caller_of
 from rebound.config.loader import problem
 from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
+from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,8 @@ class Api:
 
     app: APIGatewayRestResolver
     deps: Callable[[], Deps]
+    continuation: Continuation
+    """How a redrive job's next chunk gets run (``rebound.ops.dlq.jobs``)."""
 
     def allow(self, action: str, tenant: str | None = None) -> Caller:
         """The caller, once ``authorize`` let them do ``action`` (on ``tenant``)."""
@@ -52,14 +55,26 @@ def _field(loc: Any) -> str:
 
 
 def build_app(
-    deps: Callable[[], Deps], environment: Callable[[], str] | None = None
+    deps: Callable[[], Deps],
+    environment: Callable[[], str] | None = None,
+    continuation: Continuation | None = None,
 ) -> APIGatewayRestResolver:
     """The route table over ``deps``; ``environment`` names the environment ``GET /health``
-    reports (the Lambda's own variable), else ``deps``' settings do."""
-    from rebound.api import routes_queues, routes_recovery, routes_runs, routes_settings, routes_tasks
+    reports (the Lambda's own variable), else ``deps``' settings do. ``continuation`` runs a
+    redrive job's next chunk: the ops API function passes its async self-invocation; by default
+    a background thread does (in-process: the console, the local cloud)."""
+    from rebound.api import (
+        routes_async,
+        routes_queues,
+        routes_recovery,
+        routes_runs,
+        routes_settings,
+        routes_tasks,
+        routes_workstreams,
+    )
 
     app = APIGatewayRestResolver(enable_validation=True)
-    api = Api(app, deps)
+    api = Api(app, deps, continuation or ThreadContinuation(deps))
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def invalid(exc: RequestValidationError) -> Response[str]:
@@ -96,7 +111,15 @@ def build_app(
             document.update(openapi_document(app))
         return document
 
-    for module in (routes_tasks, routes_runs, routes_recovery, routes_settings, routes_queues):
+    for module in (
+        routes_tasks,
+        routes_runs,
+        routes_recovery,
+        routes_settings,
+        routes_queues,
+        routes_async,
+        routes_workstreams,
+    ):
         module.register(api)
     return app
 

@@ -4,15 +4,18 @@ work orders (list, show, open by hand, acknowledge, resolve), including the seed
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.openapi.params import Query
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.api.app import Api
 from rebound.domain.models import Resolution, Severity, WorkOrderState
 from rebound.ops.common import parse_when
 from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
 from rebound.ops.workorders import WorkOrderOps, work_order_view
 
 MAX_PAGE = 500
@@ -27,9 +30,17 @@ class Filters(BaseModel):
 
 
 class Redrive(Filters):
+    model_config = ConfigDict(populate_by_name=True)
+
     dry_run: bool = Field(default=False, description="count and classify, move nothing")
     limit: int | None = Field(default=None, ge=1, description="at most this many messages")
     rate: float | None = Field(default=None, gt=0, le=300, description="messages per second")
+    as_job: bool = Field(
+        default=False,
+        alias="async",
+        description=f"run it as a job (202 and a job id to poll); more than {ASYNC_OVER} matching "
+        "messages always do",
+    )
 
 
 class NewWorkOrder(BaseModel):
@@ -46,6 +57,17 @@ class Ack(BaseModel):
 class Resolve(BaseModel):
     resolution: Resolution
     note: str = Field(default="", max_length=1000)
+
+
+def _json(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response[str]:
+    kind = content_types.APPLICATION_JSON
+    return Response(status_code=status, content_type=kind, body=json.dumps(body), headers=headers)
+
+
+def _to_move(ops: DlqOps, wanted: DlqFilter, limit: int | None) -> int:
+    """How many messages a redrive would take on (counted up to just past ``ASYNC_OVER``)."""
+    matching = ops.count(wanted, at_most=ASYNC_OVER)
+    return matching if limit is None else min(matching, limit)
 
 
 def register(api: Api) -> None:
@@ -90,11 +112,31 @@ def register(api: Api) -> None:
     def show_dlq(message_id: str) -> dict[str, Any]:
         return dlq("dlq:read").show(message_id).as_dict()
 
-    @app.post("/dlq/redrive", summary="Redrive matching DLQ messages: each run replayed with a fresh budget")
-    def redrive(body: Redrive) -> dict[str, Any]:
+    @app.post(
+        "/dlq/redrive",
+        summary="Redrive matching DLQ messages: each run replayed with a fresh budget",
+        responses={
+            200: {"description": "the redrive's report (done within the request)"},
+            202: {"description": "a redrive job was started: poll GET /dlq/redrive-jobs/{job_id}"},
+        },
+    )
+    def redrive(body: Redrive) -> Response[str]:
+        """A dry run, and a redrive of at most ``ASYNC_OVER`` matching messages, answer with the
+        report. A larger one (or ``async: true``) starts a job and answers 202 with it."""
         ops = dlq("dlq:redrive", body.tenant)
-        report = ops.redrive(filters(body, ops), dry_run=body.dry_run, rate=body.rate, limit=body.limit)
-        return report.as_dict()
+        wanted = filters(body, ops)
+        if not body.dry_run and (body.as_job or _to_move(ops, wanted, body.limit) > ASYNC_OVER):
+            job = RedriveJobs(ops, api.continuation).start(wanted, rate=body.rate, limit=body.limit)
+            return _json(202, job.as_dict(), {"Location": f"/dlq/redrive-jobs/{job.job_id}"})
+        report = ops.redrive(wanted, dry_run=body.dry_run, rate=body.rate, limit=body.limit)
+        return _json(200, report.as_dict())
+
+    @app.get(
+        "/dlq/redrive-jobs/<job_id>",
+        summary="A redrive job's progress: moved, failed, remaining and state",
+    )
+    def redrive_job(job_id: str) -> dict[str, Any]:
+        return RedriveJobs(dlq("dlq:read"), api.continuation).poll(job_id).as_dict()
 
     def orders(action: str) -> WorkOrderOps:
         return WorkOrderOps(api.deps(), api.allow(action).actor)

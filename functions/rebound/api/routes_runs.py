@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from rebound.api.app import Api
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, RunState
+from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RunOps, run_view
 
@@ -53,45 +53,73 @@ class InternalRetry(BaseModel):
         return self
 
 
+def _page(runs: list[Run], next_after: str | None) -> Response[str]:
+    return Response(
+        status_code=200,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps([run_view(r) for r in runs]),
+        headers={"X-Next-After": next_after} if next_after else {},
+    )
+
+
 def register(api: Api) -> None:
     app = api.app
 
     def ops(action: str) -> RunOps:
         return RunOps(api.deps(), api.allow(action).actor)
 
-    @app.get("/runs", summary="List runs of a task or in a state, newest first")
+    @app.get("/runs", summary="List runs of a task (newest first) or in a state (latest change first)")
     def list_runs(
         task_id: Annotated[str | None, Query(description="the task's runs (by schedule time)")] = None,
         state: Annotated[RunState | None, Query(description="runs in this state")] = None,
-        since: Annotated[str | None, Query(description="scheduled at or after (ISO 8601, or 2h ago)")] = None,
-        until: Annotated[str | None, Query(description="scheduled at or before")] = None,
+        since: Annotated[
+            str | None,
+            Query(description="a task's runs: scheduled at or after; by state: changed at or after"),
+        ] = None,
+        until: Annotated[str | None, Query(description="a task's runs: scheduled at or before")] = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-        after: Annotated[str | None, Query(description="the next page: runs older than this run id")] = None,
+        after: Annotated[str | None, Query(description="the X-Next-After of the page before")] = None,
     ) -> Response[str]:
-        """A task's runs come a page at a time: when more remain, the ``X-Next-After`` header
-        names the run to pass as ``after`` for the next page."""
+        """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
+        to pass as ``after`` for the next page. A task's runs are its ``by_task`` index by schedule
+        time; runs in a state (without a task) are the ``by_state`` index, latest change first,
+        ``after`` being a cursor. Neither scans."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
             )
         run_ops = ops("runs:read")
         now = run_ops.deps.clock.now()
-        found = run_ops.find(
+        since_at = parse_when(since, now, option="since") if since else None
+        if task_id is None and state is not None:
+            if until is not None:
+                raise ValidationFailed(
+                    "until: runs by state page back from the latest change; bound them with since",
+                    field="until",
+                )
+            found = run_ops.store.runs_in_state_page(state, since=since_at, limit=limit, after=after)
+            return _page(found.runs, found.cursor)
+        listed = run_ops.find(
             task_id=task_id,
             state=state,
-            since=parse_when(since, now, option="since") if since else None,
+            since=since_at,
             until=parse_when(until, now, option="until") if until else None,
             limit=limit + 1,
             after=run_ops.get(after) if after else None,
         )
-        page = found[:limit]
-        headers = {"X-Next-After": page[-1].run_id} if len(found) > limit and page else {}
-        return Response(
-            status_code=200,
-            content_type=content_types.APPLICATION_JSON,
-            body=json.dumps([run_view(r) for r in page]),
-            headers=headers,
-        )
+        page = listed[:limit]
+        return _page(page, page[-1].run_id if len(listed) > limit and page else None)
+
+    @app.get(
+        "/runs/recovery",
+        summary="Runs by state over the last hour and day, and the retry success rate against its target",
+    )
+    def recovery(
+        at_most: Annotated[int, Query(ge=1, le=100_000, description="count each up to this many")] = 1000,
+    ) -> dict[str, Any]:
+        """Counting queries on the ``by_state`` index (never a scan), each stopping just past
+        ``at_most``: a count above it means "more than ``at_most``"."""
+        return ops("runs:read").recovery(at_most=at_most)
 
     @app.get("/runs/<run_id>", summary="A run and its whole timeline")
     def show_run(run_id: str) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from rebound.ops.tasks import Change, TaskOps, change_view, detail_view, task_vi
 class Register(BaseModel):
     document: dict[str, Any] = Field(description="a task document as a task file holds it (tasks, tenants)")
     dry_run: bool = Field(default=False, description="plan only: the diff, nothing written")
+    allow_past: bool = Field(
+        default=False, description="accept a one-time `at` already past (the task fires at once)"
+    )
 
 
 class StateChange(BaseModel):
@@ -39,7 +42,7 @@ def register(api: Api) -> None:
         document = parse_task_document(body.document, "request body", api.deps().policies.book)
         for task in document.tasks:
             api.allow("tasks:register", task.tenant)
-        changes = task_ops.plan(document.tasks)
+        changes = task_ops.plan(document.tasks, allow_past=body.allow_past)
         plan = [change_view(c) for c in changes]
         if body.dry_run or not changes:
             return {"dry_run": body.dry_run, "plan": plan, "applied": None}

@@ -11,7 +11,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rebound.domain.errors import ConfigError, PolicyNotFound
-from rebound.domain.models import POLICY_FIELDS, PolicyOverride, RetryPolicy, Task, TaskFile
+from rebound.domain.models import POLICY_FIELDS, PolicyOverride, RetryPolicy, Task
+from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -171,11 +172,22 @@ def parse_task_file(data: Any, file: str, book: PolicyBook | None = None) -> lis
     return parse_task_document(data, file, book).tasks
 
 
-def parse_task_document(data: Any, file: str, book: PolicyBook | None = None) -> TaskFile:
-    """The whole task file: its tasks and its tenants' settings."""
+def parse_task_document(
+    data: Any, file: str, book: PolicyBook | None = None, known_tasks: Mapping[str, str] | None = None
+) -> TaskDocument:
+    """The whole task file: its tasks, its tenants' settings, its workstreams and resources.
+
+    A workstream's steps may name the file's tasks and ``known_tasks`` (task id -> tenant, e.g. the
+    tasks already registered)."""
     if not isinstance(data, dict) or "tasks" not in data:
         raise ConfigError(file, "tasks", "expected a top-level 'tasks:' list")
-    parsed = _validate(TaskFile, data, file)
+    parsed = _validate(TaskDocument, data, file)
+    check_workstreams(
+        parsed.workstreams,
+        parsed.resources,
+        {**(known_tasks or {}), **{t.id: t.tenant for t in parsed.tasks}},
+        file,
+    )
     if book is not None:
         for index, task in enumerate(parsed.tasks):
             try:
@@ -191,5 +203,26 @@ def load_task_file(path: Path | str, book: PolicyBook | None = None) -> list[Tas
     return parse_task_file(load_yaml(path), str(path), book)
 
 
-def load_task_document(path: Path | str, book: PolicyBook | None = None) -> TaskFile:
-    return parse_task_document(load_yaml(path), str(path), book)
+def load_task_document(
+    path: Path | str, book: PolicyBook | None = None, known_tasks: Mapping[str, str] | None = None
+) -> TaskDocument:
+    return parse_task_document(load_yaml(path), str(path), book, known_tasks)
+
+
+def check_workstreams(
+    workstreams: list[Workstream],
+    resources: list[ResourceSpec],
+    tasks: Mapping[str, str],
+    file: str,
+    prefix: tuple[int | str, ...] = (),
+) -> None:
+    """Refuse unknown tasks and resources, a step listed twice and a dependency cycle (its path is
+    in the message: ``extract → transform → extract``); the first problem names its key path, the
+    next few follow it."""
+    problems = reference_problems(workstreams, resources, tasks)
+    if not problems:
+        return
+    where, msg = problems[0]
+    if len(problems) > 1:
+        msg += "; also " + "; ".join(f"{key_path(prefix + w)}: {m}" for w, m in problems[1:4])
+    raise ConfigError(file, key_path(prefix + where), msg)

@@ -1,14 +1,25 @@
-"""The audit trail: an append-only hash chain per subject, and rebuilding a run from it.
+"""The audit trail: an append-only, keyed hash chain per subject, and rebuilding a run from it.
 
-Each record's ``hash`` is the SHA-256 of the canonical JSON of every other field, and each
-record names the previous record's hash, so editing, removing or reordering any record breaks
-the chain from that point on. Run records carry the fields the transition changed in
-``evidence.changes``; applying them in order rebuilds the stored run.
+Each record's ``hash`` is the SHA-256 of the canonical JSON of every other field but ``mac``, and
+each record names the previous record's hash, so editing, removing or reordering any record breaks
+the chain from that point on. A hash alone can be recomputed by whoever can write the table, so
+each record also carries a ``mac``: HMAC-SHA256 of its ``hash`` (so of every other field), with a
+key derived for the record's day from a KMS HMAC key (``mac_label``; the derivation is the
+``AuditKeys`` port's). Without the key a record cannot be added, edited or moved to another chain
+(the subject and sequence number are under the MAC) so that it still verifies.
+
+Records written before the chain was keyed have no ``mac``: they verify by hash alone and are
+reported as unkeyed. An unkeyed record after a keyed one in the same chain is refused: it was
+inserted by someone without the key.
+
+Run records carry the fields the transition changed in ``evidence.changes``; applying them in
+order rebuilds the stored run.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -23,11 +34,77 @@ CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head", "rev")
 POLL_FIELDS = ("dispatch", "next_retry_at", "wait_polls")
 """Fields a waiting run's polls change without an audit record (``UnitOfWork.touch_run``). Every
 record carries them, so the chain catches up with the polls at the next record."""
+HEARTBEAT_FIELDS = ("heartbeat_at", "heartbeats", "progress", "lease_expires_at")
+"""Fields an asynchronous attempt's heartbeats change without an audit record (``touch_run``), like
+the polls: every record carries them, so the chain catches up at the attempt's outcome."""
+
+
+MAC_ALG = "hmac-sha256/day-key/v1"
+"""HMAC-SHA256 over ``mac_message`` with the key derived for ``mac_label`` of the record's day."""
+MAC_FIELDS = ("mac_alg", "mac_key")
+"""Fields a keyed record adds; left out of an unkeyed record's hash, so older hashes still hold."""
+
+Sign = Callable[[str, bytes], str]
+"""``sign(label, message)``: the MAC of ``message`` with the key derived for ``label``."""
+CheckMac = Callable[[str, str, bytes, str], bool]
+"""``check(key_id, label, message, mac)``: whether ``mac`` is right, with a trusted key."""
+
+
+def mac_label(at: str) -> str:
+    """The derivation label of a record made at ``at`` (ISO): one key a day, so the KMS key is
+    asked once a day per process, and a day's key cannot sign a record of another day."""
+    return f"rebound-audit/v1/{at[:10]}"
+
+
+UNVERIFIED_ACTOR = "unverified"
+"""The audit actor of a queue message that names an actor without a signature that checks."""
+
+
+def actor_label(day: str) -> str:
+    """The derivation label of an actor signature made on ``day`` (``YYYY-MM-DD``)."""
+    return f"rebound-actor/v1/{day}"
+
+
+def actor_message(run_id: str, actor: str) -> bytes:
+    """What an actor signature covers: the actor and the run it acts on."""
+    return canonical_bytes({"actor": actor, "run_id": run_id})
+
+
+def sign_actor(run_id: str, actor: str, at: datetime, sign: Sign) -> str:
+    """``<day>:<mac>``: the ops layer's signature of the actor it puts in a queue message."""
+    day = iso(at)[:10]
+    return f"{day}:{sign(actor_label(day), actor_message(run_id, actor))}"
+
+
+def verified_actor(
+    run_id: str, actor: str | None, signature: str | None, key_id: str, check: CheckMac, default: str
+) -> tuple[str, str | None]:
+    """The audit actor for a message that names ``actor`` with ``signature``, and the actor it
+    claimed when that is not believed: ``default`` (a fixed system actor) when it names none, the
+    actor when the signature checks, otherwise ``UNVERIFIED_ACTOR``."""
+    if actor is None:
+        return default, None
+    day, _, mac = (signature or "").partition(":")
+    if mac and check(key_id, actor_label(day), actor_message(run_id, actor), mac):
+        return actor, None
+    return UNVERIFIED_ACTOR, actor
+
+
+def _without_unset_mac_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if not (k in MAC_FIELDS and v is None)}
 
 
 def record_hash(fields: dict[str, Any]) -> str:
-    body = {key: value for key, value in fields.items() if key != "hash"}
+    body = {k: v for k, v in _without_unset_mac_fields(fields).items() if k not in ("hash", "mac")}
     return hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+
+def mac_message(fields: dict[str, Any]) -> bytes:
+    """What a record's MAC is computed over: its ``hash``, which covers every field but ``mac``
+    (subject, seq, prev_hash and the MAC fields included). MACing the hash rather than the record
+    again keeps the hot path to one canonical serialization per record; a record that differs in
+    any field has another hash (SHA-256), so it cannot carry another record's MAC."""
+    return f"{MAC_ALG}|{fields['hash']}".encode()
 
 
 def next_record(
@@ -41,7 +118,10 @@ def next_record(
     from_state: str | None = None,
     to_state: str | None = None,
     evidence: dict[str, Any] | None = None,
+    key_id: str | None = None,
+    sign: Sign | None = None,
 ) -> AuditRecord:
+    """The record after ``(prev_seq, prev_hash)``; keyed with ``sign`` (under ``key_id``) if given."""
     fields: dict[str, Any] = {
         "subject": subject,
         "seq": prev_seq + 1,
@@ -53,7 +133,12 @@ def next_record(
         "evidence": evidence or {},
         "prev_hash": prev_hash,
     }
-    return AuditRecord.model_validate({**fields, "hash": record_hash(fields)})
+    if sign is not None:
+        fields.update(mac_alg=MAC_ALG, mac_key=key_id)
+    fields["hash"] = record_hash(fields)
+    if sign is not None:
+        fields["mac"] = sign(mac_label(fields["at"]), mac_message(fields))
+    return AuditRecord.model_validate(fields)
 
 
 @dataclass(frozen=True)
@@ -62,25 +147,55 @@ class ChainCheck:
     ok: bool
     records: int
     detail: str
+    unkeyed: int = 0
+    """Records without a MAC (written before the chain was keyed): they verify by hash alone."""
+    macs_checked: bool = True
 
 
-def verify_chain(subject: str, records: list[AuditRecord]) -> ChainCheck:
-    """Check order, links and hashes of one subject's records."""
+def _mac_problem(record: AuditRecord, check: CheckMac) -> str | None:
+    fields = record.model_dump(mode="json")
+    if record.mac_alg != MAC_ALG or not record.mac_key or not record.mac:
+        return f"seq {record.seq} has an unknown MAC algorithm {record.mac_alg!r}"
+    if not check(record.mac_key, mac_label(fields["at"]), mac_message(fields), record.mac):
+        return f"seq {record.seq} has a MAC that does not verify (forged, altered or moved)"
+    return None
+
+
+def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac | None = None) -> ChainCheck:
+    """Check order, links, hashes and (with ``check_mac``) MACs of one subject's records.
+
+    Without ``check_mac`` only the unkeyed parts are checked (``macs_checked`` is false)."""
     prev = GENESIS
+    unkeyed = 0
+    keyed_seen = False
+    count = len(records)
+
+    def broken(detail: str) -> ChainCheck:
+        return ChainCheck(subject, False, count, detail, unkeyed, check_mac is not None)
+
     for index, record in enumerate(sorted(records, key=lambda r: r.seq), start=1):
         if record.seq != index:
-            return ChainCheck(
-                subject, False, len(records), f"record {index} is missing (found seq {record.seq})"
-            )
+            return broken(f"record {index} is missing (found seq {record.seq})")
         if record.prev_hash != prev:
-            return ChainCheck(
-                subject, False, len(records), f"seq {record.seq} does not link to seq {index - 1}"
-            )
-        expected = record_hash(record.model_dump(mode="json"))
-        if record.hash != expected:
-            return ChainCheck(subject, False, len(records), f"seq {record.seq} was altered (hash mismatch)")
+            return broken(f"seq {record.seq} does not link to seq {index - 1}")
+        if record.hash != record_hash(record.model_dump(mode="json")):
+            return broken(f"seq {record.seq} was altered (hash mismatch)")
+        if record.mac is None and record.mac_alg is None:
+            if keyed_seen:
+                return broken(f"seq {record.seq} is unkeyed after keyed records (inserted without the key)")
+            unkeyed += 1
+        else:
+            keyed_seen = True
+            problem = _mac_problem(record, check_mac) if check_mac is not None else None
+            if problem:
+                return broken(problem)
         prev = record.hash
-    return ChainCheck(subject, True, len(records), f"{len(records)} records verified")
+    detail = f"{count} records verified"
+    if unkeyed:
+        detail += f" ({unkeyed} unkeyed, by hash only)"
+    if check_mac is None and keyed_seen:
+        detail += " (MACs not checked: no key)"
+    return ChainCheck(subject, True, count, detail, unkeyed, check_mac is not None)
 
 
 def run_changes(before: Run | None, after: Run) -> dict[str, Any]:
@@ -90,7 +205,8 @@ def run_changes(before: Run | None, after: Run) -> dict[str, Any]:
     if before is None:
         return new
     old = before.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
-    return {key: value for key, value in new.items() if old.get(key) != value or key in POLL_FIELDS}
+    carried = {*POLL_FIELDS, *HEARTBEAT_FIELDS}
+    return {key: value for key, value in new.items() if old.get(key) != value or key in carried}
 
 
 def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
@@ -111,12 +227,15 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
 def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
     """Fields of the stored run that differ from what its trail rebuilds, bookkeeping aside:
     ``rev`` never counts, and while a wait episode goes on, neither do the poll fields and
-    ``updated_at`` (polls change them without a record)."""
+    ``updated_at`` (polls change them without a record); nor, while an asynchronous attempt runs,
+    the heartbeat fields."""
     rebuilt = rebuild_run(stored.run_id, records).model_dump(mode="json")
     actual = stored.model_dump(mode="json")
     ignored = {"rev"}
     if stored.waiting_since is not None:
         ignored |= {*POLL_FIELDS, "updated_at"}
+    if stored.async_token_id is not None:
+        ignored |= {*HEARTBEAT_FIELDS, "updated_at"}
     return sorted(
         k for k in set(rebuilt) | set(actual) if k not in ignored and rebuilt.get(k) != actual.get(k)
     )

@@ -27,6 +27,14 @@ class EventType(StrEnum):
     SLA_BREACHED = "task.sla.breached"
     RUN_RECOVERED = "task.recovered"
     WORKORDER_RESOLVED = "workorder.resolved"
+    WORKSTREAM_STARTED = "workstream.started"
+    WORKSTREAM_CHECKPOINTED = "workstream.checkpointed"
+    WORKSTREAM_COMPLETED = "workstream.completed"
+    WORKSTREAM_FAILED = "workstream.failed"
+    WORKSTREAM_ROLLED_BACK = "workstream.rolled_back"
+    DEPENDENCY_CYCLE_DETECTED = "dependency_cycle_detected"
+    RESOURCE_EXHAUSTED = "resource_exhausted"
+    WORKSTREAM_STEP_ENDED = "workstream.step.ended"
 
 
 class _Detail(BaseModel):
@@ -149,6 +157,78 @@ class WorkOrderResolved(_Detail):
     time_to_resolve_s: float = Field(ge=0)
 
 
+class _WorkstreamDetail(_Detail):
+    workstream_id: str
+    run_id: str = Field(description="the workstream run")
+    tenant: str
+    at: str
+
+
+class WorkstreamStarted(_WorkstreamDetail):
+    steps: list[str]
+
+
+class WorkstreamCheckpointed(_WorkstreamDetail):
+    """A step changed state; the checkpoint (``version``) records every step's state."""
+
+    version: int = Field(ge=1)
+    cause: str
+    state: str
+    completed: list[str]
+    failed: list[str]
+    running: list[str]
+
+
+class WorkstreamCompleted(_WorkstreamDetail):
+    warnings: dict[str, str] = Field(description="steps marked completed with a warning (skipped)")
+    failed: list[str] = Field(description="non-critical steps that failed")
+
+
+class WorkstreamFailed(_WorkstreamDetail):
+    """A critical step did not complete. Escalation opens one critical work order."""
+
+    failed_steps: list[str]
+    failed_scope: Literal["all", "some", "none"]
+    critical_failed: bool
+    critical_failed_steps: list[str]
+    blocked_steps: list[str]
+    completed_steps: list[str]
+    decision: str
+
+
+class WorkstreamRolledBack(_WorkstreamDetail):
+    to_version: int = Field(ge=1)
+    cancelled_runs: list[str]
+    not_rolled_back: dict[str, str] = Field(description="step -> why it kept its state")
+
+
+class DependencyCycleDetected(_WorkstreamDetail):
+    """A cycle found when a run started (a later edit made it); no step started."""
+
+    cycle: list[str] = Field(description="the path, ending where it starts")
+    tasks: list[str]
+    severity: Literal["critical"]
+
+
+class ResourceExhausted(_WorkstreamDetail):
+    """A step has waited longer than the workstream's ``resource_wait`` for its resources."""
+
+    step: str
+    resources: list[str]
+    holders: dict[str, list[str]]
+    waited_s: float = Field(ge=0)
+    threshold_s: float = Field(gt=0)
+
+
+class WorkstreamStepEnded(_RunDetail):
+    """A run that is a workstream's step reached a final state; written with that state, so the
+    workstream learns of every step's end (``rebound.engine.workstreams``)."""
+
+    workstream_run_id: str
+    state: Literal["succeeded", "dead_lettered", "skipped", "cancelled"]
+    at: str
+
+
 DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.EXECUTION_UPDATED: ExecutionUpdated,
     EventType.EXECUTION_FAILED: ExecutionFailed,
@@ -159,6 +239,14 @@ DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.SLA_BREACHED: SlaBreached,
     EventType.RUN_RECOVERED: RunRecovered,
     EventType.WORKORDER_RESOLVED: WorkOrderResolved,
+    EventType.WORKSTREAM_STARTED: WorkstreamStarted,
+    EventType.WORKSTREAM_CHECKPOINTED: WorkstreamCheckpointed,
+    EventType.WORKSTREAM_COMPLETED: WorkstreamCompleted,
+    EventType.WORKSTREAM_FAILED: WorkstreamFailed,
+    EventType.WORKSTREAM_ROLLED_BACK: WorkstreamRolledBack,
+    EventType.DEPENDENCY_CYCLE_DETECTED: DependencyCycleDetected,
+    EventType.RESOURCE_EXHAUSTED: ResourceExhausted,
+    EventType.WORKSTREAM_STEP_ENDED: WorkstreamStepEnded,
 }
 
 
@@ -190,6 +278,22 @@ def execution_updated(run: Run, previous: RunState | None, at: datetime) -> Doma
         state=run.state.value,
         previous_state=previous.value if previous else None,
         attempt=run.attempt,
+        at=iso(at),
+    )
+
+
+STEP_ENDINGS = frozenset({RunState.SUCCEEDED, RunState.DEAD_LETTERED, RunState.SKIPPED, RunState.CANCELLED})
+
+
+def step_ended(run: Run, at: datetime) -> DomainEvent | None:
+    """``workstream.step.ended`` for a run of a workstream's step that reached a final state."""
+    if run.workstream_run is None or run.state not in STEP_ENDINGS:
+        return None
+    return DomainEvent.of(
+        EventType.WORKSTREAM_STEP_ENDED,
+        **_run_fields(run),
+        workstream_run_id=run.workstream_run,
+        state=run.state.value,
         at=iso(at),
     )
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
+import re
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -23,6 +26,8 @@ ERROR_CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TASK_TIMEOUT_S = 270
 """The executor function runs for at most 300 s; an attempt must fit inside it with margin."""
+MAX_ASYNC_DURATION_S = 86400
+"""An asynchronous attempt (``target.mode: async``) may run at most a day, heartbeats permitting."""
 
 TaskId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
 Tenant = Annotated[str, Field(pattern=TENANT_PATTERN)]
@@ -233,8 +238,22 @@ class SlaSpec(Strict):
     max_duration: Annotated[Seconds, Field(gt=0)] | None = None
 
 
+class SimAsync(Strict):
+    """A simulated asynchronous worker (``behavior: {async: {...}}``), played on the simulated clock:
+    it heartbeats every ``heartbeat_every`` until ``stop_heartbeats_after`` (if given), then reports
+    completion (or ``fail_with``) once ``duration`` has passed, ``duplicate_completions`` extra times."""
+
+    duration: Annotated[Seconds, Field(gt=0, le=2 * MAX_ASYNC_DURATION_S)]
+    heartbeat_every: Annotated[Seconds, Field(gt=0, le=MAX_ASYNC_DURATION_S)] = 60.0
+    stop_heartbeats_after: Annotated[Seconds, Field(ge=0)] | None = None
+    fail_with: ErrorCode | None = Field(default=None, description="report failure with this code")
+    duplicate_completions: int = Field(default=0, ge=0, le=5)
+
+
 class SimBehavior(Strict):
     """What the built-in simulated target does. One primary behaviour; ``duration_s`` may join any."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
 
     ok: bool | None = None
     fail_first: int | None = Field(default=None, ge=0)
@@ -249,6 +268,11 @@ class SimBehavior(Strict):
         "function's own timeout ends (locally: faults.handler_timeouts: enforce)",
     )
     duration_s: float | None = Field(default=None, ge=0.0)
+    async_: SimAsync | None = Field(
+        default=None,
+        alias="async",
+        description="an asynchronous worker that heartbeats and reports completion (target.mode: async)",
+    )
 
     @model_validator(mode="after")
     def _one_behavior(self) -> SimBehavior:
@@ -257,6 +281,8 @@ class SimBehavior(Strict):
             for key in ("ok", "fail_first", "always_fail", "terminal_error", "fail_rate", "hang", "stall")
             if getattr(self, key) not in (None, False)
         ]
+        if self.async_ is not None:
+            primary.append("async")
         if len(primary) > 1:
             raise ValueError(f"give one behavior, not {primary}")
         if self.seed is not None and self.fail_rate is None:
@@ -266,24 +292,138 @@ class SimBehavior(Strict):
         return self
 
 
+TargetMode = Literal["sync", "async"]
+MODE_DESCRIPTION = (
+    "sync: the attempt ends when the call returns; async: the call starts the work, which reports "
+    "heartbeats and its completion with a completion token (see heartbeat_timeout, max_duration)"
+)
+
+
 class SimTarget(Strict):
     type: Literal["sim"]
     behavior: SimBehavior = Field(default_factory=lambda: SimBehavior(ok=True))
+    mode: TargetMode = Field(default="sync", description=MODE_DESCRIPTION)
 
 
 class LambdaTarget(Strict):
     type: Literal["lambda"]
+    mode: TargetMode = Field(default="sync", description=MODE_DESCRIPTION + " (Lambda: an Event invoke)")
     function: str = Field(min_length=1, description="function name or ARN")
     qualifier: str | None = None
 
 
+SECRET_REFERENCE_PATTERN = r"^(ssm:/|/|secretsmanager:|arn:aws[a-z-]*:(ssm|secretsmanager):)\S+$"
+SecretReference = Annotated[
+    str,
+    Field(
+        pattern=SECRET_REFERENCE_PATTERN,
+        max_length=2048,
+        description="ssm:/rebound/... (or /rebound/...), secretsmanager:NAME, or an SSM or "
+        "Secrets Manager ARN",
+    ),
+]
+_CREDENTIAL_HEADER = re.compile(
+    r"^(authorization|proxy-authorization|cookie|x-amz-security-token)$|"
+    r"(api[-_]?key|token|secret|password|passwd|credential|signature|auth)",
+    re.IGNORECASE,
+)
+
+
+def is_credential_header(name: str) -> bool:
+    """Whether a header name says it carries a credential (``Authorization``, ``X-Api-Key``, ...)."""
+    return bool(_CREDENTIAL_HEADER.search(name))
+
+
+class SecretHeader(Strict):
+    """A header whose value is read from a secret at call time: ``{secret: ssm:/rebound/...}``.
+
+    Only the reference is stored (with the task, in its runs and audit records); the value is
+    read by the executor when it sends the request and is never written anywhere.
+    """
+
+    secret: SecretReference
+    prefix: str = Field(
+        default="", max_length=64, description="sent before the value, such as 'Bearer ' (stored as is)"
+    )
+
+
 class HttpTarget(Strict):
     type: Literal["http"]
-    url: str = Field(pattern=r"^https?://")
-    secret: str | None = Field(
+    mode: TargetMode = Field(default="sync", description=MODE_DESCRIPTION)
+    url: str = Field(pattern=r"^https?://", max_length=2048)
+    secret: SecretReference | None = Field(
         default=None, description="SSM parameter name or Secrets Manager ARN holding the HMAC key"
     )
-    headers: dict[str, str] = Field(default_factory=dict)
+    headers: dict[str, str | SecretHeader] = Field(default_factory=dict)
+
+    @field_validator("headers")
+    @classmethod
+    def _no_plain_credentials(cls, value: dict[str, str | SecretHeader]) -> dict[str, str | SecretHeader]:
+        for name, given in value.items():
+            if isinstance(given, str) and is_credential_header(name):
+                raise ValueError(
+                    f"headers.{name}: a credential in plain text would be stored with the task, its "
+                    f"runs and its audit trail; give it by reference instead: "
+                    f"{name}: {{secret: ssm:/rebound/<env>/secrets/...}} (optionally with prefix: 'Bearer ')"
+                )
+        return value
+
+    @property
+    def host(self) -> str:
+        return (urlsplit(self.url).hostname or "").lower()
+
+
+class TargetRules(Strict):
+    """What an environment lets targets do (``targets:`` in its environment file).
+
+    By default only ``https`` URLs whose names resolve to public addresses are called, no error
+    answer is kept, and the ``sim`` target is refused; ``local`` and ``dev`` enable ``sim``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    sim: bool = Field(default=False, description="tasks may use the built-in sim target")
+    plain_http_hosts: tuple[str, ...] = Field(
+        default=(), description="host names or addresses that may be called over plain http"
+    )
+    allow_networks: tuple[str, ...] = Field(
+        default=(),
+        description="CIDR blocks outside the public internet that targets may reach (loopback, private)",
+    )
+    excerpt_hosts: tuple[str, ...] = Field(
+        default=(), description="hosts whose error answers are kept (redacted) in the run's error message"
+    )
+
+    @field_validator("plain_http_hosts", "excerpt_hosts")
+    @classmethod
+    def _lower(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(h.strip().lower().strip("[]") for h in value)
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for net in value:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"{net!r} is not a CIDR block such as 10.1.0.0/16") from exc
+        return value
+
+    @classmethod
+    def defaults_for(cls, environment: str) -> TargetRules:
+        """``sim`` in ``local`` and ``dev``; ``local`` also reaches loopback test servers over http."""
+        if environment == "local":
+            loopback = ("127.0.0.1", "localhost", "::1")
+            return cls(
+                sim=True,
+                plain_http_hosts=loopback,
+                allow_networks=("127.0.0.0/8", "::1/128"),
+                excerpt_hosts=loopback,
+            )
+        return cls(sim=environment in SIM_ENVIRONMENTS)
+
+
+SIM_ENVIRONMENTS = frozenset({"local", "dev"})
 
 
 Target = Annotated[SimTarget | LambdaTarget | HttpTarget, Field(discriminator="type")]
@@ -313,6 +453,14 @@ class Task(Strict):
     catch_up: CatchUpPolicy = Field(default_factory=CatchUpPolicy)
     sla: SlaSpec | None = None
     state: TaskState = TaskState.ACTIVE
+    heartbeat_timeout: Annotated[Seconds, Field(gt=0)] | None = Field(
+        default=None,
+        description="async targets: the attempt fails with HEARTBEAT_TIMEOUT when no heartbeat (or "
+        "completion) arrives for this long",
+    )
+    max_duration: Annotated[Seconds, Field(gt=0)] | None = Field(
+        default=None, description="async targets: the attempt fails with TIMEOUT after this long (<= 24h)"
+    )
 
     @field_validator("payload")
     @classmethod
@@ -342,6 +490,46 @@ class Task(Strict):
         if self.schedule is not None and self.event is not None:
             raise ValueError("give schedule or event, not both")
         return self
+
+    @field_validator("heartbeat_timeout", "max_duration")
+    @classmethod
+    def _at_most_a_day(cls, value: float | None) -> float | None:
+        if value is not None and value > MAX_ASYNC_DURATION_S:
+            raise ValueError(f"at most 24h ({MAX_ASYNC_DURATION_S} s), got {value:g} s")
+        return value
+
+    @model_validator(mode="after")
+    def _async_limits(self) -> Task:
+        simulated = self.target.behavior.async_ if isinstance(self.target, SimTarget) else None
+        if not self.is_async:
+            if self.heartbeat_timeout is not None or self.max_duration is not None:
+                raise ValueError(
+                    "heartbeat_timeout and max_duration apply to asynchronous targets only: "
+                    "add target.mode: async, or remove them"
+                )
+            if simulated is not None:
+                raise ValueError("target.behavior.async needs target.mode: async")
+            return self
+        if self.heartbeat_timeout is None or self.max_duration is None:
+            missing = [k for k in ("heartbeat_timeout", "max_duration") if getattr(self, k) is None]
+            raise ValueError(
+                f"an asynchronous target (target.mode: async) needs {' and '.join(missing)} "
+                f"(durations such as 5m or 3h, at most 24h)"
+            )
+        if self.heartbeat_timeout > self.max_duration:
+            raise ValueError(
+                f"heartbeat_timeout ({self.heartbeat_timeout:g}s) must not exceed max_duration "
+                f"({self.max_duration:g}s)"
+            )
+        if isinstance(self.target, SimTarget) and simulated is None:
+            raise ValueError(
+                "an asynchronous sim target needs behavior.async: {duration: ..., heartbeat_every: ...}"
+            )
+        return self
+
+    @property
+    def is_async(self) -> bool:
+        return self.target.mode == "async"
 
     @property
     def policy_name(self) -> str:
@@ -491,6 +679,23 @@ class Run(BaseModel):
     held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
     catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
     sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
+    async_token_id: str | None = Field(
+        default=None,
+        description="the id of the completion token of the running asynchronous attempt; cleared when "
+        "it completes, fails or times out, so the token is used once",
+    )
+    async_ends_at: UtcDatetime | None = Field(
+        default=None, description="when the running asynchronous attempt reaches its max_duration"
+    )
+    heartbeat_timeout_s: float | None = Field(
+        default=None, description="the running asynchronous attempt's heartbeat timeout (from its task)"
+    )
+    heartbeat_at: UtcDatetime | None = Field(default=None, description="the last heartbeat of the attempt")
+    heartbeats: int = Field(default=0, ge=0, description="heartbeats of the running asynchronous attempt")
+    progress: float | None = Field(default=None, ge=0.0, le=1.0, description="last reported progress, 0..1")
+    workstream_run: str | None = Field(
+        default=None, description="the workstream run this run is a step of (its end is reported there)"
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64
     rev: int = Field(
@@ -519,7 +724,8 @@ def with_changes(run: Run, update: dict[str, Any]) -> Run:
 
 
 class AuditRecord(BaseModel):
-    """One link of a subject's hash chain. ``hash`` covers every other field."""
+    """One link of a subject's hash chain. ``hash`` covers every other field but ``mac``; ``mac``
+    is the keyed MAC of ``hash``."""
 
     subject: str
     seq: int = Field(ge=1)
@@ -531,6 +737,14 @@ class AuditRecord(BaseModel):
     evidence: dict[str, Any] = Field(default_factory=dict)
     prev_hash: str
     hash: str
+    mac_alg: str | None = None
+    """How ``mac`` was made (``rebound.domain.audit.MAC_ALG``); ``None``: an unkeyed record,
+    written before the chain was keyed."""
+    mac_key: str | None = None
+    """The key ``mac`` was derived from (a KMS key ARN, or ``local:<name>``)."""
+    mac: str | None = None
+    """HMAC-SHA256 of ``hash`` (which covers every other field), with the key of the record's day
+    (``rebound.domain.audit``)."""
 
 
 # --------------------------------------------------------------------------- work orders

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rebound.domain.errors import IllegalTransition
-from rebound.domain.models import RunState
+from rebound.domain.models import AttemptOutcome, Run, RunState
 
 S = RunState
 
@@ -34,3 +36,26 @@ def can_transition(current: RunState, new: RunState) -> bool:
 def ensure_transition(current: RunState, new: RunState, subject: str = "") -> None:
     if not can_transition(current, new):
         raise IllegalTransition(current.value, new.value, subject)
+
+
+def closed(run: Run, state: RunState, now: datetime) -> Run:
+    """``run`` ended by hand (``cancelled`` or ``skipped``): nothing due, no lease, no slot, no
+    wait, and a running attempt ended as cancelled. The caller leaves ``run.slots`` in the same
+    transaction."""
+    update: dict[str, object] = {
+        "state": state,
+        "next_retry_at": None,
+        "lease_expires_at": None,
+        "lease_owner": None,
+        "slots": [],
+        "waiting_since": None,
+        "held_at": None,
+    }
+    if run.state is RunState.RUNNING and run.attempts:
+        update["attempts"] = [
+            *run.attempts[:-1],
+            run.attempts[-1].model_copy(
+                update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
+            ),
+        ]
+    return run.model_copy(update=update)

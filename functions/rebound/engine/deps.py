@@ -14,12 +14,15 @@ from rebound.engine.ports import (
     Archive,
     Bus,
     Clock,
+    CompletionKeys,
     CrashPoints,
     Fanout,
     Metrics,
+    NoCompletionKey,
     NoCrashes,
     Notifier,
     OutboxStream,
+    QueueAges,
     Queues,
     Schedules,
     Store,
@@ -51,6 +54,10 @@ class Deps:
     """Reads a range of the outbox stream again (the sweeper's recovery of failed relay batches)."""
     archive: Archive | None = None
     """The DLQ archive; ``None`` where the environment has no archive table."""
+    completion_keys: CompletionKeys = field(default_factory=NoCompletionKey)
+    """Signs and verifies the completion tokens of asynchronous attempts."""
+    queue_ages: QueueAges | None = None
+    """The oldest message's age per queue (the console's live view); ``None``: not known here."""
     cache: dict[str, tuple[float, object]] = field(default_factory=dict)
     """Small per-container cache (tenant settings); entries carry the clock time they were read."""
 

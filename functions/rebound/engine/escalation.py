@@ -297,6 +297,40 @@ class Escalation:
         self.notify(order)
         return order.work_order_id
 
+    def on_workstream_failed(self, detail: dict[str, Any]) -> str:
+        """A workstream failed (or a dependency cycle stopped it): one critical work order per
+        workstream run, its evidence the decision tree's answers (``workstream.failed``)."""
+        subject = f"workstream#{detail['run_id']}#failed"  # not the run's own chain: the order has its own
+        order_id = work_order_id(subject)
+        evidence = {k: v for k, v in detail.items() if k not in ("event_id", "at")}
+        reason = "dependency_cycle_detected" if "cycle" in detail else "workstream_failed"
+        order = self.store.get_work_order(order_id) or self._open(
+            order_id,
+            {
+                "subject": subject,
+                "task_id": None,
+                "tenant": detail.get("tenant"),
+                "severity": "critical",
+                "reason": reason,
+                "error_code": reason.upper(),
+                "evidence": evidence,
+            },
+            link_run=False,
+        )
+        self.notify(order)
+        return order.work_order_id
+
+    def on_resource_exhausted(self, detail: dict[str, Any]) -> str:
+        """A step has waited longer than its workstream allows for a resource: alert (no work order)."""
+        held = ", ".join(detail["resources"])
+        self.deps.notifier.alert(
+            f"[Rebound {self.deps.settings.environment}] resource exhausted: {held} "
+            f"(workstream {detail['workstream_id']}, step {detail['step']})",
+            {**detail, "environment": self.deps.settings.environment},
+            "warning",
+        )
+        return "notified"
+
     def _open(self, order_id: str, detail: dict[str, Any], link_run: bool = True) -> WorkOrder:
         for _ in range(3):
             existing = self.store.get_work_order(order_id)
@@ -332,6 +366,7 @@ class Escalation:
                     "reason": order.reason,
                     "dead_lettered_at": detail.get("dead_lettered_at"),
                     "event_id": detail.get("event_id"),
+                    **(detail.get("evidence") or {}),
                 },
             )
             if link_run and run is not None and run.work_order_id != order_id:

@@ -66,7 +66,16 @@ class ReplayMessage(_Message):
 
     kind: Literal["replay"]
     run_id: str = Field(min_length=1)
-    actor: str = "console-redrive"
+    actor: str | None = Field(
+        default=None,
+        max_length=200,
+        description="who asked for the replay; believed only with actor_sig (else recorded as unverified)",
+    )
+    actor_sig: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the ops layer's signature of actor and run_id (rebound.domain.audit.sign_actor)",
+    )
     task_id: str | None = None
     reason: str | None = None
     attempts: int | None = None

@@ -49,10 +49,20 @@ def start_delay_breach(task: Task | None, run: Run, started_at: datetime) -> Bre
     )
 
 
-def duration_breach(task: Task | None, run: Run, duration_s: float) -> Breach | None:
-    if task is None or task.sla is None or task.sla.max_duration is None or "duration" in run.sla_breaches:
+def duration_limit(task: Task | None) -> float | None:
+    """How long an attempt may run before it breaches the SLA: the task's ``sla.max_duration``;
+    for an asynchronous task without one, its ``max_duration`` (where it also times out)."""
+    if task is None:
         return None
-    limit = task.sla.max_duration
+    if task.sla is not None and task.sla.max_duration is not None:
+        return task.sla.max_duration
+    return task.max_duration if task.is_async else None
+
+
+def duration_breach(task: Task | None, run: Run, duration_s: float) -> Breach | None:
+    limit = duration_limit(task)
+    if limit is None or "duration" in run.sla_breaches:
+        return None
     return Breach("duration", duration_s, limit) if duration_s > limit else None
 
 

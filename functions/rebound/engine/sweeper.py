@@ -45,6 +45,7 @@ from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import recovery, sla
 from rebound.engine import telemetry as m
+from rebound.engine.async_attempts import HEARTBEAT_TIMEOUT, timeout_code
 from rebound.engine.concurrency import leave
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
@@ -54,6 +55,7 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.workstreams import Workstreams
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,7 @@ class Sweeper:
             self.deps, on_failure=lambda task_id, exc: self._failed(report, "ledger", task_id, exc)
         )
         tasks = self._step(report, "tasks", the_ledger.active_tasks) or []
-        if any(t.task.sla is not None for t in tasks):
+        if any(t.task.sla is not None or t.task.is_async for t in tasks):
             self._step(report, "slas", lambda: self.check_slas(report, running))
         if ledger:
             report.ledger = (
@@ -140,6 +142,7 @@ class Sweeper:
             )
             report.completion_rate = figure.rate if figure else None
             report.periodic = True
+        self._step(report, "workstreams", lambda: Workstreams(self.deps, self.actor).poll_waiting())
         return report
 
     def first_in_period(self) -> bool:
@@ -199,15 +202,26 @@ class Sweeper:
         return run.lease_expires_at is not None and run.lease_expires_at < now
 
     def fail_expired(self, run: Run) -> bool:
-        """Fail a running attempt whose lease ran out, with ``TIMEOUT``; it is then retried."""
+        """Fail a running attempt whose lease ran out, with ``TIMEOUT`` (an asynchronous attempt
+        whose heartbeats stopped: ``HEARTBEAT_TIMEOUT``); it is then retried."""
         now = self.clock.now()
         current = run.attempts[-1]
+        asynchronous = run.async_token_id is not None
+        code = timeout_code(run, now) if asynchronous else TIMEOUT
+        if code == HEARTBEAT_TIMEOUT:
+            last = iso(run.heartbeat_at or current.started_at)
+            message = f"no heartbeat for {run.heartbeat_timeout_s or 0:g}s (the last at {last})"
+        elif asynchronous:
+            ended = iso(run.async_ends_at or now)
+            message = f"the asynchronous attempt ran past its max_duration (it ended at {ended})"
+        else:
+            message = "lease expired: the attempt's invocation crashed or ran out of time"
         finished = current.model_copy(
             update={
                 "ended_at": now,
                 "outcome": AttemptOutcome.TIMEOUT,
-                "error_code": TIMEOUT,
-                "error_message": "lease expired: the attempt's invocation crashed or ran out of time",
+                "error_code": code,
+                "error_message": message,
                 "retryable": True,
                 "duration_ms": int((now - current.started_at).total_seconds() * 1000),
             }
@@ -219,11 +233,24 @@ class Sweeper:
                 "lease_expires_at": None,
                 "lease_owner": None,
                 "slots": [],
-                "last_error_code": TIMEOUT,
+                "async_token_id": None,
+                "last_error_code": code,
                 "last_error_message": finished.error_message,
                 "last_error_retryable": True,
             }
         )
+        task: Task | None = None
+        breach: sla.Breach | None = None
+        if asynchronous and code == TIMEOUT:
+            stored = self.store.get_task(run.task_id)
+            task = stored.task if stored else None
+            # Timed out at its max_duration: at (not only past) the limit, which is a breach.
+            limit = sla.duration_limit(task)
+            ran_s = (now - current.started_at).total_seconds()
+            if limit is not None and ran_s >= limit and "duration" not in run.sla_breaches:
+                breach = sla.Breach("duration", ran_s, limit)
+            if breach is not None:
+                after = sla.with_breach(after, breach)
         ensure_transition(run.state, after.state, run.run_id)
         uow = self.store.unit_of_work(self.actor, now)
         saved = uow.save_run(
@@ -235,6 +262,7 @@ class Sweeper:
                 "outcome": AttemptOutcome.TIMEOUT.value,
                 "lease_expires_at": iso(run.lease_expires_at or now),
                 "lease_owner": run.lease_owner,
+                "error_code": code,
             },
         )
         subject = run_subject(run.run_id)
@@ -242,14 +270,14 @@ class Sweeper:
         uow.emit(ev.execution_failed(saved, retryable=True, at=now), subject)
         for key in run.slots:
             leave(uow, key, run.run_id)
+        if breach is not None:
+            sla.stage_breach(uow, run, saved, breach, self.deps.metrics)
         try:
             uow.commit()
         except Conflict:
             return False
         self.deps.metrics.count(m.LEASE_EXPIRED)
-        log.warning(
-            "lease expired", extra={"run_id": run.run_id, "attempt": run.attempt, "error_code": TIMEOUT}
-        )
+        log.warning("lease expired", extra={"run_id": run.run_id, "attempt": run.attempt, "error_code": code})
         return True
 
     # --------------------------------------------------------------------------- SLAs
@@ -268,7 +296,7 @@ class Sweeper:
             if run.state is not RunState.RUNNING or self._lease_expired(run, now):
                 return
             task = task_of(run.task_id)
-            if task is None or task.sla is None or task.sla.max_duration is None:
+            if sla.duration_limit(task) is None:
                 return
             started = run.attempts[-1].started_at
             breach = sla.duration_breach(task, run, (now - started).total_seconds())

@@ -1,10 +1,9 @@
-"""Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered`` and
-``workorder.resolved`` events (via the escalation queue) in; work orders, their resolutions and
-notifications out."""
+"""Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered``,
+``workorder.resolved`` and the workstreams' events (via the escalation queue) in; work orders,
+their resolutions, notifications and workstream progress out."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -14,7 +13,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
 from rebound.domain.events import EventType as Rebound
+from rebound.engine.control_messages import consume
 from rebound.engine.escalation import Escalation
+from rebound.engine.workstreams import Workstreams
 from rebound.handlers.observability import logger_for, metrics_for
 
 logger = logger_for("escalation")
@@ -24,19 +25,37 @@ metrics = metrics_for("escalation")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    escalation = Escalation(wiring.deps())
+    deps = wiring.deps()
+    escalation = Escalation(deps)
 
-    def record_handler(record: SQSRecord) -> str:
-        event = json.loads(record.body)
-        kind, detail = event["detail-type"], event["detail"]
+    def handle(kind: str, detail: dict[str, Any]) -> str:
         if kind == Rebound.SLA_BREACHED:
             return escalation.on_sla_breached(detail)
+        if kind == Rebound.WORKSTREAM_STEP_ENDED:
+            return Workstreams(deps).on_step_ended(detail)
+        if kind in (Rebound.WORKSTREAM_FAILED, Rebound.DEPENDENCY_CYCLE_DETECTED):
+            return escalation.on_workstream_failed(detail)
+        if kind == Rebound.RESOURCE_EXHAUSTED:
+            return escalation.on_resource_exhausted(detail)
         if kind == Rebound.RUN_RECOVERED:
             return escalation.on_recovered(detail)
         if kind == Rebound.WORKORDER_RESOLVED:
             escalation.on_resolved(detail)
             return str(detail["work_order_id"])
         return escalation.on_dead_lettered(detail).work_order_id
+
+    def record_handler(record: SQSRecord) -> str:
+        accepted = (
+            Rebound.DEAD_LETTERED,
+            Rebound.SLA_BREACHED,
+            Rebound.WORKSTREAM_STEP_ENDED,
+            Rebound.WORKSTREAM_FAILED,
+            Rebound.DEPENDENCY_CYCLE_DETECTED,
+            Rebound.RESOURCE_EXHAUSTED,
+            Rebound.RUN_RECOVERED,
+            Rebound.WORKORDER_RESOLVED,
+        )
+        return consume(deps, "escalation", str(record.message_id), str(record.body), accepted, handle)
 
     return process_partial_response(
         event=event,

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from functools import cache
 from typing import Any
 
+import boto3
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -12,6 +14,7 @@ from rebound import resources as r
 from rebound import wiring
 from rebound.api import build_app
 from rebound.handlers.observability import logger_for
+from rebound.ops.dlq.jobs import CONTINUE, LambdaContinuation, ThreadContinuation, continue_job
 
 logger = logger_for("ops_api")
 
@@ -22,9 +25,26 @@ def environment() -> str:
     return os.environ.get(r.ENV_ENVIRONMENT) or wiring.deps().settings.environment
 
 
-app = build_app(wiring.deps, environment=environment)
+def continuation(job_id: str) -> None:
+    """A redrive job's next chunk runs in a fresh invocation of this function (asynchronous, so
+    each chunk has the function's whole timeout); outside Lambda, in a background thread."""
+    name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+    if name:
+        LambdaContinuation(name, _lambda_client())(job_id)
+    else:
+        ThreadContinuation(wiring.deps)(job_id)
+
+
+@cache
+def _lambda_client() -> Any:
+    return boto3.client("lambda")
+
+
+app = build_app(wiring.deps, environment=environment, continuation=continuation)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    if CONTINUE in event:  # a redrive job's next chunk (this function invoked itself)
+        return continue_job(wiring.deps(), str(event[CONTINUE]), continuation).as_dict()
     return app.resolve(event, context)

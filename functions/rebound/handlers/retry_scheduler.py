@@ -1,4 +1,9 @@
-"""Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out."""
+"""Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out.
+
+The same queue carries the reports of asynchronous attempts sent as events on Rebound's bus
+(``rebound.task.heartbeat|completed|failed``): each goes to ``rebound.ops.async_reports``. A report
+that is refused is answered in the log and not retried; a body that is neither a report nor a
+failure event goes to the control DLQ with its reason (``rebound.engine.control_messages``)."""
 
 from __future__ import annotations
 
@@ -11,8 +16,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.events import EventType as Rebound
+from rebound.engine.control_messages import consume, refuse
+from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
+from rebound.ops.async_reports import REPORT_DETAIL_TYPES, AsyncReports, report_from_event
 
 logger = logger_for("retry_scheduler")
 metrics = metrics_for("retry_scheduler")
@@ -21,12 +31,20 @@ metrics = metrics_for("retry_scheduler")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    scheduler = RetryScheduler(wiring.deps())
+    deps = wiring.deps()
+    scheduler = RetryScheduler(deps)
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
-        detail = json.loads(record.body)["detail"]
-        return scheduler.on_failed(str(detail["run_id"]), int(detail["attempt"]))
+        body = str(record.body)
+        report = _report_of(body)
+        if report is not None:
+            return on_report(deps, str(record.message_id), body, *report)
+
+        def handle(_kind: str, detail: dict[str, Any]) -> str:
+            return scheduler.on_failed(detail["run_id"], detail["attempt"])
+
+        return consume(deps, "retry", str(record.message_id), body, (Rebound.EXECUTION_FAILED,), handle)
 
     return process_partial_response(
         event=event,
@@ -34,3 +52,32 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         context=context,
     )
+
+
+def _report_of(body: str) -> tuple[str, object] | None:
+    """(detail-type, detail) when ``body`` is a report event; anything else is for ``consume``."""
+    try:
+        data = json.loads(body)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(data, dict) and data.get("detail-type") in REPORT_DETAIL_TYPES:
+        return str(data["detail-type"]), data.get("detail")
+    return None
+
+
+def on_report(deps: Deps, message_id: str, body: str, detail_type: str, detail: object) -> str:
+    """One report event: accepted, or refused with its reason (never retried: the answer is final).
+    A report that is not valid goes to the control DLQ with what is wrong, like any bad body."""
+    try:
+        report = report_from_event(detail_type, detail)
+    except ValidationFailed as exc:
+        refuse(deps, "retry", message_id, body, exc)
+        return "refused"
+    answer = AsyncReports(deps, "bus").report(report)
+    if not answer.accepted:
+        logger.warning(
+            "task report refused",
+            extra={"run_id": answer.run_id, "attempt": answer.attempt, "reason": answer.reason},
+        )
+        return f"refused-{answer.reason}"
+    return f"accepted-{answer.kind.value}"

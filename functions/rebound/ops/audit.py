@@ -1,6 +1,10 @@
-"""Checking the audit trail: every hash chain intact, and every run rebuildable from its trail.
+"""Checking the audit trail: every keyed hash chain intact, and every run rebuildable from its trail.
 
-A chain proves the records were not edited, removed or reordered. For a run, rebuilding it from
+A chain proves the records were not edited, removed, reordered, inserted or moved from another
+chain: links and hashes show the first three, and each record's MAC (``rebound.domain.audit``;
+the key is the store's ``AuditKeys``) shows a record written by someone without the key, whose
+hash alone would verify. Records written before the chain was keyed verify by hash alone and are
+reported as unkeyed. For a run, rebuilding it from
 its records (``rebound.domain.audit.rebuild_run``) must also reproduce the stored run: a field
 that differs means the run was written without its audit record.
 """
@@ -24,6 +28,15 @@ class AuditResult:
     records: int
     detail: str
     mismatched: list[str] = field(default_factory=list)
+    unkeyed: int = 0
+    """Records verified by hash alone (written before the chain was keyed)."""
+
+    @property
+    def keying(self) -> str:
+        """``keyed``, ``unkeyed`` (no record has a MAC) or ``partly-unkeyed`` (older records do not)."""
+        if not self.unkeyed:
+            return "keyed"
+        return "unkeyed" if self.unkeyed == self.records else "partly-unkeyed"
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -32,6 +45,8 @@ class AuditResult:
             "records": self.records,
             "detail": self.detail,
             "mismatched_fields": self.mismatched,
+            "unkeyed_records": self.unkeyed,
+            "keying": self.keying,
         }
 
 
@@ -62,13 +77,15 @@ class AuditOps:
 
     def _verify(self, subject: str) -> AuditResult:
         trail = self.store.audit_trail(subject)
-        check = verify_chain(subject, trail)
+        check = verify_chain(subject, trail, self.store.audit_keys.check)
         if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
-            return AuditResult(subject, check.ok, check.records, check.detail)
+            return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
         run_id = subject.removeprefix(RUN_PREFIX)
         stored = self.store.get_run(run_id)
         if stored is None:
-            return AuditResult(subject, False, check.records, "the trail exists but the run does not")
+            return AuditResult(
+                subject, False, check.records, "the trail exists but the run does not", unkeyed=check.unkeyed
+            )
         mismatched = trail_mismatches(stored, trail)
         if mismatched:
             return AuditResult(
@@ -77,5 +94,12 @@ class AuditOps:
                 check.records,
                 f"chain intact, but the stored run differs from its trail in: {', '.join(mismatched)}",
                 mismatched,
+                check.unkeyed,
             )
-        return AuditResult(subject, True, check.records, f"{check.detail}; the run rebuilds from its trail")
+        return AuditResult(
+            subject,
+            True,
+            check.records,
+            f"{check.detail}; the run rebuilds from its trail",
+            unkeyed=check.unkeyed,
+        )

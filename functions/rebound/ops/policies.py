@@ -118,7 +118,9 @@ class PolicyOps:
         source = "stored" if versions else str(self.service.book.source)
         subject = policy_subject(name)
         trail = self.store.audit_trail(subject)
-        return PolicyDetail(policy, source, versions, trail, verify_chain(subject, trail).ok)
+        return PolicyDetail(
+            policy, source, versions, trail, verify_chain(subject, trail, self.store.audit_keys.check).ok
+        )
 
     def plan(self, name: str, changes: dict[str, Any]) -> PolicyChange:
         """Validate ``changes`` as the whole new policy, without storing anything."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.audit import sign_actor
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import dumps
@@ -159,6 +160,9 @@ class Replays:
             "run_id": run.run_id,
             "dispatch": run.dispatch,
             "actor": self.actor,
+            "actor_sig": sign_actor(
+                run.run_id, self.actor, self.deps.clock.now(), self.store.audit_keys.sign
+            ),
             "task_id": run.task_id,
             "reason": run.dead_letter_reason,
             "attempts": run.attempt,

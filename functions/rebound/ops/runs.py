@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
@@ -26,7 +26,7 @@ from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
-    AttemptOutcome,
+    AuditRecord,
     Resolution,
     Run,
     RunState,
@@ -35,7 +35,7 @@ from rebound.domain.models import (
     WorkOrderState,
     with_changes,
 )
-from rebound.domain.states import TERMINAL, ensure_transition
+from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
@@ -43,11 +43,18 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.escalation import count_resolution, stage_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
+from rebound.ops.async_reports import reports_subject
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.replay import BudgetOverrides, Replays
 
 EXECUTION = "execution"
+RETRY_SUCCESS_TARGET = 0.9
+"""The share of retried runs that should end up succeeding."""
+COUNT_AT_MOST = 1000
+"""Recovery counts stop here (the console says "more than")."""
+RATE_SAMPLE = 200
+"""The retry success rate reads at most this many of the day's latest finished runs per outcome."""
 
 
 def run_view(run: Run) -> dict[str, Any]:
@@ -187,6 +194,52 @@ class RunOps:
         runs.sort(key=lambda r: (r.scheduled_for, r.run_id), reverse=True)
         return runs[:limit] if limit is not None else runs
 
+    def recovery(self, *, at_most: int = COUNT_AT_MOST, sample: int = RATE_SAMPLE) -> dict[str, Any]:
+        """Runs by state changed within the last hour and day (counting queries on the ``by_state``
+        index, each stopping just past ``at_most``), and the retry success rate against
+        ``RETRY_SUCCESS_TARGET``: of the runs that finished within the day after a retry (more
+        than one attempt in their budget), the share that succeeded rather than being
+        dead-lettered, over the latest ``sample`` finished runs of each, also hour by hour (``by_hour``,
+        the last 24 hours, oldest first). Never a scan."""
+        now = self.deps.clock.now()
+        windows = {"hour": now - timedelta(hours=1), "day": now - timedelta(days=1)}
+        counts = {
+            name: {s.value: self.store.count_runs_in_state(s, since=since, at_most=at_most) for s in RunState}
+            for name, since in windows.items()
+        }
+        retried: dict[str, int] = {}
+        complete = True
+        hour0 = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=23)
+        tally: list[dict[str, int]] = [{"succeeded": 0, "dead_lettered": 0} for _ in range(24)]
+        for state in (RunState.SUCCEEDED, RunState.DEAD_LETTERED):
+            page = self.store.runs_in_state_page(state, since=windows["day"], limit=sample)
+            runs = [r for r in page.runs if r.attempt > r.budget_start + 1]
+            retried[state.value] = len(runs)
+            complete = complete and page.cursor is None
+            for r in runs:
+                slot = int((r.updated_at - hour0).total_seconds() // 3600)
+                if 0 <= slot < len(tally):
+                    tally[slot][state.value] += 1
+        finished = sum(retried.values())
+        rate = retried[RunState.SUCCEEDED.value] / finished if finished else None
+        return {
+            "at": iso(now),
+            "at_most": at_most,
+            "windows": counts,
+            "retry_success": {
+                "window": "day",
+                "succeeded": retried[RunState.SUCCEEDED.value],
+                "dead_lettered": retried[RunState.DEAD_LETTERED.value],
+                "rate": None if rate is None else round(rate, 4),
+                "target": RETRY_SUCCESS_TARGET,
+                "meets_target": None if rate is None else rate >= RETRY_SUCCESS_TARGET,
+                "sampled": not complete,
+                "by_hour": [
+                    {"hour": iso(hour0 + timedelta(hours=n)), **counted} for n, counted in enumerate(tally)
+                ],
+            },
+        }
+
     def timeline(self, run_id: str, *, look_in_dlq: bool = True) -> RunTimeline:
         """Trigger, attempts, retries, dead letter, work order and operator actions, in time order."""
         run = self.get(run_id)
@@ -206,6 +259,7 @@ class RunOps:
                     detail["error_message"] = attempt.error_message
             state = f"{record.from_state or '-'} -> {record.to_state or '-'}"
             entries.append(TimelineEntry(record.at, "run", record.action, record.actor, state, detail))
+        entries.extend(async_entries(run, self.store.audit_trail(reports_subject(run_id))))
         order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
         if order is not None:
             for record in self.store.audit_trail(work_order_subject(order.work_order_id)):
@@ -251,7 +305,13 @@ class RunOps:
                     )
                 )
         entries.sort(key=lambda e: e.at)
-        return RunTimeline(run, entries, order, message, verify_chain(run_subject(run_id), trail))
+        return RunTimeline(
+            run,
+            entries,
+            order,
+            message,
+            verify_chain(run_subject(run_id), trail, self.store.audit_keys.check),
+        )
 
     # --------------------------------------------------------------------------- retry
     def retry(
@@ -413,23 +473,7 @@ class RunOps:
             raise Conflict(f"run {run_id} is {run.state.value} already", run_id=run_id, state=run.state.value)
         ensure_transition(run.state, state, run_id)
         now = self.deps.clock.now()
-        update: dict[str, Any] = {
-            "state": state,
-            "next_retry_at": None,
-            "lease_expires_at": None,
-            "lease_owner": None,
-            "slots": [],
-            "waiting_since": None,
-            "held_at": None,
-        }
-        if run.state is RunState.RUNNING and run.attempts:
-            update["attempts"] = [
-                *run.attempts[:-1],
-                run.attempts[-1].model_copy(
-                    update={"ended_at": now, "outcome": AttemptOutcome.CANCELLED, "error_code": "CANCELLED"}
-                ),
-            ]
-        after = run.model_copy(update=update)
+        after = closed(run, state, now)
         action = "skipped" if state is RunState.SKIPPED else "cancelled"
         uow = self.store.unit_of_work(self.actor, now)
         saved = uow.save_run(
@@ -467,3 +511,29 @@ class RunOps:
             raise Conflict(
                 f"run {run_id} changed meanwhile; look at it again and retry", run_id=run_id
             ) from exc
+
+
+def async_entries(run: Run, refused: list[AuditRecord]) -> list[TimelineEntry]:
+    """An asynchronous attempt in the timeline: its last heartbeat and progress (heartbeats
+    write no audit record of their own), and every report that was refused, with its reason."""
+    entries = [
+        TimelineEntry(
+            record.at,
+            "reports",
+            record.action,
+            record.actor,
+            None,
+            {k: v for k, v in record.evidence.items() if v is not None},
+        )
+        for record in refused
+    ]
+    if run.heartbeat_at is not None and run.heartbeats:
+        detail: dict[str, Any] = {
+            "attempt": run.attempt,
+            "heartbeats": run.heartbeats,
+            "progress": run.progress,
+        }
+        if run.async_token_id is not None and run.lease_expires_at is not None:
+            detail["report_before"] = iso(run.lease_expires_at)
+        entries.append(TimelineEntry(run.heartbeat_at, "run", "heartbeat", "worker", None, detail))
+    return entries

@@ -25,7 +25,8 @@ from typing import Any, TypeVar
 from rebound.config.loader import load_task_document, load_task_file
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.ids import manual_run_id, task_rule_name
-from rebound.domain.jsonutil import canonical_bytes
+from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
+from rebound.domain.jsonutil import canonical_bytes, dumps
 from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
 from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
@@ -35,6 +36,7 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
 from rebound.ops.throttle import Backoff, RateLimiter
+from rebound.targets.safety import task_problems
 
 T = TypeVar("T")
 
@@ -170,6 +172,37 @@ def detail_view(detail: TaskDetail) -> dict[str, Any]:
     }
 
 
+def write_sizes(task: Task) -> dict[str, int]:
+    """The largest items registering or updating ``task`` writes, by what they are, as DynamoDB
+    counts them: the task item, and the audit record of an update whose diff changes every field
+    (the old and the new value of each, plus the whole definition)."""
+    definition = task.model_dump(mode="json", exclude_none=True)
+    leaves: dict[str, Any] = {}
+    _flatten("", definition, leaves)
+    hash_ = "0" * 64
+    task_item = item_size(
+        {"task_id": task.id, "tenant": task.tenant, "state": task.state.value, "version": 1},
+        {"task": definition, "updated_at": "2000-01-01T00:00:00Z", "audit_head": hash_},
+    )
+    audit_item = item_size(
+        {"subject": f"task#{task.id}", "seq": 1},
+        {
+            "at": "2000-01-01T00:00:00Z",
+            "actor": "x" * 128,
+            "action": "updated",
+            "from_state": task.state.value,
+            "to_state": task.state.value,
+            "evidence": {
+                "diff": {path: [value, value] for path, value in leaves.items()},
+                "definition": task.model_dump(mode="json", exclude_defaults=True),
+            },
+            "prev_hash": hash_,
+            "hash": hash_,
+        },
+    )
+    return {"task item": task_item, "audit record of an update": audit_item}
+
+
 def task_diff(old: Task | None, new: Task) -> dict[str, tuple[Any, Any]]:
     """Changed fields as ``path -> (old, new)``."""
     before: dict[str, Any] = {}
@@ -272,7 +305,21 @@ class TaskOps:
 
     # --------------------------------------------------------------------------- writing
     def validate(self, task: Task) -> None:
-        """Refuse what would fail at run time: unknown policies, bad overrides, untranslatable schedules."""
+        """Refuse what would fail at run time: unknown policies, bad overrides, untranslatable
+        schedules, targets the environment does not allow, definitions too large to store."""
+        settings = self.deps.settings
+        for where, problem in task_problems(task, settings.target_rules, settings.event_source):
+            raise ValidationFailed(f"task {task.id}: {where}: {problem}", key_path=where)
+        largest, what = max((size, what) for what, size in write_sizes(task).items())
+        if not fits(largest):
+            payload = len(dumps(task.payload).encode())
+            raise ValidationFailed(
+                f"task {task.id}: payload: the task is too large to store: its {what} would be "
+                f"{largest} bytes, and DynamoDB items hold {ITEM_LIMIT} (with {HEADROOM} kept for "
+                f"fields a task gains later); the payload takes {payload} of them as stored. "
+                "Keep large data elsewhere (S3) and pass a reference in the payload",
+                key_path="payload",
+            )
         key = canonical_bytes(
             task.retry_policy if isinstance(task.retry_policy, str) else task.retry_policy.model_dump()
         )
@@ -298,13 +345,25 @@ class TaskOps:
             ) from None
         planned_schedules(task)
 
-    def plan(self, tasks: Iterable[Task]) -> list[TaskChange]:
+    def plan(self, tasks: Iterable[Task], *, allow_past: bool = False) -> list[TaskChange]:
+        """What applying ``tasks`` would change. A one-time ``at`` already past is refused for a
+        new task, or one whose ``at`` changes, unless ``allow_past`` (it fires at once)."""
         wanted = list(tasks)
         stored = {s.task.id: s for s in self.store.list_tasks()} if len(wanted) > SCAN_ABOVE else None
         changes: list[TaskChange] = []
+        now = self.deps.clock.now()
         for task in wanted:
             self.validate(task)
             previous = stored.get(task.id) if stored is not None else self.store.get_task(task.id)
+            at = task.schedule.at if task.schedule is not None else None
+            was = previous.task.schedule.at if previous and previous.task.schedule else None
+            if at is not None and at < now and at != was and not allow_past:
+                raise ValidationFailed(
+                    f"task {task.id}: schedule.at {iso(at)} is in the past (now {iso(now)}); a "
+                    "one-time task would fire at once. Give a future time, or pass --allow-past "
+                    "(API: allow_past: true) to run it now",
+                    key_path="schedule.at",
+                )
             if previous is None:
                 changes.append(TaskChange(task, Change.CREATE, None, task_diff(None, task)))
                 continue

@@ -122,7 +122,7 @@ class WorkOrderOps:
         subject = work_order_subject(work_order_id)
         trail = self.store.audit_trail(subject)
         run = self.store.get_run(order.run_id) if order.run_id else None
-        return WorkOrderDetail(order, trail, verify_chain(subject, trail), run)
+        return WorkOrderDetail(order, trail, verify_chain(subject, trail, self.store.audit_keys.check), run)
 
     def create(
         self,

@@ -19,6 +19,14 @@ How the answer is classified (``Outcome.error_code``, then whether it is retryab
 - refused, reset, DNS or TLS failure: ``CONNECTION_ERROR``, retryable.
 - the signing secret could not be read: ``SECRET_UNAVAILABLE``, retryable.
 - a header or URL in the task that cannot be sent: ``HTTP_INVALID_REQUEST``, terminal.
+- a URL or address the environment's ``TargetRules`` refuse (``rebound.targets.safety``):
+  ``TARGET_REFUSED``, terminal; nothing is sent.
+
+Before connecting, the host name is resolved and every address is checked; the connection goes
+to the checked address while ``Host`` and TLS SNI (and certificate checks) keep the name, so DNS
+rebinding between the check and the connect cannot switch it. Headers given as
+``{secret: ...}`` are read at call time and never stored. An error answer's first bytes join the
+message only for hosts in ``TargetRules.excerpt_hosts``, redacted (``safety.redact``).
 
 The whole exchange (connect, send, headers, body) must finish by ``call.deadline``: each socket
 operation gets only the time that is left. Only the standard library is used. Neither the key nor
@@ -43,10 +51,11 @@ from urllib.parse import urlsplit
 from rebound.adapters.secrets import SecretResolver
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import HttpTarget
+from rebound.domain.models import HttpTarget, SecretHeader, TargetRules
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome
+from rebound.targets.safety import TARGET_REFUSED, Resolver, TargetRefused, check_url, redact, resolve
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +175,16 @@ def traceparent(call: Invocation) -> str:
 # --------------------------------------------------------------------------- the invoker
 
 
+def _pinned(address: str) -> Callable[..., socket.socket]:
+    """``socket.create_connection`` to ``address`` whatever host ``http.client`` asks for: the
+    request keeps the name (``Host``, SNI, the certificate check), the socket the checked address."""
+
+    def connect(where: tuple[str, int], timeout: Any = None, source: Any = None) -> socket.socket:
+        return socket.create_connection((address, where[1]), timeout, source)
+
+    return connect
+
+
 class _DeadlinePassed(TimeoutError):
     pass
 
@@ -178,19 +197,40 @@ class HttpInvoker:
         *,
         ssl_context: ssl.SSLContext | None = None,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        rules: TargetRules | None = None,
+        getaddrinfo: Resolver = socket.getaddrinfo,
     ) -> None:
         self.secrets = secrets
         self.clock = clock
         self.ssl_context = ssl_context
         self.max_response_bytes = max_response_bytes
+        self.rules = rules or TargetRules()
+        self.getaddrinfo = getaddrinfo
 
     def invoke(self, target: HttpTarget, call: Invocation) -> Outcome:
         left = deadline_seconds(call, self.clock)
         if left <= 0:
             return Outcome.failure(TIMEOUT, "the attempt's deadline passed before the request was sent")
+        try:
+            check_url(target.url, self.rules)
+        except TargetRefused as exc:
+            return Outcome.failure(TARGET_REFUSED, exc.message, retryable=False)
         body = dumps(invocation_document(call)).encode()
         timestamp = int(self.clock.now().timestamp())
-        headers = {k: v for k, v in target.headers.items() if k.lower() not in _RESERVED}
+        headers: dict[str, str] = {}
+        known: list[str] = []  # secret values: never in a message, whatever the answer echoes
+        for name, given in target.headers.items():
+            if name.lower() in _RESERVED:
+                continue
+            if isinstance(given, SecretHeader):
+                try:
+                    value = self.secrets.get(given.secret)
+                except OperationalError as exc:
+                    return Outcome.failure(SECRET_UNAVAILABLE, f"header {name}: {exc.message}")
+                known.append(value)
+                headers[name] = given.prefix + value
+            else:
+                headers[name] = given
         headers.update(
             {
                 "Content-Type": "application/json",
@@ -208,9 +248,12 @@ class HttpInvoker:
             except OperationalError as exc:
                 return Outcome.failure(SECRET_UNAVAILABLE, f"signing secret unavailable: {exc.message}")
             headers[SIGNATURE_HEADER] = signature_header(key.encode(), timestamp, body)
-        return self._post(target.url, body, headers, left)
+            known.append(key)
+        return self._post(target.url, body, headers, left, known)
 
-    def _post(self, url: str, body: bytes, headers: dict[str, str], budget_s: float) -> Outcome:
+    def _post(
+        self, url: str, body: bytes, headers: dict[str, str], budget_s: float, known: list[str]
+    ) -> Outcome:
         ends_at = time.monotonic() + budget_s
 
         def remaining() -> float:
@@ -222,6 +265,16 @@ class HttpInvoker:
         parts = urlsplit(url)
         path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         conn: http.client.HTTPConnection
+        host = parts.hostname or ""
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            address = resolve(host, port, self.rules, self.getaddrinfo)
+        except TargetRefused as exc:
+            return Outcome.failure(TARGET_REFUSED, exc.message, retryable=False)
+        except ValueError as exc:  # a port that is not a number
+            return Outcome.failure(INVALID_REQUEST, f"invalid URL: {type(exc).__name__}", retryable=False)
+        except OSError as exc:  # the name did not resolve
+            return Outcome.failure(CONNECTION_ERROR, f"{type(exc).__name__}: {exc}")
         try:
             if parts.scheme == "https":
                 context = self.ssl_context or ssl.create_default_context()
@@ -232,6 +285,7 @@ class HttpInvoker:
                 conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=budget_s)
         except ValueError as exc:  # a port that is not a number
             return Outcome.failure(INVALID_REQUEST, f"invalid URL: {type(exc).__name__}", retryable=False)
+        conn._create_connection = _pinned(address)  # type: ignore[attr-defined]
         try:
             conn.request("POST", path, body=body, headers=headers)
             # Keep the socket: ``getresponse`` hands it to the response and may drop ``conn.sock``.
@@ -255,8 +309,11 @@ class HttpInvoker:
         log.debug("http target answered", extra={"status": status, "host": parts.hostname})
         if 200 <= status < 300:
             return Outcome.success(output_from(raw, complete=complete))
-        snippet = raw[:300].decode(errors="replace").strip()
-        message = f"HTTP {status} {response.reason}" + (f": {snippet}" if snippet else "")
+        snippet = ""
+        if host.lower() in self.rules.excerpt_hosts:
+            snippet = redact(raw[:300].decode(errors="replace").strip(), known)
+        reason = redact(str(response.reason or "")[:80], known)
+        message = f"HTTP {status} {reason}" + (f": {snippet}" if snippet else "")
         retryable = status in RETRYABLE_STATUSES or status >= 500
         return Outcome.failure(f"HTTP_{status}", message, retryable=retryable)
 

@@ -30,7 +30,7 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -90,18 +90,19 @@ class LambdaInvoker:
             return Outcome.failure(TIMEOUT, "the attempt's deadline passed before the function was invoked")
         event = dumps(invocation_document(call)).encode()
         client = self.client_for(left)
+        # An asynchronous target (mode: async) is an Event invoke: Lambda queues it and answers
+        # 202 at once; the function reports with the completion token in its payload.
+        kind: Literal["Event", "RequestResponse"] = "Event" if target.mode == "async" else "RequestResponse"
         try:
             if target.qualifier:
                 resp = client.invoke(
                     FunctionName=target.function,
-                    InvocationType="RequestResponse",
+                    InvocationType=kind,
                     Payload=event,
                     Qualifier=target.qualifier,
                 )
             else:
-                resp = client.invoke(
-                    FunctionName=target.function, InvocationType="RequestResponse", Payload=event
-                )
+                resp = client.invoke(FunctionName=target.function, InvocationType=kind, Payload=event)
             raw, complete = _read_payload(resp)
         except ReadTimeoutError:
             return Outcome.failure(TIMEOUT, f"the function did not answer within {left:.1f}s")

@@ -10,10 +10,12 @@ import boto3
 from botocore.config import Config
 
 from rebound.adapters.secrets import SecretResolver
+from rebound.domain.models import TargetRules
 from rebound.engine.ports import Clock
-from rebound.targets.base import TargetInvoker, Targets
+from rebound.targets.base import Invocation, Outcome, TargetInvoker, Targets
 from rebound.targets.http_target import HttpInvoker
 from rebound.targets.lambda_target import LambdaClientFactory, LambdaInvoker
+from rebound.targets.safety import TARGET_REFUSED
 from rebound.targets.sim import SimInvoker
 
 if TYPE_CHECKING:
@@ -23,17 +25,34 @@ MAX_CONNECT_TIMEOUT_S = 5
 MAX_LAMBDA_CLIENTS = 16
 
 
-def default_targets(session: boto3.session.Session, clock: Clock, client_kwargs: dict[str, Any]) -> Targets:
+def default_targets(
+    session: boto3.session.Session,
+    clock: Clock,
+    client_kwargs: dict[str, Any],
+    rules: TargetRules | None = None,
+) -> Targets:
+    """Every target type; under ``rules`` (default: the strictest), ``sim`` only where enabled."""
+    rules = rules or TargetRules()
     secrets = SecretResolver(
         lambda: session.client("ssm", **client_kwargs),
         lambda: session.client("secretsmanager", **client_kwargs),
     )
     invokers: dict[str, TargetInvoker] = {
-        "sim": SimInvoker(clock),
+        "sim": SimInvoker(clock) if rules.sim else RefusedInvoker("the sim target is not enabled here"),
         "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
-        "http": HttpInvoker(secrets, clock),
+        "http": HttpInvoker(secrets, clock, rules=rules),
     }
     return Targets(invokers)
+
+
+class RefusedInvoker:
+    """A target type this environment does not allow: every call is ``TARGET_REFUSED``, terminal."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def invoke(self, target: Any, call: Invocation) -> Outcome:
+        return Outcome.failure(TARGET_REFUSED, self.reason, retryable=False)
 
 
 def lambda_clients(session: boto3.session.Session, client_kwargs: dict[str, Any]) -> LambdaClientFactory:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Protocol
 
-from rebound.domain.models import SimTarget
+from rebound.domain.completion import ASYNC_PAYLOAD_KEY
+from rebound.domain.models import SimAsync, SimTarget
 from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome
 
@@ -18,12 +20,22 @@ def _unit_interval(seed: int, run_id: str, attempt: int) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+class SimWorkers(Protocol):
+    """Plays simulated asynchronous work: its heartbeats and its completion, reported with the
+    attempt's completion token (the local runtime's ``rebound_local.sim_workers``)."""
+
+    def start(self, call: Invocation, behavior: SimAsync, token: str) -> None: ...
+
+
 class SimInvoker:
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, workers: SimWorkers | None = None) -> None:
         self.clock = clock
+        self.workers = workers
 
     def invoke(self, target: SimTarget, call: Invocation) -> Outcome:
         b = target.behavior
+        if b.async_ is not None:
+            return self._start(b.async_, call)
         if b.stall:
             self.clock.sleep(STALL_S)  # only the invocation's end (its timeout) stops this
             return Outcome.failure(TIMEOUT, "sim target stalled past its deadline and was never stopped")
@@ -42,3 +54,14 @@ class SimInvoker:
         if b.fail_rate is not None and _unit_interval(b.seed or 0, call.run_id, call.attempt) < b.fail_rate:
             return Outcome.failure(SIM_FAILURE, f"sim target failed at rate {b.fail_rate}")
         return Outcome.success({"sim": "ok", "attempt": call.attempt})
+
+    def _start(self, spec: SimAsync, call: Invocation) -> Outcome:
+        """Start simulated asynchronous work: accepted at once, played by ``workers`` (none: the
+        work never reports, and the attempt ends in HEARTBEAT_TIMEOUT)."""
+        block = call.payload.get(ASYNC_PAYLOAD_KEY)
+        token = block.get("completion_token") if isinstance(block, dict) else None
+        if not isinstance(token, str):
+            return Outcome.failure(SIM_FAILURE, "no completion token in the payload", retryable=False)
+        if self.workers is not None:
+            self.workers.start(call, spec, token)
+        return Outcome.success({"sim": "started", "attempt": call.attempt})

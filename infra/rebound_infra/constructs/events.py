@@ -75,6 +75,26 @@ class Events(Construct):
             resource="rule",
             resource_name=f"{self.bus.event_bus_name}/{task_rule_name('*')}",
         )
+        # CDK grants a rule's KMS-encrypted target queue to EventBridge without the rule's ARN as
+        # a condition (encryption: cmk); this Deny keeps every send to the bus's own rules.
+        bus_rules_arn = Stack.of(self).format_arn(
+            service="events", resource="rule", resource_name=f"{self.bus.event_bus_name}/*"
+        )
+        targets = {r.EXECUTION.logical, r.CONTROL_DLQ.logical, *(spec.queue for spec in r.SPEC.rules)}
+        for logical in sorted(targets):
+            queue = dead_letter_queue if logical == r.CONTROL_DLQ.logical else queues[logical]
+            if queue.encryption_master_key is None:
+                continue
+            queue.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="OnlyThisBusRules",
+                    effect=iam.Effect.DENY,
+                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                    actions=["sqs:SendMessage"],
+                    resources=[queue.queue_arn],
+                    conditions={"ArnNotLike": {"aws:SourceArn": bus_rules_arn}},
+                )
+            )
         for queue in (queues[r.EXECUTION.logical], dead_letter_queue):
             queue.add_to_resource_policy(
                 iam.PolicyStatement(

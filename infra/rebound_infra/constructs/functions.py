@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -39,6 +41,15 @@ SWEEP_MAX_EVENT_AGE = Duration.minutes(1)  # the next sweep is due by then
 
 
 @dataclass(frozen=True)
+class VpcPlacement:
+    """Subnets and security groups of an existing VPC the functions run in."""
+
+    vpc: ec2.IVpc
+    subnets: ec2.SubnetSelection
+    security_groups: tuple[ec2.ISecurityGroup, ...]
+
+
+@dataclass(frozen=True)
 class FunctionInputs:
     """What every function shares."""
 
@@ -47,6 +58,10 @@ class FunctionInputs:
     environment: dict[str, str]
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
+    log_key: kms.IKey | None = None
+    """Encrypts the log groups (``encryption: cmk``); ``None``: CloudWatch Logs' own encryption."""
+    vpc: VpcPlacement | None = None
+    """Where the functions run inside a VPC (the environment's optional ``vpc``)."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +92,11 @@ class ReboundFunction(Construct):
         super().__init__(scope, spec.logical)
         self.spec = spec
         self.log_group = logs.LogGroup(
-            self, "Logs", retention=inputs.log_retention, removal_policy=inputs.removal_policy
+            self,
+            "Logs",
+            retention=inputs.log_retention,
+            removal_policy=inputs.removal_policy,
+            encryption_key=inputs.log_key,
         )
         self.role = iam.Role(
             self,
@@ -100,7 +119,18 @@ class ReboundFunction(Construct):
             environment={**inputs.environment, "POWERTOOLS_SERVICE_NAME": r.service_name(spec.logical)},
             log_group=self.log_group,
             description=f"Rebound {spec.logical}: {spec.purpose}"[:256],
+            vpc=inputs.vpc.vpc if inputs.vpc else None,
+            vpc_subnets=inputs.vpc.subnets if inputs.vpc else None,
+            security_groups=list(inputs.vpc.security_groups) if inputs.vpc else None,
         )
+        if inputs.vpc is not None:
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                "AWSLambdaVPCAccessExecutionRole]",
+                "A function in a VPC needs to create and delete its network interfaces; this is the "
+                "AWS managed policy for exactly that, which Lambda documents for VPC access.",
+            )
         acknowledge(
             self.function,
             "AwsSolutions-L1",

@@ -1,8 +1,10 @@
-"""Every SQS queue in ``SPEC.queues``: SSE, TLS-only, and the redrive policy its spec names."""
+"""Every SQS queue in ``SPEC.queues``: SSE (SQS-managed, or the environment's customer-managed key),
+TLS-only, and the redrive policy its spec names."""
 
 from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -10,7 +12,7 @@ from rebound import resources as r
 
 
 class Messaging(Construct):
-    def __init__(self, scope: Construct, id: str, *, retain: bool) -> None:
+    def __init__(self, scope: Construct, id: str, *, retain: bool, key: kms.IKey | None = None) -> None:
         super().__init__(scope, id)
         self.queues: dict[str, sqs.Queue] = {}
         # Dead-letter queues first: a queue's redrive policy needs its DLQ.
@@ -25,7 +27,9 @@ class Messaging(Construct):
             self.queues[spec.logical] = sqs.Queue(
                 self,
                 spec.logical,
-                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.SQS_MANAGED,
+                encryption_master_key=key,
+                data_key_reuse=Duration.hours(1) if key else None,
                 enforce_ssl=True,
                 visibility_timeout=Duration.seconds(spec.visibility_timeout_s),
                 retention_period=Duration.seconds(spec.retention_s),

@@ -72,27 +72,16 @@ class Observability(Construct):
         alarm_emails: Sequence[str],
         retain: bool,
         runbook_base_url: str = "docs/runbooks",
+        key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.environment = environment
         self.runbook_base_url = runbook_base_url.rstrip("/")
         self.thresholds = thresholds
-        self.key = kms.Key(
-            self,
-            "AlertsKey",
-            description="Encrypts Rebound's alerts topic",
-            enable_key_rotation=True,
-            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
-        )
-        self.key.add_to_resource_policy(
-            iam.PolicyStatement(
-                sid="CloudWatchAlarmsPublish",
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy, "*" is this key
-                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
-            )
-        )
+        if key is not None:  # the environment's customer-managed key (encryption: cmk) lets alarms in
+            self.key: kms.IKey = key
+        else:
+            self.key = self._alerts_key(retain)
         self.topic = sns.Topic(
             self,
             "Alerts",
@@ -108,6 +97,26 @@ class Observability(Construct):
         self.runbooks: dict[str, str] = {}
         """The runbook page (a file name in docs/runbooks) of each alarm, by alarm id."""
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
+
+    def _alerts_key(self, retain: bool) -> kms.Key:
+        """A key of the topic's own: SNS's AWS managed key does not let CloudWatch alarms publish."""
+        key = kms.Key(
+            self,
+            "AlertsKey",
+            description="Encrypts Rebound's alerts topic",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
+        )
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+                conditions={"StringEquals": {"aws:SourceAccount": Stack.of(self).account}},
+            )
+        )
+        return key
 
     # --------------------------------------------------------------------------- metrics
     def app_metric(

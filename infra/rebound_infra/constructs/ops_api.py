@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_apigateway as apigw
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -25,10 +26,11 @@ class OpsApi(Construct):
         cloudwatch_role: bool,
         log_retention: logs.RetentionDays,
         removal_policy: RemovalPolicy,
+        log_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.access_logs = logs.LogGroup(
-            self, "AccessLogs", retention=log_retention, removal_policy=removal_policy
+            self, "AccessLogs", retention=log_retention, removal_policy=removal_policy, encryption_key=log_key
         )
         self.api = apigw.RestApi(
             self,

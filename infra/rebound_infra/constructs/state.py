@@ -1,10 +1,12 @@
 """Every DynamoDB table in ``SPEC.tables``: keys, indexes, TTL and streams from the spec;
-on-demand, encrypted with the AWS managed key, point-in-time recovery on."""
+on-demand, encrypted (the AWS managed key, or the environment's customer-managed key), point-in-time
+recovery on."""
 
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_dynamodb as ddb
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from rebound import resources as r
@@ -21,7 +23,15 @@ def _attr(key: r.Key) -> ddb.Attribute:
 
 
 class State(Construct):
-    def __init__(self, scope: Construct, id: str, *, retain: bool, deletion_protection: bool) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        retain: bool,
+        deletion_protection: bool,
+        key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, id)
         self.tables: dict[str, ddb.Table] = {}
         for spec in r.SPEC.tables:
@@ -31,7 +41,8 @@ class State(Construct):
                 partition_key=_attr(spec.partition),
                 sort_key=_attr(spec.sort) if spec.sort else None,
                 billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
-                encryption=ddb.TableEncryption.AWS_MANAGED,
+                encryption=ddb.TableEncryption.CUSTOMER_MANAGED if key else ddb.TableEncryption.AWS_MANAGED,
+                encryption_key=key,
                 point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
                     point_in_time_recovery_enabled=True
                 ),

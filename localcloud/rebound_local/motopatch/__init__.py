@@ -14,12 +14,17 @@ patch, each with its reason:
 5. **Change counters** (``scheduler_versions``): schedule changes bump ``versions["scheduler"]``
    so the local Scheduler re-reads schedules only when something changed (SQS and stream
    counters: ``changes``).
-6. **Queries** (``query_index``): a ``Query`` reads one partition instead of the whole table.
+6. **Queries** (``query_index``): a ``Query`` reads one partition instead of the whole table,
+   only the part of it in the key condition's range, and only a first page's worth when it has
+   a ``Limit`` and no filter.
 7. **Parsing once** (``parsing``): parsed expressions are cached; repeated work of DynamoDB items
    and SQS queues is done once.
 8. **Message ledger** (``sqs_ledger``): with ``track_messages(ledger)``, every message SQS
    accepts, deletes, purges or moves to a dead-letter queue is reported to the ledger.
 9. **Event routing** (``event_routing``): a DISABLED rule matches nothing, as on AWS.
+10. **Local audit key** (``kms_material``): the audit chain's local KMS key has the same material
+    every time the same environment provisions it, so a restart with ``--state-dir`` keeps the
+    records' MACs checkable.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any
 
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
 from rebound_local.motopatch.event_routing import _patch_event_routing
+from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
 from rebound_local.motopatch.lock import LOCK, _patch_lock
 from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
 from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_query_index
@@ -40,6 +46,7 @@ __all__ = [
     "INDEX_VIEW",
     "ITEM_SIZE_LIMIT",
     "KEPT_RECEIPT_HANDLES",
+    "LOCAL_AUDIT_KEY",
     "LOCK",
     "_RECEIPTS",
     "_index_of",
@@ -69,6 +76,7 @@ def install() -> None:
         _patch_parsing()
         _patch_sqs_ledger()
         _patch_event_routing()
+        _patch_kms_material()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

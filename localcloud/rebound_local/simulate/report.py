@@ -89,6 +89,7 @@ class SimulationReport(SimulationChecks):
             paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
             ended_at=clock.now(),
             dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
+            check_mac=stack.deps.store.audit_keys.check,
         )
         invariants = inv.judge(world)
         invariants["no_message_lost"] = self._no_message_lost(stack)
@@ -139,6 +140,7 @@ class SimulationReport(SimulationChecks):
             "runtime": reports.runtime_section(stack),
             "dispatch_latency": latency,
             "messages": self._message_summary(stack),
+            "async_reports": reports.async_section(stack, chains),
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),

@@ -210,6 +210,9 @@ class Simulation(SimulationSabotage, SimulationReport):
             return False
         if observe.pending_stream_records(stack.cloud, s):
             return False
+        workers = stack.runtime.sim_workers
+        if workers is not None and workers.pending():  # a late report still to come
+            return False
         return observe.schedule_counts(stack.cloud).one_time == 0
 
     def _read_run(self, run_id: str) -> dict[str, Any] | None:

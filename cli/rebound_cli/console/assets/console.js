@@ -18,6 +18,11 @@ const Rb = (() => {
   }
 
   async function api(method, path, body) {
+    return (await call(method, path, body)).data;
+  }
+
+  /* The whole answer: status, data and the headers (a page's X-Next-After). */
+  async function call(method, path, body) {
     const opts = { method, headers: { Accept: "application/json" }, credentials: "same-origin" };
     if (method !== "GET") {
       opts.headers["X-CSRF-Token"] = CSRF;
@@ -32,7 +37,7 @@ const Rb = (() => {
       error.data = data || {};
       throw error;
     }
-    return data;
+    return { status: response.status, data, headers: response.headers };
   }
 
   function query(params) {
@@ -75,6 +80,47 @@ const Rb = (() => {
     if (s < 7200) return `${Math.round(s / 60)} min ago`;
     if (s < 172800) return `${Math.round(s / 3600)} h ago`;
     return `${Math.round(s / 86400)} d ago`;
+  }
+
+  let svgNs = null; /* the namespace of the page's own <svg> elements (no URL written here) */
+  function s(tag, attrs, text) {
+    const el = document.createElementNS(svgNs, tag);
+    for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
+    if (text !== undefined) el.textContent = text;
+    return el;
+  }
+
+  /* A line chart of values (oldest first) into an inline <svg>: no library, nothing fetched. */
+  function lineChart(svg, values, labelFirst, labelLast) {
+    svgNs = svg.namespaceURI;
+    const W = 420, H = 140, L = 34, B = 18, T = 8;
+    const top = Math.max(1, ...values);
+    const x = (i) => L + (values.length > 1 ? (i * (W - L - 6)) / (values.length - 1) : 0);
+    const y = (v) => T + (H - B - T) * (1 - v / top);
+    const parts = [s("line", { class: "axis", x1: L, y1: H - B, x2: W - 4, y2: H - B }),
+      s("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }),
+      s("text", { x: 2, y: T + 8 }, String(top)), s("text", { x: 2, y: H - B }, "0"),
+      s("text", { x: L, y: H - 4 }, labelFirst || ""), s("text", { x: W - 90, y: H - 4 }, labelLast || "")];
+    if (values.length) parts.push(s("polyline", { class: "line", points: values.map((v, i) => `${x(i)},${y(v)}`).join(" ") }));
+    svg.replaceChildren(...parts);
+  }
+
+  /* Stacked bars: each bar is [good, bad] (drawn ok-coloured below, bad-coloured above). */
+  function barChart(svg, bars, labelFirst, labelLast) {
+    svgNs = svg.namespaceURI;
+    const W = 420, H = 140, L = 34, B = 18, T = 8;
+    const top = Math.max(1, ...bars.map(([a, b]) => a + b));
+    const w = (W - L - 6) / Math.max(bars.length, 1);
+    const hgt = (v) => ((H - B - T) * v) / top;
+    const parts = [s("line", { class: "axis", x1: L, y1: H - B, x2: W - 4, y2: H - B }),
+      s("text", { x: 2, y: T + 8 }, String(top)), s("text", { x: 2, y: H - B }, "0"),
+      s("text", { x: L, y: H - 4 }, labelFirst || ""), s("text", { x: W - 60, y: H - 4 }, labelLast || "")];
+    bars.forEach(([good, bad], i) => {
+      const x0 = L + i * w + 1;
+      parts.push(s("rect", { class: "ok-bar", x: x0, width: Math.max(w - 2, 1), y: H - B - hgt(good), height: hgt(good) }));
+      parts.push(s("rect", { class: "bad-bar", x: x0, width: Math.max(w - 2, 1), y: H - B - hgt(good) - hgt(bad), height: hgt(bad) }));
+    });
+    svg.replaceChildren(...parts);
   }
 
   function confirm(title, text) {
@@ -143,5 +189,6 @@ const Rb = (() => {
   }
 
   document.addEventListener("DOMContentLoaded", () => setTimeout(start, 0));
-  return { api, query, h, fill, say, ago, confirm, act, show, refresh, views, get active() { return active; } };
+  return { api, call, query, h, fill, say, ago, confirm, act, show, refresh, views, lineChart, barChart,
+    get active() { return active; } };
 })();

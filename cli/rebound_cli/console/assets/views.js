@@ -6,12 +6,21 @@
   const $ = (id) => document.getElementById(id);
   const STATES = ["running", "retry_scheduled", "failed", "dead_lettered", "succeeded", "replayed"];
   const PAGE_TARGET_S = 300;
+  const RECOVERY_AT_MOST = 200; /* counts stop past this ("more than 200"): a first screen stays fast */
 
   function formValues(form) {
     return Object.fromEntries([...new FormData(form).entries()].map(([k, v]) => [k, String(v).trim()]));
   }
 
   /* ---------------------------------------------------------------- overview */
+  const DLQ_SAMPLES = 90;
+  const dlqDepths = [];
+  function age(seconds) {
+    if (seconds === null || seconds === undefined) return "unknown";
+    if (seconds < 120) return `${Math.round(seconds)} s`;
+    if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+    return `${Math.round(seconds / 3600)} h`;
+  }
   Rb.views.overview = {
     async refresh() {
       const queues = await api("GET", "/queues");
@@ -19,16 +28,35 @@
         h("th", { scope: "row" }, q.queue + (q.dead_letter_queue ? " (DLQ)" : "")),
         h("td", { class: "num" }, q.visible), h("td", { class: "num" }, q.in_flight),
         h("td", { class: "num" }, q.delayed),
-        h("td", { class: "num" + (q.dead_letter_queue && q.total ? " bad" : "") }, q.total), h("td", {}, q.purpose),
-      )), "no queues", 6);
-      const count = async (state, since) => {
-        const runs = await api("GET", "/runs" + query({ state, since, limit: 500 }));
-        return runs.length >= 500 ? "500+" : String(runs.length);
-      };
-      const rows = await Promise.all(STATES.map(async (state) =>
-        h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
-          h("td", { class: "num" }, await count(state, "1h")), h("td", { class: "num" }, await count(state, "1d")))));
-      fill($("run-states").tBodies[0], rows, "", 3);
+        h("td", { class: "num" + (q.dead_letter_queue && q.total ? " bad" : "") }, q.total),
+        h("td", {}, q.oldest_age_s === null ? (q.total ? "unknown (no reading)" : "empty") : `${age(q.oldest_age_s)} (${q.age_source})`),
+        h("td", {}, q.purpose),
+      )), "no queues", 7);
+      const dlq = queues.find((q) => q.queue === "dlq");
+      if (dlq) {
+        dlqDepths.push(dlq.total);
+        if (dlqDepths.length > DLQ_SAMPLES) dlqDepths.shift();
+        Rb.lineChart($("dlq-chart"), dlqDepths, `${dlqDepths.length} samples`, "now");
+        $("dlq-chart-text").textContent = `DLQ depth now ${dlq.total}; lowest ${Math.min(...dlqDepths)}, highest ` +
+          `${Math.max(...dlqDepths)} over the last ${dlqDepths.length} update(s).`;
+      }
+      const r = await api("GET", "/runs/recovery" + query({ at_most: RECOVERY_AT_MOST }));
+      const shown = (n) => (n > r.at_most ? `more than ${r.at_most}` : String(n));
+      fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
+        h("td", { class: "num" }, shown(r.windows.hour[state])), h("td", { class: "num" }, shown(r.windows.day[state])))), "", 3);
+      const rate = r.retry_success;
+      const pct = (x) => `${Math.round(x * 1000) / 10} %`;
+      const rateEl = $("retry-rate");
+      rateEl.textContent = rate.rate === null
+        ? `Retry success rate (last day): no retried run finished yet (target ${pct(rate.target)}).`
+        : `Retry success rate (last day): ${pct(rate.rate)} — ${rate.meets_target ? "MEETS" : "BELOW"} the ${pct(rate.target)} target ` +
+          `(${rate.succeeded} succeeded after a retry, ${rate.dead_lettered} dead-lettered${rate.sampled ? "; latest runs sampled" : ""}).`;
+      rateEl.className = rate.rate === null ? "" : rate.meets_target ? "ok" : "bad";
+      const hours = rate.by_hour;
+      Rb.barChart($("retry-chart"), hours.map((x) => [x.succeeded, x.dead_lettered]), "24 h ago", "this hour");
+      $("retry-chart-text").textContent = `Bars per hour: lower part succeeded after a retry (${rate.succeeded} in all), ` +
+        `upper part dead-lettered (${rate.dead_lettered}). This hour: ${hours[hours.length - 1].succeeded} succeeded, ` +
+        `${hours[hours.length - 1].dead_lettered} dead-lettered.`;
       const open = (await api("GET", "/workorders")).filter((o) => o.state !== "resolved");
       fill($("open-orders").tBodies[0], open.map((o) => {
         const age = (Date.now() - Date.parse(o.opened_at)) / 1000;
@@ -73,10 +101,28 @@
           `with a fresh retry budget (${JSON.stringify(dry.outcomes)}). Replay them now?`))) {
         say("Replay cancelled; nothing moved."); return;
       }
-      const done = await api("POST", "/dlq/redrive", { ...filters, dry_run: false });
-      say(`Replayed: ${done.moved} moved, ${done.failed} failed (redrive ${done.redrive_id}).`, done.failed ? "bad" : "ok");
+      const started = await api("POST", "/dlq/redrive", { ...filters, async: true });
+      const done = await follow(started);
+      say(`Replayed: ${done.moved} moved, ${done.skipped} left (skipped), ${done.failed} failed ` +
+        `(job ${done.job_id}: ${done.state}).`, done.failed || done.state === "failed" ? "bad" : "ok");
     } catch (error) { say(`Replay failed: ${error.message}`, "bad"); }
     await Rb.refresh(false);
+  }
+
+  /* Poll a redrive job until it is done, showing its progress; the list refreshes as it moves. */
+  async function follow(job) {
+    const panel = $("dlq-job");
+    panel.hidden = false;
+    $("dlq-job-id").textContent = job.job_id;
+    for (;;) {
+      $("dlq-job-bar").value = job.progress;
+      $("dlq-job-text").textContent = `${job.state}: ${job.moved} moved, ${job.failed} failed, ${job.skipped} skipped, ` +
+        `${job.remaining} remaining of ${job.total} (${Math.round(job.progress * 100)} %).`;
+      if (job.done) return job;
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      job = await api("GET", `/dlq/redrive-jobs/${encodeURIComponent(job.job_id)}`);
+      await Rb.views.dlq.refresh(true);
+    }
   }
 
   async function replayRun(runId) {
@@ -111,14 +157,27 @@
     openRunId = runId;
     Rb.show("runs", false);
   }
+  const RUNS_PAGE = 50;
+  let runsAfter = null;
+  let runsNext = null;
+  let runsPageNo = 1;
   Rb.views.runs = {
     init() {
-      $("runs-search").addEventListener("submit", (e) => { e.preventDefault(); Rb.refresh(false); });
+      $("runs-search").addEventListener("submit", (e) => {
+        e.preventDefault(); runsAfter = null; runsPageNo = 1; Rb.refresh(false);
+      });
+      $("runs-next").addEventListener("click", () => { runsAfter = runsNext; runsPageNo += 1; Rb.refresh(false); });
+      $("runs-first").addEventListener("click", () => { runsAfter = null; runsPageNo = 1; Rb.refresh(false); });
     },
     async refresh() {
       const f = formValues($("runs-search"));
       if (f.task_id || f.state) {
-        const runs = await api("GET", "/runs" + query({ ...f, limit: 100 }));
+        const page = await Rb.call("GET", "/runs" + query({ ...f, limit: RUNS_PAGE, after: runsAfter }));
+        const runs = page.data;
+        runsNext = page.headers.get("X-Next-After");
+        $("runs-next").disabled = !runsNext;
+        $("runs-first").disabled = runsPageNo === 1;
+        $("runs-page").textContent = `Page ${runsPageNo}: ${runs.length} run(s)${runsNext ? ", more on the next page" : ""}.`;
         fill($("runs-list").tBodies[0], runs.map((r) => h("tr", {},
           h("td", {}, r.run_id), h("td", {}, r.state), h("td", { class: "num" }, `${r.attempt}/${r.attempts_in_budget}`),
           h("td", {}, r.last_error_code || ""), h("td", {}, r.scheduled_for),
@@ -271,6 +330,53 @@
           h("tr", {}, h("td", { colspan: 4 }, "No stored versions: the policy is as configured.")))));
     $("policy-detail").hidden = false;
   }
+
+  /* ---------------------------------------------------------------- delivery retries */
+  function deliveryRequest() {
+    const f = new FormData($("deliveries-form"));
+    const num = (k) => (String(f.get(k)).trim() === "" ? undefined : Number(f.get(k)));
+    return {
+      generated_by: String(f.get("generated_by") || "").trim() || null,
+      retry_policy: {
+        max_retry_attempts: num("max_retry_attempts"), retry_delay_minutes: num("retry_delay_minutes"),
+        backoff_multiplier: num("backoff_multiplier"), allow_immediate_retry: f.get("allow_immediate_retry") === "on",
+      },
+    };
+  }
+  function showPlan(plan) {
+    const c = plan.counts;
+    $("deliveries-summary").textContent = `Plan at ${plan.generated_at}: ${c.retry || 0} to retry, ${c.wait || 0} to wait, ` +
+      `${c.suppress || 0} suppressed.`;
+    fill($("deliveries-list").tBodies[0], plan.deliveries.map((d) => h("tr", {}, h("td", {}, d.work_order_id),
+      h("td", {}, d.channel), h("td", { class: d.decision === "retry" ? "ok" : d.decision === "wait" ? "warn" : "bad" },
+        d.decision.toUpperCase()), h("td", {}, d.reason), h("td", { class: "num" }, d.attempts), h("td", {}, d.last_attempt_at))),
+    "No failed deliveries.", 6);
+  }
+  async function deliveries(execute) {
+    $("deliveries-error").textContent = "";
+    try {
+      if (!execute) { showPlan(await api("POST", "/notifications/retry-plan", deliveryRequest())); return; }
+      const plan = await api("POST", "/notifications/retry-plan", deliveryRequest());
+      if (!(await confirm("Retry deliveries?", `${plan.counts.retry || 0} failed deliveries would be retried now. Retry them?`))) {
+        say("Nothing retried."); return;
+      }
+      const out = await api("POST", "/notifications/retry-plan/execute", deliveryRequest());
+      showPlan(out.plan);
+      say(`Deliveries retried: ${out.delivered} delivered, ${out.failed} failed again.`, out.failed ? "bad" : "ok");
+    } catch (error) {
+      $("deliveries-error").textContent = `Error: ${error.message}`;
+    }
+  }
+  Rb.views.deliveries = {
+    init() {
+      $("deliveries-form").addEventListener("submit", (e) => { e.preventDefault(); act(() => deliveries(false)); });
+      $("deliveries-execute").addEventListener("click", () => act(() => deliveries(true)));
+    },
+    async refresh(poll) {
+      if (poll && $("deliveries-form").contains(document.activeElement)) return;
+      showPlan(await api("POST", "/notifications/retry-plan", deliveryRequest()));
+    },
+  };
 
   /* ---------------------------------------------------------------- retry health */
   Rb.views.health = {

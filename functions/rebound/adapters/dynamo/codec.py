@@ -50,7 +50,7 @@ TOP_LEVEL: dict[str, frozenset[str]] = {
         {"event_id", "detail_type", "source", "detail", "subject", "created_at", "expires_at"}
     ),
     "workorders": frozenset({"work_order_id", "state", "opened_at", "audit_seq"}),
-    CONTROL: frozenset({"pk", "expires_at"}),
+    CONTROL: frozenset({"pk", "expires_at", "version"}),  # version: guards a versioned record
     "policies": frozenset({"name", "version"}),
     "tenants": frozenset({"tenant"}),
     dlq_items.TABLE: dlq_items.TOP_LEVEL,

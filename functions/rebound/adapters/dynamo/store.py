@@ -32,6 +32,8 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.engine.ports import AuditKeys
+from rebound.engine.ports.store import RunPage, parse_run_cursor, run_cursor
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -52,8 +54,12 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         on_failed_commit: Callable[[], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
+        *,
+        audit_keys: AuditKeys,
     ) -> None:
         self.client = client
+        self.audit_keys = audit_keys
+        """Keys every audit record this store writes (``rebound.domain.audit``)."""
         self.tables = dict(tables)
         self.event_source = event_source
         self.sleep = sleep
@@ -236,6 +242,50 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             max_items=limit,
         )
         return [Run.model_validate(d) for d in items]
+
+    def _by_state(self, state: RunState, since: datetime | None) -> dict[str, Any]:
+        cond = "#s = :s"
+        values: dict[str, Any] = {":s": state.value}
+        if since is not None:
+            cond += " AND updated_at >= :u"
+            values[":u"] = iso(since)
+        return {
+            "IndexName": "by_state",
+            "KeyConditionExpression": cond,
+            "ExpressionAttributeNames": {"#s": "state"},
+            "ExpressionAttributeValues": to_item(values),
+        }
+
+    def runs_in_state_page(
+        self, state: RunState, *, since: datetime | None = None, limit: int = 100, after: str | None = None
+    ) -> RunPage:
+        kwargs = {**self._by_state(state, since), "ScanIndexForward": False, "Limit": limit + 1}
+        if after is not None:
+            updated_at, run_id = parse_run_cursor(after)
+            start = {"run_id": run_id, "state": state.value, "updated_at": updated_at}
+            kwargs["ExclusiveStartKey"] = to_item(start)
+        items = list(self._query("runs", f"list {state.value} runs", max_items=limit + 1, **kwargs))
+        runs = [Run.model_validate(d) for d in items[:limit]]
+        return RunPage(runs, run_cursor(runs[-1]) if len(items) > limit else None)
+
+    def count_runs_in_state(
+        self, state: RunState, *, since: datetime | None = None, at_most: int | None = None
+    ) -> int:
+        kwargs: dict[str, Any] = {
+            "TableName": self.tables["runs"],
+            "Select": "COUNT",
+            **self._by_state(state, since),
+        }
+        if at_most is not None:
+            kwargs["Limit"] = at_most + 1  # items read per page: no more than the count needs
+        found = 0
+        while at_most is None or found <= at_most:
+            resp = self._call(f"count {state.value} runs", self.client.query, **kwargs)
+            found += int(resp.get("Count", 0))
+            if "LastEvaluatedKey" not in resp:
+                break
+            kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
+        return found
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]:
         """The runs that exist among ``run_ids`` (BatchGetItem, 100 keys a call, unprocessed keys retried)."""

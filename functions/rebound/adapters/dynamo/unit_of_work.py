@@ -182,6 +182,12 @@ class UnitOfWork(StagingUnitOfWork):
     def _stage_put(self, table: str, key: str, item: dict[str, Any], label: str) -> None:
         self.put(table, item, label)
 
+    def _stage_versioned(self, key: str, item: dict[str, Any], expect: int | None, label: str) -> None:
+        if expect is None:
+            self.put(CONTROL, item, label, "attribute_not_exists(pk)")
+        else:
+            self.put(CONTROL, item, label, "version = :v", {":v": expect})
+
     def _stage_task(self, stored: StoredTask, previous: StoredTask | None) -> None:
         label = f"task {stored.task.id}"
         if previous is None:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rebound.adapters import dlq_items as rec
+from rebound.adapters.audit_keys import LocalAuditKeys
 from rebound.adapters.memory.unit_of_work import (
     TABLES,
     Item,
@@ -31,7 +32,16 @@ from rebound.domain.models import (
 )
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus
+from rebound.engine.ports import (
+    AuditKeys,
+    DlqEntry,
+    DlqPage,
+    DlqQuery,
+    DlqStatus,
+    RunPage,
+    parse_run_cursor,
+    run_cursor,
+)
 
 if TYPE_CHECKING:
     from rebound.engine.ports import Store
@@ -53,9 +63,14 @@ class MemoryStore(StagingStore):
     """Every read and write of ``rebound.engine.ports.Store``, in memory."""
 
     def __init__(
-        self, event_source: str = "rebound", on_failed_commit: Callable[[], None] | None = None
+        self,
+        event_source: str = "rebound",
+        on_failed_commit: Callable[[], None] | None = None,
+        audit_keys: AuditKeys | None = None,
     ) -> None:
         self.event_source = event_source
+        self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
+        """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
         """Called when a commit fails for any reason but a conflict (as the DynamoDB store does)."""
         self._lock = threading.RLock()
@@ -133,6 +148,27 @@ class MemoryStore(StagingStore):
         items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] < before)
         items.sort(key=lambda d: (d["updated_at"], d["run_id"]))
         return [Run.model_validate(d) for d in items[:limit]]
+
+    def _in_state(self, state: RunState, since: datetime | None) -> list[Item]:
+        low = iso(since) if since else ""
+        items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] >= low)
+        return sorted(items, key=lambda d: (d["updated_at"], d["run_id"]), reverse=True)
+
+    def runs_in_state_page(
+        self, state: RunState, *, since: datetime | None = None, limit: int = 100, after: str | None = None
+    ) -> RunPage:
+        """The ``by_state`` index backwards from ``after``: latest change first."""
+        items = self._in_state(state, since)
+        if after is not None:
+            bound = parse_run_cursor(after)
+            items = [d for d in items if (d["updated_at"], d["run_id"]) < bound]
+        runs = [Run.model_validate(d) for d in items[:limit]]
+        return RunPage(runs, run_cursor(runs[-1]) if len(items) > limit else None)
+
+    def count_runs_in_state(
+        self, state: RunState, *, since: datetime | None = None, at_most: int | None = None
+    ) -> int:
+        return len(self._in_state(state, since))
 
     def scan_runs(self) -> Iterator[Run]:
         for data in self._all("runs"):

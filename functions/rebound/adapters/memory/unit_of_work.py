@@ -133,6 +133,10 @@ class MemoryUnitOfWork(StagingUnitOfWork):
     def _stage_put(self, table: str, key: str, item: dict[str, Any], label: str) -> None:
         self.put(table, key, item, label)
 
+    def _stage_versioned(self, key: str, item: dict[str, Any], expect: int | None, label: str) -> None:
+        guard: Guard = _absent if expect is None else lambda stored: (stored or {}).get("version") == expect
+        self.put("control", key, item, label, guard)
+
     def _stage_task(self, stored: StoredTask, previous: StoredTask | None) -> None:
         version = previous.version if previous is not None else None
         guard: Guard = _absent if version is None else lambda item: (item or {}).get("version") == version

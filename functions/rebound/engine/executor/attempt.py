@@ -25,7 +25,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
-from rebound.domain.errors import Conflict
+from rebound.domain.completion import ASYNC_PAYLOAD_KEY
+from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.models import (
@@ -45,10 +46,17 @@ from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m
+from rebound.engine.async_attempts import (
+    ASYNC_CLEARED,
+    COMPLETION_KEY_MISSING,
+    async_claim,
+    completion_details,
+)
 from rebound.engine.concurrency import SLOT_GRACE, busy_slots, enter, leave, slots_for
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.executor.admission import Admission, log, waited
 from rebound.engine.executor.intake import UNKNOWN_TASK, delivery
+from rebound.engine.ports import Metrics, UnitOfWork
 from rebound.targets.base import Invocation, Outcome
 
 LEASE_GRACE_S = 30
@@ -60,6 +68,7 @@ RECORD_ATTEMPTS = 14
 """Tries of the outcome write under contention: about 10 s of backoff, well inside the lease's grace."""
 PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
 NOT_ENOUGH_TIME = "NOT_ENOUGH_TIME"
+TIMEOUT_CODES = frozenset({"TIMEOUT", "HEARTBEAT_TIMEOUT"})
 
 
 class Attempts(Admission):
@@ -88,8 +97,14 @@ class Attempts(Admission):
         slots = slots_for(task, self._tenant(task.tenant)) if task else []
         n = run.attempt + 1
         lease_end = now + timedelta(seconds=attempt_s + LEASE_GRACE_S)
+        slot_until = lease_end + SLOT_GRACE
+        asynchronous = async_claim(task, run.run_id, n, now, lease_end) if task is not None else None
+        if asynchronous is not None:
+            lease_end = asynchronous["lease_expires_at"]
+            slot_until = asynchronous["async_ends_at"] + SLOT_GRACE
         running = run.model_copy(
             update={
+                **(asynchronous or ASYNC_CLEARED),
                 "state": RunState.RUNNING,
                 "attempt": n,
                 "attempts": [*run.attempts, Attempt(n=n, started_at=now)],
@@ -120,6 +135,12 @@ class Attempts(Admission):
             "dispatch": run.dispatch,
             "delivery": delivery(),
         }
+        if asynchronous is not None:
+            evidence["async"] = {
+                "token_id": asynchronous["async_token_id"],
+                "heartbeat_timeout_s": asynchronous["heartbeat_timeout_s"],
+                "ends_at": iso(asynchronous["async_ends_at"]),
+            }
         if run.waiting_since is not None:
             evidence["waited"] = {
                 "reason": run.wait_reason,
@@ -134,7 +155,7 @@ class Attempts(Admission):
         )
         uow.emit(ev.execution_updated(claimed, run.state, now), subject)
         for slot in slots:
-            enter(uow, slot, run.run_id, lease_end + SLOT_GRACE)
+            enter(uow, slot, run.run_id, slot_until)
         for key in set(run.slots) - set(running.slots):
             leave(uow, key, run.run_id)  # a buffered run leaves the buffer as it starts
         if breach is not None:
@@ -172,6 +193,12 @@ class Attempts(Admission):
                 retryable=False,
             )
         else:
+            if asynchronous is not None:
+                try:
+                    payload = {**payload, ASYNC_PAYLOAD_KEY: completion_details(self.deps, claimed, task)}
+                except OperationalError as exc:
+                    outcome = Outcome.failure(COMPLETION_KEY_MISSING, exc.message, retryable=False)
+                    return self._record(claimed, outcome, task)
             call = Invocation(
                 run_id=run.run_id,
                 task_id=run.task_id,
@@ -184,74 +211,18 @@ class Attempts(Admission):
             )
             outcome = self.deps.targets.invoke(task.target, call)
         self.deps.faults.reached(cp.AFTER_TARGET)
+        if asynchronous is not None and outcome.ok:
+            # The work has started and reports for itself (rebound.ops.async_reports); the run
+            # stays running under its heartbeat lease, set by the claim. Nothing more to write.
+            log.info("asynchronous attempt started", extra={"run_id": run.run_id, "attempt": n})
+            return "started-async"
         return self._record(claimed, outcome, task)
 
     def _record(self, claimed: Run, outcome: Outcome, task: Task | None) -> str:
         now = self.clock.now()
-        current = claimed.attempts[-1]
-        duration_s = (now - current.started_at).total_seconds()
-        duration_ms = int(duration_s * 1000)
-        if outcome.ok:
-            result = AttemptOutcome.SUCCEEDED
-        elif outcome.error_code == "TIMEOUT":
-            result = AttemptOutcome.TIMEOUT
-        else:
-            result = AttemptOutcome.FAILED
-        finished = current.model_copy(
-            update={
-                "ended_at": now,
-                "outcome": result,
-                "error_code": outcome.error_code,
-                "error_message": outcome.message or None,
-                "retryable": None if outcome.ok else outcome.retryable,
-                "duration_ms": duration_ms,
-            }
-        )
-        update: dict[str, Any] = {
-            "state": RunState.SUCCEEDED if outcome.ok else RunState.FAILED,
-            "attempts": [*claimed.attempts[:-1], finished],
-            "lease_expires_at": None,
-            "lease_owner": None,
-            "slots": [],
-        }
-        if not outcome.ok:
-            update.update(
-                last_error_code=outcome.error_code,
-                last_error_message=outcome.message or None,
-                last_error_retryable=outcome.retryable,
-            )
-        after = claimed.model_copy(update=update)
-        breach = sla.duration_breach(task, claimed, duration_s)
-        if breach is not None:
-            after = sla.with_breach(after, breach)
         self.deps.faults.reached(cp.BEFORE_OUTCOME)
         uow = self.store.unit_of_work("executor", now)
-        saved = uow.save_run(
-            claimed,
-            after,
-            action="attempt-succeeded" if outcome.ok else "attempt-failed",
-            evidence={
-                "attempt": claimed.attempt,
-                "outcome": result.value,
-                "error_code": outcome.error_code,
-                "retryable": None if outcome.ok else outcome.retryable,
-                "duration_ms": duration_ms,
-            },
-        )
-        subject = run_subject(claimed.run_id)
-        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
-        if not outcome.ok:
-            uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
-        elif saved.work_order_id:
-            # The run of an open work order recovered: escalation resolves the order (the outbox
-            # carries this with the success, so a crash cannot lose it).
-            uow.emit(ev.run_recovered(saved, now), subject)
-        for key in claimed.slots:
-            leave(uow, key, claimed.run_id)
-        if breach is not None:
-            sla.stage_breach(uow, claimed, saved, breach, self.deps.metrics)
-        elif outcome.ok and task is not None and task.sla is not None and not saved.sla_breaches:
-            sla.stage_reset(uow, task.id)
+        saved, finished = stage_outcome(uow, claimed, outcome, task, self.deps.metrics, now)
         try:
             # Contention (another write on one of these items at the same moment) is not a
             # verdict on this outcome: try again, patiently, before the lease runs out.
@@ -264,42 +235,13 @@ class Attempts(Admission):
                     "run_id": claimed.run_id,
                     "attempt": claimed.attempt,
                     "state": latest.state.value if latest else None,
-                    "outcome": result.value,
+                    "outcome": finished.outcome.value,
                 },
             )
             self.deps.metrics.count(m.OUTCOME_DISCARDED)
             return "outcome-discarded"
-        self._telemetry(saved, finished)
-        return result.value
-
-    def _telemetry(self, run: Run, attempt: Attempt) -> None:
-        is_retry = attempt.n > run.budget_start + 1
-        metrics = self.deps.metrics
-        metrics.observe(m.EXECUTION_DURATION, float(attempt.duration_ms or 0))
-        if attempt.outcome is AttemptOutcome.SUCCEEDED:
-            metrics.count(m.EXECUTION_SUCCESS)
-            if is_retry:
-                metrics.count(m.RETRY_SUCCESS)
-            if attempt.n > 1:
-                metrics.count(m.RETRY_RECOVERED)
-        else:
-            metrics.count(m.EXECUTION_FAILURE)
-            if is_retry:
-                metrics.count(m.RETRY_FAILURE)
-        log.info(
-            "attempt finished",
-            extra={
-                "task_id": run.task_id,
-                "tenant_id": run.tenant,
-                "run_id": run.run_id,
-                "trigger_time": iso(run.scheduled_for),
-                "actual_start": iso(attempt.started_at),
-                "duration_ms": attempt.duration_ms,
-                "status": attempt.outcome.value,
-                "retry_count": attempt.n - 1,
-                "error_code": attempt.error_code,
-            },
-        )
+        attempt_telemetry(self.deps.metrics, saved, finished)
+        return finished.outcome.value
 
     def _release(self, before: Run | None, run: Run, stored: StoredTask | None, remaining_s: float) -> str:
         """Too little time left to run the whole attempt: hand it to a fresh message under a new
@@ -351,3 +293,116 @@ class Attempts(Admission):
             "released: not enough time left", extra={"run_id": run.run_id, "remaining_s": remaining_s}
         )
         return "released"
+
+
+def stage_outcome(
+    uow: UnitOfWork,
+    claimed: Run,
+    outcome: Outcome,
+    task: Task | None,
+    metrics: Metrics,
+    now: datetime,
+    *,
+    action: str | None = None,
+    evidence: dict[str, Any] | None = None,
+) -> tuple[Run, Attempt]:
+    """Stage the outcome of ``claimed``'s running attempt: the run (guarded by ``claimed``'s
+    revision, so only if it is still this attempt), its events, leaving its slots, the SLA.
+    Returns the run as staged and the finished attempt. Shared by the executor (a call that
+    returned) and by asynchronous reports (``rebound.ops.async_reports``)."""
+    current = claimed.attempts[-1]
+    duration_s = (now - current.started_at).total_seconds()
+    duration_ms = int(duration_s * 1000)
+    if outcome.ok:
+        result = AttemptOutcome.SUCCEEDED
+    elif outcome.error_code in TIMEOUT_CODES:
+        result = AttemptOutcome.TIMEOUT
+    else:
+        result = AttemptOutcome.FAILED
+    finished = current.model_copy(
+        update={
+            "ended_at": now,
+            "outcome": result,
+            "error_code": outcome.error_code,
+            "error_message": outcome.message or None,
+            "retryable": None if outcome.ok else outcome.retryable,
+            "duration_ms": duration_ms,
+        }
+    )
+    update: dict[str, Any] = {
+        "state": RunState.SUCCEEDED if outcome.ok else RunState.FAILED,
+        "attempts": [*claimed.attempts[:-1], finished],
+        "lease_expires_at": None,
+        "lease_owner": None,
+        "slots": [],
+        "async_token_id": None,
+    }
+    if not outcome.ok:
+        update.update(
+            last_error_code=outcome.error_code,
+            last_error_message=outcome.message or None,
+            last_error_retryable=outcome.retryable,
+        )
+    after = claimed.model_copy(update=update)
+    breach = sla.duration_breach(task, claimed, duration_s)
+    if breach is not None:
+        after = sla.with_breach(after, breach)
+    saved = uow.save_run(
+        claimed,
+        after,
+        action=action or ("attempt-succeeded" if outcome.ok else "attempt-failed"),
+        evidence={
+            "attempt": claimed.attempt,
+            "outcome": result.value,
+            "error_code": outcome.error_code,
+            "retryable": None if outcome.ok else outcome.retryable,
+            "duration_ms": duration_ms,
+            **(evidence or {}),
+        },
+    )
+    subject = run_subject(claimed.run_id)
+    uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
+    if not outcome.ok:
+        uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
+    elif saved.work_order_id:
+        # The run of an open work order recovered: escalation resolves the order (the outbox
+        # carries this with the success, so a crash cannot lose it).
+        uow.emit(ev.run_recovered(saved, now), subject)
+    for key in claimed.slots:
+        leave(uow, key, claimed.run_id)
+    if breach is not None:
+        sla.stage_breach(uow, claimed, saved, breach, metrics)
+    elif (
+        outcome.ok and task is not None and (task.sla is not None or task.is_async) and not saved.sla_breaches
+    ):
+        sla.stage_reset(uow, task.id)
+    return saved, finished
+
+
+def attempt_telemetry(metrics: Metrics, run: Run, attempt: Attempt) -> None:
+    is_retry = attempt.n > run.budget_start + 1
+    metrics.observe(m.EXECUTION_DURATION, float(attempt.duration_ms or 0))
+    if attempt.outcome is AttemptOutcome.SUCCEEDED:
+        metrics.count(m.EXECUTION_SUCCESS)
+        if is_retry:
+            metrics.count(m.RETRY_SUCCESS)
+        if attempt.n > 1:
+            metrics.count(m.RETRY_RECOVERED)
+    else:
+        metrics.count(m.EXECUTION_FAILURE)
+        if is_retry:
+            metrics.count(m.RETRY_FAILURE)
+    log.info(
+        "attempt finished",
+        extra={
+            "task_id": run.task_id,
+            "tenant_id": run.tenant,
+            "run_id": run.run_id,
+            "trigger_time": iso(run.scheduled_for),
+            "actual_start": iso(attempt.started_at),
+            "duration_ms": attempt.duration_ms,
+            "status": attempt.outcome.value,
+            "retry_count": attempt.n - 1,
+            "error_code": attempt.error_code,
+        },
+    )

@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.audit import verified_actor
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
 from rebound.domain.models import Run, RunState, Trigger
@@ -43,6 +44,9 @@ from rebound.engine.messages import (
 UNKNOWN_TASK = "UNKNOWN_TASK"
 UNKNOWN_RUN = "UNKNOWN_RUN"
 CLAIM_RETRIES = 3
+QUEUE_REDRIVE_ACTOR = "console-redrive"
+"""The audit actor of a replay that came back through the queue naming no actor (a DLQ message
+moved back, by the SQS console's redrive for one): who moved it is in CloudTrail, not here."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +264,7 @@ class Intake(Admission):
                     # A copy of an earlier dead letter: the run was replayed and dead-lettered again since.
                     log.info("stale replay message", extra={"run_id": run.run_id})
                     return "duplicate"
-                result = self._replay_from_queue(run, stored, msg.actor, ends_at)
+                result = self._replay_from_queue(run, stored, msg, ends_at)
             else:
                 log.info(
                     "replay skipped: run is not waiting for this replay",
@@ -271,11 +275,22 @@ class Intake(Admission):
                 return result
         return "duplicate"
 
-    def _replay_from_queue(self, run: Run, stored: StoredTask | None, actor: str, ends_at: datetime) -> str:
+    def _replay_from_queue(
+        self, run: Run, stored: StoredTask | None, msg: ReplayMessage, ends_at: datetime
+    ) -> str:
         """A replay that arrived without an operator's replay record (a DLQ message moved back by
         a console redrive): start a fresh budget, without overrides, under a new dispatch token,
         and run it. If the invocation dies before the claim, this message (it has no token) is
-        stale when it comes back, and the sweeper sends the replay's carrier (overdue dispatch)."""
+        stale when it comes back, and the sweeper sends the replay's carrier (overdue dispatch).
+
+        The message cannot name its actor: one it names is believed only with the ops layer's
+        signature (``rebound.domain.audit.verified_actor``), else recorded as ``unverified`` with
+        the name it claimed; a message that names none (the DLQ copy itself, moved back) is the
+        fixed system actor ``console-redrive``."""
+        keys = self.store.audit_keys
+        actor, claimed = verified_actor(
+            run.run_id, msg.actor, msg.actor_sig, keys.key_id, keys.check, default=QUEUE_REDRIVE_ACTOR
+        )
         now = self.clock.now()
         replayed = run.model_copy(
             update={
@@ -292,7 +307,11 @@ class Intake(Admission):
             run,
             replayed,
             action="replayed",
-            evidence={"fresh_budget_from_attempt": run.attempt + 1, "via": "queue"},
+            evidence={
+                "fresh_budget_from_attempt": run.attempt + 1,
+                "via": "queue",
+                **({"claimed_actor": claimed} if claimed is not None else {}),
+            },
         )
         uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run.run_id))
         try:

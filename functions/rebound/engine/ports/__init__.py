@@ -10,6 +10,7 @@ bus, a range of the outbox stream) are declared with the port that carries them:
 - ``store``: ``Store`` and its ``UnitOfWork``, and the record of the DLQ (``DlqEntry``);
 - ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
 - ``delivery``: ``Notifier`` (and its channels), ``Targets``, ``Archive`` (the DLQ archive);
+- ``keys``: ``AuditKeys`` (the MACs of the audit chain and of actors in queue messages);
 - ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
 """
 
@@ -22,11 +23,14 @@ from rebound.engine.ports.delivery import (
     ArchivedItem,
     ArchiveUnavailable,
     Channel,
+    CompletionKeys,
     DeliveryFailed,
+    NoCompletionKey,
     Notifier,
     Sent,
     Targets,
 )
+from rebound.engine.ports.keys import AuditKeys
 from rebound.engine.ports.runtime import (
     Clock,
     CrashPoints,
@@ -37,7 +41,17 @@ from rebound.engine.ports.runtime import (
     SystemClock,
     ThreadFanout,
 )
-from rebound.engine.ports.store import DlqEntry, DlqPage, DlqQuery, DlqStatus, Store, UnitOfWork
+from rebound.engine.ports.store import (
+    DlqEntry,
+    DlqPage,
+    DlqQuery,
+    DlqStatus,
+    RunPage,
+    Store,
+    UnitOfWork,
+    parse_run_cursor,
+    run_cursor,
+)
 from rebound.engine.ports.transport import (
     BATCH,
     BatchResult,
@@ -46,6 +60,7 @@ from rebound.engine.ports.transport import (
     OutboxStream,
     Outgoing,
     PeekedMessage,
+    QueueAges,
     QueueBatches,
     QueueCounts,
     Queues,
@@ -64,11 +79,13 @@ __all__ = [
     "Archive",
     "ArchiveUnavailable",
     "ArchivedItem",
+    "AuditKeys",
     "BatchResult",
     "Bus",
     "BusEvent",
     "Channel",
     "Clock",
+    "CompletionKeys",
     "CrashPoints",
     "DeliveryFailed",
     "DlqEntry",
@@ -77,15 +94,18 @@ __all__ = [
     "DlqStatus",
     "Fanout",
     "Metrics",
+    "NoCompletionKey",
     "NoCrashes",
     "Notifier",
     "OutboxStream",
     "Outgoing",
     "PeekedMessage",
+    "QueueAges",
     "QueueBatches",
     "QueueCounts",
     "Queues",
     "Received",
+    "RunPage",
     "Schedules",
     "Sent",
     "SentMessage",
@@ -96,4 +116,6 @@ __all__ = [
     "Targets",
     "ThreadFanout",
     "UnitOfWork",
+    "parse_run_cursor",
+    "run_cursor",
 ]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
-from rebound.domain.errors import NotFound
+from rebound.domain.errors import NotFound, OperationalError
 from rebound.domain.notification import Notification
 from rebound.targets.base import Invocation, Outcome, TargetSpec
 
@@ -57,6 +57,23 @@ class Notifier(Protocol):
 
 class Targets(Protocol):
     def invoke(self, target: TargetSpec, call: Invocation) -> Outcome: ...
+
+
+class CompletionKeys(Protocol):
+    """The environment's key for signing and verifying completion tokens
+    (``rebound.domain.completion``). Raises ``OperationalError`` when the environment has none."""
+
+    def key(self) -> bytes: ...
+
+
+class NoCompletionKey:
+    """An environment without a completion key: asynchronous targets are refused with a reason."""
+
+    def key(self) -> bytes:
+        raise OperationalError(
+            "no completion key is configured for asynchronous targets (REBOUND_COMPLETION_KEY names "
+            "the SSM parameter or Secrets Manager secret that holds it)"
+        )
 
 
 # -------------------------------------------------------------------------- the DLQ archive

@@ -9,9 +9,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
+from rebound.domain.errors import ValidationFailed
 from rebound.domain.events import DomainEvent
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder, WorkOrderState
 from rebound.domain.stored import StoredTask
+from rebound.domain.timefmt import iso
+from rebound.engine.ports.keys import AuditKeys
 
 T = TypeVar("T")
 
@@ -82,6 +85,28 @@ class DlqPage:
     """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
 
 
+@dataclass(frozen=True)
+class RunPage:
+    """A page of runs in one state, latest change first."""
+
+    runs: list[Run]
+    cursor: str | None
+    """Pass as ``after`` for the next page; ``None`` when this page is the last."""
+
+
+def run_cursor(run: Run) -> str:
+    """The cursor after ``run`` in a listing by state (its ``by_state`` key: when it changed, its id)."""
+    return f"{iso(run.updated_at)}|{run.run_id}"
+
+
+def parse_run_cursor(cursor: str) -> tuple[str, str]:
+    """``(updated_at, run_id)`` of a cursor; ``ValidationFailed`` naming ``after`` if it is not one."""
+    updated_at, sep, run_id = cursor.partition("|")
+    if not sep or not run_id or not updated_at:
+        raise ValidationFailed(f"after: {cursor!r} is not a cursor of a runs page", key_path="after")
+    return updated_at, run_id
+
+
 class UnitOfWork(Protocol):
     """Changes collected and committed as one transaction: all of them or none.
 
@@ -138,6 +163,15 @@ class UnitOfWork(Protocol):
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
 
+    def stage_versioned(self, key: str, body: dict[str, Any], expect: int | None, label: str) -> int:
+        """Write control record ``key`` (``body`` as JSON) only if its version is still ``expect``
+        (``None``: only if it does not exist); returns the version written."""
+        ...
+
+    def stage_record(self, key: str, body: dict[str, Any], label: str) -> None:
+        """Write control record ``key`` (``body`` as JSON), replacing any."""
+        ...
+
     def record_dlq_entry(self, entry: DlqEntry) -> None:
         """Record a message in the DLQ with the change that put it there (replacing any record)."""
         ...
@@ -147,6 +181,9 @@ class UnitOfWork(Protocol):
 
 class Store(Protocol):
     """Tasks, runs, audit chains, work orders, control records, tenants and policies."""
+
+    audit_keys: AuditKeys
+    """The keys of the audit records it writes; also what verifies them, and actors in messages."""
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork: ...
 
@@ -188,6 +225,20 @@ class Store(Protocol):
     def runs_in_state(
         self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
     ) -> list[Run]: ...
+
+    def runs_in_state_page(
+        self, state: RunState, *, since: datetime | None = None, limit: int = 100, after: str | None = None
+    ) -> RunPage:
+        """Runs in ``state``, latest ``updated_at`` first, changed at or after ``since``: one page
+        of the ``by_state`` index from ``after`` (a ``RunPage.cursor``). A query, never a scan."""
+        ...
+
+    def count_runs_in_state(
+        self, state: RunState, *, since: datetime | None = None, at_most: int | None = None
+    ) -> int:
+        """How many runs are in ``state``, changed at or after ``since`` (a counting query on
+        ``by_state``); counting stops once past ``at_most``."""
+        ...
 
     def scan_runs(self) -> Iterator[Run]: ...
 

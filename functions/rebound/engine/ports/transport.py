@@ -87,6 +87,18 @@ class QueueBatches(Protocol):
     def depth(self, queue: str) -> QueueCounts: ...
 
 
+class QueueAges(Protocol):
+    """How old the oldest message of a queue is. SQS has no queue attribute for it: on AWS it is
+    CloudWatch's ``ApproximateAgeOfOldestMessage`` metric; on the local cloud, the local runtime
+    reads the queue it keeps. ``source`` says which."""
+
+    source: str
+
+    def oldest_age_s(self, queue: str) -> float | None:
+        """Seconds since the oldest message was sent; ``None`` if empty or unknown."""
+        ...
+
+
 class Queues(Protocol):
     """The execution queue, its DLQ, the control DLQ: one message per request."""
 

@@ -33,6 +33,7 @@ from rebound.ops.dlq.redrive import RedriveItem, RedrivePass, RedriveReport
 from rebound.ops.dlq.sources import (
     DEFAULT_WAIT_S,
     DLQ,
+    RECORD_PAGE,
     REDRIVE_VISIBILITY_S,
     ArchiveSource,
     QueueSource,
@@ -110,6 +111,20 @@ class DlqOps:
             [Examined(m, runs.get(m.run_id) if m.run_id else None) for m in messages], page.cursor
         )
 
+    def count(self, filters: DlqFilter, *, at_most: int | None = None) -> int:
+        """How many messages of the DLQ match ``filters``, from its record (nothing received);
+        counting stops past ``at_most``."""
+        found = 0
+        after: str | None = None
+        now = self.deps.clock.now()
+        while at_most is None or found <= at_most:
+            page = self.store.dlq_entries(record_query(filters, now, limit=RECORD_PAGE, after=after))
+            found += len(page.entries)
+            if page.cursor is None:
+                break
+            after = page.cursor
+        return found
+
     def find(self, filters: DlqFilter, *, limit: int | None = None, archived: bool = False) -> list[Examined]:
         """Matching messages, oldest first: in the DLQ (its record, page by page), or in the archive."""
         if archived:
@@ -176,8 +191,13 @@ class DlqOps:
         limit: int | None = None,
         archived: bool = False,
         progress: Callable[[RedriveItem], None] | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> RedriveReport:
-        """Move matching dead-lettered runs back to the execution queue (see ``rebound.ops.dlq.redrive``)."""
+        """Move matching dead-lettered runs back to the execution queue (see ``rebound.ops.dlq.redrive``).
+
+        ``stop`` is asked after each batch: True ends the pass there (``report.stopped``), with
+        what it took finished and what it left released; a redrive job does its work in such
+        chunks (``rebound.ops.dlq.jobs``)."""
         if limit is not None and limit < 1:
             raise ValidationFailed("--limit must be at least 1", key_path="limit")
         source: Source
@@ -200,6 +220,9 @@ class DlqOps:
             for batch in source.batches():
                 redrive.take(batch, filters, limit, dry_run)
                 redrive.flush(final=False)
+                if stop is not None and stop():
+                    report.stopped = True
+                    break
             redrive.flush(final=True)
         finally:
             release_quietly(source, redrive.leave)

@@ -122,6 +122,8 @@ class RedriveReport:
     outcomes: Counter[str] = field(default_factory=Counter)
     items: list[RedriveItem] = field(default_factory=list)
     sqs_requests: int = 0
+    stopped: bool = False
+    """The pass ended early (its ``stop`` said so): matching messages may remain."""
 
     @property
     def moved(self) -> int:

@@ -1,0 +1,291 @@
+"""``rebound workstreams`` and ``rebound resources``: dependent tasks, their runs, checkpoints,
+rollback and recovery, and the resources their steps hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rebound.domain import workstream_runs as wr
+from rebound.domain.timefmt import iso
+from rebound.ops.workstreams import OUTPUTS, WorkstreamOps, progress_view, render, run_view
+from rebound_cli import output as out
+from rebound_cli.context import App
+
+
+def _ops(app: App, writer: bool = False) -> WorkstreamOps:
+    return WorkstreamOps(app.deps, app.actor if writer else "reader")
+
+
+def _show_change(app: App, run: wr.WorkstreamRun, progress: wr.Progress, done: str) -> None:
+    view = progress_view(run, progress)
+
+    def human() -> None:
+        out.say(done)
+        if progress.start:
+            out.say("started: " + ", ".join(s.step for s in progress.start))
+        if progress.cancel:
+            out.say("cancelled runs: " + ", ".join(progress.cancel))
+        for step, why in progress.not_rolled_back.items():
+            out.say(f"not rolled back: {step}: {why}")
+        click.echo(render(run), nl=False)
+
+    out.emit(app, view, human)
+
+
+@click.group()
+def workstreams() -> None:
+    """Workstreams: tasks that depend on each other, run as one graph.
+
+    \b
+    Examples:
+      rebound workstreams apply config/tasks/nightly.yaml
+      rebound workstreams run nightly-ledger
+      rebound workstreams show nightly-ledger --output mermaid
+      rebound workstreams retry-failed RUN_ID
+      rebound workstreams rollback RUN_ID --to 3 --yes
+      rebound workstreams resume RUN_ID --from transform
+    """
+
+
+@workstreams.command("apply")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.pass_obj
+def apply(app: App, path: Path) -> None:
+    """Register the workstreams and resources of a task file (its tasks with `rebound tasks apply`).
+
+    A cycle, an unknown task or resource, or a step listed twice is refused with the file and the
+    key path, and the cycle's path (extract → transform → extract).
+    """
+    result = _ops(app, writer=True).apply(path)
+
+    def human() -> None:
+        names = ", ".join(result["workstreams"]) or "none"
+        out.say(f"workstreams: {names}; changed: {', '.join(result['changed']) or 'none'}")
+        if result["tasks_not_registered"]:
+            out.note("tasks of this file not registered yet: " + ", ".join(result["tasks_not_registered"]))
+
+    out.emit(app, result, human)
+
+
+@workstreams.command("list")
+@click.pass_obj
+def list_workstreams(app: App) -> None:
+    """List workstreams with their last run's state.
+
+    \b
+    JSON: a list of workstream_id, tenant, steps, trigger, last_run, last_state.
+    """
+    rows = _ops(app).overview()
+    out.emit(
+        app,
+        rows,
+        lambda: out.table(
+            None,
+            ["workstream", "tenant", "steps", "trigger", "last run", "state"],
+            [
+                [
+                    r["workstream_id"],
+                    r["tenant"],
+                    " → ".join(r["steps"]),
+                    r["trigger"],
+                    r["last_run"],
+                    r["last_state"],
+                ]
+                for r in rows
+            ],
+            empty="no workstreams",
+        ),
+    )
+
+
+@workstreams.command("show")
+@click.argument("ref")
+@click.option(
+    "--output",
+    "-o",
+    "fmt",
+    type=click.Choice([*OUTPUTS, "json"]),
+    default=None,
+    help="the graph as text (default), dot or mermaid; or the run as json",
+)
+@click.pass_obj
+def show(app: App, ref: str, fmt: str | None) -> None:
+    """Draw a workstream run's graph with each step's state (REF: a run id, or a workstream id for
+    its latest run); --output dot or mermaid for documents.
+
+    \b
+    Examples:
+      rebound workstreams show nightly-ledger
+      rebound workstreams show nightly-ledger --output mermaid
+
+    \b
+    JSON (--output json): the run with each step's state, task run, tries and times.
+    """
+    run = _ops(app).show(ref)
+    if fmt == "json" or (fmt is None and app.json):
+        out.emit_json(run_view(run))
+    else:
+        click.echo(render(run, fmt or "text"), nl=False)
+
+
+@workstreams.command("run")
+@click.argument("workstream_id")
+@click.option("--token", help="the same token names the same run (a retried request starts one run)")
+@click.pass_obj
+def run(app: App, workstream_id: str, token: str | None) -> None:
+    """Start a run of a workstream now: its root steps start."""
+    started = _ops(app, writer=True).run(workstream_id, token)
+    out.emit(app, run_view(started), lambda: click.echo(render(started), nl=False))
+
+
+@workstreams.command("retry")
+@click.argument("run_id")
+@click.pass_obj
+def retry(app: App, run_id: str) -> None:
+    """Retry the whole workstream: a new run of every step."""
+    new = _ops(app, writer=True).retry(run_id)
+    out.emit(app, run_view(new), lambda: click.echo(render(new), nl=False))
+
+
+@workstreams.command("retry-failed")
+@click.argument("run_id")
+@click.pass_obj
+def retry_failed(app: App, run_id: str) -> None:
+    """Run the failed and cancelled steps again; their blocked dependents follow."""
+    after, progress = _ops(app, writer=True).retry_failed(run_id)
+    _show_change(app, after, progress, f"retrying the failed steps of {run_id}")
+
+
+@workstreams.command("resume")
+@click.argument("run_id")
+@click.option("--from", "from_step", help="run this step and every step after it again")
+@click.pass_obj
+def resume(app: App, run_id: str, from_step: str | None) -> None:
+    """Carry on after a rollback, or re-run from a step (the steps it needs must be completed)."""
+    after, progress = _ops(app, writer=True).resume(run_id, from_step)
+    _show_change(app, after, progress, f"resumed {run_id}" + (f" from {from_step}" if from_step else ""))
+
+
+@workstreams.command("rollback")
+@click.argument("run_id")
+@click.option("--to", "to", type=int, help="checkpoint version (default: the one before the latest)")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
+    """Roll back to a checkpoint: running steps are cancelled, queued ones reset, step states
+    restored, every resource released. Completed steps are never rolled back: the command says
+    which steps kept their state and why. Then `resume`."""
+    out.confirm(f"Roll back {run_id} to checkpoint {to if to is not None else '(previous)'}?", yes)
+    after, progress = _ops(app, writer=True).rollback(run_id, to)
+    _show_change(
+        app, after, progress, f"rolled back {run_id}; resume it with `rebound workstreams resume {run_id}`"
+    )
+
+
+@workstreams.command("skip")
+@click.argument("run_id")
+@click.argument("step")
+@click.option("--reason", required=True, help="why, for the audit trail")
+@click.pass_obj
+def skip(app: App, run_id: str, step: str, reason: str) -> None:
+    """Mark a step completed without running it (with a warning and your reason)."""
+    after, progress = _ops(app, writer=True).skip(run_id, step, reason)
+    _show_change(app, after, progress, f"skipped {step}")
+
+
+@workstreams.command("cancel-step")
+@click.argument("run_id")
+@click.argument("step")
+@click.option("--reason", required=True, help="why, for the audit trail")
+@click.pass_obj
+def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
+    """Cancel a step (and its running task run) and unblock its dependents."""
+    after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
+    _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
+
+
+@workstreams.command("remove-dependency")
+@click.argument("run_id")
+@click.argument("step")
+@click.argument("need")
+@click.pass_obj
+def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
+    """Let STEP run without NEED in this run."""
+    after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
+    _show_change(app, after, progress, f"{step} no longer needs {need}")
+
+
+@workstreams.command("checkpoints")
+@click.argument("run_id")
+@click.pass_obj
+def checkpoints(app: App, run_id: str) -> None:
+    """The run's checkpoints (the last 100), oldest first.
+
+    \b
+    JSON: a list of version, at, cause, state, completed, failed, pending, running, blocked,
+    resources_held, steps.
+    """
+    found = _ops(app).checkpoints(run_id)
+    data: list[dict[str, Any]] = [c.model_dump(mode="json") for c in found]
+    out.emit(
+        app,
+        data,
+        lambda: out.table(
+            None,
+            ["version", "at (UTC)", "cause", "state", "completed", "failed", "running"],
+            [
+                [
+                    c.version,
+                    iso(c.at),
+                    c.cause,
+                    c.state.value,
+                    ", ".join(c.completed),
+                    ", ".join(c.failed),
+                    ", ".join(c.running),
+                ]
+                for c in found
+            ],
+            empty="no checkpoints",
+        ),
+    )
+
+
+@click.group()
+def resources() -> None:
+    """Resources: what only max_holders workstream steps may hold at once.
+
+    \b
+    Examples:
+      rebound resources list
+      rebound resources set-limit warehouse-write 2
+    """
+
+
+@resources.command("list")
+@click.pass_obj
+def list_resources(app: App) -> None:
+    """Each resource, its limit and who holds it now."""
+    rows = _ops(app).resources()
+    out.emit(
+        app,
+        rows,
+        lambda: out.table(
+            None,
+            ["resource", "max holders", "holders"],
+            [[r["resource"], r["max_holders"], ", ".join(r["holders"])] for r in rows],
+            empty="no resources",
+        ),
+    )
+
+
+@resources.command("set-limit")
+@click.argument("resource")
+@click.argument("max_holders", type=click.IntRange(min=1))
+@click.pass_obj
+def set_limit(app: App, resource: str, max_holders: int) -> None:
+    """Change a resource's max_holders (audited); steps holding it keep it."""
+    limits = _ops(app, writer=True).set_limit(resource, max_holders)
+    out.emit(app, limits, lambda: out.say(f"{resource}: at most {limits[resource]} holders"))

@@ -1,0 +1,290 @@
+"""Operating workstreams: register, list, show (with the graph as text, DOT or Mermaid), run,
+retry, retry the failed steps, resume from a step, roll back, skip or cancel a step, remove a
+dependency, checkpoints, resources. The CLI, the API and the console call these; every change is
+audited on the workstream run's chain with the operator as actor (``rebound.engine.workstreams``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rebound.config.loader import load_task_document
+from rebound.domain import workstream_runs as wr
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.timefmt import iso
+from rebound.domain.workstreams import Workstream
+from rebound.engine.deps import Deps
+from rebound.engine.workstreams import Workstreams
+
+SYMBOL = {
+    wr.StepState.PENDING: "·",
+    wr.StepState.WAITING: "…",
+    wr.StepState.RUNNING: "▶",
+    wr.StepState.SUCCEEDED: "✔",
+    wr.StepState.SKIPPED: "↷",
+    wr.StepState.FAILED: "✖",
+    wr.StepState.CANCELLED: "⊘",
+    wr.StepState.BLOCKED: "■",
+}
+COLOUR = {
+    wr.StepState.PENDING: "white",
+    wr.StepState.WAITING: "khaki",
+    wr.StepState.RUNNING: "lightblue",
+    wr.StepState.SUCCEEDED: "palegreen",
+    wr.StepState.SKIPPED: "lightgrey",
+    wr.StepState.FAILED: "salmon",
+    wr.StepState.CANCELLED: "grey",
+    wr.StepState.BLOCKED: "orange",
+}
+OUTPUTS = ("text", "dot", "mermaid")
+
+
+def run_view(run: wr.WorkstreamRun) -> dict[str, Any]:
+    """A workstream run as the report, the CLI's JSON and the API show it."""
+    return {
+        "workstream_id": run.workstream_id,
+        "run_id": run.run_id,
+        "tenant": run.tenant,
+        "state": run.state.value,
+        "started_at": iso(run.started_at),
+        "ended_at": iso(run.ended_at) if run.ended_at else None,
+        "reason": run.reason,
+        "checkpoint": run.checkpoint_version,
+        "steps": [
+            {
+                "step": s.step,
+                "task_id": s.task_id,
+                "run_id": s.run_id,
+                "state": s.state.value,
+                "needs": s.needs,
+                "removed_needs": s.removed_needs,
+                "resources": s.resources,
+                "critical": s.critical,
+                "tries": s.tries,
+                "started_at": iso(s.started_at) if s.started_at else None,
+                "ended_at": iso(s.ended_at) if s.ended_at else None,
+                "reason": s.reason,
+                "warning": s.warning,
+            }
+            for s in run.steps
+        ],
+    }
+
+
+def progress_view(run: wr.WorkstreamRun, progress: wr.Progress) -> dict[str, Any]:
+    return {
+        **run_view(run),
+        "started_steps": [s.step for s in progress.start],
+        "cancelled_runs": progress.cancel,
+        "not_rolled_back": progress.not_rolled_back,
+        "checkpoint_taken": progress.checkpoint.version if progress.checkpoint else None,
+    }
+
+
+def _levels(graph: Mapping[str, list[str]]) -> dict[str, int]:
+    """Each step's depth: 0 for a root, else one more than its deepest need."""
+    level: dict[str, int] = {}
+
+    def depth(name: str, seen: frozenset[str]) -> int:
+        if name in level:
+            return level[name]
+        needs = [n for n in graph.get(name, []) if n in graph and n not in seen]
+        level[name] = 1 + max((depth(n, seen | {name}) for n in needs), default=-1)
+        return level[name]
+
+    for name in graph:
+        depth(name, frozenset())
+    return level
+
+
+def render(run: wr.WorkstreamRun, output: str = "text") -> str:
+    """The graph with each step's state: ``text`` for a terminal, ``dot`` (Graphviz) or ``mermaid``."""
+    graph = run.graph
+    if output == "dot":
+        lines = [f'digraph "{run.workstream_id}" {{', "  rankdir=LR;", "  node [shape=box, style=filled];"]
+        for s in run.steps:
+            label = f"{s.step}\\n{s.state.value}" + ("" if s.critical else "\\n(non-critical)")
+            lines.append(f'  "{s.step}" [label="{label}", fillcolor={COLOUR[s.state]}];')
+        for s in run.steps:
+            lines += [f'  "{need}" -> "{s.step}";' for need in s.needs]
+            lines += [
+                f'  "{need}" -> "{s.step}" [style=dashed, label="removed"];' for need in s.removed_needs
+            ]
+        return "\n".join([*lines, "}"]) + "\n"
+    if output == "mermaid":
+        lines = ["graph LR"]
+        for s in run.steps:
+            lines.append(f'  {_mermaid_id(s.step)}["{s.step}: {s.state.value}"]:::{s.state.value}')
+        for s in run.steps:
+            lines += [f"  {_mermaid_id(need)} --> {_mermaid_id(s.step)}" for need in s.needs]
+            lines += [f"  {_mermaid_id(need)} -.-> {_mermaid_id(s.step)}" for need in s.removed_needs]
+        lines += [f"  classDef {state.value} fill:{COLOUR[state]}" for state in wr.StepState]
+        return "\n".join(lines) + "\n"
+    if output != "text":
+        raise ValidationFailed(f"unknown output {output!r}; one of {', '.join(OUTPUTS)}", key_path="output")
+    level = _levels(graph)
+    width = max(len(s.step) for s in run.steps)
+    lines = [f"{run.workstream_id}  {run.run_id}  [{run.state.value}]"]
+    for depth in range(max(level.values()) + 1):
+        for s in (x for x in run.steps if level[x.step] == depth):
+            needs = f"  ← {', '.join(s.needs)}" if s.needs else ""
+            extra = "" if s.critical else "  (non-critical)"
+            why = f"  — {s.reason}" if s.reason else ""
+            indent = "  " * (depth + 1)
+            lines.append(f"{indent}{SYMBOL[s.state]} {s.step:<{width}} {s.state.value:<9}{needs}{extra}{why}")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid_id(name: str) -> str:
+    return "s_" + name.replace("-", "_")
+
+
+class WorkstreamOps:
+    def __init__(self, deps: Deps, actor: str) -> None:
+        self.deps = deps
+        self.actor = actor
+        self.engine = Workstreams(deps, actor)
+
+    # --------------------------------------------------------------------------- definitions
+    def apply(self, path: Path | str) -> dict[str, Any]:
+        """Register the workstreams and resources of a task file. Steps may name tasks of the file
+        or tasks already registered; everything else is refused with the file and the key path."""
+        known = {s.task.id: s.task.tenant for s in self.deps.store.list_tasks()}
+        document = load_task_document(path, self.deps.policies.book, known_tasks=known)
+        unregistered = sorted({t.id for t in document.tasks} - set(known))
+        changed = self.engine.register(document.workstreams, document.resources)
+        return {
+            "workstreams": [w.id for w in document.workstreams],
+            "changed": changed,
+            "resources": {r.id: r.max_holders for r in document.resources},
+            "tasks_not_registered": unregistered,
+        }
+
+    def overview(self) -> list[dict[str, Any]]:
+        rows = []
+        for workstream_id in self.engine.ids():
+            definition, runs = self.engine.definition(workstream_id)
+            last = self.engine.get_run(runs[0]) if runs else None
+            rows.append(
+                {
+                    "workstream_id": workstream_id,
+                    "tenant": definition.tenant,
+                    "steps": [s.task for s in definition.steps],
+                    "trigger": _trigger(definition),
+                    "last_run": last.run_id if last else None,
+                    "last_state": last.state.value if last else None,
+                }
+            )
+        return rows
+
+    def show(self, ref: str) -> wr.WorkstreamRun:
+        """A workstream run by its id, or a workstream's latest run by the workstream's id."""
+        if ref in self.engine.ids():
+            _, runs = self.engine.definition(ref)
+            if not runs:
+                raise ValidationFailed(
+                    f"workstream {ref} has not run yet; start it with `rebound workstreams run {ref}`"
+                )
+            ref = runs[0]
+        return self.engine.get_run(ref)
+
+    def runs(self, workstream_id: str) -> list[str]:
+        return self.engine.definition(workstream_id)[1]
+
+    # --------------------------------------------------------------------------- runs
+    def run(self, workstream_id: str, token: str | None = None) -> wr.WorkstreamRun:
+        return self.engine.start(workstream_id, token)
+
+    def retry(self, run_id: str) -> wr.WorkstreamRun:
+        """Retry the whole workstream: a new run of every step (the old run stays as it was)."""
+        old = self.engine.get_run(run_id)
+        new = self.engine.start(old.workstream_id, token=f"retry-{run_id}-{uuid.uuid4().hex}")
+        self.engine.change(
+            run_id,
+            lambda run, books, at: wr.Progress(events=[]),
+            action="retried-as-new-run",
+            evidence={"new_run": new.run_id},
+            always=True,
+        )
+        return new
+
+    def retry_failed(self, run_id: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        return self.engine.change(
+            run_id, lambda run, books, at: wr.retry_failed(run, books, at), action="retry-failed", evidence={}
+        )
+
+    def resume(self, run_id: str, from_step: str | None = None) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        return self.engine.change(
+            run_id,
+            lambda run, books, at: wr.resume(run, books, at, from_step),
+            action="resumed",
+            evidence={"from_step": from_step},
+        )
+
+    def rollback(self, run_id: str, to: int | None = None) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        """Roll back to checkpoint ``to`` (default: the latest before the current state)."""
+        checkpoints = self.engine.checkpoints(run_id)
+        if not checkpoints:
+            raise ValidationFailed(f"workstream run {run_id} has no checkpoint to roll back to")
+        if to is None:
+            target = checkpoints[-2] if len(checkpoints) > 1 else checkpoints[-1]
+        else:
+            found = [c for c in checkpoints if c.version == to]
+            if not found:
+                kept = f"{checkpoints[0].version}..{checkpoints[-1].version}"
+                raise ValidationFailed(f"no checkpoint {to} of {run_id}; kept: {kept}", key_path="to")
+            target = found[0]
+        return self.engine.change(
+            run_id,
+            lambda run, books, at: wr.rollback(run, target, books, at),
+            action="rolled-back",
+            evidence={"to_checkpoint": target.version},
+        )
+
+    def skip(self, run_id: str, step: str, reason: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        return self.engine.change(
+            run_id,
+            lambda run, books, at: wr.skip_step(run, step, reason, books, at),
+            action="step-skipped",
+            evidence={"step": step, "reason": reason},
+        )
+
+    def cancel_step(self, run_id: str, step: str, reason: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        if not reason.strip():
+            raise ValidationFailed("--reason is required: say why, for the audit trail", key_path="reason")
+        return self.engine.change(
+            run_id,
+            lambda run, books, at: wr.cancel_step(run, step, reason, books, at),
+            action="step-cancelled",
+            evidence={"step": step, "reason": reason},
+        )
+
+    def remove_dependency(self, run_id: str, step: str, need: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
+        return self.engine.change(
+            run_id,
+            lambda run, books, at: wr.remove_dependency(run, step, need, books, at),
+            action="dependency-removed",
+            evidence={"step": step, "need": need},
+        )
+
+    def checkpoints(self, run_id: str) -> list[wr.Checkpoint]:
+        return self.engine.checkpoints(run_id)
+
+    # --------------------------------------------------------------------------- resources
+    def resources(self) -> list[dict[str, Any]]:
+        return [
+            {"resource": name, "max_holders": limit, "holders": self.engine.resource_holders(name)}
+            for name, limit in sorted(self.engine.resources().items())
+        ]
+
+    def set_limit(self, resource: str, max_holders: int) -> dict[str, int]:
+        return self.engine.set_limit(resource, max_holders)
+
+
+def _trigger(definition: Workstream) -> str:
+    if definition.schedule is not None:
+        return f"schedule {definition.schedule.kind}"
+    return "event" if definition.event is not None else "by hand"

@@ -1,0 +1,182 @@
+"""Workstreams on the engine's real paths (in-memory ports): steps are task runs through the
+executor, the retry scheduler and dead-lettering; their ends come back through the outbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fakes import MemoryWorld, memory_deps
+
+from rebound.domain.audit import verify_chain
+from rebound.domain.models import RunState, Severity
+from rebound.domain.workstream_runs import StepState, WorkstreamState
+from rebound.domain.workstream_runs import rollback as rollback_to
+from rebound.domain.workstreams import ResourceSpec
+from rebound.engine.workstreams import Workstreams, resource_slot, workstream_subject
+from support import nightly_ledger, register, task
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture
+def world() -> MemoryWorld:
+    return memory_deps()
+
+
+def ledger(world: MemoryWorld, transform: dict[str, Any] | None = None, max_holders: int = 1) -> Workstreams:
+    register(
+        world.deps,
+        task("extract"),
+        task("transform", target={"type": "sim", "behavior": transform or {"ok": True}}),
+        task("load"),
+        task("report"),
+    )
+    engine = Workstreams(world.deps, actor="test")
+    engine.register(
+        [nightly_ledger()],
+        [ResourceSpec(id="warehouse-write", max_holders=max_holders)],
+    )
+    return engine
+
+
+def relay_all(world: MemoryWorld) -> None:
+    """Relay the outbox until no consumer writes another event."""
+    while len(world.store.events) > world.relayed:
+        world.relay()
+
+
+def step(world: MemoryWorld) -> bool:
+    """Deliver the next due messages and relay what they wrote; False when nothing is left."""
+    relay_all(world)
+    pending = world.queues.messages["execution"]
+    if not pending:
+        return False
+    world.clock.set(max(world.clock.now(), min(m.visible_at for m in pending)))
+    world.deliver()
+    relay_all(world)
+    return True
+
+
+def drive(world: MemoryWorld, rounds: int = 60) -> None:
+    """Deliver every message as it comes due and relay the outbox, until nothing is left."""
+    for _ in range(rounds):
+        if not step(world):
+            return
+    raise AssertionError("the workstream did not settle")
+
+
+def test_a_workstream_runs_its_steps_in_order_through_the_retry_loop(world: MemoryWorld) -> None:
+    engine = ledger(world, transform={"fail_first": 1})
+    run = engine.start("nightly-ledger", token="t1")
+    assert [s.step for s in run.steps if s.state is StepState.RUNNING] == ["extract"]
+    extract_run = world.store.get_run(run.step("extract").run_id or "")
+    assert extract_run is not None and extract_run.workstream_run == run.run_id
+    drive(world)
+    done = engine.get_run(run.run_id)
+    assert done.state is WorkstreamState.COMPLETED
+    assert {s.step: s.state for s in done.steps} == dict.fromkeys(
+        ["extract", "transform", "load", "report"], StepState.SUCCEEDED
+    )
+    transform = world.store.get_run(done.step("transform").run_id or "")
+    assert transform is not None and transform.attempt == 2, "the failed attempt was retried"
+    order = [world.store.get_run(s.run_id or "").attempts[0].started_at for s in done.steps]  # type: ignore[union-attr]
+    assert order == sorted(order)
+    trail = world.store.audit_trail(workstream_subject(run.run_id))
+    assert verify_chain(workstream_subject(run.run_id), trail).ok
+    assert (done.audit_seq, done.audit_head) == (trail[-1].seq, trail[-1].hash)
+    cps = engine.checkpoints(run.run_id)
+    assert [c.version for c in cps] == list(range(1, done.checkpoint_version + 1))
+    assert cps[-1].completed == ["extract", "transform", "load", "report"]
+    assert engine.resource_holders("warehouse-write") == []
+
+
+def test_a_dead_lettered_step_fails_the_workstream_and_opens_one_critical_work_order(
+    world: MemoryWorld,
+) -> None:
+    engine = ledger(world, transform={"terminal_error": "BAD_INPUT"})
+    run = engine.start("nightly-ledger", token="t1")
+    drive(world)
+    failed = engine.get_run(run.run_id)
+    assert failed.state is WorkstreamState.FAILED
+    assert failed.step("transform").state is StepState.FAILED
+    assert failed.step("load").state is StepState.BLOCKED and failed.step("report").state is StepState.BLOCKED
+    orders = [o for o in world.store.work_orders() if o.subject == workstream_subject(run.run_id) + "#failed"]
+    assert len(orders) == 1 and orders[0].severity is Severity.CRITICAL
+    opened = world.store.audit_trail(f"workorder#{orders[0].work_order_id}")[0].evidence
+    assert opened["failed_steps"] == ["transform"] and opened["critical_failed"] is True
+    assert opened["failed_scope"] == "some"
+    # the step's run has its own work order, as any dead letter does
+    assert any(o.run_id == failed.step("transform").run_id for o in world.store.work_orders())
+    world.relay()  # a redelivered workstream.failed opens nothing more
+    assert (
+        len([o for o in world.store.work_orders() if o.subject == workstream_subject(run.run_id) + "#failed"])
+        == 1
+    )
+
+
+def test_skipping_the_failed_step_lets_the_workstream_complete(world: MemoryWorld) -> None:
+    engine = ledger(world, transform={"terminal_error": "BAD_INPUT"})
+    run = engine.start("nightly-ledger", token="t1")
+    drive(world)
+    from rebound.domain.workstream_runs import skip_step
+
+    engine.change(
+        run.run_id,
+        lambda r, books, at: skip_step(r, "transform", "fixed by hand", books, at),
+        action="step-skipped",
+        evidence={"step": "transform", "reason": "fixed by hand"},
+    )
+    drive(world)
+    done = engine.get_run(run.run_id)
+    assert done.state is WorkstreamState.COMPLETED
+    assert done.step("transform").warning == "skipped by an operator: fixed by hand"
+
+
+def test_rollback_cancels_the_running_step_and_releases_its_resource(world: MemoryWorld) -> None:
+    engine = ledger(world)
+    run = engine.start("nightly-ledger", token="t1")
+    while engine.get_run(run.run_id).step("load").state is not StepState.RUNNING:
+        assert step(world)
+    running = engine.get_run(run.run_id)
+    assert running.step("load").state is StepState.RUNNING
+    assert world.store.get_key(resource_slot("warehouse-write"))["holders"] == [f"{run.run_id}/load"]  # type: ignore[index]
+    first = engine.checkpoints(run.run_id)[0]
+    load_run = running.step("load").run_id or ""
+    after, progress = engine.change(
+        run.run_id,
+        lambda r, books, at: rollback_to(r, first, books, at),
+        action="rolled-back",
+        evidence={"to": first.version},
+    )
+    assert progress.cancel == [load_run]
+    assert world.store.get_run(load_run).state is RunState.CANCELLED  # type: ignore[union-attr]
+    assert engine.resource_holders("warehouse-write") == []
+    assert after.state is WorkstreamState.ROLLED_BACK
+    assert set(progress.not_rolled_back) == {"extract", "transform"}
+    drive(world)  # the cancelled run's end is heard and ignored; nothing starts while rolled back
+    assert engine.get_run(run.run_id).state is WorkstreamState.ROLLED_BACK
+
+
+def test_a_resource_never_has_more_holders_than_its_limit_across_runs(world: MemoryWorld) -> None:
+    engine = ledger(world, max_holders=1)
+    first = engine.start("nightly-ledger", token="a")
+    second = engine.start("nightly-ledger", token="b")
+    seen = set()
+    for _ in range(40):
+        engine.poll_waiting()  # what the sweeper does every minute
+        seen.add(tuple(sorted(engine.get_run(r.run_id).step("load").state.value for r in (first, second))))
+        slot = world.store.get_key(resource_slot("warehouse-write")) or {}
+        assert len(slot.get("holders", [])) <= 1
+        if not step(world) and all(
+            engine.get_run(r.run_id).state is WorkstreamState.COMPLETED for r in (first, second)
+        ):
+            break
+    assert ("running", "waiting") in seen, "one load waited while the other held the warehouse"
+    assert {engine.get_run(r.run_id).state for r in (first, second)} == {WorkstreamState.COMPLETED}
+
+
+def test_a_step_end_for_an_unknown_workstream_run_is_dropped_not_retried(world: MemoryWorld) -> None:
+    engine = ledger(world)
+    detail = {"workstream_run_id": "gone", "run_id": "extract:x", "state": "succeeded"}
+    assert engine.on_step_ended(detail) == "unknown workstream run"
