@@ -386,7 +386,9 @@ class Escalation:
             except Conflict:
                 continue
             self.deps.metrics.count(m.WORKORDER_OPENED)
-            self.deps.metrics.count(m.RETRY_ESCALATED)
+            if link_run:  # a dead letter: the retry loop gave up and escalated (not an SLA,
+                # workstream, health or by-hand order)
+                self.deps.metrics.count(m.RETRY_ESCALATED)
             lag = (
                 (now - parse_utc(detail["dead_lettered_at"])).total_seconds()
                 if detail.get("dead_lettered_at")

@@ -29,13 +29,13 @@ from rebound.domain.models import Resolution, Severity, WorkOrder
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import OPEN_STATES, Escalation, count_resolution, stage_resolution
-from rebound.ops.health import HealthOps
+from rebound.ops.health import HEALTH_SUBJECT_PREFIX, HealthOps
 from rebound.ops.health_report import RetryHealthReport, Status, Thresholds
 from rebound.ops.notifications import Decision, NotificationOps
 
 log = logging.getLogger(__name__)
 ACTOR = "health"
-SUBJECT_PREFIX = "health#"
+SUBJECT_PREFIX = HEALTH_SUBJECT_PREFIX
 
 
 @dataclass
