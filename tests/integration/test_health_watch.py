@@ -11,8 +11,10 @@ import pytest
 
 from rebound.domain.models import DeliveryStatus, Resolution, WorkOrderState
 from rebound.engine.deps import Deps
+from rebound.engine.escalation import Escalation
 from rebound.handlers import sweeper
 from rebound.ops.health_watch import HealthWatch
+from rebound.ops.workorders import WorkOrderOps
 from rebound.settings import settings_from_env, settings_to_env
 from support import Context, ManualClock
 
@@ -79,3 +81,21 @@ def test_the_thresholds_come_from_the_environment_config(deps: Deps) -> None:
     assert thresholds.expected_interval == timedelta(minutes=7)
     assert thresholds.stale_metadata == timedelta(minutes=45)
     assert watch.run().report.expected_interval_minutes == 7
+
+
+def test_the_acknowledgement_gaps_order_does_not_count_itself(wired: Deps, clock: ManualClock) -> None:
+    ops = WorkOrderOps(wired, "alice")
+    late = Escalation(wired, "alice").open_by_hand("task#job", {"severity": "high", "reason": "look"})
+    clock.sleep(16 * 60)  # past the 15-minute acknowledgement SLA of a high order
+    opened = sweep()["health"]["opened"]
+    [gaps] = [o for o in findings(wired) if o.subject == "health#acknowledgement_gaps"]
+    assert gaps.work_order_id in opened and gaps.state is WorkOrderState.OPEN
+
+    clock.sleep(20 * 60)  # the finding's own order is now past its SLA too, unacknowledged
+    ops.ack(late.work_order_id)
+    assert gaps.work_order_id in sweep()["health"]["resolved"]
+    resolved = wired.store.get_work_order(gaps.work_order_id)
+    assert resolved is not None and resolved.state is WorkOrderState.RESOLVED
+    assert not [
+        o for o in findings(wired) if o.state is not WorkOrderState.RESOLVED and o.subject == gaps.subject
+    ]
