@@ -167,7 +167,7 @@ def writes_audit(logical: str) -> bool:
 
 def needs_data_key(logical: str) -> bool:
     """Whether a function touches a table, queue, stream or the topic (all under the data key with
-    ``encryption: cmk``): every function with access or a trigger; not the ops API."""
+    ``encryption: cmk``): every function with access or a trigger."""
     spec = r.SPEC.function(logical)
     return ACCESS[logical] != Access() or spec.queue is not None or spec.stream_table is not None
 

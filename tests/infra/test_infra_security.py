@@ -130,7 +130,6 @@ def test_the_data_key_policy_grants_exactly_the_roles_that_need_it(synth: Synth,
     expected = {role_of(synth, env, f.logical) for f in r.SPEC.functions if needs_data_key(f.logical)}
     expected.add(synth.logical_id(env, stack.scheduling.role))
     assert principal_roles(users) == expected
-    assert role_of(synth, env, r.OPS_API_FUNCTION) not in expected
     services = as_list(users["Condition"]["StringEquals"]["kms:ViaService"])
     assert {flatten(service).split(".")[0] for service in services} == {"dynamodb", "sqs", "sns"}
     admin = statement(key, "KeyAdministration")
