@@ -17,7 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from rebound.domain.models import Task
+from rebound.domain.events import execution_updated
+from rebound.domain.models import Run, Task, Trigger
 from rebound.engine.deps import Deps
 from rebound.ops.tasks import TaskOps
 
@@ -319,3 +320,22 @@ def nightly_ledger(report_critical: bool = False) -> Any:
             WorkstreamStep(task="report", needs=["load"], critical=report_critical),
         ],
     )
+
+
+def new_run(deps: Deps, run_id: str = "r1") -> Run:
+    """A manual run committed through the store: its first audit record and an event."""
+    now = deps.clock.now()
+    run = Run(
+        run_id=run_id,
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.MANUAL,
+        scheduled_for=now,
+        created_at=now,
+        updated_at=now,
+    )
+    uow = deps.store.unit_of_work("test", now)
+    saved = uow.save_run(None, run, action="created")
+    uow.emit(execution_updated(saved, None, now), f"run#{run_id}")
+    uow.commit()
+    return saved

@@ -27,6 +27,7 @@ from botocore.exceptions import ClientError
 from moto.core.exceptions import ServiceException
 
 from rebound_local import motopatch
+from rebound_local.billing import Meter
 from rebound_local.instrument import THROTTLE_CODES, AwsCalls, Throttler
 from rebound_local.invocations import CallGate
 from rebound_local.provision import ACCOUNT, REGION
@@ -59,6 +60,7 @@ class _Direct:
 
     service = ""
     gate: CallGate | None = None
+    meter: Meter | None = None
 
     def __init__(self, fallback: Any, calls: AwsCalls, throttler: Throttler) -> None:
         self._fallback = fallback
@@ -70,7 +72,9 @@ class _Direct:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._fallback, name)
 
-    def _call(self, operation: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _call(
+        self, operation: str, fn: Callable[[], dict[str, Any]], params: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         self._calls.record(f"{self.service}:{operation}")
         if self.gate is not None:
             self.gate.before_call()  # abandoned invocation: SimulatedCrash; call time; interleaving
@@ -85,7 +89,7 @@ class _Direct:
                 continue
             try:
                 with motopatch.LOCK:
-                    return fn()
+                    return self._metered(operation, fn, params or {})
             except ClientError:
                 raise
             except Exception as exc:
@@ -95,6 +99,20 @@ class _Direct:
                     raise self._service_error(exc, operation) from exc
                 raise
         raise AssertionError("unreachable")
+
+    def _metered(
+        self, operation: str, fn: Callable[[], dict[str, Any]], params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Run the call, counting its billable units (``rebound_local.billing``), failed or not."""
+        if self.meter is None:
+            return fn()
+        token = self.meter.before(self.service, operation, params)
+        response: dict[str, Any] | None = None
+        try:
+            response = fn()
+            return response
+        finally:
+            self.meter.after(self.service, operation, params, response, token)
 
     def _service_error(self, exc: ServiceException, operation: str) -> ClientError:
         """The botocore error for one of moto's serializable exceptions (SQS raises these)."""
@@ -127,7 +145,7 @@ class DirectDynamoDB(_Direct):
             item = self._backend.get_item(TableName, dict(Key))
             return {"Item": item.to_json()["Attributes"]} if item else {}
 
-        return self._call("GetItem", run)
+        return self._call("GetItem", run, {"TableName": TableName, "Key": Key, **_})
 
     def put_item(
         self,
@@ -151,7 +169,7 @@ class DirectDynamoDB(_Direct):
             )
             return {}
 
-        return self._call("PutItem", run)
+        return self._call("PutItem", run, {"TableName": TableName, "Item": Item})
 
     def delete_item(
         self,
@@ -173,14 +191,14 @@ class DirectDynamoDB(_Direct):
             )
             return {}
 
-        return self._call("DeleteItem", run)
+        return self._call("DeleteItem", run, {"TableName": TableName, "Key": Key})
 
     def transact_write_items(self, *, TransactItems: list[dict[str, Any]], **_: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             self._backend.transact_write_items([dict(item) for item in TransactItems])
             return {}
 
-        return self._call("TransactWriteItems", run)
+        return self._call("TransactWriteItems", run, {"TransactItems": TransactItems})
 
     # Other item operations run moto's own DynamoDB action (parameter checks, expression
     # parsing, paging, capacity), handed the parameters as parsed, and skip only the wire.
@@ -210,7 +228,7 @@ class DirectDynamoDB(_Direct):
             result: dict[str, Any] = getattr(handler, method)().result
             return result
 
-        return self._call(operation, run)
+        return self._call(operation, run, params)
 
 
 class DirectSQS(_Direct):
@@ -240,7 +258,7 @@ class DirectSQS(_Direct):
             )
             return {"MessageId": message.id, "MD5OfMessageBody": message.body_md5}
 
-        return self._call("SendMessage", run)
+        return self._call("SendMessage", run, {"QueueUrl": QueueUrl})
 
     def receive_message(
         self,
@@ -272,7 +290,7 @@ class DirectSQS(_Direct):
             )
             return {"Messages": [_received(m) for m in messages]} if messages else {}
 
-        return self._call("ReceiveMessage", run)
+        return self._call("ReceiveMessage", run, {"QueueUrl": QueueUrl})
 
     def change_message_visibility(
         self, *, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int, **_: Any
@@ -283,7 +301,7 @@ class DirectSQS(_Direct):
             )
             return {}
 
-        return self._call("ChangeMessageVisibility", run)
+        return self._call("ChangeMessageVisibility", run, {"QueueUrl": QueueUrl})
 
 
 def _received(message: Any) -> dict[str, Any]:
@@ -334,7 +352,7 @@ class DirectEvents(_Direct):
             failed = sum(1 for e in entries if e.get("ErrorCode"))
             return {"FailedEntryCount": failed, "Entries": entries}
 
-        return self._call("PutEvents", run)
+        return self._call("PutEvents", run, {"Entries": Entries})
 
 
 class DirectScheduler(_Direct):
@@ -378,7 +396,7 @@ class DirectScheduler(_Direct):
             schedule = getattr(self._backend, method)(**kwargs)
             return {"ScheduleArn": schedule.arn}
 
-        return self._call(operation, run)
+        return self._call(operation, run, params)
 
     def create_schedule(self, **params: Any) -> dict[str, Any]:
         return self._write("CreateSchedule", "create_schedule", params)
@@ -426,12 +444,18 @@ class DirectSession:
     clients of ``inner``."""
 
     def __init__(
-        self, inner: Any, calls: AwsCalls, throttler: Throttler, gate: CallGate | None = None
+        self,
+        inner: Any,
+        calls: AwsCalls,
+        throttler: Throttler,
+        gate: CallGate | None = None,
+        meter: Meter | None = None,
     ) -> None:
         self._inner = inner
         self._calls = calls
         self._throttler = throttler
         self._gate = gate
+        self._meter = meter
         self.events = inner.events
 
     def client(self, service: str, **kwargs: Any) -> Any:
@@ -441,6 +465,7 @@ class DirectSession:
             return fallback
         client = direct(fallback, self._calls, self._throttler)
         client.gate = self._gate
+        client.meter = self._meter
         return client
 
     def __getattr__(self, name: str) -> Any:

@@ -22,6 +22,7 @@ from botocore.awsrequest import AWSResponse
 
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
+from rebound_local.billing import Meter
 from rebound_local.invocations import SimulatedCrash as SimulatedCrash  # re-exported: it began here
 from rebound_local.invocations import abandon_current
 from rebound_local.invocations import in_worker as in_worker
@@ -35,12 +36,18 @@ class RecordingMetrics:
         self._lock = threading.Lock()
         self.counts: dict[str, float] = defaultdict(float)
         self.observations: dict[str, list[float]] = defaultdict(list)
+        self.meter: Meter | None = None
+        """When set, each metric is also counted into its invocation's EMF document."""
 
     def count(self, name: str, value: float = 1.0) -> None:
+        if self.meter is not None:
+            self.meter.metric(name, "Count")
         with self._lock:
             self.counts[name] += value
 
     def observe(self, name: str, value: float, unit: str = "Milliseconds") -> None:
+        if self.meter is not None:
+            self.meter.metric(name, unit)
         with self._lock:
             self.observations[name].append(value)
 

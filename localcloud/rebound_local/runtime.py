@@ -47,6 +47,7 @@ from rebound import wiring
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
+from rebound_local.billing import Meter
 from rebound_local.clock import ScaledClock, Timer, VirtualClock
 from rebound_local.cloud import LocalCloud
 from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
@@ -141,8 +142,10 @@ class LocalRuntime:
         stream_retries: int | None = None,
         seed: int = 0,
         stall_wall_s: float = STALL_WALL_S,
+        meter: Meter | None = None,
     ) -> None:
         self.cloud = cloud
+        self.meter = meter or Meter(cloud.dynamodb_backend)
         self.settings = settings
         self.deps = deps
         self.clock = clock
@@ -216,6 +219,7 @@ class LocalRuntime:
             raise ValueError(f"the local Scheduler only delivers to SQS queues, not {arn}")
         with motopatch.LOCK:
             self.cloud.sqs_backend().send_message(queue_name=arn.rsplit(":", 1)[-1], message_body=body)
+        self.meter.scheduler_delivered()
 
     def _submit(self, job: Callable[..., None], *args: Any) -> None:
         """Hand an invocation to a worker thread; the clock counts it busy until it returns."""
@@ -256,7 +260,8 @@ class LocalRuntime:
                         timer = self.clock.call_at(context.deadline, lambda: self._time_out(invocation))
                     with self._lock:
                         self.stats.invocations[name] += 1
-                    response = handler(event, context)
+                    with self.meter.invocation(name, spec.memory_mb):
+                        response = handler(event, context)
                     ok = True
                 except SimulatedCrash:
                     invocation.abandon("crash")
@@ -323,6 +328,7 @@ class LocalRuntime:
             if mapping.inflight == 0:
                 mapping.backlog_since = None  # the queue is drained: the mapping scales back in
             return False
+        self.meter.esm_received(len(messages))
         if mapping.backlog_since is None:
             mapping.backlog_since = self.clock.now()
         event = {"Records": [_sqs_record(m, mapping.queue_arn) for m in messages]}
@@ -360,6 +366,8 @@ class LocalRuntime:
             with self._lock:
                 self.stats.batch_item_failures[mapping.spec.logical] += len(failed)
             backend = self.cloud.sqs_backend()
+            if any(message_id not in failed for message_id in receipts):
+                self.meter.esm_deleted()  # one DeleteMessageBatch (a batch is at most 10)
             with motopatch.LOCK:
                 for message_id, receipt in receipts.items():
                     if message_id not in failed:

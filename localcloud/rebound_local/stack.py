@@ -15,6 +15,7 @@ from rebound.targets.registry import default_targets
 from rebound.targets.sim import SimInvoker
 from rebound.wiring import build_deps
 from rebound_local import hostile
+from rebound_local.billing import LogBytes, Meter
 from rebound_local.clock import ScaledClock, VirtualClock
 from rebound_local.cloud import LocalCloud, LocalQueueAges
 from rebound_local.direct import DirectSession
@@ -133,6 +134,8 @@ class LocalStack:
     gate: CallGate
     session: Any
     """The handlers' session (with the ``direct`` transport a ``DirectSession``)."""
+    meter: Meter
+    """Billable units of everything the handlers and the runtime do (``rebound_local.billing``)."""
 
     @property
     def deps(self) -> Any:
@@ -146,18 +149,38 @@ class LocalStack:
             self.cloud.stop()
 
 
-def route_logs(path: Path | None, level: int = logging.INFO) -> None:
-    """Send the handlers' JSON logs to ``path`` (or silence them below WARNING when ``None``)."""
+def route_logs(path: Path | None, level: int = logging.INFO, meter: Meter | None = None) -> None:
+    """Send the handlers' JSON logs at ``level`` to ``path`` (or nowhere when ``None``).
+
+    With a ``meter``, every line at ``INFO`` and above (the deployed level) is also measured, as
+    CloudWatch Logs would ingest it, whatever ``level`` keeps.
+    """
     handler: logging.Handler = logging.FileHandler(path) if path else logging.NullHandler()
-    for name in list(logging.root.manager.loggerDict):
-        if name.startswith("rebound") and not name.startswith("rebound_local"):
-            logger = logging.getLogger(name)
-            formatter = next((h.formatter for h in logger.handlers if h.formatter), None)
-            logger.handlers = [handler]
-            if formatter:
-                handler.setFormatter(formatter)
-            logger.setLevel(level)
-            logger.propagate = False
+    handler.setLevel(level)
+    names = [
+        n
+        for n in logging.root.manager.loggerDict
+        if n.startswith("rebound") and not n.startswith("rebound_local")
+    ]
+    formatters = {
+        n: next((h.formatter for h in logging.getLogger(n).handlers if h.formatter), None) for n in names
+    }
+    # Engine loggers carry the functions' JSON format on Lambda (copy_config_to_registered_loggers);
+    # measure a line without its own formatter in that format.
+    fallback = next((f for n, f in formatters.items() if f is not None and n.startswith("rebound-")), None)
+    for name in names:
+        logger = logging.getLogger(name)
+        formatter = formatters[name]
+        logger.handlers = [handler]
+        if formatter:
+            handler.setFormatter(formatter)
+        if meter is not None:
+            logger.addHandler(LogBytes(meter, formatter or fallback))
+            level_kept = min(level, logging.INFO)
+        else:
+            level_kept = level
+        logger.setLevel(level_kept)
+        logger.propagate = False
 
 
 def quiet_powertools_metrics() -> None:
@@ -211,6 +234,8 @@ def start_local(
     client_kwargs: dict[str, Any] = {"endpoint_url": endpoint}
     aws_calls = AwsCalls()
     aws_calls.attach(session)
+    meter = Meter(cloud.dynamodb_backend)
+    meter.attach(session)
     gate = CallGate(
         clock,
         aws_call_ms=latency.aws_call_ms if latency else 0.0,
@@ -226,8 +251,9 @@ def start_local(
         cloud.attach_inproc(session, gate=throttler.respond)
         client_kwargs = {}
     if transport == "direct":
-        session = DirectSession(session, aws_calls, throttler, gate)
+        session = DirectSession(session, aws_calls, throttler, gate, meter)
     metrics = RecordingMetrics()
+    metrics.meter = meter
     targets = RecordingTargets(default_targets(session, clock, client_kwargs, settings.target_rules), clock)
     crashes = CrashPlan(
         faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)
@@ -260,6 +286,7 @@ def start_local(
         stream_retries=faults.stream_retries,
         seed=faults.seed,
         stall_wall_s=stall_wall_s,
+        meter=meter,
     )
     # Simulated asynchronous work reports on the bus, on this clock (rebound_local.sim_workers).
     player = SimWorkerPlayer(clock, deps.bus, settings.event_source)
@@ -267,7 +294,7 @@ def start_local(
     if isinstance(sim, SimInvoker):
         sim.workers = player
         runtime.sim_workers = player
-    route_logs(log_file, log_level)
+    route_logs(log_file, log_level, meter)
     return LocalStack(
         cloud,
         clock,
@@ -281,4 +308,5 @@ def start_local(
         moto_faults,
         gate,
         session,
+        meter,
     )

@@ -124,6 +124,22 @@ def test_audit_subjects_and_heads(store: Store) -> None:
     assert store.audit_head("msg#m1") == (1, record.hash)
 
 
+def test_audit_segments_hold_every_subject_once_whole_and_in_order(store: Store) -> None:
+    for n in range(12):
+        run = create(store, new_run(f"r{n}"))
+        uow = store.unit_of_work("executor", at(n))
+        uow.append_audit(f"run#{run.run_id}", action="noted")
+        uow.commit()
+    store.save_task(task("job"), previous=None, actor="ops", at=START, action="registered")
+    parts = [store.audit_segment(n, 4) for n in range(4)]
+    subjects = [subject for part in parts for subject in part]
+    assert sorted(subjects) == store.audit_subjects()  # each subject in exactly one segment
+    for part in parts:
+        for subject, trail in part.items():
+            assert trail == store.audit_trail(subject)  # whole, in sequence order
+            assert verify_chain(subject, trail).ok
+
+
 # ------------------------------------------------------------------------------ work orders
 def test_work_orders_by_opening_time_and_state(store: Store) -> None:
     orders = {}

@@ -182,6 +182,8 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
             "records": one[0]["records"],
             "detail": f"{one[0]['records']} records verified; the run rebuilds from its trail",
             "mismatched_fields": [],
+            "keying": "keyed",
+            "unkeyed_records": 0,
         }
     ]
     everything = local_cloud.json("audit", "verify", "--all")

@@ -18,7 +18,9 @@ import pytest
 pytestmark = pytest.mark.infra
 RUNBOOKS = Path(__file__).resolve().parents[2] / "docs" / "runbooks"
 # Pages that work orders link to rather than an alarm.
-WORK_ORDER_PAGES = {"dead-lettered-run.md", "critical-task-dead-lettered.md"}
+# Pages reached from a work order rather than an alarm: dead letters, and asynchronous attempts
+# that timed out (their runs dead-letter or breach the SLA; no alarm of their own).
+WORK_ORDER_PAGES = {"dead-lettered-run.md", "critical-task-dead-lettered.md", "heartbeat-timeouts.md"}
 
 
 @pytest.fixture(scope="module")

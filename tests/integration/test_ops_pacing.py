@@ -96,3 +96,21 @@ def test_apply_paces_scheduler_requests_and_survives_throttling(deps: Deps, monk
     assert limiter.rate is not None and limiter.rate < 20  # it slowed down
     # 80 tokens (read + write per task) at no more than 20 per second, plus backoff pauses.
     assert t.now >= (80 - 20) / 20
+
+
+def test_an_unchanged_task_takes_one_scheduler_token_a_changed_one_two(deps: Deps) -> None:
+    tasks = [task(f"t{i:03d}") for i in range(40)]
+    setup = TaskOps(deps, "operator")
+    setup.apply(setup.plan(tasks))
+    t = FakeTime()
+    limiter = RateLimiter(20, monotonic=t.monotonic, sleep=t.sleep)
+    ops = TaskOps(deps, "operator", limiter=limiter, backoff=Backoff(sleep=t.sleep, rng=random.Random(1)))
+
+    result = ops.apply(ops.plan(tasks))  # one GetSchedule each, nothing to write
+
+    assert len(result.unchanged) == 40 and result.schedules_written == 0
+    assert (40 - 20) / 20 <= t.now < (80 - 20) / 20  # 40 tokens, not 80
+    changed = [task(f"t{i:03d}", schedule={"cron": "*/7 * * * *"}) for i in range(40)]
+    before = t.now
+    ops.apply(ops.plan(changed))  # read and write each: two tokens
+    assert t.now - before >= (80 - 1) / 20

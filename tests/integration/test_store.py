@@ -10,31 +10,13 @@ from botocore.exceptions import ClientError
 from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.errors import Conflict
 from rebound.domain.events import execution_updated
-from rebound.domain.models import Run, RunState, Trigger
+from rebound.domain.models import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.retry_scheduler import RetryScheduler
-from support import fire, outbox_events, register, task
+from support import fire, new_run, outbox_events, register, task
 
 pytestmark = pytest.mark.integration
-
-
-def new_run(deps: Deps, run_id: str = "r1") -> Run:
-    now = deps.clock.now()
-    run = Run(
-        run_id=run_id,
-        task_id="t",
-        tenant="acme",
-        trigger=Trigger.MANUAL,
-        scheduled_for=now,
-        created_at=now,
-        updated_at=now,
-    )
-    uow = deps.store.unit_of_work("test", now)
-    saved = uow.save_run(None, run, action="created")
-    uow.emit(execution_updated(saved, None, now), f"run#{run_id}")
-    uow.commit()
-    return saved
 
 
 def test_a_losing_writer_leaves_no_audit_record_and_no_event(deps: Deps) -> None:

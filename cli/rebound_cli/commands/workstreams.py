@@ -58,6 +58,10 @@ def apply(app: App, path: Path) -> None:
 
     A cycle, an unknown task or resource, or a step listed twice is refused with the file and the
     key path, and the cycle's path (extract → transform → extract).
+
+    \b
+    Example:
+      rebound workstreams apply config/demo/workstream.yaml
     """
     result = _ops(app, writer=True).apply(path)
 
@@ -77,6 +81,10 @@ def list_workstreams(app: App) -> None:
 
     \b
     JSON: a list of workstream_id, tenant, steps, trigger, last_run, last_state.
+
+    \b
+    Example:
+      rebound workstreams list --output json
     """
     rows = _ops(app).overview()
     out.emit(
@@ -136,7 +144,12 @@ def show(app: App, ref: str, fmt: str | None) -> None:
 @click.option("--token", help="the same token names the same run (a retried request starts one run)")
 @click.pass_obj
 def run(app: App, workstream_id: str, token: str | None) -> None:
-    """Start a run of a workstream now: its root steps start."""
+    """Start a run of a workstream now: its root steps start.
+
+    \b
+    Example:
+      rebound workstreams run nightly-ledger
+    """
     started = _ops(app, writer=True).run(workstream_id, token)
     out.emit(app, run_view(started), lambda: click.echo(render(started), nl=False))
 
@@ -145,7 +158,12 @@ def run(app: App, workstream_id: str, token: str | None) -> None:
 @click.argument("run_id")
 @click.pass_obj
 def retry(app: App, run_id: str) -> None:
-    """Retry the whole workstream: a new run of every step."""
+    """Retry the whole workstream: a new run of every step.
+
+    \b
+    Example:
+      rebound workstreams retry RUN_ID
+    """
     new = _ops(app, writer=True).retry(run_id)
     out.emit(app, run_view(new), lambda: click.echo(render(new), nl=False))
 
@@ -154,7 +172,12 @@ def retry(app: App, run_id: str) -> None:
 @click.argument("run_id")
 @click.pass_obj
 def retry_failed(app: App, run_id: str) -> None:
-    """Run the failed and cancelled steps again; their blocked dependents follow."""
+    """Run the failed and cancelled steps again; their blocked dependents follow.
+
+    \b
+    Example:
+      rebound workstreams retry-failed RUN_ID
+    """
     after, progress = _ops(app, writer=True).retry_failed(run_id)
     _show_change(app, after, progress, f"retrying the failed steps of {run_id}")
 
@@ -164,7 +187,12 @@ def retry_failed(app: App, run_id: str) -> None:
 @click.option("--from", "from_step", help="run this step and every step after it again")
 @click.pass_obj
 def resume(app: App, run_id: str, from_step: str | None) -> None:
-    """Carry on after a rollback, or re-run from a step (the steps it needs must be completed)."""
+    """Carry on after a rollback, or re-run from a step (the steps it needs must be completed).
+
+    \b
+    Example:
+      rebound workstreams resume RUN_ID --from transform
+    """
     after, progress = _ops(app, writer=True).resume(run_id, from_step)
     _show_change(app, after, progress, f"resumed {run_id}" + (f" from {from_step}" if from_step else ""))
 
@@ -177,7 +205,12 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
 def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
     """Roll back to a checkpoint: running steps are cancelled, queued ones reset, step states
     restored, every resource released. Completed steps are never rolled back: the command says
-    which steps kept their state and why. Then `resume`."""
+    which steps kept their state and why. Then `resume`.
+
+    \b
+    Example:
+      rebound workstreams rollback RUN_ID --to 3 --yes
+    """
     out.confirm(f"Roll back {run_id} to checkpoint {to if to is not None else '(previous)'}?", yes)
     after, progress = _ops(app, writer=True).rollback(run_id, to)
     _show_change(
@@ -191,7 +224,12 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.pass_obj
 def skip(app: App, run_id: str, step: str, reason: str) -> None:
-    """Mark a step completed without running it (with a warning and your reason)."""
+    """Mark a step completed without running it (with a warning and your reason).
+
+    \b
+    Example:
+      rebound workstreams skip RUN_ID report --reason "report server retired"
+    """
     after, progress = _ops(app, writer=True).skip(run_id, step, reason)
     _show_change(app, after, progress, f"skipped {step}")
 
@@ -202,7 +240,12 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.pass_obj
 def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
-    """Cancel a step (and its running task run) and unblock its dependents."""
+    """Cancel a step (and its running task run) and unblock its dependents.
+
+    \b
+    Example:
+      rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen"
+    """
     after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
     _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
 
@@ -213,7 +256,12 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("need")
 @click.pass_obj
 def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
-    """Let STEP run without NEED in this run."""
+    """Let STEP run without NEED in this run.
+
+    \b
+    Example:
+      rebound workstreams remove-dependency RUN_ID report load
+    """
     after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
     _show_change(app, after, progress, f"{step} no longer needs {need}")
 
@@ -227,6 +275,10 @@ def checkpoints(app: App, run_id: str) -> None:
     \b
     JSON: a list of version, at, cause, state, completed, failed, pending, running, blocked,
     resources_held, steps.
+
+    \b
+    Example:
+      rebound workstreams checkpoints RUN_ID
     """
     found = _ops(app).checkpoints(run_id)
     data: list[dict[str, Any]] = [c.model_dump(mode="json") for c in found]
@@ -267,7 +319,12 @@ def resources() -> None:
 @resources.command("list")
 @click.pass_obj
 def list_resources(app: App) -> None:
-    """Each resource, its limit and who holds it now."""
+    """Each resource, its limit and who holds it now.
+
+    \b
+    Example:
+      rebound resources list
+    """
     rows = _ops(app).resources()
     out.emit(
         app,
@@ -286,6 +343,11 @@ def list_resources(app: App) -> None:
 @click.argument("max_holders", type=click.IntRange(min=1))
 @click.pass_obj
 def set_limit(app: App, resource: str, max_holders: int) -> None:
-    """Change a resource's max_holders (audited); steps holding it keep it."""
+    """Change a resource's max_holders (audited); steps holding it keep it.
+
+    \b
+    Example:
+      rebound resources set-limit warehouse-write 2
+    """
     limits = _ops(app, writer=True).set_limit(resource, max_holders)
     out.emit(app, limits, lambda: out.say(f"{resource}: at most {limits[resource]} holders"))

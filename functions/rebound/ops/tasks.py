@@ -422,7 +422,9 @@ class TaskOps:
         window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
         written = 0
         for plan in planned:
-            # put_recurring reads the schedule, then creates or updates it: two requests.
+            # put_recurring reads the schedule (one request) and, unless it is unchanged, creates
+            # or updates it (a second): the read is paced before, the write's token taken after,
+            # so an unchanged task costs one token and the rate still holds for writes.
             outcome = self._scheduler(
                 lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
                     plan.name,
@@ -434,8 +436,10 @@ class TaskOps:
                     description=f"Rebound task {task.id}",
                     end=task.schedule.end if task.schedule else None,
                 ),
-                2,
+                1,
             )
+            if outcome != "unchanged" and self.limiter is not None:
+                self.limiter.acquire(1)
             written += outcome != "unchanged"
         keep = {p.name for p in planned}
         for old in previous.schedule_names if previous else ():

@@ -14,10 +14,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rebound import resources as r
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
+from rebound_local import billing, observe, reports
 from rebound_local import invariants as inv
-from rebound_local import observe, reports
 from rebound_local.clock import VirtualClock
 from rebound_local.simulate.invariants import UNSETTLED, SimulationChecks, _on_time
 from rebound_local.stack import LocalStack
@@ -144,6 +145,7 @@ class SimulationReport(SimulationChecks):
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),
+            "billing": self._billing(stack, clock, len(runs)),
             "runs": [
                 reports.run_entry(run) for run in sorted(runs, key=lambda r: (r["task_id"], r["run_id"]))
             ],
@@ -162,6 +164,25 @@ class SimulationReport(SimulationChecks):
             ],
         }
         return report
+
+    def _billing(self, stack: LocalStack, clock: VirtualClock, runs: int) -> dict[str, Any]:
+        """Billable units from the window's start (after the tasks were applied) to the end."""
+        started, meter_then, sent_then = self.window_start or (self.scenario.start, {}, 0)
+        units = billing.difference(stack.meter.snapshot(), meter_then)
+        units["metrics.distinct"] = stack.meter.snapshot()["metrics.distinct"]
+        sent = sum(self.ledger.sent.values()) - sent_then
+        others = (
+            sent
+            - units.get("sqs.messages_sent_by_clients", 0)
+            - units.get("sqs.requests.scheduler_delivery", 0)
+        )
+        return billing.section(
+            units,
+            seconds=(clock.now() - started).total_seconds(),
+            runs=runs,
+            other_sqs_sends=int(others),
+            esm_queues=sum(1 for f in r.SPEC.functions if f.queue),
+        )
 
     def _message_summary(self, stack: LocalStack) -> dict[str, Any]:
         peak = max(self.live.peak.values(), default=0)

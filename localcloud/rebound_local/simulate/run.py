@@ -66,6 +66,8 @@ class Simulation(SimulationSabotage, SimulationReport):
         self._duplicates_left = self.scenario.sabotage.duplicate_fires
         self.sabotaged: dict[str, list[str]] = {}
         self._stack: LocalStack | None = None
+        self.window_start: tuple[datetime, dict[str, float], int] | None = None
+        """When the window began (after the tasks were applied): the clock, the meter, messages sent."""
         self.live = LiveCarriers("", self._read_run)
 
     # --------------------------------------------------------------------------- the run
@@ -104,6 +106,7 @@ class Simulation(SimulationSabotage, SimulationReport):
             ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
             hostile.activate(stack.moto_faults)
+            self.window_start = (clock.now(), stack.meter.snapshot(), sum(self.ledger.sent.values()))
             self.timing["startup_s"] = time.monotonic() - started
 
             mark = time.monotonic()

@@ -6,6 +6,8 @@ and add to them.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers
 from rebound_local.scenario import LoadedScenario, Scenario
@@ -24,4 +26,5 @@ class SimulationState:
     dropped: list[dict[str, str]]
     tampered: list[str]
     sabotaged: dict[str, list[str]]
+    window_start: tuple[datetime, dict[str, float], int] | None
     _drops_left: int

@@ -330,6 +330,22 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             seen.add(str(data["subject"]))
         return sorted(seen)
 
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
+        # A parallel scan segment holds whole partitions: every record of a subject is in one.
+        trails: dict[str, list[AuditRecord]] = {}
+        for data in self._scan(
+            "audit",
+            f"scan audit segment {segment} of {segments}",
+            Segment=segment,
+            TotalSegments=segments,
+            ConsistentRead=True,
+        ):
+            record = AuditRecord.model_validate(data)
+            trails.setdefault(record.subject, []).append(record)
+        for trail in trails.values():
+            trail.sort(key=lambda r: r.seq)
+        return trails
+
     # --- work orders ------------------------------------------------------------------------
     def get_work_order(self, work_order_id: str) -> WorkOrder | None:
         data = self._get("workorders", {"work_order_id": work_order_id})

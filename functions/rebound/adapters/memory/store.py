@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -186,6 +187,15 @@ class MemoryStore(StagingStore):
     def audit_subjects(self) -> list[str]:
         with self._lock:
             return sorted({str(item["subject"]) for item in self._tables["audit"].values()})
+
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
+        def mine(item: Item) -> bool:  # a stable hash of the subject, as DynamoDB's of the partition key
+            return zlib.crc32(str(item["subject"]).encode()) % segments == segment
+
+        trails: dict[str, list[AuditRecord]] = {}
+        for data in sorted(self._all("audit", mine), key=lambda d: int(d["seq"])):
+            trails.setdefault(str(data["subject"]), []).append(AuditRecord.model_validate(data))
+        return trails
 
     # --- work orders ------------------------------------------------------------------------
     def get_work_order(self, work_order_id: str) -> WorkOrder | None:

@@ -249,6 +249,11 @@ class Store(Protocol):
 
     def audit_subjects(self) -> list[str]: ...
 
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
+        """Every audit record in one of ``segments`` parts of the audit trail, by subject, each
+        subject's in sequence order. Every subject is in exactly one part, whole."""
+        ...
+
     # work orders
     def get_work_order(self, work_order_id: str) -> WorkOrder | None: ...
 

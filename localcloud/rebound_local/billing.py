@@ -1,0 +1,567 @@
+"""What AWS would bill for a simulation: billable units per service, and dollars from a price table.
+
+The simulator already sees every AWS call the handlers make (``AwsCalls``); a bill needs more than
+calls. ``Meter`` counts the units each service bills by:
+
+- **SQS** requests: every call a client makes (one per batch, not per message), every Scheduler
+  delivery and every bus-rule delivery to a queue (each is a ``SendMessage`` billed to the queue's
+  owner), and what the Lambda event source mappings do: one ``ReceiveMessage`` per batch they
+  hand to a function, one ``DeleteMessageBatch`` per batch with a message to delete, and the empty
+  receives of their long polls, by the model in ``esm_empty_receives``.
+- **DynamoDB** write and read units from the real item sizes (``item_size``): a write costs one unit
+  per started 1 KB of the larger of the item before and after it; a read one unit per started 4 KB
+  (half for an eventually consistent read); every item inside a ``TransactWriteItems`` costs twice.
+  Each global secondary index the write changes costs its own units (of the projected item), at
+  the standard rate: an index is updated after the transaction, not inside it.
+- **Scheduler** invocations (each delivery), and one-time schedules created.
+- **EventBridge** events published (each ``PutEvents`` entry).
+- **Lambda** requests, and GB-seconds: each invocation's measured handler time, rounded up to
+  the millisecond, times the function's configured memory (``functions/rebound/resources.py``).
+- **CloudWatch** log bytes ingested (the handlers' own log lines, captured at ``INFO`` as deployed,
+  plus Lambda's platform lines) and the EMF documents the handlers' metrics would print.
+
+``price`` turns units into dollars with ``PRICES`` (us-east-1 list prices, dated; the sources are
+in ``docs/cost.md``). What the units leave out is listed there too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from rebound_local import invocations
+
+KB = 1024
+WRITE_STEP = 1 * KB
+READ_STEP = 4 * KB
+TRANSACTION_FACTOR = 2
+
+ESM_POLLERS = 5
+"""Long polls each SQS event source mapping keeps open while its queue is empty (AWS: 5)."""
+ESM_WAIT_S = 20
+"""How long each of them waits before an empty receive returns (the long-poll maximum, 20 s)."""
+PLATFORM_LOG_BYTES = 330
+"""Lambda's own START, END and REPORT lines for one invocation (text format, typical lengths)."""
+SECONDS_PER_MONTH = 730 * 3600
+
+PRICES_AS_OF = "2026-11-22"
+PRICES: dict[str, float] = {
+    # dollars per unit, us-east-1, on-demand, no free tier (sources: docs/cost.md)
+    "sqs.requests": 0.40 / 1e6,
+    "dynamodb.write_units": 0.625 / 1e6,
+    "dynamodb.read_units": 0.125 / 1e6,
+    "scheduler.invocations": 1.00 / 1e6,
+    "scheduler.one_time_created": 0.0,
+    "events.published": 1.00 / 1e6,
+    "lambda.requests": 0.20 / 1e6,
+    "lambda.gb_seconds": 0.0000133334,  # arm64, as the stack deploys every function
+    "logs.bytes_ingested": 0.50 / 1024**3,
+    "metrics.emf_documents": 0.0,  # their bytes are in logs.bytes_ingested
+}
+MONTHLY: dict[str, float] = {
+    # dollars per resource-month
+    "alarm": 0.10,
+    "dashboard": 3.00,
+    "custom_metric": 0.30,
+}
+STEP_FUNCTIONS_STANDARD_PER_TRANSITION = 0.025 / 1000
+IDLE_RESOURCES = {"alarms": 20, "dashboards": 1}
+"""What the stack creates that bills by the month whatever it does (``tests/infra`` checks the counts)."""
+
+
+# --------------------------------------------------------------------------- unit arithmetic
+def _number_size(text: str) -> int:
+    digits = text.lstrip("+-").lower().split("e")[0].replace(".", "").strip("0")
+    return math.ceil(max(1, len(digits)) / 2) + 1
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """The size DynamoDB counts for one attribute value (AttributeValue JSON), without its name."""
+    ((kind, inner),) = value.items()
+    if kind == "S":
+        return len(str(inner).encode())
+    if kind == "N":
+        return _number_size(str(inner))
+    if kind == "B":
+        return len(inner) if isinstance(inner, bytes) else len(str(inner)) * 3 // 4
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(str(v).encode()) for v in inner)
+    if kind == "NS":
+        return sum(_number_size(str(v)) for v in inner)
+    if kind == "BS":
+        return sum(value_size({"B": v}) for v in inner)
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in inner.items())
+    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """An item's size as DynamoDB bills it: each attribute's name in UTF-8 plus its value."""
+    if not item:
+        return 0
+    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+
+
+def write_units(size: int) -> int:
+    """Write units of one write of an item this size: one per started KB, at least one."""
+    return max(1, math.ceil(size / WRITE_STEP))
+
+
+def read_units(size: int, consistent: bool = False) -> float:
+    """Read units of reading this many bytes: one per started 4 KB, at least one; half if
+    eventually consistent."""
+    units = max(1, math.ceil(size / READ_STEP))
+    return float(units) if consistent else units / 2
+
+
+def transaction_write_units(sizes: Iterable[int]) -> int:
+    """A ``TransactWriteItems`` of items of these sizes: each item's write units, twice."""
+    return sum(TRANSACTION_FACTOR * write_units(size) for size in sizes)
+
+
+def esm_empty_receives(seconds: float, queues: int, busy_receives: int = 0) -> int:
+    """The empty receives of the SQS event source mappings' long polls over ``seconds``.
+
+    Model: each mapping keeps ``ESM_POLLERS`` long polls open, and each returns empty after
+    ``ESM_WAIT_S`` when there is nothing to receive. Receives that returned messages replace
+    empty ones, so the empty receives are what the pollers' time allows minus those.
+    """
+    capacity = int(queues * ESM_POLLERS * seconds / ESM_WAIT_S)
+    return max(0, capacity - busy_receives)
+
+
+def lambda_gb_seconds(billed_ms: int, memory_mb: int) -> float:
+    return billed_ms / 1000.0 * memory_mb / 1024.0
+
+
+def emf_document_bytes(namespace: str, service: str, metrics: Mapping[str, str]) -> int:
+    """The bytes of the one EMF document an invocation prints for ``metrics`` (name -> unit)."""
+    document = {
+        "_aws": {
+            "Timestamp": 1_700_000_000_000,
+            "CloudWatchMetrics": [
+                {
+                    "Namespace": namespace,
+                    "Dimensions": [["service"]],
+                    "Metrics": [{"Name": name, "Unit": unit} for name, unit in sorted(metrics.items())],
+                }
+            ],
+        },
+        "service": service,
+        **{name: [0.0] for name in metrics},
+    }
+    return len(json.dumps(document, separators=(",", ":"))) + 1
+
+
+# --------------------------------------------------------------------------- the meter
+@dataclass
+class _Usage:
+    function: str
+    memory_mb: int
+    log_bytes: int = 0
+    metrics: dict[str, str] = field(default_factory=dict)
+
+
+class Meter:
+    """Billable units, counted as the local cloud works. Thread-safe.
+
+    ``dynamodb_backend`` gives moto's DynamoDB backend, to read items' sizes before and after a
+    write (``before`` and ``after`` run around each DynamoDB call, under moto's lock on the
+    direct transport).
+    """
+
+    def __init__(self, dynamodb_backend: Callable[[], Any], namespace: str = "Rebound") -> None:
+        self._backend = dynamodb_backend
+        self._lock = threading.Lock()
+        self.units: defaultdict[str, float] = defaultdict(float)
+        self.metric_names: set[tuple[str, str]] = set()
+        self.namespace = namespace
+        self._usage: dict[int, _Usage] = {}
+        self._index_cache: dict[str, list[tuple[list[str], list[str], str, list[str]]]] = {}
+
+    # ---- generic
+    def add(self, unit: str, amount: float = 1) -> None:
+        with self._lock:
+            self.units[unit] += amount
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            out: dict[str, float] = {k: round(v, 6) for k, v in sorted(self.units.items())}
+            out["metrics.distinct"] = len(self.metric_names)
+            return out
+
+    # ---- AWS calls
+    def attach(self, session: Any) -> None:
+        """Meter every call of a botocore session's clients (the direct transport calls ``before``
+        and ``after`` itself)."""
+        session.events.register("provide-client-params", self._provide)
+        session.events.register("after-call", self._after_call)
+
+    def _provide(self, params: Mapping[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        service = model.service_model.service_name
+        context["rebound_billing"] = (dict(params), self.before(service, model.name, params))
+
+    def _after_call(
+        self, http_response: Any, parsed: Mapping[str, Any], model: Any, context: Any, **_: Any
+    ) -> None:
+        params, token = (context or {}).get("rebound_billing", ({}, None))
+        ok = http_response is not None and int(getattr(http_response, "status_code", 500)) < 300
+        self.after(model.service_model.service_name, model.name, params, parsed if ok else None, token)
+
+    def before(self, service: str, operation: str, params: Mapping[str, Any]) -> Any:
+        """What must be read before the call (the items a DynamoDB write will change)."""
+        if service != "dynamodb" or operation not in _WRITES:
+            return None
+        try:
+            return [self._stored(table, key) for table, key, _ in _write_targets(self, operation, params)]
+        except Exception:  # an unknown table or a bad key: the call itself will say so
+            return None
+
+    def after(
+        self,
+        service: str,
+        operation: str,
+        params: Mapping[str, Any],
+        response: Mapping[str, Any] | None,
+        token: Any,
+    ) -> None:
+        """Count the call's units; ``response`` is ``None`` if the call failed (still billed)."""
+        try:
+            if service == "sqs":
+                self._sqs(operation, params)
+            elif service == "dynamodb":
+                self._dynamodb(operation, params, response, token)
+            elif service == "events" and operation == "PutEvents":
+                self.add("events.published", len(params.get("Entries") or ()))
+            elif (
+                service == "scheduler"
+                and operation == "CreateSchedule"
+                and response is not None
+                and str(params.get("ScheduleExpression", "")).startswith("at(")
+            ):
+                self.add("scheduler.one_time_created")
+        except Exception:  # metering must never change what a call does
+            logging.getLogger(__name__).exception("could not meter %s:%s", service, operation)
+
+    def _sqs(self, operation: str, params: Mapping[str, Any]) -> None:
+        self.add("sqs.requests")
+        self.add(f"sqs.requests.{operation}")
+        if operation == "SendMessage":
+            self.add("sqs.messages_sent_by_clients")
+        elif operation == "SendMessageBatch":
+            self.add("sqs.messages_sent_by_clients", len(params.get("Entries") or ()))
+
+    def _dynamodb(
+        self, operation: str, params: Mapping[str, Any], response: Mapping[str, Any] | None, token: Any
+    ) -> None:
+        if operation in _WRITES:
+            targets = list(_write_targets(self, operation, params))
+            before = (
+                token if isinstance(token, list) and len(token) == len(targets) else [None] * len(targets)
+            )
+            factor = TRANSACTION_FACTOR if operation == "TransactWriteItems" else 1
+            if operation == "TransactWriteItems":
+                self.add("dynamodb.transactions")
+                self.add("dynamodb.transaction_items", len(targets))
+            for (table, key, kind), old in zip(targets, before, strict=True):
+                new = self._stored(table, key)
+                table_units = write_units(max(item_size(old), item_size(new)))
+                self.add("dynamodb.write_units", factor * table_units)
+                self.add("dynamodb.write_units.table", factor * table_units)
+                if kind != "ConditionCheck":
+                    indexed = sum(index_write_units(index, old, new) for index in self._indexes(table))
+                    self.add("dynamodb.write_units", indexed)
+                    self.add("dynamodb.write_units.indexes", indexed)
+            return
+        consistent = bool(params.get("ConsistentRead"))
+        if operation == "GetItem":  # the whole item bills, whatever the projection returns
+            item = self._stored(params["TableName"], params["Key"]) if response is not None else None
+            self.add("dynamodb.read_units", read_units(item_size(item), consistent))
+            self.add("dynamodb.read_units.GetItem", read_units(item_size(item), consistent))
+        elif operation in ("Query", "Scan"):
+            items = (response or {}).get("Items") or []
+            self.add("dynamodb.read_units", read_units(sum(item_size(i) for i in items), consistent))
+            self.add(
+                f"dynamodb.read_units.{operation}", read_units(sum(item_size(i) for i in items), consistent)
+            )
+        elif operation == "BatchGetItem":
+            for items in ((response or {}).get("Responses") or {}).values():
+                for item in items:
+                    self.add("dynamodb.read_units", read_units(item_size(item), consistent))
+        elif operation == "TransactGetItems":
+            for entry in (response or {}).get("Responses") or []:
+                self.add(
+                    "dynamodb.read_units", TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True)
+                )
+
+    def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
+        backend = self._backend()
+        try:
+            item = backend.get_item(table, dict(key))
+        except Exception:
+            return None
+        return item.to_json()["Attributes"] if item is not None else None
+
+    def _indexes(self, table: str) -> list[tuple[list[str], list[str], str, list[str]]]:
+        """Each global index: (its key attributes, the table's key attributes, projection, included)."""
+        cached = self._index_cache.get(table)
+        if cached is not None:
+            return cached
+        try:
+            moto_table = self._backend().get_table(table)
+        except Exception:
+            return []
+        table_keys = [a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a]
+        out = []
+        for index in moto_table.global_indexes:
+            projection = index.projection or {}
+            out.append(
+                (
+                    list(index.schema_key_attrs),
+                    table_keys,
+                    str(projection.get("ProjectionType", "ALL")),
+                    list(projection.get("NonKeyAttributes") or []),
+                )
+            )
+        self._index_cache[table] = out
+        return out
+
+    # ---- what the runtime does for AWS
+    def scheduler_delivered(self) -> None:
+        """Scheduler invoked its target: a Scheduler invocation, and an SQS ``SendMessage``."""
+        self.add("scheduler.invocations")
+        self.add("sqs.requests")
+        self.add("sqs.requests.scheduler_delivery")
+
+    def esm_received(self, messages: int) -> None:
+        """An event source mapping received a batch (it then deletes it with one batch request)."""
+        self.add("sqs.requests")
+        self.add("sqs.requests.esm_receive")
+        self.add("sqs.esm_batches")
+        self.add("sqs.esm_messages", messages)
+
+    def esm_deleted(self) -> None:
+        self.add("sqs.requests")
+        self.add("sqs.requests.esm_delete_batch")
+
+    # ---- Lambda
+    @contextmanager
+    def invocation(self, function: str, memory_mb: int) -> Iterator[None]:
+        """Measure one invocation (call in the thread that runs the handler, inside its lane)."""
+        usage = _Usage(function, memory_mb)
+        current = invocations.current()
+        if current is not None:
+            with self._lock:
+                self._usage[id(current)] = usage
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            billed_ms = max(1, math.ceil((time.perf_counter() - started) * 1000))
+            if current is not None:
+                with self._lock:
+                    self._usage.pop(id(current), None)
+            emf = 0
+            if usage.metrics:
+                emf = emf_document_bytes(self.namespace, f"rebound-{function}", usage.metrics)
+            with self._lock:
+                self.units["lambda.requests"] += 1
+                self.units[f"lambda.requests.{function}"] += 1
+                self.units["lambda.billed_ms"] += billed_ms
+                self.units["lambda.gb_seconds"] += lambda_gb_seconds(billed_ms, memory_mb)
+                self.units["logs.bytes_ingested"] += usage.log_bytes + PLATFORM_LOG_BYTES + emf
+                self.units["logs.handler_bytes"] += usage.log_bytes
+                self.units["metrics.emf_documents"] += 1 if emf else 0
+                self.units["metrics.emf_bytes"] += emf
+                for name in usage.metrics:
+                    self.metric_names.add((function, name))
+
+    def _current_usage(self) -> _Usage | None:
+        current = invocations.current()
+        if current is None:
+            return None
+        return self._usage.get(id(current))
+
+    def metric(self, name: str, unit: str) -> None:
+        """The handler recorded a metric (it would be in its EMF document)."""
+        usage = self._current_usage()
+        if usage is not None:
+            usage.metrics.setdefault(name, unit)
+
+    def logged(self, nbytes: int) -> None:
+        usage = self._current_usage()
+        if usage is not None:
+            usage.log_bytes += nbytes
+
+
+def index_write_units(
+    index: tuple[list[str], list[str], str, list[str]], old: dict[str, Any] | None, new: dict[str, Any] | None
+) -> int:
+    """A global secondary index's write units for one item changing from ``old`` to ``new``.
+
+    An item is in the index when it has every key attribute of the index. Changing the index key
+    deletes the old entry and writes the new one; changing only projected attributes rewrites the
+    entry; changing nothing projected costs nothing.
+    """
+    keys, table_keys, projection, included = index
+
+    def projected(item: dict[str, Any] | None) -> dict[str, Any] | None:
+        if item is None or any(k not in item for k in keys):
+            return None
+        if projection == "ALL":
+            return item
+        names = set(keys) | set(table_keys) | (set(included) if projection == "INCLUDE" else set())
+        return {k: v for k, v in item.items() if k in names}
+
+    before, after = projected(old), projected(new)
+    if before is None and after is None:
+        return 0
+    if before is None:
+        return write_units(item_size(after))
+    if after is None:
+        return write_units(item_size(before))
+    if any(before.get(k) != after.get(k) for k in keys):
+        return write_units(item_size(before)) + write_units(item_size(after))
+    if before == after:
+        return 0
+    return write_units(item_size(after))
+
+
+_WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+
+
+def _write_targets(
+    meter: Meter, operation: str, params: Mapping[str, Any]
+) -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(table, key, kind) of every item a write request touches."""
+    if operation == "TransactWriteItems":
+        for entry in params.get("TransactItems") or []:
+            ((kind, body),) = entry.items()
+            yield body["TableName"], _key_of(meter, body["TableName"], body), kind
+    elif operation == "BatchWriteItem":
+        for table, requests in (params.get("RequestItems") or {}).items():
+            for request in requests:
+                ((kind, body),) = request.items()
+                yield table, _key_of(meter, table, body), kind
+    else:
+        table = params["TableName"]
+        yield table, _key_of(meter, table, params), operation
+
+
+def _key_of(meter: Meter, table: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    if "Key" in body:
+        return dict(body["Key"])
+    item = body["Item"]
+    moto_table = meter._backend().get_table(table)
+    names = [a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a]
+    return {name: item[name] for name in names}
+
+
+class LogBytes(logging.Handler):
+    """Counts the bytes each invocation's log lines would ingest into CloudWatch Logs."""
+
+    def __init__(self, meter: Meter, formatter: logging.Formatter | None) -> None:
+        super().__init__(logging.INFO)
+        self.meter = meter
+        if formatter is not None:
+            self.setFormatter(formatter)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.meter.logged(len(self.format(record).encode()) + 1)
+        except Exception:
+            self.handleError(record)
+
+
+# --------------------------------------------------------------------------- dollars
+BILLED = (
+    "sqs.requests",
+    "dynamodb.write_units",
+    "dynamodb.read_units",
+    "scheduler.invocations",
+    "scheduler.one_time_created",
+    "events.published",
+    "lambda.requests",
+    "lambda.gb_seconds",
+    "logs.bytes_ingested",
+)
+
+
+def price(units: Mapping[str, float]) -> dict[str, float]:
+    """Dollars per billed unit line, at ``PRICES``."""
+    return {unit: units.get(unit, 0.0) * PRICES[unit] for unit in BILLED}
+
+
+def difference(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v - before.get(k, 0.0), 6) for k, v in after.items()}
+
+
+def section(
+    units: Mapping[str, float],
+    *,
+    seconds: float,
+    runs: int,
+    other_sqs_sends: int = 0,
+    esm_queues: int = 0,
+) -> dict[str, Any]:
+    """The ``billing`` section of a simulation report, from the units metered over ``seconds``.
+
+    ``other_sqs_sends``: messages queues accepted from neither a metered client nor Scheduler
+    (bus rules' deliveries); each is one ``SendMessage``. ``esm_queues``: queues a Lambda event
+    source mapping polls, for the empty receives of ``esm_empty_receives``.
+    """
+    counted = dict(units)
+    busy = int(counted.get("sqs.requests.esm_receive", 0))
+    empty = esm_empty_receives(seconds, esm_queues, busy)
+    for line, amount in (
+        ("sqs.requests.rule_delivery", max(0, other_sqs_sends)),
+        ("sqs.requests.esm_empty_receive", empty),
+    ):
+        counted[line] = counted.get(line, 0) + amount
+        counted["sqs.requests"] = counted.get("sqs.requests", 0) + amount
+    dollars = price(counted)
+    total = sum(dollars.values())
+    return {
+        "prices_as_of": PRICES_AS_OF,
+        "seconds": round(seconds, 3),
+        "runs": runs,
+        "units": {k: round(v, 6) for k, v in sorted(counted.items())},
+        "dollars": {k: round(v, 8) for k, v in dollars.items()},
+        "dollars_total": round(total, 8),
+        "dollars_per_million_runs": round(total / runs * 1e6, 4) if runs else None,
+        "model": {
+            "esm_pollers": ESM_POLLERS,
+            "esm_wait_s": ESM_WAIT_S,
+            "esm_queues": esm_queues,
+            "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES,
+            "lambda_time": "measured handler wall time on this machine, rounded up to 1 ms",
+        },
+    }
+
+
+def fixed_monthly(idle: Mapping[str, Any]) -> dict[str, float]:
+    """An idle environment's monthly bill: the usage of an idle simulation (``section`` of a
+    scenario with no runs) scaled to a month, and what bills by the resource-month."""
+    scale = SECONDS_PER_MONTH / float(idle["seconds"]) if idle["seconds"] else 0.0
+    usage = {line: round(amount * scale, 4) for line, amount in idle["dollars"].items()}
+    distinct = float(idle["units"].get("metrics.distinct", 0))
+    out: dict[str, float] = {
+        "alarms": IDLE_RESOURCES["alarms"] * MONTHLY["alarm"],
+        "dashboards": IDLE_RESOURCES["dashboards"] * MONTHLY["dashboard"],
+        "custom_metrics": round(distinct * MONTHLY["custom_metric"], 4),
+        **{f"usage.{line}": amount for line, amount in usage.items() if amount},
+    }
+    out["total"] = round(sum(out.values()), 4)
+    return out

@@ -1,0 +1,101 @@
+"""The simulate report's ``billing`` section: billable units for every service a run touches,
+counted the same on the direct transport and through botocore."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rebound_local.billing import BILLED
+from rebound_local.scenario import parse_scenario
+from rebound_local.simulate import Simulation
+
+SCENARIO: dict[str, Any] = {
+    "description": "billing: clean and retried runs",
+    "start": "2026-03-07T00:00:00Z",
+    "duration": "30m",
+    "settle": "1h",
+    "seed": 3,
+    "tasks": [
+        {"id": "clean", "tenant": "acme", "schedule": {"cron": "*/5 * * * *"}, "target": {"type": "sim"}},
+        {
+            "id": "retried",
+            "tenant": "acme",
+            "schedule": {"cron": "*/10 * * * *"},
+            "target": {"type": "sim", "behavior": {"fail_first": 1}},
+            "retry_policy": {"extends": "quick", "base_delay": "20s"},
+        },
+        {  # a retry beyond SQS's 15-minute delay waits in a one-time schedule
+            "id": "late-retry",
+            "tenant": "acme",
+            "schedule": {"cron": "*/15 * * * *"},
+            "target": {"type": "sim", "behavior": {"fail_first": 1}},
+            "retry_policy": {"extends": "quick", "base_delay": "16m", "max_delay": "1h", "jitter": "none"},
+        },
+    ],
+}
+
+
+def simulate(transport: str) -> dict[str, Any]:
+    result = Simulation(parse_scenario(SCENARIO, "billing.yaml"), transport=transport).run()
+    assert result.ok, result.failed
+    billing: dict[str, Any] = result.report["billing"]
+    return billing
+
+
+@pytest.fixture(scope="module")
+def direct() -> dict[str, Any]:
+    return simulate("direct")
+
+
+def test_every_service_a_run_touches_has_billable_units(direct: dict[str, Any]) -> None:
+    units = direct["units"]
+    for line in (
+        *BILLED,  # every billed line, one-time schedules too (the late retry)
+        "sqs.requests.scheduler_delivery",
+        "sqs.requests.esm_receive",
+        "sqs.requests.esm_delete_batch",
+        "sqs.requests.esm_empty_receive",
+        "metrics.emf_documents",
+    ):
+        assert units.get(line, 0) > 0, line
+    assert all(
+        direct["dollars"][line] > 0 for line in ("sqs.requests", "dynamodb.write_units", "lambda.requests")
+    )
+    assert direct["runs"] > 0
+    assert direct["dollars_per_million_runs"] == pytest.approx(
+        direct["dollars_total"] / direct["runs"] * 1e6, rel=1e-3
+    )
+
+
+def test_transactions_bill_each_item_they_carry_twice(direct: dict[str, Any]) -> None:
+    units = direct["units"]
+    assert units["dynamodb.transaction_items"] > units["dynamodb.transactions"]
+    assert units["dynamodb.write_units.table"] >= 2 * units["dynamodb.transaction_items"]
+
+
+def test_scheduler_deliveries_are_sqs_requests_and_scheduler_invocations(direct: dict[str, Any]) -> None:
+    units = direct["units"]
+    assert units["sqs.requests.scheduler_delivery"] == units["scheduler.invocations"]
+    # every scheduled fire and every retry is one delivery
+    assert units["scheduler.invocations"] >= direct["runs"] + units["scheduler.one_time_created"]
+
+
+def test_botocore_clients_are_metered_as_the_direct_transport_meters(direct: dict[str, Any]) -> None:
+    inproc = simulate("inproc")
+    # Read units are left out: how often the handlers read tenant settings again varies with the
+    # transport's speed, so the reads made differ; every write, message and event is the same.
+    for line in (
+        "dynamodb.write_units",
+        "dynamodb.transaction_items",
+        "events.published",
+        "scheduler.invocations",
+        "scheduler.one_time_created",
+        "sqs.requests",
+        "lambda.requests",
+    ):
+        assert inproc["units"].get(line) == direct["units"].get(line), line
+    # The same log lines, formatted alike (their timings and durations differ in a few digits).
+    handler_bytes = direct["units"]["logs.handler_bytes"]
+    assert inproc["units"]["logs.handler_bytes"] == pytest.approx(handler_bytes, rel=0.02)

@@ -1,0 +1,109 @@
+"""The billing model's unit arithmetic (rebound_local.billing): item sizes, write and read units,
+transactions, index writes, the event source mappings' polling model, prices."""
+
+from __future__ import annotations
+
+import pytest
+
+from rebound_local import billing as b
+
+
+def s(text: str) -> dict[str, str]:
+    return {"S": text}
+
+
+def test_item_size_counts_attribute_names_and_values_in_utf8() -> None:
+    assert b.item_size({"pk": s("abc")}) == 2 + 3
+    assert b.item_size({"név": s("é")}) == 4 + 2  # both in UTF-8 bytes
+    assert b.item_size(None) == 0
+
+
+def test_numbers_cost_one_byte_per_two_significant_digits_plus_one() -> None:
+    assert b.value_size({"N": "7"}) == 2
+    assert b.value_size({"N": "12345"}) == 4
+    assert b.value_size({"N": "-0.00120"}) == 2  # leading and trailing zeros are not significant
+    assert b.value_size({"N": "1000000"}) == 2
+
+
+def test_lists_and_maps_carry_three_bytes_plus_one_per_element() -> None:
+    assert b.value_size({"L": [s("ab"), {"BOOL": True}]}) == 3 + (2 + 1) + (1 + 1)
+    assert b.value_size({"M": {"k": s("v")}}) == 3 + (1 + 1 + 1)
+    assert b.value_size({"SS": ["a", "bc"]}) == 3
+    assert b.value_size({"NULL": True}) == 1
+
+
+def test_an_unknown_type_is_an_error_naming_it() -> None:
+    with pytest.raises(ValueError, match="'X'"):
+        b.value_size({"X": "1"})
+
+
+def test_writes_bill_one_unit_per_started_kilobyte() -> None:
+    assert b.write_units(0) == 1
+    assert b.write_units(1024) == 1
+    assert b.write_units(1126) == 2  # a 1.1 KB item
+    assert b.write_units(3 * 1024 + 1) == 4
+
+
+def test_reads_bill_one_unit_per_started_4_kb_and_half_when_eventually_consistent() -> None:
+    assert b.read_units(100, consistent=True) == 1.0
+    assert b.read_units(100) == 0.5
+    assert b.read_units(4097, consistent=True) == 2.0
+    assert b.read_units(0) == 0.5  # a miss still reads
+
+
+def test_a_transaction_bills_each_item_twice() -> None:
+    assert b.transaction_write_units([200, 300, 400]) == 6  # three small items
+    assert b.transaction_write_units([1126, 10]) == 2 * 2 + 2
+
+
+INDEX = (["state", "updated_at"], ["run_id"], "ALL", [])
+
+
+def test_an_index_write_costs_nothing_when_the_item_is_not_in_the_index() -> None:
+    assert b.index_write_units(INDEX, None, {"run_id": s("r")}) == 0
+
+
+def test_changing_the_index_key_deletes_the_old_entry_and_writes_the_new() -> None:
+    old = {"run_id": s("r"), "state": s("running"), "updated_at": s("1")}
+    new = {**old, "state": s("succeeded")}
+    assert b.index_write_units(INDEX, old, new) == 2
+    assert b.index_write_units(INDEX, None, new) == 1
+    assert b.index_write_units(INDEX, old, None) == 1
+
+
+def test_an_index_entry_is_rewritten_only_if_a_projected_attribute_changed() -> None:
+    old = {"run_id": s("r"), "state": s("running"), "updated_at": s("1"), "note": s("a")}
+    assert b.index_write_units(INDEX, old, dict(old)) == 0
+    assert b.index_write_units(INDEX, old, {**old, "note": s("b")}) == 1
+    keys_only = (["state", "updated_at"], ["run_id"], "KEYS_ONLY", [])
+    assert b.index_write_units(keys_only, old, {**old, "note": s("b")}) == 0
+
+
+def test_the_event_source_mappings_poll_five_long_polls_each_every_20_seconds() -> None:
+    assert b.esm_empty_receives(3600, queues=1) == 5 * 180
+    assert b.esm_empty_receives(3600, queues=3, busy_receives=100) == 3 * 5 * 180 - 100
+    assert b.esm_empty_receives(10, queues=1, busy_receives=100) == 0
+
+
+def test_lambda_gb_seconds_follow_the_configured_memory() -> None:
+    assert b.lambda_gb_seconds(1000, 512) == 0.5
+    assert b.lambda_gb_seconds(250, 1024) == 0.25
+
+
+def test_the_section_prices_every_line_and_adds_the_polling_model() -> None:
+    units = {"sqs.requests": 10.0, "dynamodb.write_units": 1e6, "lambda.requests": 2.0}
+    section = b.section(units, seconds=20, runs=4, other_sqs_sends=3, esm_queues=1)
+    assert section["units"]["sqs.requests"] == 10 + 3 + 5
+    assert section["units"]["sqs.requests.esm_empty_receive"] == 5
+    assert section["dollars"]["dynamodb.write_units"] == pytest.approx(0.625)
+    assert section["dollars_total"] == pytest.approx(0.625 + 18 * 0.4e-6 + 2 * 0.2e-6)
+    assert section["dollars_per_million_runs"] == pytest.approx(section["dollars_total"] / 4 * 1e6, rel=1e-6)
+
+
+def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month() -> None:
+    idle = b.section({"lambda.requests": 60.0, "metrics.distinct": 2}, seconds=3600, runs=0)
+    monthly = b.fixed_monthly(idle)
+    assert monthly["usage.lambda.requests"] == pytest.approx(60 * 730 * 0.2e-6, abs=1e-4)
+    assert monthly["custom_metrics"] == pytest.approx(0.6)
+    assert monthly["alarms"] == pytest.approx(b.IDLE_RESOURCES["alarms"] * 0.10)
+    assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
