@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -277,6 +277,27 @@ def dead_letters(deps: Deps, count: int) -> list[str]:
         run_ids.append(run_id)
     register(deps, task("job"))  # the operator fixes the target
     return run_ids
+
+
+@contextmanager
+def loopback_http(answer: Callable[[str, bytes, Mapping[str, str]], tuple[int, bytes]]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 that answers each POST with ``answer(path, body,
+    headers)`` (status, body); yields its base URL and stops on exit."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            status, raw = answer(self.path, body, dict(self.headers.items()))
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    with loopback_server(Handler) as base:
+        yield base
 
 
 def nightly_ledger(report_critical: bool = False) -> Any:

@@ -315,6 +315,12 @@ SPEC = ResourceSpec(
             "SLA breaches notify; the third in a row opens a work order",
         ),
         RuleSpec(
+            "recoveries",
+            ("task.recovered", "workorder.resolved"),
+            "escalation",
+            "a recovered run resolves its work order; a resolution notifies every channel",
+        ),
+        RuleSpec(
             "workstreams",
             (
                 "workstream.step.ended",
@@ -339,6 +345,8 @@ ENV_RUNBOOK_BASE = "REBOUND_RUNBOOK_BASE_URL"
 ENV_CONFIG_DIR = "REBOUND_CONFIG_DIR"
 ENV_PAGERDUTY_SECRET = "REBOUND_PAGERDUTY_SECRET"
 ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
+ENV_HEALTH_EXPECTED_INTERVAL = "REBOUND_HEALTH_EXPECTED_INTERVAL_MINUTES"
+ENV_HEALTH_STALE_METADATA = "REBOUND_HEALTH_STALE_METADATA_MINUTES"
 ENV_COMPLETION_KEY = "REBOUND_COMPLETION_KEY"
 ENV_TARGET_RULES = "REBOUND_TARGET_RULES"
 ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"

@@ -68,6 +68,12 @@ class Settings(BaseModel):
     )
     jitter_seed: int | None = None
     runbook_base_url: str = "docs/runbooks"
+    health_expected_interval_minutes: int = Field(
+        default=30, ge=1, description="the scheduled retry-health report's expected interval"
+    )
+    health_stale_metadata_minutes: int = Field(
+        default=120, ge=1, description="the scheduled retry-health report's stale-metadata limit"
+    )
     config_dir: Path
     deployed_policies: tuple[str, ...] | None = Field(
         default=None,
@@ -150,6 +156,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "audit_key_id": need(r.ENV_AUDIT_KEY),
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
+        "health_expected_interval_minutes": env.get(r.ENV_HEALTH_EXPECTED_INTERVAL) or 30,
+        "health_stale_metadata_minutes": env.get(r.ENV_HEALTH_STALE_METADATA) or 120,
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
     }
@@ -172,6 +180,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         r.ENV_EVENT_SOURCE: settings.event_source,
         r.ENV_RUNBOOK_BASE: settings.runbook_base_url,
         r.ENV_CONFIG_DIR: str(settings.config_dir),
+        r.ENV_HEALTH_EXPECTED_INTERVAL: str(settings.health_expected_interval_minutes),
+        r.ENV_HEALTH_STALE_METADATA: str(settings.health_stale_metadata_minutes),
     }
     if settings.topic_arn:
         out[r.ENV_TOPIC] = settings.topic_arn

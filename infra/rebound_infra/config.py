@@ -40,6 +40,15 @@ class AlarmThresholds(_Model):
     lock_contention_percent: Percent = 70
     lock_contention_window_minutes: int = Field(5, ge=1, le=60)
     workorder_failures: int = Field(1, ge=1)
+    retry_success_slo_percent: Percent = Field(90, description="retried attempts that succeed, over 1 h")
+    on_time_slo_percent: Percent = Field(98, description="first attempts started within 60 s, over 1 h")
+    execution_success_slo_percent: Percent = Field(97, description="attempts that succeed, over 1 h")
+    slo_fast_window_minutes: int = Field(
+        5, ge=1, le=30, description="the burn-rate alarms' short window: the SLO must still be broken now"
+    )
+    manual_recovery_completion_percent: Percent = Field(
+        95, description="work orders opened in 7 days that were resolved, below which it alarms"
+    )
     sweeper_failures: int = Field(1, ge=1, description="sweeper steps or items that failed in 5 minutes")
     dlq_depth: int = Field(ge=1, description="messages waiting in a dead-letter queue")
     dlq_oldest_age_s: int = Field(
@@ -95,6 +104,13 @@ class GrantsConfig(_Model):
         if value is not None and (not value.startswith("/") or value.endswith("/") or "*" in value):
             raise ValueError("must start with '/', not end with '/', and hold no '*'")
         return value
+
+
+class HealthConfig(_Model):
+    """The retry-health report the sweeper runs every five minutes (``rebound.ops.health_watch``)."""
+
+    expected_interval_minutes: int = Field(30, ge=1, le=1440, description="how often the retry loop acts")
+    stale_metadata_minutes: int = Field(120, ge=1, le=10080, description="how old retry bookkeeping may get")
 
 
 class NotificationsConfig(_Model):
@@ -159,6 +175,7 @@ class EnvironmentConfig(_Model):
     outbox: OutboxConfig = OutboxConfig()
     grants: GrantsConfig = GrantsConfig()
     notifications: NotificationsConfig = NotificationsConfig()
+    health: HealthConfig = HealthConfig()
     targets: TargetRules | None = Field(
         None, description="what task targets may do here; default: TargetRules.defaults_for(name)"
     )

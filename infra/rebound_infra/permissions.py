@@ -74,6 +74,9 @@ class Access:
     invoke_targets: bool = False
     notification_secrets: bool = False
     stream_reader: bool = False
+    queue_attributes: tuple[str, ...] = ()
+    """Queues whose counts it reads (GetQueueAttributes) without sending or receiving."""
+    list_schedules: bool = False
     completion_key: bool = False
     """Reads the key of completion tokens: to sign them (executor) or check reports (the rest)."""
 
@@ -127,11 +130,20 @@ ACCESS: dict[str, Access] = {
             "tasks": TASK_LIST,
             "policies": POLICY_READ,
             "control": READ + PUT + DELETE + UPDATE,
-            r.DLQ_MESSAGES.logical: DLQ_CHECK,
+            # The retry-health report every five minutes (``rebound.ops.health_watch``): it lists
+            # the DLQ's record, reads the work orders and keeps one per failing check.
+            r.DLQ_MESSAGES.logical: (*READ, *DLQ_CHECK),
+            "workorders": READ + PUT,
         },
         send=("execution", "dlq"),
         receive=("dlq",),
         create_schedules=True,
+        # The health report: the retry queue's backlog, the Scheduler and control DLQs' depth, the
+        # group's schedules; and the notification of a finding's work order.
+        queue_attributes=("retry", "scheduler_dlq", "control_dlq"),
+        list_schedules=True,
+        publish_alerts=True,
+        notification_secrets=True,
     ),
     "ops_api": Access(completion_key=True),
 }
@@ -222,6 +234,16 @@ def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> No
         on.queues[queue].grant_send_messages(role)
     for queue in access.receive:
         on.queues[queue].grant(role, "sqs:ReceiveMessage")
+    for queue in access.queue_attributes:
+        on.queues[queue].grant(role, "sqs:GetQueueAttributes")
+    if access.list_schedules:
+        iam.Grant.add_to_principal(grantee=role, actions=["scheduler:ListSchedules"], resource_arns=["*"])
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "scheduler:ListSchedules supports no resource ARN: AWS requires '*'. The retry-health "
+            "report lists only this environment's group (GroupName), and the action reads names and states.",
+        )
     if access.put_events:
         on.bus.grant_put_events_to(role)
     if access.create_schedules:

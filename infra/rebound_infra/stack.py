@@ -303,6 +303,8 @@ class ReboundStack(Stack):
             event_source=r.SPEC.event_source,
             audit_key_id=self.audit_key.key.key_arn,
             runbook_base_url=self.config.runbook_base_url,
+            health_expected_interval_minutes=self.config.health.expected_interval_minutes,
+            health_stale_metadata_minutes=self.config.health.stale_metadata_minutes,
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
             completion_key=self.completion_key.secret_arn,

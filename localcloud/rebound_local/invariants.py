@@ -331,13 +331,20 @@ def one_work_order(
     runs: list[dict[str, Any]], orders: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]
 ) -> Invariant:
     """One work order per dead-letter occurrence (its id derives from the subject and the
-    occurrence's time), linked from the run; one per refused message."""
+    occurrence's time), linked from the run; or, for a run dead-lettered again while its work
+    order was open (a flapping run), that order, which lists the occurrence. One per refused
+    message."""
     dead, refused = _dead_subjects(runs, chains)
     per_subject = Counter(str(order["subject"]) for order in orders)
     ids = {str(order["work_order_id"]) for order in orders}
+    by_id = {str(order["work_order_id"]): order for order in orders}
     problems: list[str] = []
     for subject, run in dead.items():
-        expected = work_order_id(subject, str(run.get("dead_lettered_at") or ""))
+        at = str(run.get("dead_lettered_at") or "")
+        expected = work_order_id(subject, at)
+        linked = by_id.get(str(run.get("work_order_id") or ""))
+        if linked is not None and at in (linked.get("occurrences") or []):
+            continue  # flapping: the dead letter is an occurrence of the open order
         if expected not in ids:
             problems.append(f"{subject}: no work order for its dead letter of {run.get('dead_lettered_at')}")
         elif run.get("work_order_id") != expected:

@@ -14,6 +14,7 @@ import pytest
 from rebound.domain.models import DeliveryStatus, RunState
 from rebound.engine import telemetry as m
 from rebound.engine.executor import intake as executor_engine
+from rebound.ops.health_report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S, MAX_RECEIVE_COUNT
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
@@ -101,8 +102,15 @@ def test_a_message_the_executor_always_dies_on_is_redriven_by_sqs_and_escalated_
 
     # Later sweeps read the DLQ again and escalate nothing more.
     stack.runtime.run_virtual(moved + timedelta(minutes=25))
-    assert len(deps.store.work_orders()) == 1
+    runs_orders = [o for o in deps.store.work_orders() if not o.subject.startswith("health#")]
+    assert [o.work_order_id for o in runs_orders] == [order.work_order_id]
+    # Nobody acknowledged it: the retry-health report (every five minutes) finds it past its
+    # acknowledgement SLA and keeps one work order of its own for that, not one more for the run.
+    [health] = [o for o in deps.store.work_orders() if o.subject.startswith("health#")]
+    assert health.subject == "health#acknowledgement_gaps"
+    sla_out = order.opened_at + Thresholds().ack_sla[order.severity]
+    assert sla_out < health.opened_at <= sla_out + timedelta(minutes=5)
     assert [msg["id"] for msg in queue_messages(deps, "dlq")] == [sent]
     assert stack.metrics.counts[m.RETRY_DLQ] == 1
-    assert stack.metrics.counts[m.WORKORDER_OPENED] == 1
+    assert stack.metrics.counts[m.WORKORDER_OPENED] == 2  # the run's, and the health finding's
     assert stack.metrics.counts[m.RETRY_ESCALATED] == 1

@@ -11,7 +11,8 @@ import pytest
 
 from rebound.config.loader import load_task_file
 from rebound.domain.audit import rebuild_run, trail_mismatches, verify_chain
-from rebound.domain.models import Run, RunState
+from rebound.domain.models import Run, RunState, WorkOrderState
+from rebound.ops.health_report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
@@ -105,8 +106,17 @@ def test_demo_scenario(make_stack) -> None:  # type: ignore[no-untyped-def]
     # the message for an unknown task is a terminal failure, escalated like any other.
     [ghost] = runs["nobody"]
     assert ghost.state is RunState.DEAD_LETTERED and ghost.last_error_code == "UNKNOWN_TASK"
-    subjects = sorted(o.subject.split("#")[0] for o in deps.store.work_orders())
-    assert subjects == ["msg", "run", "run"]
+    orders = deps.store.work_orders()
+    run_orders = [o for o in orders if not o.subject.startswith("health#")]
+    assert sorted(o.subject.split("#")[0] for o in run_orders) == ["msg", "run", "run"]
+    # Nobody acknowledges them, so the retry-health report the sweeper runs every five minutes
+    # finds the oldest past its severity's acknowledgement SLA and keeps one work order for it,
+    # opened by the first report after the SLA ran out; nothing else in the demo is unhealthy.
+    [health] = [o for o in orders if o.subject.startswith("health#")]
+    assert health.subject == "health#acknowledgement_gaps" and health.state is WorkOrderState.OPEN
+    oldest = min(run_orders, key=lambda o: o.opened_at)
+    sla_out = oldest.opened_at + Thresholds().ack_sla[oldest.severity]
+    assert sla_out < health.opened_at <= sla_out + timedelta(minutes=5)
     reasons = sorted(m["attributes"]["reason"].split(":")[0] for m in queue_messages(deps, "dlq"))
     assert reasons == ["attempts_exhausted", "not_json", "terminal_error"]
 

@@ -20,6 +20,14 @@ from rebound_infra.config import AlarmThresholds
 from rebound_infra.constructs.observability import QUEUE_PERIOD
 from rebound_infra.telemetry import EMITTERS
 
+RECOVERY_WIDGETS = (
+    "Manual recovery completion, 7 days (%)",
+    "Work orders resolved, runs recovered",
+    "Retry health (every 5 minutes)",
+    "Time to resolve a work order (s)",
+)
+"""Issue 16's widgets; tests/infra/test_infra_recovery_alarms.py checks what they show."""
+
 pytestmark = pytest.mark.infra
 
 
@@ -49,12 +57,18 @@ def metric_names(props: dict[str, Any]) -> set[str]:
 
 def test_every_alarm_notifies_the_alerts_topic_on_alarm_and_ok(synth: Synth, env: str) -> None:
     topic = synth.logical_id(env, synth.stacks[env].observability.topic)
-    alarms = synth.resources(env, "AWS::CloudWatch::Alarm")
+    windows = {synth.logical_id(env, w) for w in synth.stacks[env].observability.windows.values()}
+    alarms = {
+        lid: a
+        for kind in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
+        for lid, a in synth.resources(env, kind).items()
+        if lid not in windows  # a burn-rate window: its composite notifies (test_infra_slo_alarms.py)
+    }
     assert alarms
     for props in (a["Properties"] for a in alarms.values()):
         assert [ref_target(a) for a in props["AlarmActions"]] == [topic]
         assert [ref_target(a) for a in props["OKActions"]] == [topic]
-        assert props["TreatMissingData"] == "notBreaching"
+        assert props.get("TreatMissingData", "notBreaching") == "notBreaching"  # composites have none
 
 
 def test_retry_failure_rate_above_15_percent_over_10_minutes(synth: Synth, env: str) -> None:
@@ -72,12 +86,18 @@ def test_scheduling_failure_rate_above_5_percent_over_5_minutes(synth: Synth, en
     props = alarm(synth, env, "SchedulingFailureRate")
     assert props["Threshold"] == 5
     assert {q["MetricStat"]["Period"] for q in props["Metrics"] if "MetricStat" in q} == {300}
-    assert metric_names(props) == {m.SCHEDULING_SUCCESS, m.SCHEDULING_FAILURE}
+    # Missed fires count as scheduling failures (issue 16); fires started make up the whole.
+    assert metric_names(props) == {
+        m.SCHEDULING_SUCCESS,
+        m.SCHEDULING_FAILURE,
+        m.SCHEDULER_MISSED,
+        m.SCHEDULER_ON_TIME,
+    }
     # Summed over every function that dispatches retries.
     services = {
         d["Value"]
         for q in props["Metrics"]
-        if "MetricStat" in q
+        if "MetricStat" in q and q["MetricStat"]["Metric"]["MetricName"] == m.SCHEDULING_FAILURE
         for d in q["MetricStat"]["Metric"]["Dimensions"]
         if d["Name"] == "service"
     }
@@ -346,6 +366,7 @@ def test_dashboard_has_exactly_the_expected_widgets(synth: Synth, env: str) -> N
         "Executor errors and throttles",
         "Executor duration (ms)",
         "Alarms",
+        *RECOVERY_WIDGETS,
     }
     for title, widget in widgets.items():
         if widget["type"] == "metric":
@@ -446,7 +467,9 @@ def test_dashboard_executor_widgets_watch_the_executor_function(synth: Synth, en
 def test_dashboard_alarm_widget_lists_every_alarm(synth: Synth, env: str) -> None:
     widget = dashboard_widgets(synth, env)["Alarms"]
     assert widget["type"] == "alarm"
-    alarm_ids = set(synth.resources(env, "AWS::CloudWatch::Alarm"))
+    alarm_ids = set(synth.resources(env, "AWS::CloudWatch::Alarm")) | set(
+        synth.resources(env, "AWS::CloudWatch::CompositeAlarm")
+    )
     assert sorted(widget["properties"]["alarms"]) == sorted(f"<GetAtt:{a}.Arn>" for a in alarm_ids)
 
 

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.infra
 KMS_DATA_ACTIONS = {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
 """What CDK grants on the customer-managed key of a queue (encryption: cmk)."""
 # Actions AWS authorizes only on "*" (they take no resource ARN).
-STAR_ONLY_ACTIONS = {"dynamodb:ListStreams"}
+STAR_ONLY_ACTIONS = {"dynamodb:ListStreams", "scheduler:ListSchedules"}
 
 
 def function_role(synth: Synth, env: str, logical: str) -> str:
@@ -159,11 +159,25 @@ def test_scheduler_role_trusts_only_schedules_of_this_environments_group_in_this
     assert stack.scheduling.group.schedule_group_name == group["Properties"]["Name"]
 
 
-def test_only_escalation_publishes_to_the_alerts_topic(synth: Synth) -> None:
+def test_only_escalation_and_the_sweeper_publish_to_the_alerts_topic(synth: Synth) -> None:
+    """The sweeper notifies the work order of a failing health check (``rebound.ops.health_watch``)."""
     topic = synth.logical_id("prod", synth.stacks["prod"].observability.topic)
     for spec in r.SPEC.functions:
         statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
-        assert ("sns:Publish" in actions_on(statements, topic)) is (spec.logical == "escalation")
+        publishes = "sns:Publish" in actions_on(statements, topic)
+        assert publishes is (spec.logical in ("escalation", "sweeper")), spec.logical
+
+
+def test_the_sweeper_reads_what_the_retry_health_report_checks(synth: Synth) -> None:
+    statements = role_statements(synth.template("prod"), function_role(synth, "prod", "sweeper"))
+    for queue in ("retry", "scheduler_dlq", "control_dlq"):
+        granted = actions_on(statements, queue_id(synth, "prod", queue))
+        assert "sqs:GetQueueAttributes" in granted, queue
+        assert not {"sqs:SendMessage", "sqs:DeleteMessage"} & granted or queue == "control_dlq", queue
+    (listing,) = [st for st in statements if "scheduler:ListSchedules" in as_list(st["Action"])]
+    assert as_list(listing["Action"]) == ["scheduler:ListSchedules"]  # AWS allows no resource ARN
+    workorders = actions_on(statements, table_id(synth, "prod", "workorders"))
+    assert workorders == {"dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"}
 
 
 def test_queue_rights_match_what_each_function_sends_and_receives(synth: Synth) -> None:

@@ -9,10 +9,8 @@ import dataclasses
 import json
 import logging
 import socket
-import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
@@ -29,9 +27,10 @@ from rebound.adapters.notify import (
 from rebound.adapters.secrets import SecretResolver
 from rebound.domain.errors import OperationalError
 from rebound.domain.ids import work_order_id
-from rebound.domain.models import DeliveryStatus, Severity, WorkOrder
+from rebound.domain.models import DeliveryStatus, Resolution, Severity, WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.settings import Settings, settings_from_env, settings_to_env
+from support import loopback_http
 
 pytestmark = pytest.mark.integration
 
@@ -57,26 +56,13 @@ class Receiver:
 def receiver() -> Iterator[Receiver]:
     state = Receiver()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            state.requests.append((self.path, json.loads(body)))
-            status, answer = state.answer(self.path)
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+    def answer(path: str, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+        state.requests.append((path, json.loads(body)))
+        return state.answer(path)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
-    state.base = f"http://127.0.0.1:{server.server_address[1]}"
-    yield state
-    server.shutdown()
-    server.server_close()
+    with loopback_http(answer) as base:
+        state.base = base
+        yield state
 
 
 @pytest.fixture
@@ -259,6 +245,60 @@ def test_slack_refusal_raises_delivery_failed_without_the_webhook(
         slack.send(a_note(clock))
 
     assert failed.value.detail == f"HTTP {status}" + (f": {answer.decode()}" if answer else "")
+    assert SLACK_TOKEN not in str(failed.value)
+
+
+def test_slack_resolution_through_a_webhook_is_a_new_message_naming_the_work_order(
+    slack: SlackChannel, receiver: Receiver, clock: Any
+) -> None:
+    receiver.status, receiver.body = 200, b"ok"
+    note = a_note(
+        clock,
+        state=WorkOrderState.RESOLVED,
+        resolution=Resolution.REPLAYED,
+        resolved_by="escalation",
+        resolved_at=clock.now(),
+        resolve_reason="run run-7 succeeded on attempt 6",
+    )
+
+    detail = slack.resolve(note, None)
+
+    path, message = receiver.requests[0]
+    assert path == f"/services/T000/B000/{SLACK_TOKEN}"
+    assert message["blocks"][0]["text"]["text"] == "RESOLVED: billing (replayed)"
+    assert note.order.work_order_id in message["text"] and "succeeded on attempt 6" in message["text"]
+    assert detail == "HTTP 200: ok"
+
+
+def test_slack_app_secret_without_a_channel_raises_delivery_failed_naming_the_secret(
+    aws: boto3.session.Session, secrets: SecretResolver, clock: Any
+) -> None:
+    aws.client("ssm").put_parameter(
+        Name="/rebound/test/slack-app", Value=json.dumps({"token": SLACK_TOKEN}), Type="SecureString"
+    )
+
+    with pytest.raises(DeliveryFailed) as failed:
+        SlackChannel(secrets, "/rebound/test/slack-app").send(a_note(clock))
+
+    assert "/rebound/test/slack-app" in failed.value.detail and '"channel"' in failed.value.detail
+    assert SLACK_TOKEN not in str(failed.value)
+
+
+def test_slack_app_refusal_names_slacks_error_without_the_token(
+    aws: boto3.session.Session, secrets: SecretResolver, receiver: Receiver, clock: Any
+) -> None:
+    aws.client("ssm").put_parameter(
+        Name="/rebound/test/slack-app",
+        Value=json.dumps({"token": SLACK_TOKEN, "channel": "C0ALERTS"}),
+        Type="SecureString",
+    )
+    receiver.status, receiver.body = 200, b'{"ok": false, "error": "channel_not_found"}'
+
+    with pytest.raises(DeliveryFailed) as failed:
+        SlackChannel(secrets, "/rebound/test/slack-app", api_url=f"{receiver.base}/api").send(a_note(clock))
+
+    assert failed.value.detail == "chat.postMessage: HTTP 200, channel_not_found"
+    assert receiver.requests[0][0] == "/api/chat.postMessage"
     assert SLACK_TOKEN not in str(failed.value)
 
 

@@ -25,6 +25,8 @@ class EventType(StrEnum):
     WORKORDER_CREATED = "workorder.created"
     EXECUTION_WAITING = "task.execution.waiting"
     SLA_BREACHED = "task.sla.breached"
+    RUN_RECOVERED = "task.recovered"
+    WORKORDER_RESOLVED = "workorder.resolved"
     WORKSTREAM_STARTED = "workstream.started"
     WORKSTREAM_CHECKPOINTED = "workstream.checkpointed"
     WORKSTREAM_COMPLETED = "workstream.completed"
@@ -128,6 +130,33 @@ class SlaBreached(_RunDetail):
     attempt: int = Field(ge=0)
 
 
+class RunRecovered(_RunDetail):
+    """A run that has a work order succeeded (after a retry, redrive or replay). Escalation resolves
+    the work order."""
+
+    work_order_id: str
+    state: Literal["succeeded"]
+    attempt: int = Field(ge=1, description="the attempt that succeeded")
+    at: str
+
+
+class WorkOrderResolved(_Detail):
+    """A work order was resolved (by the system or an operator). Escalation sends the resolved
+    notice on every channel that was notified."""
+
+    work_order_id: str
+    subject: str
+    run_id: str | None
+    task_id: str | None
+    tenant: str | None
+    resolution: str
+    resolved_by: str
+    reason: str | None
+    opened_at: str
+    resolved_at: str
+    time_to_resolve_s: float = Field(ge=0)
+
+
 class _WorkstreamDetail(_Detail):
     workstream_id: str
     run_id: str = Field(description="the workstream run")
@@ -208,6 +237,8 @@ DETAIL_MODELS: dict[EventType, type[_Detail]] = {
     EventType.WORKORDER_CREATED: WorkOrderCreated,
     EventType.EXECUTION_WAITING: ExecutionWaiting,
     EventType.SLA_BREACHED: SlaBreached,
+    EventType.RUN_RECOVERED: RunRecovered,
+    EventType.WORKORDER_RESOLVED: WorkOrderResolved,
     EventType.WORKSTREAM_STARTED: WorkstreamStarted,
     EventType.WORKSTREAM_CHECKPOINTED: WorkstreamCheckpointed,
     EventType.WORKSTREAM_COMPLETED: WorkstreamCompleted,
@@ -335,6 +366,36 @@ def workorder_created(order: WorkOrder) -> DomainEvent:
         error_code=order.error_code,
         runbook_url=order.runbook_url,
         opened_at=iso(order.opened_at),
+    )
+
+
+def run_recovered(run: Run, at: datetime) -> DomainEvent:
+    assert run.work_order_id is not None
+    return DomainEvent.of(
+        EventType.RUN_RECOVERED,
+        **_run_fields(run),
+        work_order_id=run.work_order_id,
+        state=run.state.value,
+        attempt=run.attempt,
+        at=iso(at),
+    )
+
+
+def workorder_resolved(order: WorkOrder) -> DomainEvent:
+    assert order.resolved_at is not None and order.resolution is not None
+    return DomainEvent.of(
+        EventType.WORKORDER_RESOLVED,
+        work_order_id=order.work_order_id,
+        subject=order.subject,
+        run_id=order.run_id,
+        task_id=order.task_id,
+        tenant=order.tenant,
+        resolution=order.resolution.value,
+        resolved_by=order.resolved_by or "",
+        reason=order.resolve_reason or order.note,
+        opened_at=iso(order.opened_at),
+        resolved_at=iso(order.resolved_at),
+        time_to_resolve_s=round(max(0.0, (order.resolved_at - order.opened_at).total_seconds()), 3),
     )
 
 

@@ -774,6 +774,10 @@ class Delivery(BaseModel):
     at: UtcDatetime
     attempts: int = 1
     detail: str = ""
+    ref: str | None = Field(
+        default=None,
+        description="what the receiver named the message, for following it up (Slack: channel/ts)",
+    )
 
 
 class WorkOrder(BaseModel):
@@ -797,5 +801,13 @@ class WorkOrder(BaseModel):
     resolution: Resolution | None = None
     note: str | None = None
     deliveries: list[Delivery] = Field(default_factory=list)
+    resolve_deliveries: list[Delivery] = Field(
+        default_factory=list, description="the resolved notice on each channel, once resolved"
+    )
+    occurrences: list[str] = Field(
+        default_factory=list,
+        description="when its subject failed again while the order was open (a flapping run)",
+    )
+    resolve_reason: str | None = None
     audit_seq: int = 0
     audit_head: str = "0" * 64

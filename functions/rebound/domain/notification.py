@@ -1,4 +1,5 @@
-"""What a notification says about a dead-lettered run's work order, whatever the channel."""
+"""What a notification says about a work order, whatever the channel: that it was opened, and
+(once it is) that it was resolved."""
 
 from __future__ import annotations
 
@@ -49,4 +50,35 @@ class Notification:
             "runbook_url": o.runbook_url,
             "opened_at": iso(o.opened_at),
             "next_step": f"rebound workorders show {o.work_order_id}",
+        }
+
+    @property
+    def resolved_subject(self) -> str:
+        o = self.order
+        text = f"[Rebound {self.environment}] RESOLVED: {o.task_id or o.subject} ({self.resolution})"
+        return text[:100]
+
+    @property
+    def resolution(self) -> str:
+        return self.order.resolution.value if self.order.resolution else "resolved"
+
+    @property
+    def resolved_summary(self) -> str:
+        o = self.order
+        why = f": {o.resolve_reason or o.note}" if (o.resolve_reason or o.note) else ""
+        return (
+            f"[Rebound {self.environment}] RESOLVED {o.work_order_id} ({o.task_id or o.subject}), "
+            f"{self.resolution} by {o.resolved_by or 'rebound'}{why}"
+        )
+
+    def resolved_body(self) -> dict[str, Any]:
+        o = self.order
+        return {
+            **self.body(),
+            "state": "resolved",
+            "resolution": self.resolution,
+            "resolved_by": o.resolved_by,
+            "resolved_at": iso(o.resolved_at) if o.resolved_at else None,
+            "reason": o.resolve_reason or o.note,
+            "occurrences": 1 + len(o.occurrences),
         }

@@ -60,6 +60,15 @@ class ResourceExhaustedDetail(_Detail):
     resources: list[str]
 
 
+class RecoveredDetail(_Detail):
+    run_id: str = Field(min_length=1, max_length=512)
+    work_order_id: str = Field(min_length=1, max_length=128)
+
+
+class ResolvedDetail(_Detail):
+    work_order_id: str = Field(min_length=1, max_length=128)
+
+
 DETAILS: dict[str, type[_Detail]] = {
     EventType.EXECUTION_FAILED: FailedDetail,
     EventType.DEAD_LETTERED: DeadLetteredDetail,
@@ -68,6 +77,8 @@ DETAILS: dict[str, type[_Detail]] = {
     EventType.WORKSTREAM_FAILED: WorkstreamFailedDetail,
     EventType.DEPENDENCY_CYCLE_DETECTED: WorkstreamFailedDetail,
     EventType.RESOURCE_EXHAUSTED: ResourceExhaustedDetail,
+    EventType.RUN_RECOVERED: RecoveredDetail,
+    EventType.WORKORDER_RESOLVED: ResolvedDetail,
 }
 
 

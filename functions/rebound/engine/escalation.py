@@ -1,23 +1,40 @@
-"""Open exactly one work order per dead-lettered subject, and notify until every channel delivered.
+"""Open exactly one work order per dead-lettered subject, notify until every channel delivered,
+and close the loop: resolve it when its run recovers, and tell every channel.
 
 The work order's id is a function of the subject (``run#...`` or ``msg#...``) and it is written
 with a conditional put, so duplicate or concurrent deliveries of ``task.dead_lettered`` open one
-work order. Each notification attempt is recorded on the work order; a failed channel makes the
-event be redelivered, and only channels that have not delivered are tried again. ``deliver`` is
-that one round of attempts, for named channels: the operators' delivery retries use it too.
+work order. A run dead-lettered again while its work order is still open (a flapping run) adds an
+occurrence to that order instead of opening a second. Each notification attempt is recorded on the
+work order; a failed channel makes the event be redelivered, and only channels that have not
+delivered are tried again. ``deliver`` is that one round of attempts, for named channels: the
+operators' delivery retries use it too.
+
+Resolving goes through the outbox like everything else: ``task.recovered`` (written with the
+run's success) makes ``on_recovered`` resolve the order, audited with this system actor and the
+reason; every resolution, by the system or an operator, writes ``workorder.resolved`` in its own
+transaction (``stage_resolution``), and ``on_resolved`` sends the resolved notice on each channel
+the opening reached, recorded on the order (``resolve_deliveries``) and retried the same way.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import RUN_PREFIX, work_order_id, work_order_subject
-from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder
+from rebound.domain.models import (
+    Delivery,
+    DeliveryStatus,
+    Resolution,
+    RunState,
+    Severity,
+    WorkOrder,
+    WorkOrderState,
+)
 from rebound.domain.notification import Notification
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
@@ -25,9 +42,52 @@ from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
-from rebound.engine.ports import DeliveryFailed
+from rebound.engine.ports import Channel, DeliveryFailed, Metrics, UnitOfWork
 
 log = logging.getLogger(__name__)
+
+OPEN_STATES = frozenset({WorkOrderState.OPEN, WorkOrderState.ACKNOWLEDGED})
+
+
+def stage_resolution(
+    uow: UnitOfWork,
+    order: WorkOrder,
+    *,
+    resolution: Resolution,
+    by: str,
+    reason: str,
+    evidence: Mapping[str, Any] | None = None,
+    note: str | None = None,
+) -> WorkOrder:
+    """Resolve ``order`` in ``uow``: its audit record (``resolved``, with the reason) and
+    ``workorder.resolved`` (which sends the resolved notices) in the same transaction."""
+    now = uow.at
+    resolved = order.model_copy(
+        update={
+            "state": WorkOrderState.RESOLVED,
+            "resolution": resolution,
+            "resolved_at": now,
+            "resolved_by": by,
+            "resolve_reason": reason,
+            "note": note or order.note,
+        }
+    )
+    saved = uow.save_work_order(
+        order,
+        resolved,
+        action="resolved",
+        evidence={"resolution": resolution.value, "reason": reason, **(evidence or {})},
+    )
+    uow.emit(ev.workorder_resolved(saved), work_order_subject(order.work_order_id))
+    return saved
+
+
+def count_resolution(metrics: Metrics, order: WorkOrder) -> None:
+    """``workorder.resolved_total`` and the time it took, once a resolution committed."""
+    metrics.count(m.WORKORDER_RESOLVED)
+    if order.resolved_at is not None:
+        took = max(0.0, (order.resolved_at - order.opened_at).total_seconds())
+        metrics.observe(m.WORKORDER_TIME_TO_RESOLVE, took, "Seconds")
 
 
 @dataclass(frozen=True)
@@ -39,6 +99,16 @@ class DeliveryOutcome:
     attempts: list[Delivery]
     failed: list[str]
     recorded: bool
+
+    def settled(self, what: str) -> WorkOrder:
+        """The work order, once every channel delivered; raises (the event is redelivered) if not."""
+        if self.failed:
+            raise OperationalError(
+                f"{what} failed for {', '.join(self.failed)}; will retry",
+                work_order_id=self.order.work_order_id,
+                channels=self.failed,
+            )
+        return self.order
 
 
 class Escalation:
@@ -56,7 +126,10 @@ class Escalation:
         subject = str(detail["subject"])
         order_id = work_order_id(subject, str(detail.get("dead_lettered_at") or ""))
         order = self.store.get_work_order(order_id)
-        if order is None:
+        flapping = self._open_order_of_run(detail) if order is None else None
+        if flapping is not None:
+            order = self._add_occurrence(flapping, detail)
+        elif order is None:
             try:
                 order = self._open(order_id, detail)
             except ReboundError as exc:
@@ -72,6 +145,116 @@ class Escalation:
                 str(detail["run_id"]), str(detail.get("dead_lettered_at") or "") or None
             )
         return self.notify(order)
+
+    def _open_order_of_run(self, detail: Mapping[str, Any]) -> WorkOrder | None:
+        """The work order still open for this dead letter's run, if it has one."""
+        run = self.store.get_run(str(detail["run_id"])) if detail.get("run_id") else None
+        if run is None or not run.work_order_id:
+            return None
+        order = self.store.get_work_order(run.work_order_id)
+        return order if order is not None and order.state in OPEN_STATES else None
+
+    def _add_occurrence(self, order: WorkOrder, detail: Mapping[str, Any]) -> WorkOrder:
+        """Record another dead letter of the order's run on it (once per dead letter)."""
+        at = str(detail.get("dead_lettered_at") or "")
+        for _ in range(3):
+            if at in order.occurrences or order.state not in OPEN_STATES:
+                return order
+            after = order.model_copy(
+                update={
+                    "occurrences": [*order.occurrences, at],
+                    "attempts": int(detail.get("attempts") or order.attempts),
+                    "error_code": detail.get("error_code") or order.error_code,
+                }
+            )
+            uow = self.store.unit_of_work(self.actor, self.clock.now())
+            saved = uow.save_work_order(
+                order,
+                after,
+                action="occurred-again",
+                evidence={
+                    "dead_lettered_at": at,
+                    "reason": detail.get("reason"),
+                    "error_code": detail.get("error_code"),
+                    "occurrence": 1 + len(after.occurrences),
+                    "event_id": detail.get("event_id"),
+                },
+            )
+            try:
+                uow.commit()
+            except Conflict:
+                order = self.store.get_work_order(order.work_order_id) or order
+                continue
+            log.warning(
+                "flapping run: occurrence added to its open work order",
+                extra={"work_order_id": order.work_order_id, "occurrence": 1 + len(after.occurrences)},
+            )
+            return saved
+        raise OperationalError(
+            f"could not add an occurrence to work order {order.work_order_id}: it kept changing",
+            work_order_id=order.work_order_id,
+        )
+
+    def on_recovered(self, detail: dict[str, Any]) -> str:
+        """The run of a work order succeeded: resolve the order, audited with the reason, unless
+        it is resolved already (by an operator, or an earlier delivery of this event)."""
+        order_id = str(detail["work_order_id"])
+        for _ in range(3):
+            order = self.store.get_work_order(order_id)
+            if order is None or order.state not in OPEN_STATES:
+                return f"{order_id}: nothing to resolve"
+            run = self.store.get_run(str(detail["run_id"]))
+            if run is None or run.state is not RunState.SUCCEEDED:
+                return f"{order_id}: run {detail['run_id']} is not succeeded"
+            retried = run.attempt - 1
+            reason = (
+                f"run {run.run_id} succeeded on attempt {run.attempt} "
+                f"after {retried} failed attempt{'s' if retried != 1 else ''} (retry, redrive or replay)"
+            )
+            uow = self.store.unit_of_work(self.actor, self.clock.now())
+            saved = stage_resolution(
+                uow,
+                order,
+                resolution=Resolution.REPLAYED,
+                by=self.actor,
+                reason=reason,
+                evidence={
+                    "run_state": run.state.value,
+                    "attempt": run.attempt,
+                    "event_id": detail.get("event_id"),
+                },
+            )
+            try:
+                uow.commit()
+            except Conflict:
+                continue
+            count_resolution(self.deps.metrics, saved)
+            log.info("work order resolved itself", extra={"work_order_id": order_id, "reason": reason})
+            return f"{order_id}: resolved"
+        raise OperationalError(
+            f"could not resolve work order {order_id}: it kept changing", work_order_id=order_id
+        )
+
+    def on_resolved(self, detail: dict[str, Any]) -> WorkOrder | None:
+        """Send the resolved notice on every channel that carried the opening and has not had it
+        yet; raise if one still fails (the event is redelivered, and only those are tried)."""
+        order = self.store.get_work_order(str(detail["work_order_id"]))
+        if order is None or order.state is not WorkOrderState.RESOLVED:
+            return order
+        opened = {d.channel for d in order.deliveries if d.status is DeliveryStatus.DELIVERED}
+        told = {d.channel for d in order.resolve_deliveries if d.status is DeliveryStatus.DELIVERED}
+        wanted = [c for c in self.deps.notifier.channels if c.name in opened and c.name not in told]
+        if not wanted:
+            return order
+        refs = {d.channel: d.ref for d in order.deliveries}
+        outcome = self._round(
+            order,
+            wanted,
+            lambda channel, note: channel.resolve(note, refs.get(channel.name)),
+            field="resolve_deliveries",
+            action="resolution-notified",
+        )
+        return outcome.settled("resolved notice")
 
     def open_by_hand(self, subject: str, detail: dict[str, Any]) -> WorkOrder:
         """An operator opens a work order (about a run, a task, or anything else): a new order
@@ -203,7 +386,9 @@ class Escalation:
             except Conflict:
                 continue
             self.deps.metrics.count(m.WORKORDER_OPENED)
-            self.deps.metrics.count(m.RETRY_ESCALATED)
+            if link_run:  # a dead letter: the retry loop gave up and escalated (not an SLA,
+                # workstream, health or by-hand order)
+                self.deps.metrics.count(m.RETRY_ESCALATED)
             lag = (
                 (now - parse_utc(detail["dead_lettered_at"])).total_seconds()
                 if detail.get("dead_lettered_at")
@@ -224,19 +409,16 @@ class Escalation:
         )
 
     def notify(self, order: WorkOrder) -> WorkOrder:
-        """Deliver to every channel that has not delivered yet; raise if any still fails."""
+        """Deliver to every channel that has not delivered yet; raise if any still fails. A
+        resolved order is not announced any more (its resolution went out instead)."""
+        if order.state is WorkOrderState.RESOLVED:
+            return order
         delivered = {d.channel for d in order.deliveries if d.status is DeliveryStatus.DELIVERED}
         pending = [c.name for c in self.deps.notifier.channels if c.name not in delivered]
         if not pending:
             return order
         outcome = self.deliver(order, pending)
-        if outcome.failed:
-            raise OperationalError(
-                f"notification failed for {', '.join(outcome.failed)}; will retry",
-                work_order_id=order.work_order_id,
-                channels=outcome.failed,
-            )
-        return outcome.order
+        return outcome.settled("notification")
 
     def deliver(
         self,
@@ -255,13 +437,32 @@ class Escalation:
         wanted = [c for c in self.deps.notifier.channels if c.name in channels and c.name not in delivered]
         if not wanted:
             return DeliveryOutcome(order, [], [], recorded=False)
+        return self._round(
+            order, wanted, lambda channel, note: channel.send(note), action=action, evidence=evidence
+        )
+
+    def _round(
+        self,
+        order: WorkOrder,
+        wanted: Sequence[Channel],
+        call: Callable[[Channel, Notification], str],
+        *,
+        field: str = "deliveries",
+        action: str,
+        evidence: Mapping[str, Any] | None = None,
+    ) -> DeliveryOutcome:
+        """``call`` each channel once and record every attempt in the order's ``field`` (the
+        opening's deliveries, or the resolved notices), audited as ``action``."""
         note = Notification(order, self.deps.settings.environment)
-        tries = {d.channel: d.attempts for d in order.deliveries}
+        before: list[Delivery] = getattr(order, field)
+        tries = {d.channel: d.attempts for d in before}
         new: list[Delivery] = []
         for channel in wanted:
             now = self.clock.now()
+            ref: str | None = None
             try:
-                status, detail = DeliveryStatus.DELIVERED, channel.send(note)
+                answer = call(channel, note)
+                status, detail, ref = DeliveryStatus.DELIVERED, str(answer), getattr(answer, "ref", None)
             except DeliveryFailed as exc:
                 status, detail = DeliveryStatus.FAILED, exc.detail
             new.append(
@@ -271,10 +472,11 @@ class Escalation:
                     at=now,
                     attempts=tries.get(channel.name, 0) + 1,
                     detail=detail,
+                    ref=ref,
                 )
             )
-        kept = [d for d in order.deliveries if d.channel not in {n.channel for n in new}]
-        after = order.model_copy(update={"deliveries": kept + new})
+        kept = [d for d in before if d.channel not in {n.channel for n in new}]
+        after = order.model_copy(update={field: kept + new})
         uow = self.store.unit_of_work(self.actor, self.clock.now())
         saved = uow.save_work_order(
             order,

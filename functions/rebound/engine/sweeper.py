@@ -43,7 +43,7 @@ from rebound.domain.models import AttemptOutcome, Run, RunState, Task
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
-from rebound.engine import sla
+from rebound.engine import recovery, sla
 from rebound.engine import telemetry as m
 from rebound.engine.async_attempts import HEARTBEAT_TIMEOUT, timeout_code
 from rebound.engine.concurrency import leave
@@ -63,6 +63,8 @@ T = TypeVar("T")
 TIMEOUT = "TIMEOUT"
 STUCK_FAILED_AFTER = timedelta(minutes=2)
 CONTROL_SCAN_LIMIT = 50
+PERIODIC_S = 300
+"""The sweeper's periodic steps (manual recovery completion) run once in each such period."""
 
 
 @dataclass
@@ -77,6 +79,9 @@ class SweepReport:
     events_republished: int = 0
     control_handled: list[str] = field(default_factory=list)
     sla_breaches: list[str] = field(default_factory=list)
+    completion_rate: float | None = None
+    periodic: bool = False
+    """Whether this sweep ran the five-minute steps (the completion rate; the health report)."""
     queue_quiet_at: str | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
     ledger: LedgerReport = field(default_factory=LedgerReport)
@@ -129,8 +134,24 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
+        if self._step(report, "every_5_minutes", self.first_in_period):
+            figure = self._step(
+                report,
+                "completion",
+                lambda: recovery.publish(self.store, self.deps.metrics, self.clock.now()),
+            )
+            report.completion_rate = figure.rate if figure else None
+            report.periodic = True
         self._step(report, "workstreams", lambda: Workstreams(self.deps, self.actor).poll_waiting())
         return report
+
+    def first_in_period(self) -> bool:
+        """True for the first sweep of each five-minute period (a control record claims it), so
+        the periodic steps run once a period whichever sweep gets there first, and a period whose
+        sweeps all failed before it is simply skipped."""
+        now = self.clock.now()
+        period = int(now.timestamp()) // PERIODIC_S
+        return self.store.claim_key(f"sweeper#periodic#{period}", now, timedelta(hours=1))
 
     # --------------------------------------------------------------------------- isolation
     def _step(self, report: SweepReport, name: str, fn: Callable[[], T]) -> T | None:

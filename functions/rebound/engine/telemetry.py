@@ -25,5 +25,13 @@ INVALID_MESSAGE = "task.message.invalid_total"
 LEASE_EXPIRED = "task.lease.expired_total"
 OUTCOME_DISCARDED = "task.execution.outcome_discarded_total"
 SWEEPER_FAILURE = "task.sweeper.failure_total"
+RETRY_RECOVERED = "task.retry.recovered_total"
+WORKORDER_RESOLVED = "workorder.resolved_total"
+WORKORDER_TIME_TO_RESOLVE = "workorder.time_to_resolve_s"
+WORKORDER_COMPLETION_RATE = "workorder.completion_rate"
+HEALTH_REPORTS = "task.health.reports_total"
+HEALTH_ALERTS = "task.health.alerts_total"
+DELIVERY_RETRY_PLANS = "task.notification.retry_plans_total"
+RETRYABLE_DELIVERIES = "task.notification.retryable_total"
 
 ON_TIME_WINDOW_S = 60

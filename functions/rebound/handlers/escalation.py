@@ -1,5 +1,6 @@
-"""Escalation: ``task.dead_lettered``, ``task.sla.breached`` and the workstreams' events (via the
-escalation queue) in; work orders, notifications and workstream progress out."""
+"""Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered``,
+``workorder.resolved`` and the workstreams' events (via the escalation queue) in; work orders,
+their resolutions, notifications and workstream progress out."""
 
 from __future__ import annotations
 
@@ -36,6 +37,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             return escalation.on_workstream_failed(detail)
         if kind == Rebound.RESOURCE_EXHAUSTED:
             return escalation.on_resource_exhausted(detail)
+        if kind == Rebound.RUN_RECOVERED:
+            return escalation.on_recovered(detail)
+        if kind == Rebound.WORKORDER_RESOLVED:
+            escalation.on_resolved(detail)
+            return str(detail["work_order_id"])
         return escalation.on_dead_lettered(detail).work_order_id
 
     def record_handler(record: SQSRecord) -> str:
@@ -46,6 +52,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             Rebound.WORKSTREAM_FAILED,
             Rebound.DEPENDENCY_CYCLE_DETECTED,
             Rebound.RESOURCE_EXHAUSTED,
+            Rebound.RUN_RECOVERED,
+            Rebound.WORKORDER_RESOLVED,
         )
         return consume(deps, "escalation", str(record.message_id), str(record.body), accepted, handle)
 

@@ -1,4 +1,5 @@
-"""Sweeper: runs every minute; repairs expired leases, lost decisions, stale plans and DLQ arrivals."""
+"""Sweeper: runs every minute; repairs expired leases, lost decisions, stale plans and DLQ arrivals;
+every five minutes it also runs the retry-health report (``rebound.ops.health_watch``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import wiring
 from rebound.engine.sweeper import Sweeper
+from rebound.engine.telemetry import SWEEPER_FAILURE
 from rebound.handlers.observability import logger_for, metrics_for
+from rebound.ops.health_watch import HealthWatch
 
 logger = logger_for("sweeper")
 metrics = metrics_for("sweeper")
@@ -18,7 +21,20 @@ metrics = metrics_for("sweeper")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = Sweeper(wiring.deps()).sweep()
+    deps = wiring.deps()
+    report = Sweeper(deps).sweep()
     if report.total():
         logger.warning("sweeper repaired work", extra=asdict(report))
-    return asdict(report)
+    answer = asdict(report)
+    if report.periodic:
+        try:
+            watch = HealthWatch(deps).run()
+            answer["health"] = {
+                "status": watch.report.status.value,
+                "opened": watch.opened,
+                "resolved": watch.resolved,
+            }
+        except Exception:  # the report must never cost the sweep; counted, logged, next period
+            logger.exception("retry health report failed")
+            deps.metrics.count(SWEEPER_FAILURE)
+    return answer

@@ -60,6 +60,10 @@ __all__ = [
     "Thresholds",
 ]
 
+HEALTH_SUBJECT_PREFIX = "health#"
+"""Subject prefix of the work order kept for a failing check (``rebound.ops.health_watch``)."""
+ACK_GAPS_SUBJECT = f"{HEALTH_SUBJECT_PREFIX}acknowledgement_gaps"
+
 OldestAge = Callable[[str], float | None]
 """Seconds the oldest message of a queue (by name) has waited, from CloudWatch; ``None`` if unknown."""
 
@@ -297,10 +301,13 @@ class HealthOps:
         return self.deps.schedules.states("task-")
 
     def ack_gaps(self, now: datetime, t: Thresholds) -> Check:
+        # The work order that reports acknowledgement gaps is not one of them: counting it would
+        # keep the check failing (and its order open) after every order it names was acknowledged.
         late = [
             o
             for o in self.store.work_orders(WorkOrderState.OPEN)
             if now - o.opened_at > t.ack_sla.get(o.severity, timedelta(minutes=15))
+            and o.subject != ACK_GAPS_SUBJECT
         ]
         if not late:
             return Check(

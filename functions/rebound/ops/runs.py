@@ -41,6 +41,7 @@ from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
+from rebound.engine.escalation import count_resolution, stage_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
 from rebound.ops.async_reports import reports_subject
 from rebound.ops.common import when
@@ -487,23 +488,20 @@ class RunOps:
             leave(uow, key, run.run_id)
         uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run_id))
         order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
+        resolved = None
         if order is not None and order.state is not WorkOrderState.RESOLVED:
-            resolved = order.model_copy(
-                update={
-                    "state": WorkOrderState.RESOLVED,
-                    "resolution": _RESOLUTION[state],
-                    "resolved_at": now,
-                    "resolved_by": self.actor,
-                    "note": reason,
-                }
-            )
-            uow.save_work_order(
+            resolved = stage_resolution(
+                uow,
                 order,
-                resolved,
-                action="resolved",
-                evidence={"resolution": _RESOLUTION[state].value, "note": reason, "via": f"runs {action}"},
+                resolution=_RESOLUTION[state],
+                by=self.actor,
+                reason=f"run {run_id} {action} by {self.actor}: {reason}",
+                evidence={"note": reason, "via": f"runs {action}"},
+                note=reason,
             )
         self._commit(uow, run_id)
+        if resolved is not None:
+            count_resolution(self.deps.metrics, resolved)
         return saved
 
     def _commit(self, uow: UnitOfWork, run_id: str) -> None:

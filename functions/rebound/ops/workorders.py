@@ -26,7 +26,7 @@ from rebound.domain.models import (
 )
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
-from rebound.engine.escalation import Escalation
+from rebound.engine.escalation import Escalation, count_resolution, stage_resolution
 from rebound.engine.ports import UnitOfWork
 from rebound.ops.common import when
 
@@ -57,6 +57,9 @@ def work_order_view(order: WorkOrder) -> dict[str, Any]:
         "resolution": order.resolution.value if order.resolution else None,
         "runbook_url": order.runbook_url,
         "notified": {d.channel: d.status.value for d in order.deliveries},
+        "resolve_notified": {d.channel: d.status.value for d in order.resolve_deliveries},
+        "resolve_reason": order.resolve_reason,
+        "occurrences": 1 + len(order.occurrences),
     }
 
 
@@ -174,22 +177,25 @@ class WorkOrderOps:
         run = self.store.get_run(order.run_id) if order.run_id else None
         if run is not None:
             self._check_resolution(order, run, resolution)
-        now = self.deps.clock.now()
-        after = order.model_copy(
-            update={
-                "state": WorkOrderState.RESOLVED,
-                "resolution": resolution,
-                "resolved_at": now,
-                "resolved_by": self.actor,
-                "note": note or order.note,
-            }
+        if WorkOrderState.RESOLVED not in _NEXT[order.state]:
+            raise Conflict(
+                f"work order {order.work_order_id} is {order.state.value}; it cannot become resolved",
+                work_order_id=order.work_order_id,
+                state=order.state.value,
+            )
+        uow: UnitOfWork = self.store.unit_of_work(self.actor, self.deps.clock.now())
+        saved = stage_resolution(
+            uow,
+            order,
+            resolution=resolution,
+            by=self.actor,
+            reason=note or f"resolved by {self.actor} ({resolution.value})",
+            evidence={"note": note or None, "run_state": run.state.value if run else None},
+            note=note or None,
         )
-        evidence = {
-            "resolution": resolution.value,
-            "note": note or None,
-            "run_state": run.state.value if run else None,
-        }
-        return self._save(order, after, "resolved", evidence)
+        self._commit(uow, order)
+        count_resolution(self.deps.metrics, saved)
+        return saved
 
     @staticmethod
     def _check_resolution(order: WorkOrder, run: Run, resolution: Resolution) -> None:
@@ -220,6 +226,11 @@ class WorkOrderOps:
             )
         uow: UnitOfWork = self.store.unit_of_work(self.actor, self.deps.clock.now())
         saved = uow.save_work_order(before, after, action=action, evidence=evidence)
+        self._commit(uow, before)
+        return saved
+
+    @staticmethod
+    def _commit(uow: UnitOfWork, before: WorkOrder) -> None:
         try:
             uow.commit()
         except Conflict as exc:
@@ -227,4 +238,3 @@ class WorkOrderOps:
                 f"work order {before.work_order_id} changed meanwhile; look at it again",
                 work_order_id=before.work_order_id,
             ) from exc
-        return saved

@@ -9,7 +9,8 @@ linked at the end of its description under the environment's ``runbook_base_url`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cw
@@ -29,6 +30,7 @@ from rebound_infra.config import AlarmThresholds
 from rebound_infra.telemetry import EMITTERS
 
 QUEUE_PERIOD = Duration.minutes(5)
+AlarmT = TypeVar("AlarmT", bound=cw.AlarmBase)
 
 # The runbook page of each alarm, in docs/runbooks. The DLQ alarms share one page.
 RUNBOOKS = {
@@ -40,7 +42,13 @@ RUNBOOKS = {
     "ExecutionBacklog": "execution-backlog.md",
     "OutboxLag": "outbox-lag.md",
     "SweeperItemFailures": "sweeper-item-failures.md",
+    "ManualRecoveryCompletion": "manual-recovery-completion.md",
+    "RetrySuccessSlo": "retry-success-slo.md",
+    "OnTimeSlo": "on-time-slo.md",
+    "ExecutionSuccessSlo": "execution-success-slo.md",
+    "RetryHealthUnhealthy": "retry-health-unhealthy.md",
 }
+SLO_WINDOW = Duration.hours(1)
 DLQ_RUNBOOK = "dlq-depth-and-age.md"
 # The runbook of each function's ``<Function>Errors`` alarm, by the function's logical name.
 ERRORS_RUNBOOKS = {
@@ -83,7 +91,9 @@ class Observability(Construct):
         )
         for email in alarm_emails:
             self.topic.add_subscription(subs.EmailSubscription(email))
-        self.alarms: dict[str, cw.Alarm] = {}
+        self.alarms: dict[str, cw.AlarmBase] = {}
+        self.windows: dict[str, cw.Alarm] = {}
+        """The windows of the burn-rate alarms: no action of their own; their composite pages."""
         self.runbooks: dict[str, str] = {}
         """The runbook page (a file name in docs/runbooks) of each alarm, by alarm id."""
         self.dashboard = cw.Dashboard(self, "Dashboard", default_interval=Duration.hours(6))
@@ -128,14 +138,44 @@ class Observability(Construct):
         return "(" + " + ".join(f"FILL({k}, 0)" for k in using) + ")", using
 
     def failure_rate(self, success: str, failure: str, window_minutes: int, label: str) -> cw.MathExpression:
-        period = Duration.minutes(window_minutes)
+        return self._share(success, failure, Duration.minutes(window_minutes), label, of_failures=True)
+
+    def success_rate(self, success: str, failure: str, period: Duration, label: str) -> cw.MathExpression:
+        """Percent of ``success`` among ``success`` and ``failure`` (100 with neither: no event
+        spends no budget)."""
+        return self._share(success, failure, period, label, of_failures=False)
+
+    def _share(
+        self, success: str, failure: str, period: Duration, label: str, *, of_failures: bool
+    ) -> cw.MathExpression:
         ok, ok_metrics = self.total(success, "s", period)
         bad, bad_metrics = self.total(failure, "f", period)
+        part, empty = (bad, 0) if of_failures else (ok, 100)
         return cw.MathExpression(
-            expression=f"IF(({ok} + {bad}) > 0, 100 * {bad} / ({ok} + {bad}), 0)",
+            expression=f"IF(({ok} + {bad}) > 0, 100 * {part} / ({ok} + {bad}), {empty})",
             using_metrics={**ok_metrics, **bad_metrics},
             period=period,
             label=label,
+        )
+
+    def scheduling_failure_rate(self, period: Duration) -> cw.MathExpression:
+        """Percent of scheduling that failed: missed fires and failed retry dispatches, among every
+        fire due (first attempts started, plus the missed) and every retry dispatch."""
+        dispatched_ok, ok_metrics = self.total(m.SCHEDULING_SUCCESS, "s", period)
+        dispatch_failed, failed_metrics = self.total(m.SCHEDULING_FAILURE, "f", period)
+        missed, missed_metrics = self.total(m.SCHEDULER_MISSED, "x", period)
+        started = {
+            f"t{i}": self.app_metric(m.SCHEDULER_ON_TIME, svc, statistic="SampleCount", period=period)
+            for i, svc in enumerate(EMITTERS[m.SCHEDULER_ON_TIME])
+        }
+        fired = "(" + " + ".join(f"FILL({k}, 0)" for k in started) + ")"
+        bad = f"({dispatch_failed} + {missed})"
+        total = f"({dispatched_ok} + {dispatch_failed} + {missed} + {fired})"
+        return cw.MathExpression(
+            expression=f"IF({total} > 0, 100 * {bad} / {total}, 0)",
+            using_metrics={**ok_metrics, **failed_metrics, **missed_metrics, **started},
+            period=period,
+            label="scheduling failure % (missed fires, failed dispatches)",
         )
 
     def summed(self, name: str, period: Duration, label: str) -> cw.IMetric:
@@ -172,12 +212,82 @@ class Observability(Construct):
             alarm_description=f"Rebound {self.environment}: {description}. "
             f"Runbook: {self.runbook_base_url}/{page}",
         )
+        return self._notifying(id, alarm, page)
+
+    def _notifying(self, id: str, alarm: AlarmT, page: str) -> AlarmT:
+        """``alarm`` notifies the alerts topic on alarm and on OK, with its runbook recorded."""
         action = cw_actions.SnsAction(self.topic)
         alarm.add_alarm_action(action)
         alarm.add_ok_action(action)
         self.alarms[id] = alarm
         self.runbooks[id] = page
         return alarm
+
+    def burn_rate_alarm(
+        self,
+        id: str,
+        window: Callable[[Duration], cw.IMetric],
+        *,
+        threshold: float,
+        description: str,
+    ) -> cw.CompositeAlarm:
+        """An SLO alarm in burn-rate style: the SLO's own window (1 h) and a short one must both
+        be below ``threshold``, so an hour spoiled by a burst that is already over does not page,
+        nor does a short blip in a good hour. The two windows are alarms without actions; the
+        composite pages, with the runbook ``RUNBOOKS[id]``."""
+        fast = Duration.minutes(self.thresholds.slo_fast_window_minutes)
+        children = []
+        for suffix, period in (("Slow", SLO_WINDOW), ("Fast", fast)):
+            child = cw.Alarm(
+                self,
+                f"{id}{suffix}",
+                metric=window(period),
+                threshold=threshold,
+                comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+                evaluation_periods=1,
+                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"Rebound {self.environment}: the {period.to_minutes():g}-minute window of "
+                f"{id} (no action of its own: {id} notifies when both windows are in alarm)",
+            )
+            self.windows[f"{id}{suffix}"] = child
+            children.append(child)
+        page = RUNBOOKS[id]
+        composite = cw.CompositeAlarm(
+            self,
+            id,
+            alarm_rule=cw.AlarmRule.all_of(*children),
+            alarm_description=f"Rebound {self.environment}: {description}. "
+            f"Runbook: {self.runbook_base_url}/{page}",
+        )
+        return self._notifying(id, composite, page)
+
+    def add_slo_alarms(self) -> None:
+        """The user's objectives: retry success, on-time and execution success over 1 h (burn-rate
+        style); scheduling failure over 5 minutes is ``SchedulingFailureRate``."""
+        t = self.thresholds
+        self.burn_rate_alarm(
+            "RetrySuccessSlo",
+            lambda period: self.success_rate(m.RETRY_SUCCESS, m.RETRY_FAILURE, period, "retry success %"),
+            threshold=t.retry_success_slo_percent,
+            description=f"retry success below {t.retry_success_slo_percent:g}% over 1 hour and over the "
+            f"last {t.slo_fast_window_minutes} minutes",
+        )
+        self.burn_rate_alarm(
+            "OnTimeSlo",
+            lambda period: self.summed_average(m.SCHEDULER_ON_TIME, period, "on time %"),
+            threshold=t.on_time_slo_percent,
+            description=f"fewer than {t.on_time_slo_percent:g}% of first attempts started within 60 s of "
+            f"when they were due, over 1 hour and over the last {t.slo_fast_window_minutes} minutes",
+        )
+        self.burn_rate_alarm(
+            "ExecutionSuccessSlo",
+            lambda period: self.success_rate(
+                m.EXECUTION_SUCCESS, m.EXECUTION_FAILURE, period, "execution success %"
+            ),
+            threshold=t.execution_success_slo_percent,
+            description=f"execution success below {t.execution_success_slo_percent:g}% over 1 hour and "
+            f"over the last {t.slo_fast_window_minutes} minutes",
+        )
 
     def add_alarms(
         self,
@@ -199,22 +309,40 @@ class Observability(Construct):
         )
         self.alarm(
             "SchedulingFailureRate",
-            self.failure_rate(
-                m.SCHEDULING_SUCCESS,
-                m.SCHEDULING_FAILURE,
-                t.scheduling_failure_window_minutes,
-                "scheduling failure %",
-            ),
+            self.scheduling_failure_rate(Duration.minutes(t.scheduling_failure_window_minutes)),
             threshold=t.scheduling_failure_rate_percent,
-            description=f"more than {t.scheduling_failure_rate_percent:g}% of retry dispatches failed over "
-            f"{t.scheduling_failure_window_minutes} minutes",
+            description=f"more than {t.scheduling_failure_rate_percent:g}% of scheduling failed "
+            f"(missed fires and failed retry dispatches) over {t.scheduling_failure_window_minutes} minutes",
         )
+        self.add_slo_alarms()
         self.alarm(
             "WorkOrderFailures",
             self.summed(m.WORKORDER_FAILURE, Duration.minutes(5), "work-order failures"),
             threshold=t.workorder_failures,
             comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             description=f"{t.workorder_failures} or more work orders could not be created in 5 minutes",
+        )
+        self.alarm(
+            "ManualRecoveryCompletion",
+            self.app_metric(
+                m.WORKORDER_COMPLETION_RATE,
+                EMITTERS[m.WORKORDER_COMPLETION_RATE][0],
+                statistic="Minimum",
+                period=Duration.minutes(15),
+            ),
+            threshold=t.manual_recovery_completion_percent,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            evaluation_periods=2,
+            description=f"fewer than {t.manual_recovery_completion_percent:g}% of the work orders opened "
+            "in the last 7 days are resolved (manual recovery completion), for 30 minutes",
+        )
+        self.alarm(
+            "RetryHealthUnhealthy",
+            self.summed(m.HEALTH_ALERTS, Duration.minutes(5), "failing health checks"),
+            threshold=1,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            description="a check of the retry-health report (run every 5 minutes) fails; each failing "
+            "check has a work order, resolved when it clears",
         )
         self.alarm(
             "SweeperItemFailures",
@@ -372,7 +500,49 @@ class Observability(Construct):
                 ],
                 width=width,
             ),
-            cw.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms.values()), width=width),
+            cw.AlarmStatusWidget(
+                title="Alarms", alarms=[*self.alarms.values(), *self.windows.values()], width=width
+            ),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Manual recovery completion, 7 days (%)",
+                left=[self.summed_average(m.WORKORDER_COMPLETION_RATE, period, "resolved / opened %")],
+                left_annotations=[
+                    cw.HorizontalAnnotation(
+                        value=self.thresholds.manual_recovery_completion_percent, label="target"
+                    )
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Work orders resolved, runs recovered",
+                left=[
+                    self.summed(m.WORKORDER_RESOLVED, period, "work orders resolved"),
+                    self.summed(m.RETRY_RECOVERED, period, "runs recovered after a failure"),
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Retry health (every 5 minutes)",
+                left=[
+                    self.summed(m.HEALTH_REPORTS, period, "health reports"),
+                    self.summed(m.HEALTH_ALERTS, period, "health alerts (failing checks)"),
+                    self.summed(m.DELIVERY_RETRY_PLANS, period, "delivery-retry plans"),
+                    self.summed(m.RETRYABLE_DELIVERIES, period, "retryable deliveries"),
+                ],
+                width=width,
+            ),
+            cw.GraphWidget(
+                title="Time to resolve a work order (s)",
+                left=[
+                    self.app_metric(m.WORKORDER_TIME_TO_RESOLVE, svc, statistic="p50", period=period).with_(
+                        label=f"p50 ({svc})"
+                    )
+                    for svc in EMITTERS[m.WORKORDER_TIME_TO_RESOLVE]
+                ],
+                width=width,
+            ),
         )
 
     def summed_average(self, name: str, period: Duration, label: str) -> cw.IMetric:

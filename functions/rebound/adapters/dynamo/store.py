@@ -351,19 +351,28 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         data = self._get("workorders", {"work_order_id": work_order_id})
         return WorkOrder.model_validate(data) if data else None
 
-    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]:
+    def work_orders(
+        self, state: WorkOrderState | None = None, *, opened_since: datetime | None = None
+    ) -> list[WorkOrder]:
         if state is None:
             items = self._scan("workorders", "list work orders")
         else:
+            key, values = "#s = :s", {":s": {"S": state.value}}
+            if opened_since is not None:
+                key, values[":since"] = f"{key} AND opened_at >= :since", {"S": iso(opened_since)}
             items = self._query(
                 "workorders",
                 f"list {state.value} work orders",
                 IndexName="by_state",
-                KeyConditionExpression="#s = :s",
+                KeyConditionExpression=key,
                 ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={":s": {"S": state.value}},
+                ExpressionAttributeValues=values,
             )
-        return sorted((WorkOrder.model_validate(d) for d in items), key=lambda w: w.opened_at)
+        orders = (WorkOrder.model_validate(d) for d in items)
+        return sorted(
+            (o for o in orders if opened_since is None or o.opened_at >= opened_since),
+            key=lambda w: w.opened_at,
+        )
 
     # --- control records ----------------------------------------------------------------------
     def claim_key(

@@ -202,9 +202,15 @@ class MemoryStore(StagingStore):
         data = self._read("workorders", work_order_id)
         return WorkOrder.model_validate(data) if data else None
 
-    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]:
+    def work_orders(
+        self, state: WorkOrderState | None = None, *, opened_since: datetime | None = None
+    ) -> list[WorkOrder]:
         items = self._all("workorders", lambda d: state is None or d["state"] == state.value)
-        return sorted((WorkOrder.model_validate(d) for d in items), key=lambda w: w.opened_at)
+        orders = (WorkOrder.model_validate(d) for d in items)
+        return sorted(
+            (o for o in orders if opened_since is None or o.opened_at >= opened_since),
+            key=lambda w: w.opened_at,
+        )
 
     # --- control records ----------------------------------------------------------------------
     def claim_key(

@@ -364,6 +364,10 @@ def stage_outcome(
     uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
     if not outcome.ok:
         uow.emit(ev.execution_failed(saved, retryable=outcome.retryable, at=now), subject)
+    elif saved.work_order_id:
+        # The run of an open work order recovered: escalation resolves the order (the outbox
+        # carries this with the success, so a crash cannot lose it).
+        uow.emit(ev.run_recovered(saved, now), subject)
     for key in claimed.slots:
         leave(uow, key, claimed.run_id)
     if breach is not None:
@@ -382,6 +386,8 @@ def attempt_telemetry(metrics: Metrics, run: Run, attempt: Attempt) -> None:
         metrics.count(m.EXECUTION_SUCCESS)
         if is_retry:
             metrics.count(m.RETRY_SUCCESS)
+        if attempt.n > 1:
+            metrics.count(m.RETRY_RECOVERED)
     else:
         metrics.count(m.EXECUTION_FAILURE)
         if is_retry:

@@ -27,6 +27,7 @@ from rebound.engine.ports.delivery import (
     DeliveryFailed,
     NoCompletionKey,
     Notifier,
+    Sent,
     Targets,
 )
 from rebound.engine.ports.keys import AuditKeys
@@ -106,6 +107,7 @@ __all__ = [
     "Received",
     "RunPage",
     "Schedules",
+    "Sent",
     "SentMessage",
     "SequentialFanout",
     "Store",

@@ -19,11 +19,29 @@ class DeliveryFailed(Exception):
         self.detail = detail
 
 
+class Sent(str):
+    """What a channel answered, and (``ref``) how the receiver named the message, when a later
+    notice about the same work order needs it (Slack's channel and ``ts``)."""
+
+    ref: str | None
+
+    def __new__(cls, detail: str, ref: str | None = None) -> Sent:
+        sent = super().__new__(cls, detail)
+        sent.ref = ref
+        return sent
+
+
 class Channel(Protocol):
     name: str
 
     def send(self, note: Notification) -> str:
-        """Deliver ``note``; returns what the channel answered. Raises ``DeliveryFailed``."""
+        """Deliver ``note``; returns what the channel answered (a ``Sent`` to name the message).
+        Raises ``DeliveryFailed``."""
+        ...
+
+    def resolve(self, note: Notification, opened: str | None) -> str:
+        """Tell the receiver ``note``'s work order is resolved; ``opened`` is the ``ref`` of the
+        opening message, if the channel named one. Raises ``DeliveryFailed``."""
         ...
 
 

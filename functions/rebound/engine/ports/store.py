@@ -257,7 +257,11 @@ class Store(Protocol):
     # work orders
     def get_work_order(self, work_order_id: str) -> WorkOrder | None: ...
 
-    def work_orders(self, state: WorkOrderState | None = None) -> list[WorkOrder]: ...
+    def work_orders(
+        self, state: WorkOrderState | None = None, *, opened_since: datetime | None = None
+    ) -> list[WorkOrder]:
+        """Work orders (in ``state``; opened at or after ``opened_since``), oldest first."""
+        ...
 
     # control records: idempotency keys, watermarks, heartbeats, slots, counters
     def claim_key(
