@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from infra_helpers import Synth, actions_on, all_actions, as_list, flatten, role_statements
+from infra_helpers import Synth, actions_on, all_actions, as_list, flatten, mentions, role_statements
 
 from rebound import resources as r
 
@@ -29,13 +29,16 @@ IAM_ACTION = {
     ("sqs", "ChangeMessageVisibilityBatch"): "sqs:ChangeMessageVisibility",
     ("lambda", "Invoke"): "lambda:InvokeFunction",
 }
-# What comes with the grants and is no call of the handler's own: its log stream; the alerts
-# topic's KMS key for publishing; DescribeSecret with CDK's secret read; GetQueueUrl with CDK's
-# send grant; handing the scheduler role to the schedules it writes.
+# What comes with the grants and is no call of the handler's own: its log stream; the KMS key of
+# the alerts topic, or the environment's one data key (encryption: cmk) under its tables and
+# queues; DescribeSecret with CDK's secret read; GetQueueUrl with CDK's send grant; handing the
+# scheduler role to the schedules it writes.
 PLUMBING = {
     "logs:CreateLogStream",
     "logs:PutLogEvents",
     "kms:Decrypt",
+    "kms:Encrypt",
+    "kms:ReEncrypt*",
     "kms:GenerateDataKey*",
     "secretsmanager:DescribeSecret",
     "sqs:GetQueueUrl",
@@ -140,6 +143,20 @@ def test_it_invokes_only_itself_publishes_alerts_and_reads_the_completion_key(sy
     assert "secretsmanager:GetSecretValue" in actions_on(
         statements, synth.logical_id(env, stack.completion_key)
     )
+
+
+def test_it_may_sign_audit_records_with_the_audit_key(synth: Synth, env: str) -> None:
+    """The audit key's policy (not the role's) names the audit writers; the ops API is one."""
+    stack = synth.stacks[env]
+    assert needed("kms") == {"audit_key": {"kms:GenerateMac"}}
+    role = synth.logical_id(env, stack.functions[r.OPS_API_FUNCTION].role)
+    key = synth.template(env)["Resources"][synth.logical_id(env, stack.audit_key.key)]
+    signers = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if "kms:GenerateMac" in as_list(st["Action"]) and mentions(st["Principal"], role)
+    ]
+    assert len(signers) == 1 and signers[0]["Effect"] == "Allow"
 
 
 def test_nothing_is_granted_that_no_route_calls(synth: Synth, env: str) -> None:

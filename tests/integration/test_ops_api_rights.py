@@ -1,11 +1,12 @@
 """Every AWS call the ops API's Lambda makes while it serves its routes, recorded.
 
-Each route test of ``test_ops_api``, ``test_ops_api_queues`` and ``test_async_reports`` runs again
-here with its own fixtures while a botocore ``before-parameter-build`` hook on the session the
-handler's clients come from records each call made *inside* ``ops_api.lambda_handler`` (the
-tests' own setup calls are not counted): the service, the operation and the logical resource
-(table, queue, ...). A transaction is recorded per item (IAM authorizes each item as its own
-action). The redrive job's self-invocation goes through the route tests' stand-in Lambda client
+Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams`` and
+``test_async_reports`` runs again here with its own fixtures while a botocore
+``before-parameter-build`` hook on the session the handler's clients come from records each call
+made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
+service, the operation and the logical resource (table, queue, ...). A transaction is recorded per
+item (IAM authorizes each item as its own action). Each request starts cold (no secret cached), as
+in a new Lambda environment. The redrive job's self-invocation goes through the route tests' stand-in Lambda client
 (``test_ops_api.Invocations``), whose ``invoke`` calls are recorded the same way.
 
 The calls are committed per route test in ``tests/infra/ops_api_calls.json``; the infra test
@@ -20,6 +21,7 @@ import inspect
 import json
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,19 +32,22 @@ import pytest
 import test_async_reports
 import test_ops_api
 import test_ops_api_queues
+import test_ops_api_workstreams
+from _pytest.fixtures import FixtureFunctionDefinition
 from test_async_reports import started  # noqa: F401  (fixture of the route tests run here)
-from test_ops_api import api, self_invoking  # noqa: F401  (fixtures of the route tests run here)
+from test_ops_api import self_invoking  # noqa: F401  (fixture of the route tests run here)
 
 from rebound import wiring
 from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.api import build_app, openapi_document
+from rebound.engine.deps import Deps
 from rebound.settings import Settings
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CALLS_FILE = ROOT / "tests" / "infra" / "ops_api_calls.json"
 RECORD = os.environ.get("REBOUND_RECORD_OPS_CALLS") == "1"
-ROUTE_MODULES = (test_ops_api, test_ops_api_queues, test_async_reports)
+ROUTE_MODULES = (test_ops_api, test_ops_api_queues, test_ops_api_workstreams, test_async_reports)
 # The transaction's item kinds, as the IAM actions that authorize them.
 TRANSACT_ITEM = {
     "Put": "PutItem",
@@ -161,6 +166,10 @@ class Recorder:
         if service in ("ssm", "secretsmanager"):
             name = str(params.get("Name") or params.get("SecretId"))
             return [(operation, "completion_key" if name == self._settings.completion_key else name)]
+        if service == "kms":
+            return [
+                (operation, "audit_key" if params.get("KeyId") == self._settings.audit_key_id else "other")
+            ]
         if service == "sns":
             return [(operation, "topic" if params.get("TopicArn") == self._settings.topic_arn else "other")]
         return [(operation, "*")]
@@ -189,6 +198,15 @@ def recorder(
     monkeypatch.setattr(test_ops_api.Invocations, "invoke", invoke)
     yield recording
     aws.events.unregister("before-parameter-build", recording.on_call)
+
+
+@pytest.fixture
+def api(deps: Deps, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The route test's own module's ``api`` fixture: each sets the handler up its own way."""
+    module = sys.modules[request.node.callspec.params["route_test"].__module__]
+    own = getattr(module, "api", None)
+    setup = own if isinstance(own, FixtureFunctionDefinition) else test_ops_api.api
+    yield from setup.__wrapped__(deps)
 
 
 def committed() -> dict[str, Any]:
