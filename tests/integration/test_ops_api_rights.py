@@ -6,8 +6,9 @@ Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_wor
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
 service, the operation and the logical resource (table, queue, ...). A transaction is recorded per
 item (IAM authorizes each item as its own action). Each request starts cold (no secret cached), as
-in a new Lambda environment. The redrive job's self-invocation goes through the route tests' stand-in Lambda client
-(``test_ops_api.Invocations``), whose ``invoke`` calls are recorded the same way.
+in a new Lambda environment. The redrive job's self-invocation goes through the route tests'
+stand-in Lambda client (``test_ops_api.Invocations``), whose ``invoke`` calls are recorded the
+same way.
 
 The calls are committed per route test in ``tests/infra/ops_api_calls.json``; the infra test
 ``tests/infra/test_infra_ops_api_rights.py`` checks the ops_api role in every environment's
