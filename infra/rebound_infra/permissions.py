@@ -11,6 +11,10 @@ Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters`
   when that transaction lost). The sweeper's DLQ check also reads records in batches and marks
   the second copies it removes (updates). Nobody deletes a record: they expire by TTL.
 - Event source mappings grant their own consume rights (SQS) and stream reads (DynamoDB).
+- The ops API (``ops_api``) serves the operators' routes (``rebound.api``): its rights are exactly
+  the calls its handler was recorded making while serving every route
+  (tests/integration/test_ops_api_rights.py writes tests/infra/ops_api_calls.json;
+  tests/infra/test_infra_iam.py checks this entry against it).
 
 Keep this table in step with the engine: a new AWS call needs a line here, and the infra tests
 fail on a right that no function should have.
@@ -31,6 +35,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from rebound import resources as r
+from rebound.domain.ids import task_rule_name
 from rebound_infra.constructs.scheduling import Scheduling
 from rebound_infra.nag import acknowledge, resource_finding
 
@@ -48,6 +53,28 @@ TASK_LIST = (*READ, "dynamodb:Scan")
 # The sweeper's DLQ check reads the records of what it received (BatchGetItem), records what it
 # found without one (PutItem) and marks the second copies it removes (UpdateItem).
 DLQ_CHECK = ("dynamodb:BatchGetItem", *PUT, *UPDATE)
+# The ops API's Scheduler calls: a task's schedules follow its registration, pause and resume
+# (read, then created or updated; removed ones deleted). ListSchedules takes no resource ARN.
+SCHEDULE_MANAGE = (
+    "scheduler:CreateSchedule",
+    "scheduler:UpdateSchedule",
+    "scheduler:DeleteSchedule",
+    "scheduler:GetSchedule",
+)
+SCHEDULE_LIST = "scheduler:ListSchedules"
+# An event-triggered task's rule on the bus (``rebound.adapters.bus``: put, read, remove).
+RULE_MANAGE = (
+    "events:PutRule",
+    "events:PutTargets",
+    "events:DescribeRule",
+    "events:ListTargetsByRule",
+    "events:RemoveTargets",
+    "events:DeleteRule",
+)
+# Queue ages (``rebound.adapters.queues.CloudWatchQueueAges``): GetMetricStatistics takes no
+# resource ARN.
+METRIC_READ = "cloudwatch:GetMetricStatistics"
+TASK_RULE_PREFIX = task_rule_name("")
 APPEND_ONLY_FORBIDDEN = frozenset(
     {
         "dynamodb:UpdateItem",
@@ -79,6 +106,16 @@ class Access:
     list_schedules: bool = False
     completion_key: bool = False
     """Reads the key of completion tokens: to sign them (executor) or check reports (the rest)."""
+    take: tuple[str, ...] = ()
+    """Queues it removes received messages from, or hands them back (the DLQ redrive)."""
+    queue_depths: bool = False
+    """Reads every queue's attributes (depths) and their oldest message's age (CloudWatch)."""
+    manage_schedules: bool = False
+    """Creates, updates, deletes, reads and lists the group's schedules (task registration)."""
+    manage_rules: bool = False
+    """Writes, reads and removes the rules of event-triggered tasks on the bus."""
+    invoke_self: bool = False
+    """Invokes its own function (a redrive job's next chunk)."""
 
 
 # The run path writes a run, its audit record and its outbox events in one transaction; a dead
@@ -145,7 +182,34 @@ ACCESS: dict[str, Access] = {
         publish_alerts=True,
         notification_secrets=True,
     ),
-    "ops_api": Access(completion_key=True),
+    # Every route's calls, recorded (tests/infra/ops_api_calls.json): tasks registered, paused and
+    # resumed with their schedules and rules; runs read, retried, skipped and cancelled; the DLQ
+    # read and redriven onto the execution queue (a large redrive continues as a job in this
+    # function invoking itself); work orders, policies, audit checks, health and the delivery-retry
+    # plan, whose execution delivers again through escalation's channels (SNS and its secrets).
+    "ops_api": Access(
+        tables={
+            "tasks": ("dynamodb:GetItem", *PUT, "dynamodb:Scan"),
+            "runs": LEDGER_RUNS + PUT,
+            "audit": ("dynamodb:Query", *PUT),
+            "outbox": PUT,
+            "policies": ("dynamodb:Query", "dynamodb:Scan", *PUT),
+            "control": READ[:1] + PUT + UPDATE + DELETE,
+            "workorders": READ + PUT,
+            r.DLQ_MESSAGES.logical: READ + UPDATE,
+            "dlq_archive": READ[:1],
+        },
+        send=("execution",),
+        receive=("dlq",),
+        take=("dlq",),
+        queue_depths=True,
+        manage_schedules=True,
+        manage_rules=True,
+        publish_alerts=True,
+        notification_secrets=True,
+        completion_key=True,
+        invoke_self=True,
+    ),
 }
 
 
@@ -221,7 +285,14 @@ def grant_table(table: ddb.ITable, spec: r.TableSpec, role: iam.IGrantable, acti
         )
 
 
-def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> None:
+def grant(
+    scope: Construct,
+    logical: str,
+    role: iam.IRole,
+    on: Grantables,
+    function: lambda_.IFunction | None = None,
+) -> None:
+    """``function``: the role's own function (``invoke_self``)."""
     if logical not in ACCESS:
         raise ValueError(
             f"function {logical!r} (rebound.resources.SPEC) has no entry in "
@@ -244,21 +315,68 @@ def grant(scope: Construct, logical: str, role: iam.IRole, on: Grantables) -> No
             "scheduler:ListSchedules supports no resource ARN: AWS requires '*'. The retry-health "
             "report lists only this environment's group (GroupName), and the action reads names and states.",
         )
+    for queue in access.take:
+        on.queues[queue].grant(role, "sqs:DeleteMessage", "sqs:ChangeMessageVisibility")
+    if access.queue_depths:
+        for each in on.queues.values():
+            each.grant(role, "sqs:GetQueueAttributes")
     if access.put_events:
         on.bus.grant_put_events_to(role)
-    if access.create_schedules:
+    if access.create_schedules and not access.manage_schedules:
         on.scheduling.grant_create_schedules(role)
+    star: list[str] = []
+    if access.manage_schedules:
+        iam.Grant.add_to_principal(
+            grantee=role, actions=list(SCHEDULE_MANAGE), resource_arns=[on.scheduling.schedules_arn()]
+        )
+        on.scheduling.role.grant_pass_role(role)
+        star.append(SCHEDULE_LIST)
+    if access.queue_depths:
+        star.append(METRIC_READ)
+    if star:
+        iam.Grant.add_to_principal(grantee=role, actions=star, resource_arns=["*"])
+        acknowledge(
+            role,
+            "AwsSolutions-IAM5[Resource::*]",
+            f"{' and '.join(star)} take no resource ARN: AWS requires '*'. Both only read (schedule "
+            "names and states; queue age metrics); every write is on named resources.",
+        )
+    if access.manage_rules:
+        rules_arn = Stack.of(scope).format_arn(
+            service="events", resource="rule", resource_name=f"{on.bus.event_bus_name}/{TASK_RULE_PREFIX}*"
+        )
+        iam.Grant.add_to_principal(grantee=role, actions=list(RULE_MANAGE), resource_arns=[rules_arn])
+        acknowledge(
+            role,
+            resource_finding(role, "AwsSolutions-IAM5", rules_arn),
+            "Event-triggered tasks get their rules at run time (task-<id>); the grant is on the rules "
+            "of this environment's bus whose names start with task- only.",
+        )
+    if access.invoke_self:
+        if function is None:
+            raise ValueError(f"{logical!r} invokes itself: grant() needs its function")
+        # A policy of its own: the function depends on its role's default policy, so naming the
+        # function's ARN there would be a dependency cycle.
+        iam.Policy(
+            scope,
+            "InvokeSelf",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])
+            ],
+        )
     if access.publish_alerts:
         on.topic.grant_publish(role)
     if access.invoke_targets:
         for i, arn in enumerate(on.target_function_arns):
             lambda_.Function.from_function_arn(scope, f"{logical}Target{i}", arn).grant_invoke(role)
-    if access.create_schedules:
+    if access.create_schedules or access.manage_schedules:
         acknowledge(
             role,
             resource_finding(role, "AwsSolutions-IAM5", on.scheduling.schedules_arn()),
             "Schedule names are made at run time (one per task trigger or long retry); the grant is "
-            "CreateSchedule only, on the schedules of this environment's group.",
+            "on the schedules of this environment's group only: CreateSchedule, and for the ops "
+            "API (task registration, pause, resume) also Update, Delete and Get.",
         )
     if access.publish_alerts and on.topic_key_encrypted:
         acknowledge(

@@ -202,7 +202,7 @@ class ReboundStack(Stack):
             ),
         )
         for logical, built in self.functions.functions.items():
-            grant(built, logical, built.role, grantables)
+            grant(built, logical, built.role, grantables, built.function)
         roles = {logical: built.role for logical, built in self.functions.functions.items()}
         self.audit_key.allow_writers(
             [roles[name] for name in roles if writes_audit(name)]

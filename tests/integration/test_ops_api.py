@@ -11,11 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import FakeNotifier
 
 from rebound import wiring
 from rebound.api import build_app, openapi_document
-from rebound.domain.models import RunState
+from rebound.domain.errors import OperationalError
+from rebound.domain.ids import task_rule_name, task_schedule_name
+from rebound.domain.models import DeliveryStatus, RunState
 from rebound.engine.deps import Deps
+from rebound.engine.escalation import Escalation
+from rebound.engine.ports import DeliveryFailed
 from support import Context, dead_letters, register, task
 
 pytestmark = pytest.mark.integration
@@ -221,6 +226,53 @@ def test_audit_verify_and_retry_health(api: Any, deps: Deps) -> None:
         "acknowledgement_gaps",
         "disabled_schedules",
     }
+
+
+def test_a_task_moved_between_a_schedule_and_an_event_rule_keeps_one_trigger(api: Any, deps: Deps) -> None:
+    """Registration writes and removes the task's schedules and its rule on the bus; pause and
+    resume carry the rule's state."""
+    ok(api, "POST", "/tasks", {"document": DOCUMENT})
+    assert deps.schedules.get(task_schedule_name("nightly", 0)) is not None
+    on_event = {**DOCUMENT["tasks"][0], "schedule": None, "event": {"source": ["billing"]}}
+    ok(api, "POST", "/tasks", {"document": {"tasks": [on_event]}})
+    assert deps.schedules.get(task_schedule_name("nightly", 0)) is None
+    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "ENABLED"
+    changed = ok(api, "POST", "/tasks", {"document": {"tasks": [{**on_event, "payload": {"step": 2}}]}})
+    assert changed["applied"]["updated"] == ["nightly"]  # the rule read back and left as it was
+    ok(api, "PUT", "/tasks/nightly/pause", {"reason": "maintenance"})
+    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "DISABLED"
+    ok(api, "PUT", "/tasks/nightly/resume")
+    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "ENABLED"
+    ok(api, "POST", "/tasks", {"document": DOCUMENT})
+    assert deps.bus.get_rule(task_rule_name("nightly")) is None
+    assert deps.schedules.get(task_schedule_name("nightly", 0)) is not None
+
+
+def test_the_delivery_retry_plan_and_its_execution(api: Any, deps: Deps) -> None:
+    """A work order whose SNS delivery failed once: planned for a retry, then retried on SNS."""
+    real = deps.notifier
+    deps.notifier = FakeNotifier(Unreachable("sns"))
+    with pytest.raises(OperationalError, match="notification failed for sns"):
+        Escalation(deps).on_dead_lettered({"subject": "msg#m-1", "reason": "malformed"})
+    deps.notifier = real
+    [order] = deps.store.work_orders()
+    body = {"generated_by": "oncall", "retry_policy": {"allow_immediate_retry": True}}
+    plan = ok(api, "POST", "/notifications/retry-plan", body)
+    assert [(d["channel"], d["decision"]) for d in plan["deliveries"]] == [("sns", "retry")]
+    done = ok(api, "POST", "/notifications/retry-plan/execute", body)
+    assert (done["delivered"], done["failed"], len(done["retried"])) == (1, 0, 1), done
+    stored = deps.store.get_work_order(order.work_order_id)
+    assert stored is not None and stored.deliveries[-1].status is DeliveryStatus.DELIVERED
+
+
+class Unreachable:
+    """A channel whose endpoint refuses every delivery."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def send(self, note: Any) -> str:
+        raise DeliveryFailed(self.name, "HTTP 503")
 
 
 @pytest.mark.parametrize(

@@ -75,3 +75,25 @@ def test_start_show_and_recover_a_workstream_over_http(api: Any, deps: Deps) -> 
 
     trail = deps.store.audit_trail(workstream_subject(run_id))
     assert [r.action for r in trail if r.actor == ALICE] == ["started", "step-skipped", "rolled-back"]
+
+
+def steps(view: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["step"]: s for s in view["steps"]}
+
+
+def test_cancel_a_step_remove_a_dependency_and_retry_over_http(api: Any, deps: Deps) -> None:
+    """The remaining recovery routes: each answers the run as it now is, audited as the caller."""
+    run_id = call(api, "POST", "/workstreams/nightly-ledger/run", {"token": "t2"})[1]["run_id"]
+    status, cancelled = call(
+        api, "POST", f"/workstream-runs/{run_id}/steps/extract/cancel", {"reason": "source is down"}
+    )
+    assert status == 200 and steps(cancelled)["extract"]["state"] == "cancelled"
+    assert steps(cancelled)["extract"]["reason"] == "source is down"
+    status, edited = call(api, "DELETE", f"/workstream-runs/{run_id}/steps/report/needs/load")
+    assert status == 200 and "load" in steps(edited)["report"]["removed_needs"], edited
+    status, again = call(api, "POST", f"/workstream-runs/{run_id}/retry-failed")
+    assert status == 200 and steps(again)["extract"]["state"] == "running"
+    assert steps(again)["extract"]["tries"] == 2
+    status, fresh = call(api, "POST", f"/workstream-runs/{run_id}/retry")
+    assert status == 200 and fresh["run_id"] != run_id and fresh["state"] == "running"
+    assert [r.actor for r in deps.store.audit_trail(workstream_subject(run_id))][-3:] == [ALICE] * 3
