@@ -69,11 +69,12 @@ PRICES: dict[str, float] = {
 MONTHLY: dict[str, float] = {
     # dollars per resource-month
     "alarm": 0.10,
+    "composite_alarm": 0.50,
     "dashboard": 3.00,
     "custom_metric": 0.30,
 }
 STEP_FUNCTIONS_STANDARD_PER_TRANSITION = 0.025 / 1000
-IDLE_RESOURCES = {"alarms": 20, "dashboards": 1}
+IDLE_RESOURCES = {"alarms": 28, "composite_alarms": 3, "dashboards": 1}
 """What the stack creates that bills by the month whatever it does (``tests/infra`` checks the counts)."""
 
 
@@ -558,7 +559,8 @@ def fixed_monthly(idle: Mapping[str, Any]) -> dict[str, float]:
     usage = {line: round(amount * scale, 4) for line, amount in idle["dollars"].items()}
     distinct = float(idle["units"].get("metrics.distinct", 0))
     out: dict[str, float] = {
-        "alarms": IDLE_RESOURCES["alarms"] * MONTHLY["alarm"],
+        "alarms": IDLE_RESOURCES["alarms"] * MONTHLY["alarm"]
+        + IDLE_RESOURCES["composite_alarms"] * MONTHLY["composite_alarm"],
         "dashboards": IDLE_RESOURCES["dashboards"] * MONTHLY["dashboard"],
         "custom_metrics": round(distinct * MONTHLY["custom_metric"], 4),
         **{f"usage.{line}": amount for line, amount in usage.items() if amount},

@@ -478,4 +478,6 @@ def test_the_cost_model_counts_the_alarms_and_dashboards_the_stack_creates(synth
     from rebound_local.billing import IDLE_RESOURCES
 
     assert len(synth.resources(env, "AWS::CloudWatch::Alarm")) == IDLE_RESOURCES["alarms"]
+    composites = synth.resources(env, "AWS::CloudWatch::CompositeAlarm")
+    assert len(composites) == IDLE_RESOURCES["composite_alarms"]
     assert len(synth.resources(env, "AWS::CloudWatch::Dashboard")) == IDLE_RESOURCES["dashboards"]

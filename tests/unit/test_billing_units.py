@@ -105,5 +105,6 @@ def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month(
     monthly = b.fixed_monthly(idle)
     assert monthly["usage.lambda.requests"] == pytest.approx(60 * 730 * 0.2e-6, abs=1e-4)
     assert monthly["custom_metrics"] == pytest.approx(0.6)
-    assert monthly["alarms"] == pytest.approx(b.IDLE_RESOURCES["alarms"] * 0.10)
+    alarms = b.IDLE_RESOURCES["alarms"] * 0.10 + b.IDLE_RESOURCES["composite_alarms"] * 0.50
+    assert monthly["alarms"] == pytest.approx(alarms)
     assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
