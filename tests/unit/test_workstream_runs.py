@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -162,15 +163,22 @@ def test_a_cycle_made_by_a_later_edit_is_detected_before_any_step_starts() -> No
     assert event.detail["severity"] == "critical"
 
 
-def test_rollback_cancels_running_steps_restores_the_checkpoint_and_keeps_completed_steps() -> None:
+def through_transform(transform: RunState) -> tuple[WorkstreamRun, MemoryResources, Any]:
+    """A run whose extract succeeded and whose transform ended as ``transform``; and its first
+    checkpoint (taken at the start)."""
     run, res = new_run(ledger(), "r1", T0), book()
     first = start(run, res, T0)
     assert first.checkpoint is not None
     finish(run, "extract", RunState.SUCCEEDED, res)
-    finish(run, "transform", RunState.SUCCEEDED, res, 2)
+    finish(run, "transform", transform, res, 2)
+    return run, res, first.checkpoint
+
+
+def test_rollback_cancels_running_steps_restores_the_checkpoint_and_keeps_completed_steps() -> None:
+    run, res, checkpoint = through_transform(RunState.SUCCEEDED)
     running_load = run.step("load").run_id
     assert res.holders("warehouse-write") == ["r1/load"]
-    progress = rollback(run, first.checkpoint, res, T0 + timedelta(minutes=3))
+    progress = rollback(run, checkpoint, res, T0 + timedelta(minutes=3))
     assert progress.cancel == [running_load]
     assert states(run) == {
         "extract": "succeeded",
@@ -248,3 +256,14 @@ def test_only_the_last_hundred_checkpoints_are_kept() -> None:
     assert [c.version for c in taken] == list(range(1, run.checkpoint_version + 1))
     kept = keep_last(taken)
     assert [c.version for c in kept] == list(range(run.checkpoint_version - 99, run.checkpoint_version + 1))
+
+
+def test_a_step_unblocked_by_a_rollback_and_resume_keeps_no_stale_blocked_reason() -> None:
+    run, res, checkpoint = through_transform(RunState.DEAD_LETTERED)
+    assert run.step("load").reason == "needs transform, which is failed"
+    rollback(run, checkpoint, res, T0 + timedelta(minutes=3))
+    resume(run, res, T0 + timedelta(minutes=4))
+    finish(run, "transform", RunState.SUCCEEDED, res, 5)
+    finish(run, "load", RunState.SUCCEEDED, res, 6)
+    assert states(run)["load"] == "succeeded"
+    assert run.step("load").reason is None

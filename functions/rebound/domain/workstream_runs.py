@@ -326,6 +326,10 @@ def advance(
     return progress
 
 
+BLOCKED_BY = "needs "
+"""How a blocked step's reason begins (an operator's reasons are on skipped or cancelled steps)."""
+
+
 def _block(run: WorkstreamRun) -> None:
     """Blocked is derived: a pending or waiting step with a need that failed, was cancelled or is
     blocked. Recomputed from scratch, so a step whose failed need later succeeds is unblocked."""
@@ -339,6 +343,12 @@ def _block(run: WorkstreamRun) -> None:
         if step.state is StepState.BLOCKED:
             step.state = StepState.PENDING
             step.reason = None
+        elif (
+            step.reason is not None
+            and step.reason.startswith(BLOCKED_BY)
+            and step.state not in STOPPED | {StepState.SKIPPED}
+        ):
+            step.reason = None  # a block's reason goes with the block (a rollback restores the state only)
     changed = True
     while changed:
         changed = False
@@ -349,7 +359,7 @@ def _block(run: WorkstreamRun) -> None:
             if bad:
                 step.state = StepState.BLOCKED
                 step.waiting_since = None
-                step.reason = f"needs {bad[0]}, which is {run.step(bad[0]).state.value}"
+                step.reason = f"{BLOCKED_BY}{bad[0]}, which is {run.step(bad[0]).state.value}"
                 changed = True
 
 
