@@ -635,8 +635,7 @@ def cancel_step(
     step.reason = reason
     for other in run.steps:
         if name in other.needs:
-            other.needs.remove(name)
-            other.removed_needs.append(name)
+            _drop_need(other, name)
     return progress.merge(_carry_on(run, resources, at, f"{name} cancelled", run_ids))
 
 
@@ -653,9 +652,14 @@ def remove_dependency(
         raise WorkstreamRefused(
             f"step {name} does not need {need}; it needs {', '.join(step.needs) or 'nothing'}"
         )
+    _drop_need(step, need)
+    return _carry_on(run, resources, at, f"{name} no longer needs {need}", run_ids)
+
+
+def _drop_need(step: StepRun, need: str) -> None:
+    """``step`` no longer waits for ``need`` in this run (kept in ``removed_needs`` for the record)."""
     step.needs.remove(need)
     step.removed_needs.append(need)
-    return _carry_on(run, resources, at, f"{name} no longer needs {need}", run_ids)
 
 
 def _carry_on(

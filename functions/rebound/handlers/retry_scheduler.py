@@ -7,7 +7,6 @@ failure event goes to the control DLQ with its reason (``rebound.engine.control_
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -24,6 +23,7 @@ from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
 from rebound.ops.async_reports import REPORT_DETAIL_TYPES, AsyncReports, report_from_event
 
+ACCEPTED = (Rebound.EXECUTION_FAILED, *REPORT_DETAIL_TYPES)
 logger = logger_for("retry_scheduler")
 metrics = metrics_for("retry_scheduler")
 
@@ -36,15 +36,14 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
 
     def record_handler(record: SQSRecord) -> str:
-        body = str(record.body)
-        report = _report_of(body)
-        if report is not None:
-            return on_report(deps, str(record.message_id), body, *report)
+        message_id, body = str(record.message_id), str(record.body)
 
-        def handle(_kind: str, detail: dict[str, Any]) -> str:
+        def handle(kind: str, detail: dict[str, Any]) -> str:
+            if kind in REPORT_DETAIL_TYPES:
+                return on_report(deps, message_id, body, kind, detail)
             return scheduler.on_failed(detail["run_id"], detail["attempt"])
 
-        return consume(deps, "retry", str(record.message_id), body, (Rebound.EXECUTION_FAILED,), handle)
+        return consume(deps, "retry", message_id, body, ACCEPTED, handle)
 
     return process_partial_response(
         event=event,
@@ -52,17 +51,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         processor=BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False),
         context=context,
     )
-
-
-def _report_of(body: str) -> tuple[str, object] | None:
-    """(detail-type, detail) when ``body`` is a report event; anything else is for ``consume``."""
-    try:
-        data = json.loads(body)
-    except (ValueError, TypeError):
-        return None
-    if isinstance(data, dict) and data.get("detail-type") in REPORT_DETAIL_TYPES:
-        return str(data["detail-type"]), data.get("detail")
-    return None
 
 
 def on_report(deps: Deps, message_id: str, body: str, detail_type: str, detail: object) -> str:
