@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test browser scanner test-fast lint synth bench deploy diff bootstrap constraints schemas openapi clean
+.PHONY: help demo test browser scanner test-fast fuzz lint synth bench deploy diff bootstrap constraints schemas openapi clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -51,6 +51,13 @@ browser:
 
 test-fast: $(STAMP) ## Everything except the infrastructure gates
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not infra"
+
+FUZZ_ROUNDS ?= 5
+fuzz: $(STAMP) ## Property tests on fresh random examples, FUZZ_ROUNDS rounds (make test replays fixed ones)
+	@for round in $$(seq 1 $(FUZZ_ROUNDS)); do \
+	  echo "fuzz round $$round of $(FUZZ_ROUNDS)"; \
+	  HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests/property_based || exit 1; \
+	done
 
 lint: $(STAMP) ## ruff and mypy
 	$(VENV)/bin/ruff check .

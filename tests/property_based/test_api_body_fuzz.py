@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rebound import wiring
@@ -83,6 +83,9 @@ def send(method: str, path: str, body: str) -> tuple[int, Any]:
 
 @FUZZ
 @given(request=requests())
+@example(request=("POST", "/runs/retry-failed", '{"task_id": ""}'))
+@example(request=("POST", "/dlq/redrive", '{"task_id": "", "dry_run": true}'))
+@example(request=("POST", "/internal/tasks/retry", '{"run_id": ""}'))
 def test_a_bad_body_is_a_json_error_with_a_code_never_a_500(
     deps: Deps, request: tuple[str, str, str]
 ) -> None:

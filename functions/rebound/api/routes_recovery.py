@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.api.app import Api
-from rebound.domain.models import Resolution, Severity, WorkOrderState
+from rebound.domain.models import Resolution, Severity, TaskId, Tenant, WorkOrderState
 from rebound.ops.common import parse_when
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
@@ -22,9 +22,9 @@ MAX_PAGE = 500
 
 
 class Filters(BaseModel):
-    task_id: str | None = None
-    tenant: str | None = None
-    error_code: str | None = None
+    task_id: TaskId | None = None
+    tenant: Tenant | None = None
+    error_code: str | None = Field(default=None, min_length=1, max_length=64)
     since: str | None = Field(default=None, description="arrived at or after: ISO 8601 or a duration ago")
     until: str | None = None
 
@@ -46,8 +46,8 @@ class Redrive(Filters):
 class NewWorkOrder(BaseModel):
     severity: Severity
     reason: str = Field(min_length=1, max_length=500)
-    run_id: str | None = None
-    task_id: str | None = None
+    run_id: str | None = Field(default=None, min_length=1, max_length=200)
+    task_id: TaskId | None = None
 
 
 class Ack(BaseModel):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from rebound.api.app import Api
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState
+from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState, TaskId
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RunOps, run_view
 
@@ -32,8 +32,11 @@ class Close(BaseModel):
     reason: str = Field(min_length=1, max_length=500, description="why (kept in the audit trail)")
 
 
+RunId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class RetryFailed(BaseModel):
-    task_id: str | None = None
+    task_id: TaskId | None = None
     since: str | None = Field(default=None, description="an ISO 8601 instant or a duration ago (2h, 7d)")
     reason: str = Field(default="", max_length=500)
 
@@ -41,8 +44,8 @@ class RetryFailed(BaseModel):
 class InternalRetry(BaseModel):
     """The seeds' retry: one run by id, or the dead-lettered runs of a filter."""
 
-    run_id: str | None = None
-    task_id: str | None = None
+    run_id: RunId | None = None
+    task_id: TaskId | None = None
     since: str | None = None
     reason: str = Field(default="", max_length=500)
 

@@ -23,7 +23,10 @@ def parse_utc(value: Any) -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, int | float) and not isinstance(value, bool):
-        parsed = datetime.fromtimestamp(float(value), tz=UTC)
+        try:
+            parsed = datetime.fromtimestamp(float(value), tz=UTC)
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(f"epoch seconds {value!r} are out of range") from exc
     elif isinstance(value, str):
         text = value.strip()
         if text.endswith("Z"):

@@ -170,6 +170,8 @@ class RunOps:
 
         A task's runs are one index query that stops after ``limit`` (unless a state filters them);
         ``after`` (a page's last run) continues from there: the next page of older runs."""
+        if task_id == "":
+            raise ValidationFailed("a task id cannot be empty", key_path="task")
         if task_id is not None:
             if after is not None:
                 until = after.scheduled_for if until is None else min(until, after.scheduled_for)
