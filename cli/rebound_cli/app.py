@@ -92,7 +92,8 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
     Resources are found from the environment's SSM parameter /rebound/ENV/resources. AWS access
     follows AWS_PROFILE, AWS_REGION and AWS_ENDPOINT_URL. Every change you make is audited with
     your AWS identity (sts:GetCallerIdentity) as the actor. Exit codes: 0 done, 1 failed,
-    2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling.
+    2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling, 7 refused
+    (your identity may not act on that tenant).
 
     The options below may be given anywhere on the command line, as with the AWS CLI:
     `rebound dlq list --output json` is `rebound --output json dlq list`.

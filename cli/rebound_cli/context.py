@@ -30,6 +30,7 @@ from rebound.engine.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
     from rebound.engine.deps import Deps
+    from rebound.ops.access import Guard
     from rebound.ops.audit import AuditOps
     from rebound.ops.dlq import DlqOps
     from rebound.ops.health import HealthOps
@@ -140,6 +141,22 @@ class App:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, "find who you are (sts:GetCallerIdentity)") from exc
 
+    @cached_property
+    def guard(self) -> Guard:
+        """``authorize`` for the operator (``sts:GetCallerIdentity``, asked once), refusals audited;
+        where every caller is an administrator (the local cloud) nobody is asked."""
+        from rebound.api.auth import Caller, Gate
+        from rebound.ops.access import UNGUARDED, TenantAccess
+
+        access = TenantAccess(self.deps)
+        if access.everyone_admin:
+            return UNGUARDED
+        return Gate(Caller(self.actor, access.tenants_of(self.actor)), access)
+
+    def check(self, action: str, tenant: str | None = None) -> None:
+        """Refuse (exit 7, audited) unless the operator may do ``action`` on ``tenant``."""
+        self.guard.check(action, tenant)
+
     @property
     def sleep(self) -> Callable[[float], None]:
         import time
@@ -166,6 +183,7 @@ class App:
             self.actor if writer else "reader",
             limiter=limiter,
             backoff=Backoff(sleep=self.sleep),
+            guard=self.guard,
         )
 
     def dlq(self, *, writer: bool = False) -> DlqOps:

@@ -13,6 +13,7 @@ exit code, so both surfaces classify an error the same way and neither reads mes
    4   not found: no such task, run, work order, policy, message or environment
    5   conflict: the state does not allow it, or it changed underneath; look again
    6   AWS unavailable or throttling; try again later
+   7   refused: your identity may not do that (on that tenant); the refusal is audited
 =====  ==========================================================================
 """
 
@@ -33,9 +34,11 @@ EXIT_UNHEALTHY = 3
 EXIT_NOT_FOUND = 4
 EXIT_CONFLICT = 5
 EXIT_UNAVAILABLE = 6
+EXIT_FORBIDDEN = 7
 
 _BY_STATUS = {
     400: EXIT_INVALID,
+    403: EXIT_FORBIDDEN,
     404: EXIT_NOT_FOUND,
     409: EXIT_CONFLICT,
     429: EXIT_UNAVAILABLE,

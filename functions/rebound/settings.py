@@ -85,6 +85,14 @@ class Settings(BaseModel):
         default=None, description="what targets may do here; None: the defaults for the environment's name"
     )
 
+    identities: dict[str, list[str]] | None = Field(
+        default=None,
+        description="identity (IAM ARN, a role's ARN, or * for any caller) -> the tenants it may act on "
+        "(* for all: an administrator), added to the grants stored in the control table "
+        "(rebound.ops.access); None: not configured (a resources document written before tenancy), "
+        "every caller is an administrator",
+    )
+
     @property
     def target_rules(self) -> TargetRules:
         return self.targets if self.targets is not None else TargetRules.defaults_for(self.environment)
@@ -160,6 +168,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "health_stale_metadata_minutes": env.get(r.ENV_HEALTH_STALE_METADATA) or 120,
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
+        "identities": _json_or_none(env, r.ENV_IDENTITIES),
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -197,6 +206,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
     if settings.targets is not None:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
+    if settings.identities is not None:
+        out[r.ENV_IDENTITIES] = json.dumps(settings.identities, separators=(",", ":"), sort_keys=True)
     for spec in r.SPEC.tables:
         out[spec.env_var] = settings.tables[spec.logical]
     for q in r.SPEC.queues:
@@ -221,6 +232,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "slack_secret": settings.slack_secret,
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
+        "identities": settings.identities,
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

@@ -187,6 +187,12 @@ class EnvironmentConfig(_Model):
     )
     audit: AuditConfig = AuditConfig()
     vpc: VpcConfig | None = None
+    identities: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="IAM ARN (a user, a role: every session of it, or * for any caller) -> the tenants it "
+        "may act on through the ops API, the CLI and the console (* for all tenants: an administrator, "
+        "who may also `rebound tenants grant`); empty: only stored grants, so list one administrator",
+    )
 
     @field_validator("log_retention_days")
     @classmethod

@@ -17,6 +17,9 @@ from botocore.exceptions import ClientError
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
 from rebound.domain.models import TargetRules
+
+LOCAL_IDENTITIES: dict[str, list[str]] = {"*": ["*"]}
+"""The local cloud's identities -> tenants: every caller an administrator (tests narrow it)."""
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 
@@ -196,6 +199,8 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
         completion_key=completion_key,
         # The local cloud is local whatever its name: sim, and the loopback test servers over http.
         targets=TargetRules.defaults_for("local"),
+        # Whoever runs the local cloud is an administrator on their own machine.
+        identities=LOCAL_IDENTITIES,
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),

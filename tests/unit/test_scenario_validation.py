@@ -44,7 +44,7 @@ def test_a_valid_scenario_resolves_its_tasks_groups_and_faults() -> None:
         ),
         "scn.yaml",
     )
-    assert [t.id for t in loaded.tasks] == ["nightly", "job-01", "job-02", "job-03"]
+    assert [t.id for t in loaded.tasks] == ["acme.nightly", "acme.job-01", "acme.job-02", "acme.job-03"]
     assert loaded.scenario.duration == 7200
     assert loaded.scenario.faults.crash is not None and loaded.scenario.faults.crash.rate == 0.05
 
@@ -108,7 +108,7 @@ def test_a_tasks_file_is_read_relative_to_the_scenario(tmp_path: Path) -> None:
     )
     path = tmp_path / "scn.yaml"
     path.write_text('start: "2026-03-07T00:00:00Z"\nduration: 1h\ntasks_file: tasks.yaml\n')
-    assert [t.id for t in load_scenario(path).tasks] == ["a"]
+    assert [t.id for t in load_scenario(path).tasks] == ["acme.a"]
 
 
 def test_a_duplicate_task_id_across_tasks_and_groups_is_refused() -> None:

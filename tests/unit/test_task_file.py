@@ -32,7 +32,7 @@ def parse(text: str) -> list:  # type: ignore[type-arg]
 
 def test_the_documented_example_is_accepted() -> None:
     [task] = parse(ISSUE_EXAMPLE)
-    assert task.id == "nightly-report"
+    assert task.id == "acme.nightly-report"
     assert task.schedule is not None and task.schedule.cron == "0 2 * * *"
     assert task.schedule.timezone == "Europe/Berlin"
     assert isinstance(task.target, SimTarget) and task.target.behavior.fail_first == 2
@@ -132,4 +132,4 @@ def test_demo_task_file_is_valid() -> None:
     from rebound.config.loader import load_task_file
 
     tasks = load_task_file(CONFIG / "demo" / "tasks.yaml", load_policy_book(CONFIG / "tasks"))
-    assert [t.id for t in tasks] == ["heartbeat", "sync-invoices", "export-ledger"]
+    assert [t.id for t in tasks] == ["acme.heartbeat", "acme.sync-invoices", "globex.export-ledger"]

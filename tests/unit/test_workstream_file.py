@@ -51,9 +51,9 @@ def refused(text: str) -> ConfigError:
 def test_the_documented_workstream_is_accepted() -> None:
     document = parse(TASKS + WORKSTREAMS)
     [ws] = document.workstreams
-    assert [s.task for s in ws.steps] == ["extract", "transform", "load", "report"]
-    assert ws.step("load").resources == ["warehouse-write"]
-    assert ws.step("report").critical is False and ws.step("load").critical is True
+    assert [s.task for s in ws.steps] == ["acme.extract", "acme.transform", "acme.load", "acme.report"]
+    assert ws.step("acme.load").resources == ["warehouse-write"]
+    assert ws.step("acme.report").critical is False and ws.step("acme.load").critical is True
     assert ws.schedule is not None and ws.schedule.timezone == "Europe/Berlin"
     assert [(r.id, r.max_holders) for r in document.resources] == [("warehouse-write", 1)]
 
@@ -75,7 +75,7 @@ def test_a_task_registered_before_may_be_a_step() -> None:
     text = TASKS.replace("  - {id: report, tenant: acme, target: {type: sim}}\n", "") + WORKSTREAMS
     refused(text)
     document = parse_task_document(
-        yaml.safe_load(text), "tasks.yaml", load_policy_book(CONFIG / "tasks"), known_tasks={"report": "acme"}
+        yaml.safe_load(text), "tasks.yaml", load_policy_book(CONFIG / "tasks"), known_tasks={"acme.report": "acme"}
     )
     assert len(document.workstreams[0].steps) == 4
 

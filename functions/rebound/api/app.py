@@ -17,10 +17,12 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
-from rebound.api.auth import Caller, authorize, caller_of
+from rebound.api.auth import Caller, Gate, caller_of
 from rebound.config.loader import problem
-from rebound.domain.errors import ReboundError
+from rebound.domain.errors import ReboundError, ValidationFailed
+from rebound.domain.tenancy import ALL_TENANTS
 from rebound.engine.deps import Deps
+from rebound.ops.access import TenantAccess
 from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
@@ -38,11 +40,49 @@ class Api:
     continuation: Continuation
     """How a redrive job's next chunk gets run (``rebound.ops.dlq.jobs``)."""
 
+    def gate(self) -> Gate:
+        """``authorize`` for the current request's caller (refusals audited)."""
+        access = TenantAccess(self.deps())
+        return Gate(caller_of(self.app.current_event.raw_event, access), access)
+
     def allow(self, action: str, tenant: str | None = None) -> Caller:
         """The caller, once ``authorize`` let them do ``action`` (on ``tenant``)."""
-        caller = caller_of(self.app.current_event.raw_event)
-        authorize(caller, action, tenant)
-        return caller
+        gate = self.gate()
+        gate.check(action, tenant)
+        return gate.caller
+
+    def allow_run(self, action: str, run_id: str) -> Caller:
+        """The caller, once allowed ``action`` on the tenant of run ``run_id`` as stored (an
+        unknown run is left to the operation, which answers 404)."""
+        run = self.deps().store.get_run(run_id)
+        return self.allow(action, run.tenant if run is not None else None)
+
+    def allow_task(self, action: str, task_id: str | None) -> Caller:
+        """The caller, once allowed ``action`` on the tenant of task ``task_id`` as stored (none
+        named: on no tenant, and the answer is filtered to the caller's tenants)."""
+        stored = self.deps().store.get_task(task_id) if task_id else None
+        return self.allow(action, stored.task.tenant if stored is not None else None)
+
+    def allow_shared(self, action: str, tenant: str | None) -> Caller:
+        """A thing of ``tenant``, or, with none (a health work order), the environment's own:
+        reading it needs any tenant, changing it an administrator."""
+        reading = action.endswith(":read")
+        return self.allow(action, tenant if tenant is not None or reading else ALL_TENANTS)
+
+    def tenant_filter(self, action: str, tenant: str | None) -> tuple[Caller, str | None]:
+        """The tenant a filtered request is about: the one given (checked), else for a caller with
+        exactly one tenant that one; an administrator may leave it out (every tenant), anyone else
+        with several tenants must name one."""
+        gate = self.gate()
+        tenants = gate.caller.tenants
+        if tenant is None and not tenants.admin:
+            gate.check(action)  # a caller with no tenant is refused (and that is audited)
+            if len(tenants.names) != 1:
+                held = ", ".join(tenants.as_list())
+                raise ValidationFailed(f"tenant: name one of your tenants ({held})", field="tenant")
+            (tenant,) = tenants.names
+        gate.check(action, tenant)
+        return gate.caller, tenant
 
 
 def _error(status: int, body: dict[str, Any]) -> Response[str]:

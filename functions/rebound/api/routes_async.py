@@ -52,20 +52,21 @@ def answer(result: ReportAnswer) -> Response[str]:
 def register(api: Api) -> None:
     app = api.app
 
-    def reports() -> AsyncReports:
-        return AsyncReports(api.deps(), api.allow("runs:report").actor)
+    def reports(run_id: str) -> AsyncReports:
+        """The token proves which attempt is reported; the caller must still hold its tenant."""
+        return AsyncReports(api.deps(), api.allow_run("runs:report", run_id).actor)
 
     @app.post("/runs/<run_id>/heartbeat", summary="Report that an asynchronous attempt is alive")
     def heartbeat(run_id: str, body: Heartbeat) -> Response[str]:
         report = Report(ReportKind.HEARTBEAT, body.token, run_id=run_id, progress=body.progress)
-        return answer(reports().report(report))
+        return answer(reports(run_id).report(report))
 
     @app.post("/runs/<run_id>/complete", summary="Report that an asynchronous attempt succeeded")
     def complete(run_id: str, body: Complete) -> Response[str]:
         report = Report(
             ReportKind.COMPLETE, body.token, run_id=run_id, progress=body.progress, output=body.output
         )
-        return answer(reports().report(report))
+        return answer(reports(run_id).report(report))
 
     @app.post("/runs/<run_id>/fail", summary="Report that an asynchronous attempt failed")
     def fail(run_id: str, body: Fail) -> Response[str]:
@@ -78,4 +79,4 @@ def register(api: Api) -> None:
             message=body.message,
             retryable=body.retryable,
         )
-        return answer(reports().report(report))
+        return answer(reports(run_id).report(report))

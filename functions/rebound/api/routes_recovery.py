@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.api.app import Api
-from rebound.domain.models import Resolution, Severity, TaskId, Tenant, WorkOrderState
+from rebound.domain.models import Resolution, Severity, TaskKey, Tenant, WorkOrderState
 from rebound.ops.common import parse_when
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
@@ -22,7 +22,7 @@ MAX_PAGE = 500
 
 
 class Filters(BaseModel):
-    task_id: TaskId | None = None
+    task_id: TaskKey | None = None
     tenant: Tenant | None = None
     error_code: str | None = Field(default=None, min_length=1, max_length=64)
     since: str | None = Field(default=None, description="arrived at or after: ISO 8601 or a duration ago")
@@ -47,7 +47,7 @@ class NewWorkOrder(BaseModel):
     severity: Severity
     reason: str = Field(min_length=1, max_length=500)
     run_id: str | None = Field(default=None, min_length=1, max_length=200)
-    task_id: TaskId | None = None
+    task_id: TaskKey | None = None
 
 
 class Ack(BaseModel):
@@ -73,8 +73,10 @@ def _to_move(ops: DlqOps, wanted: DlqFilter, limit: int | None) -> int:
 def register(api: Api) -> None:
     app = api.app
 
-    def dlq(action: str, tenant: str | None = None) -> DlqOps:
-        return DlqOps(api.deps(), api.allow(action, tenant).actor, wait_s=0)
+    def dlq(action: str, tenant: str | None = None) -> tuple[DlqOps, str | None]:
+        """The operations and the tenant the request is about (``Api.tenant_filter``)."""
+        caller, tenant = api.tenant_filter(action, tenant)
+        return DlqOps(api.deps(), caller.actor, wait_s=0), tenant
 
     def filters(f: Filters, ops: DlqOps) -> DlqFilter:
         now = ops.deps.clock.now()
@@ -98,7 +100,7 @@ def register(api: Api) -> None:
     ) -> dict[str, Any]:
         """Reading receives nothing from the queue, so it hides nothing from a redrive or another
         reader; ``next`` is the cursor of the next page (``null`` on the last)."""
-        ops = dlq("dlq:read", tenant)
+        ops, tenant = dlq("dlq:read", tenant)
         wanted = Filters(task_id=task_id, tenant=tenant, error_code=error_code, since=since, until=until)
         page = ops.find_page(filters(wanted, ops), limit=limit, after=after)
         depth = ops.depth()
@@ -110,7 +112,10 @@ def register(api: Api) -> None:
 
     @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
     def show_dlq(message_id: str) -> dict[str, Any]:
-        return dlq("dlq:read").show(message_id).as_dict()
+        detail = DlqOps(api.deps(), "reader", wait_s=0).show(message_id)
+        view = detail.as_dict()
+        api.allow_shared("dlq:read", view.get("tenant"))
+        return view
 
     @app.post(
         "/dlq/redrive",
@@ -123,8 +128,8 @@ def register(api: Api) -> None:
     def redrive(body: Redrive) -> Response[str]:
         """A dry run, and a redrive of at most ``ASYNC_OVER`` matching messages, answer with the
         report. A larger one (or ``async: true``) starts a job and answers 202 with it."""
-        ops = dlq("dlq:redrive", body.tenant)
-        wanted = filters(body, ops)
+        ops, tenant = dlq("dlq:redrive", body.tenant)
+        wanted = filters(body.model_copy(update={"tenant": tenant}), ops)
         if not body.dry_run and (body.as_job or _to_move(ops, wanted, body.limit) > ASYNC_OVER):
             job = RedriveJobs(ops, api.continuation).start(wanted, rate=body.rate, limit=body.limit)
             return _json(202, job.as_dict(), {"Location": f"/dlq/redrive-jobs/{job.job_id}"})
@@ -136,10 +141,18 @@ def register(api: Api) -> None:
         summary="A redrive job's progress: moved, failed, remaining and state",
     )
     def redrive_job(job_id: str) -> dict[str, Any]:
-        return RedriveJobs(dlq("dlq:read"), api.continuation).poll(job_id).as_dict()
+        ops = DlqOps(api.deps(), api.allow("dlq:read").actor, wait_s=0)
+        job = RedriveJobs(ops, api.continuation).poll(job_id).as_dict()
+        api.allow_shared("dlq:read", (job.get("filters") or {}).get("tenant"))
+        return job
 
-    def orders(action: str) -> WorkOrderOps:
-        return WorkOrderOps(api.deps(), api.allow(action).actor)
+    def orders(action: str, work_order_id: str | None = None) -> WorkOrderOps:
+        """The operations, once the caller may do ``action`` on the work order's tenant."""
+        if work_order_id is None:
+            return WorkOrderOps(api.deps(), api.allow(action).actor)
+        order = api.deps().store.get_work_order(work_order_id)
+        tenant = order.tenant if order is not None else None
+        return WorkOrderOps(api.deps(), api.allow_shared(action, tenant).actor)
 
     @app.get("/workorders", summary="Work orders, oldest first")
     def list_orders(
@@ -147,16 +160,21 @@ def register(api: Api) -> None:
         task_id: Annotated[str | None, Query()] = None,
         severity: Annotated[Severity | None, Query()] = None,
     ) -> list[dict[str, Any]]:
+        gate = api.gate()
         return [
             work_order_view(o)
             for o in orders("workorders:read").find(state=state, task_id=task_id, severity=severity)
+            if o.tenant is None or gate.sees(o.tenant)
         ]
 
     @app.get("/workorders/<work_order_id>", summary="A work order with its deliveries and audit trail")
     def show_order(work_order_id: str) -> dict[str, Any]:
-        return orders("workorders:read").show(work_order_id).as_dict()
+        return orders("workorders:read", work_order_id).show(work_order_id).as_dict()
 
     def create(body: NewWorkOrder) -> dict[str, Any]:
+        if body.run_id is not None:
+            api.allow_run("workorders:create", body.run_id)
+        api.allow_task("workorders:create", body.task_id)
         order = orders("workorders:create").create(
             severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=body.task_id
         )
@@ -167,11 +185,11 @@ def register(api: Api) -> None:
 
     @app.post("/workorders/<work_order_id>/ack", summary="Acknowledge a work order")
     def ack(work_order_id: str, body: Ack | None = None) -> dict[str, Any]:
-        order, changed = orders("workorders:ack").ack(work_order_id, (body or Ack()).note)
+        order, changed = orders("workorders:ack", work_order_id).ack(work_order_id, (body or Ack()).note)
         return {**work_order_view(order), "changed": changed}
 
     @app.post("/workorders/<work_order_id>/resolve", summary="Resolve a work order")
     def resolve(work_order_id: str, body: Resolve) -> dict[str, Any]:
         return work_order_view(
-            orders("workorders:resolve").resolve(work_order_id, body.resolution, body.note)
+            orders("workorders:resolve", work_order_id).resolve(work_order_id, body.resolution, body.note)
         )

@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from rebound.api.app import Api
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState, TaskId
+from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState, TaskKey
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RunOps, run_view
 
@@ -36,7 +36,7 @@ RunId = Annotated[str, Field(min_length=1, max_length=200)]
 
 
 class RetryFailed(BaseModel):
-    task_id: TaskId | None = None
+    task_id: TaskKey | None = None
     since: str | None = Field(default=None, description="an ISO 8601 instant or a duration ago (2h, 7d)")
     reason: str = Field(default="", max_length=500)
 
@@ -45,7 +45,7 @@ class InternalRetry(BaseModel):
     """The seeds' retry: one run by id, or the dead-lettered runs of a filter."""
 
     run_id: RunId | None = None
-    task_id: TaskId | None = None
+    task_id: TaskKey | None = None
     since: str | None = None
     reason: str = Field(default="", max_length=500)
 
@@ -68,8 +68,12 @@ def _page(runs: list[Run], next_after: str | None) -> Response[str]:
 def register(api: Api) -> None:
     app = api.app
 
-    def ops(action: str) -> RunOps:
-        return RunOps(api.deps(), api.allow(action).actor)
+    def ops(action: str, *, run_id: str | None = None, task_id: str | None = None) -> RunOps:
+        """The operations, once the caller may do ``action`` on the tenant of the run (or the task)
+        it is about; with neither, lists are filtered to the caller's tenants."""
+        if run_id is not None:
+            return RunOps(api.deps(), api.allow_run(action, run_id).actor)
+        return RunOps(api.deps(), api.allow_task(action, task_id).actor)
 
     @app.get("/runs", summary="List runs of a task (newest first) or in a state (latest change first)")
     def list_runs(
@@ -91,7 +95,7 @@ def register(api: Api) -> None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
             )
-        run_ops = ops("runs:read")
+        run_ops = ops("runs:read", task_id=task_id)
         now = run_ops.deps.clock.now()
         since_at = parse_when(since, now, option="since") if since else None
         if task_id is None and state is not None:
@@ -101,7 +105,8 @@ def register(api: Api) -> None:
                     field="until",
                 )
             found = run_ops.store.runs_in_state_page(state, since=since_at, limit=limit, after=after)
-            return _page(found.runs, found.cursor)
+            gate = api.gate()
+            return _page([r for r in found.runs if gate.sees(r.tenant)], found.cursor)
         listed = run_ops.find(
             task_id=task_id,
             state=state,
@@ -126,40 +131,45 @@ def register(api: Api) -> None:
 
     @app.get("/runs/<run_id>", summary="A run and its whole timeline")
     def show_run(run_id: str) -> dict[str, Any]:
-        return ops("runs:read").timeline(run_id).as_dict()
+        return ops("runs:read", run_id=run_id).timeline(run_id).as_dict()
 
     @app.post("/runs/<run_id>/retry", summary="Retry a run now (a dead-lettered run gets a fresh budget)")
     def retry(run_id: str, body: Retry | None = None) -> dict[str, Any]:
         b = body or Retry()
         return (
-            ops("runs:retry")
+            ops("runs:retry", run_id=run_id)
             .retry(run_id, timeout_s=b.timeout_s, max_attempts=b.max_attempts, reason=b.reason)
             .as_dict()
         )
 
     @app.post("/runs/<run_id>/skip", summary="Skip a run (a reason is required)")
     def skip(run_id: str, body: Close) -> dict[str, Any]:
-        return run_view(ops("runs:skip").skip(run_id, body.reason))
+        return run_view(ops("runs:skip", run_id=run_id).skip(run_id, body.reason))
 
     @app.post("/runs/<run_id>/cancel", summary="Cancel a run (a reason is required)")
     def cancel(run_id: str, body: Close) -> dict[str, Any]:
-        return run_view(ops("runs:cancel").cancel(run_id, body.reason))
+        return run_view(ops("runs:cancel", run_id=run_id).cancel(run_id, body.reason))
 
     def retry_failed(run_ops: RunOps, task_id: str | None, since: str | None, reason: str) -> dict[str, Any]:
         now = run_ops.deps.clock.now()
-        runs = run_ops.failed_runs(
-            task_id=task_id, since=parse_when(since, now, option="since") if since else None
-        )
+        gate = api.gate()
+        runs = [
+            r
+            for r in run_ops.failed_runs(
+                task_id=task_id, since=parse_when(since, now, option="since") if since else None
+            )
+            if gate.sees(r.tenant)
+        ]
         outcomes = run_ops.retry_failed(runs, reason=reason)
         return {"matched": len(runs), "outcomes": [o.as_dict() for o in outcomes]}
 
     @app.post("/runs/retry-failed", summary="Replay the dead-lettered runs of a task and/or since a time")
     def retry_failed_route(body: RetryFailed) -> dict[str, Any]:
-        return retry_failed(ops("runs:retry"), body.task_id, body.since, body.reason)
+        return retry_failed(ops("runs:retry", task_id=body.task_id), body.task_id, body.since, body.reason)
 
     @app.post("/internal/tasks/retry", summary="Retry one run, or the dead-lettered runs of a filter")
     def internal_retry(body: InternalRetry) -> dict[str, Any]:
-        run_ops = ops("runs:retry")
         if body.run_id is not None:
+            run_ops = ops("runs:retry", run_id=body.run_id)
             return {"matched": 1, "outcomes": [run_ops.retry(body.run_id, reason=body.reason).as_dict()]}
-        return retry_failed(run_ops, body.task_id, body.since, body.reason)
+        return retry_failed(ops("runs:retry", task_id=body.task_id), body.task_id, body.since, body.reason)

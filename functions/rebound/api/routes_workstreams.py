@@ -38,65 +38,75 @@ class Limit(BaseModel):
 def register(api: Api) -> None:
     app = api.app
 
-    def ops(action: str) -> WorkstreamOps:
-        return WorkstreamOps(api.deps(), api.allow(action).actor)
+    def ops(action: str, ref: str | None = None) -> WorkstreamOps:
+        """The operations, once the caller may do ``action`` on the tenant of the workstream (run)
+        ``ref`` names; with none, lists are filtered to the caller's tenants."""
+        if ref is None:
+            return WorkstreamOps(api.deps(), api.allow(action).actor)
+        reader = WorkstreamOps(api.deps(), "reader")
+        if ref in reader.engine.ids():
+            tenant = reader.engine.definition(ref)[0].tenant
+        else:
+            tenant = reader.engine.get_run(ref).tenant
+        return WorkstreamOps(api.deps(), api.allow(action, tenant).actor)
 
     def changed(result: tuple[wr.WorkstreamRun, wr.Progress]) -> dict[str, Any]:
         return progress_view(*result)
 
     @app.get("/workstreams", summary="Workstreams and their last run's state")
     def list_workstreams() -> list[dict[str, Any]]:
-        return ops("workstreams:read").overview()
+        gate = api.gate()
+        return [row for row in ops("workstreams:read").overview() if gate.sees(row["tenant"])]
 
     @app.get("/workstreams/<ref>", summary="A workstream run (or a workstream's latest run) with its graph")
     def show_workstream(
         ref: str, graph: Annotated[str, Query(description=f"graph format: {', '.join(OUTPUTS)}")] = "text"
     ) -> dict[str, Any]:
-        run = ops("workstreams:read").show(ref)
+        run = ops("workstreams:read", ref).show(ref)
         return {**run_view(run), "graph": render(run, graph)}
 
     @app.post("/workstreams/<workstream_id>/run", summary="Start a run of a workstream")
     def start(workstream_id: str, body: Start | None = None) -> dict[str, Any]:
-        return run_view(ops("workstreams:run").run(workstream_id, (body or Start()).token))
+        return run_view(ops("workstreams:run", workstream_id).run(workstream_id, (body or Start()).token))
 
     @app.get("/workstream-runs/<run_id>/checkpoints", summary="A workstream run's checkpoints (the last 100)")
     def checkpoints(run_id: str) -> list[dict[str, Any]]:
-        return [c.model_dump(mode="json") for c in ops("workstreams:read").checkpoints(run_id)]
+        return [c.model_dump(mode="json") for c in ops("workstreams:read", run_id).checkpoints(run_id)]
 
     @app.post("/workstream-runs/<run_id>/retry", summary="Retry the whole workstream (a new run)")
     def retry(run_id: str) -> dict[str, Any]:
-        return run_view(ops("workstreams:retry").retry(run_id))
+        return run_view(ops("workstreams:retry", run_id).retry(run_id))
 
     @app.post("/workstream-runs/<run_id>/retry-failed", summary="Run the failed steps again")
     def retry_failed(run_id: str) -> dict[str, Any]:
-        return changed(ops("workstreams:retry").retry_failed(run_id))
+        return changed(ops("workstreams:retry", run_id).retry_failed(run_id))
 
     @app.post("/workstream-runs/<run_id>/resume", summary="Resume, optionally from a step")
     def resume(run_id: str, body: Resume | None = None) -> dict[str, Any]:
-        return changed(ops("workstreams:resume").resume(run_id, (body or Resume()).from_step))
+        return changed(ops("workstreams:resume", run_id).resume(run_id, (body or Resume()).from_step))
 
     @app.post(
         "/workstream-runs/<run_id>/rollback", summary="Roll back to a checkpoint (completed steps stay)"
     )
     def rollback(run_id: str, body: Rollback | None = None) -> dict[str, Any]:
-        return changed(ops("workstreams:rollback").rollback(run_id, (body or Rollback()).to))
+        return changed(ops("workstreams:rollback", run_id).rollback(run_id, (body or Rollback()).to))
 
     @app.post("/workstream-runs/<run_id>/steps/<step>/skip", summary="Mark a step completed, with a reason")
     def skip(run_id: str, step: str, body: StepChange) -> dict[str, Any]:
-        return changed(ops("workstreams:skip").skip(run_id, step, body.reason))
+        return changed(ops("workstreams:skip", run_id).skip(run_id, step, body.reason))
 
     @app.post(
         "/workstream-runs/<run_id>/steps/<step>/cancel",
         summary="Cancel a step; its dependents stop needing it",
     )
     def cancel(run_id: str, step: str, body: StepChange) -> dict[str, Any]:
-        return changed(ops("workstreams:cancel").cancel_step(run_id, step, body.reason))
+        return changed(ops("workstreams:cancel", run_id).cancel_step(run_id, step, body.reason))
 
     @app.delete(
         "/workstream-runs/<run_id>/steps/<step>/needs/<need>", summary="Remove a dependency in this run"
     )
     def remove_dependency(run_id: str, step: str, need: str) -> dict[str, Any]:
-        return changed(ops("workstreams:edit").remove_dependency(run_id, step, need))
+        return changed(ops("workstreams:edit", run_id).remove_dependency(run_id, step, need))
 
     @app.get("/resources", summary="Resources, their limits and holders")
     def list_resources() -> list[dict[str, Any]]:

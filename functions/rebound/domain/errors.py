@@ -67,6 +67,13 @@ class NotFound(ReboundError):
     http_status = 404
 
 
+class Forbidden(ReboundError):
+    """The caller may not do this (on this tenant): ``rebound.api.auth.authorize`` decided so."""
+
+    code = "FORBIDDEN"
+    http_status = 403
+
+
 class TaskNotFound(NotFound):
     code = "TASK_NOT_FOUND"
 

@@ -45,14 +45,27 @@ def retry_dispatch_reference(run_id: str, attempt: int, dispatch: int = 0) -> st
     return f"{base}-{dispatch}" if dispatch else base
 
 
+AWS_NAME_LIMIT = 64
+"""EventBridge Scheduler schedule names and EventBridge rule names: at most 64 of [0-9A-Za-z._-]."""
+
+
+def fit_name(name: str, limit: int = AWS_NAME_LIMIT) -> str:
+    """``name`` if it fits ``limit``; else its start and a hash of the whole, so that two long
+    names that share a start stay two names (a tenant and a task id may be 48 characters each)."""
+    if len(name) <= limit:
+        return name
+    digest = _digest(name, length=12)
+    return f"{name[: limit - len(digest) - 1].rstrip('.-_')}-{digest}"
+
+
 def task_schedule_name(task_id: str, index: int = 0) -> str:
     """The EventBridge Scheduler schedule of a task (a task may need several)."""
-    return f"task-{task_id}" if index == 0 else f"task-{task_id}-{index}"
+    return fit_name(f"task-{task_id}" if index == 0 else f"task-{task_id}-{index}")
 
 
 def task_rule_name(task_id: str) -> str:
     """The EventBridge rule of an event-triggered task, on the environment's bus."""
-    return f"task-{task_id}"
+    return fit_name(f"task-{task_id}")
 
 
 RUN_PREFIX = "run#"

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from rebound.domain import backoff, cron
+from rebound.domain import backoff, cron, tenancy
 from rebound.domain.backoff import JitterMode as JitterMode
 from rebound.domain.durations import Seconds, parse_rate
 from rebound.domain.jsonutil import canonical_bytes
@@ -22,6 +22,8 @@ from rebound.domain.timefmt import UtcDatetime
 
 TASK_ID_PATTERN = r"^[a-z0-9_-]{1,48}$"
 TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,47}$"
+TASK_KEY_PATTERN = r"^([a-z0-9][a-z0-9_-]{0,47}\.)?[a-z0-9_-]{1,48}$"
+"""A task's key: ``<tenant>.<id>`` (``rebound.domain.tenancy``), or a bare id written before tenancy."""
 ERROR_CODE_PATTERN = r"^[A-Z][A-Z0-9_]{0,63}$"
 MAX_PAYLOAD_BYTES = 256 * 1024
 MAX_TASK_TIMEOUT_S = 270
@@ -30,6 +32,13 @@ MAX_ASYNC_DURATION_S = 86400
 """An asynchronous attempt (``target.mode: async``) may run at most a day, heartbeats permitting."""
 
 TaskId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
+TaskKey = Annotated[
+    str,
+    Field(
+        pattern=TASK_KEY_PATTERN,
+        description="[a-z0-9_-], at most 48 characters; stored as <tenant>.<id> (the loader adds the tenant)",
+    ),
+]
 Tenant = Annotated[str, Field(pattern=TENANT_PATTERN)]
 ErrorCode = Annotated[str, Field(pattern=ERROR_CODE_PATTERN)]
 
@@ -435,9 +444,10 @@ class TaskState(StrEnum):
 
 
 class Task(Strict):
-    """A task definition, exactly as written in a task file."""
+    """A task definition as written in a task file, its id qualified with its tenant by the loader
+    (``TaskFile``): ``id: nightly`` of tenant ``acme`` is the task ``acme.nightly``."""
 
-    id: TaskId
+    id: TaskKey
     tenant: Tenant
     description: str = ""
     schedule: ScheduleSpec | None = None
@@ -449,7 +459,7 @@ class Task(Strict):
     retry_policy: str | PolicyOverride = "default"
     timeout_s: int = Field(default=60, ge=1, le=MAX_TASK_TIMEOUT_S)
     overlap: OverlapPolicy = OverlapPolicy.ALLOW_ALL
-    mutex_group: Annotated[str, Field(pattern=TASK_ID_PATTERN)] | None = None
+    mutex_group: Annotated[str, Field(pattern=TASK_KEY_PATTERN)] | None = None
     catch_up: CatchUpPolicy = Field(default_factory=CatchUpPolicy)
     sla: SlaSpec | None = None
     state: TaskState = TaskState.ACTIVE
@@ -490,6 +500,25 @@ class Task(Strict):
         if self.schedule is not None and self.event is not None:
             raise ValueError("give schedule or event, not both")
         return self
+
+    @model_validator(mode="after")
+    def _own_tenant(self) -> Task:
+        """A key names its tenant: a task can never be filed under, or queue in, another tenant."""
+        for name, value in (("id", self.id), ("mutex_group", self.mutex_group)):
+            owner = tenancy.tenant_of(value) if value else None
+            if owner is not None and owner != self.tenant:
+                raise ValueError(
+                    f"{name} {value!r} belongs to tenant {owner!r}, but the task's tenant is "
+                    f"{self.tenant!r}; write the short id ({tenancy.short_id(value)!r}) and the tenant"
+                )
+        return self
+
+    def qualified(self) -> Task:
+        """This task with its id (and mutex group) qualified by its tenant; the loader's one step."""
+        update = {"id": tenancy.qualify(self.tenant, self.id)}
+        if self.mutex_group is not None:
+            update["mutex_group"] = tenancy.qualify(self.tenant, self.mutex_group)
+        return self.model_copy(update=update)
 
     @field_validator("heartbeat_timeout", "max_duration")
     @classmethod
@@ -567,15 +596,22 @@ class TenantSettings(Strict):
 
 
 class TaskFile(Strict):
+    """A task file. Its tasks' ids are short (``nightly``); validating the file qualifies each with
+    its tenant (``acme.nightly``), so ids are unique per tenant: two tenants may both have a
+    ``nightly``, one tenant may not have two."""
+
     tasks: list[Task]
     tenants: dict[Tenant, TenantSettings] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _unique_ids(self) -> TaskFile:
+    def _qualified_unique_ids(self) -> TaskFile:
+        self.tasks = [task.qualified() for task in self.tasks]
         seen: set[str] = set()
         for task in self.tasks:
             if task.id in seen:
-                raise ValueError(f"task id {task.id!r} appears more than once")
+                raise ValueError(
+                    f"task id {tenancy.short_id(task.id)!r} appears more than once for tenant {task.tenant!r}"
+                )
             seen.add(task.id)
         return self
 

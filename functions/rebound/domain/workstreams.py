@@ -27,7 +27,8 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from rebound.domain.durations import Seconds
-from rebound.domain.models import TASK_ID_PATTERN, ScheduleSpec, Strict, TaskFile, TaskId, Tenant
+from rebound.domain import tenancy
+from rebound.domain.models import TASK_ID_PATTERN, ScheduleSpec, Strict, TaskFile, TaskKey, Tenant
 
 WorkstreamId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
 ResourceId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
@@ -47,8 +48,8 @@ class ResourceSpec(Strict):
 
 
 class WorkstreamStep(Strict):
-    task: TaskId
-    needs: list[TaskId] = Field(default_factory=list, description="steps that must succeed first")
+    task: TaskKey
+    needs: list[TaskKey] = Field(default_factory=list, description="steps that must succeed first")
     resources: list[ResourceId] = Field(default_factory=list, description="resources held while it runs")
     critical: bool = Field(default=True, description="false: its failure does not fail the workstream")
 
@@ -79,6 +80,21 @@ class Workstream(Strict):
     def _one_trigger(self) -> Workstream:
         if self.schedule is not None and self.event is not None:
             raise ValueError("give schedule or event, not both (or neither, to start it by hand)")
+        return self
+
+    @model_validator(mode="after")
+    def _qualified_steps(self) -> Workstream:
+        """A step names a task of the workstream's tenant by its short id, as ``tasks:`` does; it
+        becomes that task's key (``rebound.domain.tenancy``), as the tasks' ids do."""
+        self.steps = [
+            step.model_copy(
+                update={
+                    "task": tenancy.qualify(self.tenant, step.task),
+                    "needs": [tenancy.qualify(self.tenant, n) for n in step.needs],
+                }
+            )
+            for step in self.steps
+        ]
         return self
 
     def step(self, name: str) -> WorkstreamStep:
@@ -131,7 +147,8 @@ def find_cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
 
 
 def cycle_text(cycle: Sequence[str]) -> str:
-    return ARROW.join(cycle)
+    """A cycle's path by the steps' short ids (every step of a workstream is of its tenant)."""
+    return ARROW.join(tenancy.short_id(step) for step in cycle)
 
 
 def reference_problems(
@@ -157,30 +174,31 @@ def reference_problems(
         names = [step.task for step in ws.steps]
         for s_index, step in enumerate(ws.steps):
             at = (*where, "steps", s_index)
+            short = tenancy.short_id(step.task)
             if names.index(step.task) != s_index:
                 problems.append(
                     (
                         (*at, "task"),
-                        f"step {step.task!r} is listed twice (first as steps[{names.index(step.task)}])",
+                        f"step {short!r} is listed twice (first as steps[{names.index(step.task)}])",
                     )
                 )
-            if step.task not in tasks:
-                problems.append(((*at, "task"), f"unknown task {step.task!r}; declare it under tasks:"))
-            elif tasks[step.task] != ws.tenant:
+            owners = sorted({tenant for key, tenant in tasks.items() if tenancy.short_id(key) == short})
+            if step.task in tasks and tasks[step.task] == ws.tenant:
+                pass
+            elif owners and ws.tenant not in owners:
                 problems.append(
-                    (
-                        (*at, "task"),
-                        f"task {step.task!r} belongs to tenant {tasks[step.task]!r}, not {ws.tenant!r}",
-                    )
+                    ((*at, "task"), f"task {short!r} belongs to tenant {owners[0]!r}, not {ws.tenant!r}")
                 )
+            elif step.task not in tasks:
+                problems.append(((*at, "task"), f"unknown task {short!r}; declare it under tasks:"))
             for n_index, need in enumerate(step.needs):
                 if need == step.task:
-                    problems.append(((*at, "needs", n_index), f"step {step.task!r} needs itself"))
+                    problems.append(((*at, "needs", n_index), f"step {short!r} needs itself"))
                 elif need not in names:
                     problems.append(
                         (
                             (*at, "needs", n_index),
-                            f"needs {need!r}, which is not a step of workstream {ws.id!r}",
+                            f"needs {tenancy.short_id(need)!r}, which is not a step of workstream {ws.id!r}",
                         )
                     )
             for r_index, resource_id in enumerate(step.resources):

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
-from rebound.domain.models import TASK_ID_PATTERN
+from rebound.domain.models import TASK_KEY_PATTERN
 from rebound.domain.timefmt import UtcDatetime
 
 
@@ -24,7 +24,7 @@ class FireMessage(_Message):
     """A schedule fired. Scheduler fills ``scheduled_time`` from ``<aws.scheduler.scheduled-time>``."""
 
     kind: Literal["fire"]
-    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    task_id: Annotated[str, Field(pattern=TASK_KEY_PATTERN)]
     scheduled_time: UtcDatetime
     catch_up: bool = Field(default=False, description="sent by the run ledger for a missed fire")
     source: Literal["scheduler", "ledger"] = "scheduler"
@@ -39,7 +39,7 @@ class EventMessage(_Message):
     """An event on the bus matched an event-triggered task."""
 
     kind: Literal["event"]
-    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    task_id: Annotated[str, Field(pattern=TASK_KEY_PATTERN)]
     event_id: str = Field(min_length=1, max_length=128)
     time: UtcDatetime
     detail: dict[str, Any] = Field(default_factory=dict)
@@ -92,7 +92,7 @@ class ManualMessage(_Message):
     """An operator or service asked for a run now."""
 
     kind: Literal["manual"]
-    task_id: Annotated[str, Field(pattern=TASK_ID_PATTERN)]
+    task_id: Annotated[str, Field(pattern=TASK_KEY_PATTERN)]
     run_id: str = Field(min_length=1)
     requested_at: UtcDatetime
     actor: str = "api"

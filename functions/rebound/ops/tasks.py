@@ -23,16 +23,18 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rebound.config.loader import load_task_document, load_task_file
-from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
+from rebound.domain.errors import ConfigError, Conflict, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
 from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
 from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
+from rebound.domain.tenancy import SEPARATOR, short_id
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
+from rebound.ops.access import UNGUARDED, Guard
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
 from rebound.ops.throttle import Backoff, RateLimiter
@@ -225,10 +227,13 @@ class TaskOps:
         *,
         limiter: RateLimiter | None = None,
         backoff: Backoff | None = None,
+        guard: Guard = UNGUARDED,
     ) -> None:
         self.deps = deps
         self.store = deps.store
         self.actor = actor
+        self.guard = guard
+        """Asked before every read or change of a tenant's task (``rebound.api.auth.Gate``)."""
         self.limiter = limiter
         self.backoff = backoff or Backoff()
         self._valid_policies: set[bytes] = set()
@@ -247,26 +252,48 @@ class TaskOps:
         """Store tenant settings that differ from what is stored. Returns the tenants changed."""
         changed = []
         for name, settings in sorted(tenants.items()):
+            self.guard.check("tasks:register", name)  # a quota is the tenant's own
             if self.store.get_tenant(name) != settings:
                 self.store.put_tenant(name, settings, actor=self.actor, at=self.deps.clock.now())
                 changed.append(name)
         return changed
 
-    def get(self, task_id: str) -> StoredTask:
+    def get(self, task_id: str, action: str = "tasks:read") -> StoredTask:
+        """The task ``task_id`` (its key, ``acme.nightly``; a short id is looked up among the tasks
+        the caller may see, and must name one), once the caller may do ``action`` on its tenant."""
         stored = self.store.get_task(task_id)
+        if stored is None and SEPARATOR not in task_id:
+            stored = self._by_short_id(task_id)
         if stored is None:
             raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+        self.guard.check(action, stored.task.tenant)
         return stored
 
+    def _by_short_id(self, task_id: str) -> StoredTask | None:
+        found = [s for s in self.find() if short_id(s.task.id) == task_id]
+        if len(found) > 1:
+            keys = ", ".join(sorted(s.task.id for s in found))
+            raise ValidationFailed(
+                f"task id {task_id!r} names several tenants' tasks ({keys}); give TENANT.ID",
+                key_path="task_id",
+            )
+        return found[0] if found else None
+
     def find(self, *, tenant: str | None = None, state: TaskState | None = None) -> list[StoredTask]:
+        """The tasks the caller may see (of ``tenant``, in ``state``)."""
+        if tenant is not None:
+            self.guard.check("tasks:read", tenant)
         return [
             s
             for s in self.store.list_tasks()
-            if (tenant is None or s.task.tenant == tenant) and (state is None or s.task.state is state)
+            if (tenant is None or s.task.tenant == tenant)
+            and (state is None or s.task.state is state)
+            and self.guard.sees(s.task.tenant)
         ]
 
     def show(self, task_id: str, *, runs: int = 10, fires: int = 5) -> TaskDetail:
         stored = self.get(task_id)
+        task_id = stored.task.id
         schedules = [self._schedule_status(stored, plan) for plan in planned_schedules(stored.task)]
         recent = self.store.runs_for_task(task_id, limit=runs)
         upcoming = self.preview(task_id, fires) if stored.task.schedule is not None else []
@@ -291,6 +318,7 @@ class TaskOps:
     def preview(self, task_id: str, count: int, after: datetime | None = None) -> list[PreviewFire]:
         """The task's next ``count`` fires in its time zone, with DST changes marked."""
         task = self.get(task_id).task
+        task_id = task.id
         if task.schedule is None:
             raise ValidationFailed(
                 f"task {task_id} is triggered by events, not a schedule; it has no fire times",
@@ -308,7 +336,8 @@ class TaskOps:
         """Refuse what would fail at run time: unknown policies, bad overrides, untranslatable
         schedules, targets the environment does not allow, definitions too large to store."""
         settings = self.deps.settings
-        for where, problem in task_problems(task, settings.target_rules, settings.event_source):
+        rules, source, env = settings.target_rules, settings.event_source, settings.environment
+        for where, problem in task_problems(task, rules, source, env):
             raise ValidationFailed(f"task {task.id}: {where}: {problem}", key_path=where)
         largest, what = max((size, what) for what, size in write_sizes(task).items())
         if not fits(largest):
@@ -353,8 +382,10 @@ class TaskOps:
         changes: list[TaskChange] = []
         now = self.deps.clock.now()
         for task in wanted:
+            self.guard.check("tasks:register", task.tenant)
             self.validate(task)
             previous = stored.get(task.id) if stored is not None else self.store.get_task(task.id)
+            self._refuse_other_owner(task, previous, stored)
             at = task.schedule.at if task.schedule is not None else None
             was = previous.task.schedule.at if previous and previous.task.schedule else None
             if at is not None and at < now and at != was and not allow_past:
@@ -370,6 +401,28 @@ class TaskOps:
             diff = task_diff(previous.task, task)
             changes.append(TaskChange(task, Change.UPDATE if diff else Change.UNCHANGED, previous, diff))
         return changes
+
+    def _refuse_other_owner(
+        self, task: Task, previous: StoredTask | None, stored: dict[str, StoredTask] | None
+    ) -> None:
+        """Applying a file never changes another tenant's task, and never registers a tenant's task
+        a second time beside its copy stored under the id it had before tenancy."""
+        if previous is not None and previous.task.tenant != task.tenant:
+            raise Conflict(
+                f"task {task.id} belongs to tenant {previous.task.tenant!r}; a task of tenant "
+                f"{task.tenant!r} cannot change it (give the task another id)",
+                task_id=task.id,
+                tenant=previous.task.tenant,
+            )
+        bare = short_id(task.id)
+        if previous is None and bare != task.id:
+            legacy = stored.get(bare) if stored is not None else self.store.get_task(bare)
+            if legacy is not None and legacy.task.tenant == task.tenant:
+                raise Conflict(
+                    f"task {bare} of tenant {task.tenant!r} is stored under its id from before "
+                    f"tenancy; run `rebound migrate tenancy` to move it to {task.id}, then apply again",
+                    task_id=task.id,
+                )
 
     def apply(
         self,
@@ -474,7 +527,8 @@ class TaskOps:
         The same ``token`` at the same second names the same run, so a retried request does not
         start a second one; without a token every request is a new run.
         """
-        stored = self.get(task_id)  # an unknown task is refused here, not at run time
+        stored = self.get(task_id, "tasks:run")  # an unknown task is refused here, not at run time
+        task_id = stored.task.id
         if stored.paused:
             raise ValidationFailed(
                 f"task {task_id} is paused; resume it before asking for a run", key_path="state"
@@ -494,7 +548,7 @@ class TaskOps:
 
     def set_state(self, task_id: str, state: TaskState, reason: str = "") -> StoredTask:
         """Pause or resume: the record and every schedule of the task follow."""
-        current = self.get(task_id)
+        current = self.get(task_id, "tasks:pause" if state is TaskState.PAUSED else "tasks:resume")
         if current.task.state is state:
             return current
         task = current.task.model_copy(update={"state": state})

@@ -52,15 +52,26 @@ from rebound.adapters.secrets import SecretResolver
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import HttpTarget, SecretHeader, TargetRules
+from rebound.domain.tenancy import secret_problem
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome
-from rebound.targets.safety import TARGET_REFUSED, Resolver, TargetRefused, check_url, redact, resolve
+from rebound.targets.safety import (
+    TARGET_REFUSED,
+    Resolver,
+    TargetRefused,
+    check_url,
+    redact,
+    resolve,
+    secret_references,
+)
 
 log = logging.getLogger(__name__)
 
 CONNECTION_ERROR = "CONNECTION_ERROR"
 SECRET_UNAVAILABLE = "SECRET_UNAVAILABLE"
+SECRET_REFUSED = "SECRET_REFUSED"
+"""A secret outside the task's tenant (``rebound.domain.tenancy.secret_problem``): terminal, unread."""
 INVALID_REQUEST = "HTTP_INVALID_REQUEST"
 
 SIGNATURE_HEADER = "X-Rebound-Signature"
@@ -199,7 +210,10 @@ class HttpInvoker:
         max_response_bytes: int = MAX_RESPONSE_BYTES,
         rules: TargetRules | None = None,
         getaddrinfo: Resolver = socket.getaddrinfo,
+        environment: str | None = None,
     ) -> None:
+        self.environment = environment
+        """With it, a task may use only its tenant's secrets (``/rebound/<environment>/tenants/<t>/``)."""
         self.secrets = secrets
         self.clock = clock
         self.ssl_context = ssl_context
@@ -215,6 +229,9 @@ class HttpInvoker:
             check_url(target.url, self.rules)
         except TargetRefused as exc:
             return Outcome.failure(TARGET_REFUSED, exc.message, retryable=False)
+        refused = self._secret_outside_tenant(target, call.tenant)
+        if refused is not None:
+            return refused
         body = dumps(invocation_document(call)).encode()
         timestamp = int(self.clock.now().timestamp())
         headers: dict[str, str] = {}
@@ -250,6 +267,17 @@ class HttpInvoker:
             headers[SIGNATURE_HEADER] = signature_header(key.encode(), timestamp, body)
             known.append(key)
         return self._post(target.url, body, headers, left, known)
+
+    def _secret_outside_tenant(self, target: HttpTarget, tenant: str) -> Outcome | None:
+        """Registration refuses these already; this holds for a task stored before it did, or
+        written to the table by hand. Nothing is read and nothing is sent."""
+        if self.environment is None:
+            return None
+        for where, reference in secret_references(target):
+            why = secret_problem(reference, self.environment, tenant)
+            if why:
+                return Outcome.failure(SECRET_REFUSED, f"{where}: {why}", retryable=False)
+        return None
 
     def _post(
         self, url: str, body: bytes, headers: dict[str, str], budget_s: float, known: list[str]

@@ -30,8 +30,10 @@ def default_targets(
     clock: Clock,
     client_kwargs: dict[str, Any],
     rules: TargetRules | None = None,
+    environment: str | None = None,
 ) -> Targets:
-    """Every target type; under ``rules`` (default: the strictest), ``sim`` only where enabled."""
+    """Every target type; under ``rules`` (default: the strictest), ``sim`` only where enabled; with
+    ``environment``, an http target may use only its tenant's secrets."""
     rules = rules or TargetRules()
     secrets = SecretResolver(
         lambda: session.client("ssm", **client_kwargs),
@@ -40,7 +42,7 @@ def default_targets(
     invokers: dict[str, TargetInvoker] = {
         "sim": SimInvoker(clock) if rules.sim else RefusedInvoker("the sim target is not enabled here"),
         "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
-        "http": HttpInvoker(secrets, clock, rules=rules),
+        "http": HttpInvoker(secrets, clock, rules=rules, environment=environment),
     }
     return Targets(invokers)
 

@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from rebound.domain.models import HttpTarget, TargetRules, Task
+from rebound.domain.models import HttpTarget, SecretHeader, TargetRules, Task
+from rebound.domain.tenancy import secret_problem
 
 TARGET_REFUSED = "TARGET_REFUSED"
 
@@ -204,9 +205,30 @@ def self_trigger_problem(pattern: dict[str, Any], source: str) -> str | None:
 # --------------------------------------------------------------------------- registration
 
 
-def task_problems(task: Task, rules: TargetRules, event_source: str) -> Iterable[tuple[str, str]]:
-    """Every reason the environment refuses ``task``, each as (field, message)."""
+def secret_references(target: object) -> list[tuple[str, str]]:
+    """The secrets an http target names, each as (field, reference)."""
+    if not isinstance(target, HttpTarget):
+        return []
+    refs = [("target.secret", target.secret)] if target.secret else []
+    refs += [
+        (f"target.headers.{name}.secret", given.secret)
+        for name, given in target.headers.items()
+        if isinstance(given, SecretHeader)
+    ]
+    return refs
+
+
+def task_problems(
+    task: Task, rules: TargetRules, event_source: str, environment: str | None = None
+) -> Iterable[tuple[str, str]]:
+    """Every reason the environment refuses ``task``, each as (field, message); with
+    ``environment``, also each secret it names outside its tenant's secrets."""
     target = task.target
+    if environment is not None:
+        for where, reference in secret_references(target):
+            why = secret_problem(reference, environment, task.tenant)
+            if why:
+                yield where, why
     if target.type == "sim" and not rules.sim:
         yield "target.type", "the sim target is not enabled in this environment (targets.sim)"
     if isinstance(target, HttpTarget):
