@@ -17,6 +17,7 @@ from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
 from rebound_cli.commands.slo import slo
 from rebound_cli.commands.tasks import tasks
+from rebound_cli.commands.tenancy import migrate, tenants
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.commands.workstreams import resources, workstreams
 from rebound_cli.context import App, Overrides
@@ -123,6 +124,8 @@ for group in (
     health,
     slo,
     audit,
+    tenants,
+    migrate,
     console,
     local,
 ):

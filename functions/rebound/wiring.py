@@ -128,7 +128,8 @@ def build_deps(
         queues=queues,
         schedules=schedules,
         bus=Bus(session.client("events", **kwargs), settings.bus_name),
-        targets=targets or default_targets(session, clock, kwargs, settings.target_rules, settings.environment),
+        targets=targets
+        or default_targets(session, clock, kwargs, settings.target_rules, settings.environment),
         notifier=Notifier(channels),
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,

@@ -17,11 +17,11 @@ from botocore.exceptions import ClientError
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
 from rebound.domain.models import TargetRules
+from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
+from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 
 LOCAL_IDENTITIES: dict[str, list[str]] = {"*": ["*"]}
 """The local cloud's identities -> tenants: every caller an administrator (tests narrow it)."""
-from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
-from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

@@ -254,7 +254,9 @@ def start_local(
         session = DirectSession(session, aws_calls, throttler, gate, meter)
     metrics = RecordingMetrics()
     metrics.meter = meter
-    targets = RecordingTargets(default_targets(session, clock, client_kwargs, settings.target_rules, settings.environment), clock)
+    targets = RecordingTargets(
+        default_targets(session, clock, client_kwargs, settings.target_rules, settings.environment), clock
+    )
     crashes = CrashPlan(
         faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)
     )

@@ -162,6 +162,21 @@ class StagingUnitOfWork(ABC):
         self._stage_task(stored, previous)
         return stored
 
+    def stage_task_removal(
+        self, stored: StoredTask, *, action: str, evidence: dict[str, Any] | None = None
+    ) -> None:
+        """Stage the removal of a task (guarded by its version) with the last record of its chain
+        (``rebound migrate tenancy`` moves a task to its new key this way)."""
+        self.append_audit(
+            task_subject(stored.task.id),
+            action=action,
+            head=(stored.audit_seq, stored.audit_head),
+            from_state=stored.task.state.value,
+            to_state="removed",
+            evidence=evidence,
+        )
+        self._stage_task_delete(stored)
+
     def stage_tenant(self, tenant: str, settings: TenantSettings) -> None:
         """Stage a tenant's settings (replacing what was there) with an audit record."""
         data = settings.model_dump(mode="json")
@@ -279,6 +294,11 @@ class StagingUnitOfWork(ABC):
         one more in ``TASKS_EPOCH``. Labels: ``"task <id>"``, ``"tasks epoch"``."""
 
     @abstractmethod
+    def _stage_task_delete(self, stored: StoredTask) -> None:
+        """Stage the delete of ``stored``'s item guarded by its version, and one more in
+        ``TASKS_EPOCH``. Labels: ``"task <id>"``, ``"tasks epoch"``."""
+
+    @abstractmethod
     def _stage_put(self, table: str, key: str, item: dict[str, Any], label: str) -> None:
         """Stage an unguarded put of a whole item."""
 
@@ -345,6 +365,20 @@ class StagingStore(ABC):
         )
         uow.commit()
         return stored
+
+    def remove_task(
+        self,
+        stored: StoredTask,
+        *,
+        actor: str,
+        at: datetime,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
+        """Remove a task's item (guarded by its version); its audit chain stays, ended by a record."""
+        uow = self.unit_of_work(actor, at)
+        uow.stage_task_removal(stored, action=action, evidence=evidence)
+        uow.commit()
 
     def put_tenant(self, tenant: str, settings: TenantSettings, *, actor: str, at: datetime) -> None:
         uow = self.unit_of_work(actor, at)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound.domain.errors import Forbidden as Forbidden
-from rebound.ops.access import Tenants, TenantAccess
+from rebound.ops.access import TenantAccess, Tenants
 
 ADMIN_ACTIONS = frozenset(
     {

@@ -26,8 +26,8 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from rebound.domain.durations import Seconds
 from rebound.domain import tenancy
+from rebound.domain.durations import Seconds
 from rebound.domain.models import TASK_ID_PATTERN, ScheduleSpec, Strict, TaskFile, TaskKey, Tenant
 
 WorkstreamId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]

@@ -448,6 +448,11 @@ class TaskOps:
         result.throttled = self.backoff.throttles - throttles_before
         return result
 
+    def write_triggers(self, task: Task, previous: StoredTask | None) -> tuple[int, int]:
+        """Make ``task``'s schedules (or its rule) what it wants, removing what ``previous`` had
+        and it no longer has; returns (schedules written, rules written)."""
+        return self._write_schedules(task, previous), self._write_rule(task, previous)
+
     def _save(self, change: TaskChange, at: datetime) -> StoredTask:
         return self.store.save_task(
             change.task,

@@ -188,6 +188,16 @@ class UnitOfWork(StagingUnitOfWork):
         else:
             self.put(CONTROL, item, label, "version = :v", {":v": expect})
 
+    def _stage_task_delete(self, stored: StoredTask) -> None:
+        op: dict[str, Any] = {
+            "TableName": self.store.tables["tasks"],
+            "Key": to_item({"task_id": stored.task.id}),
+            "ConditionExpression": "version = :v",
+            "ExpressionAttributeValues": {":v": {"N": str(stored.version)}},
+        }
+        self._stage({"Delete": op}, f"task {stored.task.id}")  # type: ignore[typeddict-item]
+        self.update(CONTROL, {"pk": TASKS_EPOCH}, "ADD epoch :one", "tasks epoch", values={":one": 1})
+
     def _stage_task(self, stored: StoredTask, previous: StoredTask | None) -> None:
         label = f"task {stored.task.id}"
         if previous is None:

@@ -96,7 +96,11 @@ class MemoryStore(StagingStore):
             if failed:
                 raise Conflict(f"{doing}: the record changed underneath us", failed=failed)
             for s, item in items:
-                self._tables[s.table][s.key] = s.write(item)
+                written = s.write(item)
+                if written is None:
+                    self._tables[s.table].pop(s.key, None)
+                else:
+                    self._tables[s.table][s.key] = written
 
     def _read(self, table: str, key: Hashable) -> Item | None:
         with self._lock:

@@ -44,7 +44,8 @@ class Staged:
     label: str
     table: str
     key: Hashable
-    write: Callable[[Item | None], Item]
+    write: Callable[[Item | None], Item | None]
+    """The item after the change; ``None`` removes it."""
     guard: Guard | None = None
 
 
@@ -141,6 +142,20 @@ class MemoryUnitOfWork(StagingUnitOfWork):
         version = previous.version if previous is not None else None
         guard: Guard = _absent if version is None else lambda item: (item or {}).get("version") == version
         self.put("tasks", stored.task.id, stored.to_record(), f"task {stored.task.id}", guard)
+        self._update(TASKS_EPOCH, "tasks epoch", _bump("epoch"))
+
+    def _stage_task_delete(self, stored: StoredTask) -> None:
+        version = stored.version
+        label = f"task {stored.task.id}"
+        self.staged.append(
+            Staged(
+                label,
+                "tasks",
+                stored.task.id,
+                lambda _: None,
+                lambda item: (item or {}).get("version") == version,
+            )
+        )
         self._update(TASKS_EPOCH, "tasks epoch", _bump("epoch"))
 
     def _stage_owned(

@@ -209,6 +209,18 @@ class Store(Protocol):
     ) -> StoredTask: ...
 
     # runs
+    def remove_task(
+        self,
+        stored: StoredTask,
+        *,
+        actor: str,
+        at: datetime,
+        action: str,
+        evidence: dict[str, Any] | None = None,
+    ) -> None:
+        """Remove a task's item, guarded by its version; its chain ends with an audit record."""
+        ...
+
     def get_run(self, run_id: str) -> Run | None: ...
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...

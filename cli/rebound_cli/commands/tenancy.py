@@ -1,0 +1,127 @@
+"""``rebound tenants``: who may act on which tenants; ``rebound migrate tenancy``: move tasks
+stored before tenancy to their ``<tenant>.<id>`` keys. Both for administrators only."""
+
+from __future__ import annotations
+
+import click
+
+from rebound_cli import output as out
+from rebound_cli.context import App
+
+
+@click.group()
+def tenants() -> None:
+    """Grants of tenants to identities (administrators only; each change audited on the tenant).
+
+    An identity is an IAM ARN: a user, or a role (every session of it). The environment's
+    `identities:` (config/environments/ENV.yaml) adds to what is granted here.
+
+    \b
+    Examples:
+      rebound tenants grant arn:aws:iam::111122223333:role/AcmeOperators acme
+      rebound tenants revoke arn:aws:iam::111122223333:role/AcmeOperators acme
+      rebound tenants show arn:aws:iam::111122223333:role/AcmeOperators
+    """
+
+
+def _change(app: App, action: str, identity: str, names: tuple[str, ...]) -> None:
+    from rebound.ops.access import TenantAccess
+
+    app.check(action)
+    access = TenantAccess(app.deps)
+    change = access.grant if action == "tenants:grant" else access.revoke
+    after = change(identity, names, actor=app.actor)
+    out.emit(
+        app,
+        {"identity": identity, "tenants": after},
+        lambda: out.say(f"{identity} now holds: {', '.join(after) or 'no tenant'} (granted here)"),
+    )
+
+
+@tenants.command("grant")
+@click.argument("identity")
+@click.argument("names", nargs=-1, required=True, metavar="TENANT...")
+@click.pass_obj
+def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
+    """Let IDENTITY act on TENANT... (`*`: every tenant, an administrator).
+
+    JSON fields: identity, tenants (its grants after the change).
+    """
+    _change(app, "tenants:grant", identity, names)
+
+
+@tenants.command("revoke")
+@click.argument("identity")
+@click.argument("names", nargs=-1, required=True, metavar="TENANT...")
+@click.pass_obj
+def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
+    """Take TENANT... away from IDENTITY's grants (the environment's `identities:` stay).
+
+    JSON fields: identity, tenants (its grants after the change).
+    """
+    _change(app, "tenants:revoke", identity, names)
+
+
+@tenants.command("show")
+@click.argument("identity")
+@click.pass_obj
+def show(app: App, identity: str) -> None:
+    """The tenants IDENTITY may act on: its grants and the environment's `identities:`.
+
+    JSON fields: identity, granted, effective.
+    """
+    from rebound.ops.access import TenantAccess
+
+    access = TenantAccess(app.deps)
+    granted = access.granted(identity)
+    effective = access.tenants_of(identity).as_list()
+    out.emit(
+        app,
+        {"identity": identity, "granted": granted, "effective": effective},
+        lambda: out.fields(
+            identity,
+            [("granted here", ", ".join(granted) or "none"), ("effective", ", ".join(effective) or "none")],
+        ),
+    )
+
+
+@click.group()
+def migrate() -> None:
+    """One-time migrations of stored data (administrators only)."""
+
+
+@migrate.command("tenancy")
+@click.option("--dry-run", is_flag=True, help="list what would move, change nothing")
+@click.pass_obj
+def migrate_tenancy(app: App, dry_run: bool) -> None:
+    """Move every task stored under an id without its tenant to TENANT.ID.
+
+    Idempotent: run it again after an interruption. A task whose old id still has runs Rebound
+    owes work is left for a later pass (exit 5 while any is left).
+
+    \b
+    Examples:
+      rebound migrate tenancy --dry-run
+      rebound migrate tenancy
+
+    JSON fields: dry_run, moves[] (old, new, state: moved | would-move | waiting, unfinished), left.
+    """
+    from rebound.domain.errors import Conflict
+    from rebound.ops.tenancy import TenancyMigration
+
+    migration = TenancyMigration(app.deps, app.actor if not dry_run else "reader", guard=app.guard)
+    todo = migration.pending()
+    with out.progress("migrating", total=len(todo)) as advance:
+        report = migration.run(dry_run=dry_run, progress=lambda _move: advance(1))
+
+    def render() -> None:
+        out.table(
+            "tasks",
+            ["old", "new", "state", "unfinished runs"],
+            [[m.old, m.new, m.state, m.unfinished] for m in report.moves],
+            empty="every task's id carries its tenant already",
+        )
+
+    out.emit(app, report.as_dict(), render)
+    if not dry_run and report.left:
+        raise Conflict(f"{report.left} task(s) left: their runs are still owed work; run it again later")
