@@ -85,6 +85,12 @@ class Settings(BaseModel):
         default=None, description="what targets may do here; None: the defaults for the environment's name"
     )
 
+    tenant_secrets_role: str | None = Field(
+        default=None,
+        description="the role the executor assumes with the session tag rebound:tenant=<tenant> to read a "
+        "task's secrets (AWS); None: read with the function's own role (the local cloud, which "
+        "evaluates no IAM)",
+    )
     identities: dict[str, list[str]] | None = Field(
         default=None,
         description="identity (IAM ARN, a role's ARN, or * for any caller) -> the tenants it may act on "
@@ -169,6 +175,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
         "identities": _json_or_none(env, r.ENV_IDENTITIES),
+        "tenant_secrets_role": env.get(r.ENV_TENANT_SECRETS_ROLE) or None,
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -206,6 +213,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
     if settings.targets is not None:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
+    if settings.tenant_secrets_role:
+        out[r.ENV_TENANT_SECRETS_ROLE] = settings.tenant_secrets_role
     if settings.identities is not None:
         out[r.ENV_IDENTITIES] = json.dumps(settings.identities, separators=(",", ":"), sort_keys=True)
     for spec in r.SPEC.tables:

@@ -129,7 +129,9 @@ def build_deps(
         schedules=schedules,
         bus=Bus(session.client("events", **kwargs), settings.bus_name),
         targets=targets
-        or default_targets(session, clock, kwargs, settings.target_rules, settings.environment),
+        or default_targets(
+            session, clock, kwargs, settings.target_rules, settings.environment, settings.tenant_secrets_role
+        ),
         notifier=Notifier(channels),
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,

@@ -35,6 +35,7 @@ from rebound_infra.constructs.observability import Observability
 from rebound_infra.constructs.ops_api import OpsApi
 from rebound_infra.constructs.scheduling import Scheduling
 from rebound_infra.constructs.state import State
+from rebound_infra.constructs.tenant_secrets import TenantSecretsRole
 from rebound_infra.nag import acknowledge
 from rebound_infra.permissions import (
     Grantables,
@@ -252,6 +253,12 @@ class ReboundStack(Stack):
             description="Every Rebound resource name of this environment, for the CLI",
             string_value=self.to_json_string(resources_document(self.settings)),
         )
+        # The executor reads a task's secrets only as that task's tenant (rebound.adapters.secrets).
+        executor = self.functions.functions["executor"]
+        self.tenant_secrets = TenantSecretsRole(
+            self, "TenantSecrets", environment=config.name, reader=executor.role
+        )
+        executor.function.add_environment(r.ENV_TENANT_SECRETS_ROLE, self.tenant_secrets.role.role_arn)
         # Every role in the stack is denied rewriting the audit table, whatever else grants it.
         for construct in self.node.find_all():
             if isinstance(construct, iam.Role):

@@ -255,7 +255,15 @@ def start_local(
     metrics = RecordingMetrics()
     metrics.meter = meter
     targets = RecordingTargets(
-        default_targets(session, clock, client_kwargs, settings.target_rules, settings.environment), clock
+        default_targets(
+            session,
+            clock,
+            client_kwargs,
+            settings.target_rules,
+            settings.environment,
+            settings.tenant_secrets_role,
+        ),
+        clock,
     )
     crashes = CrashPlan(
         faults.crash_points, faults.crash_rate, faults.seed, faults.crash_limit, dict(faults.crash_limits)

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -148,3 +148,57 @@ class SecretResolver:
         if not value:
             raise OperationalError(f"{doing}: the secret is empty", reference=reference)
         return value
+
+
+TENANT_TAG = "rebound:tenant"
+"""The session tag the tenant secrets role's policy reads (``${aws:PrincipalTag/rebound:tenant}``)."""
+SESSION_SECONDS = 900
+RENEW_BEFORE_S = 60.0
+
+
+class TenantSecrets:
+    """A ``SecretResolver`` per tenant, reading with credentials of the environment's tenant secrets
+    role assumed with the session tag ``rebound:tenant=<tenant>``: on AWS that role may read only
+    ``/rebound/<env>/tenants/${aws:PrincipalTag/rebound:tenant}/*``, so IAM holds the same line the
+    executor's own check does (``rebound.domain.tenancy.secret_problem``)."""
+
+    def __init__(
+        self,
+        assume_role: Callable[..., Any],
+        role_arn: str,
+        clients: Callable[[Mapping[str, str]], SecretResolver],
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._assume_role = assume_role
+        self.role_arn = role_arn
+        self._clients = clients
+        self._monotonic = monotonic
+        self._resolvers: dict[str, tuple[float, SecretResolver]] = {}
+        self._lock = threading.Lock()
+
+    def for_tenant(self, tenant: str) -> SecretResolver:
+        with self._lock:
+            held = self._resolvers.get(tenant)
+            if held is not None and held[0] > self._monotonic():
+                return held[1]
+        try:
+            answer = self._assume_role(
+                RoleArn=self.role_arn,
+                RoleSessionName=f"rebound-secrets-{tenant}"[:64],
+                DurationSeconds=SESSION_SECONDS,
+                Tags=[{"Key": TENANT_TAG, "Value": tenant}],
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"assume the tenant secrets role for tenant {tenant}") from exc
+        creds = answer["Credentials"]
+        resolver = self._clients(
+            {
+                "aws_access_key_id": creds["AccessKeyId"],
+                "aws_secret_access_key": creds["SecretAccessKey"],
+                "aws_session_token": creds["SessionToken"],
+            }
+        )
+        with self._lock:
+            self._resolvers[tenant] = (self._monotonic() + SESSION_SECONDS - RENEW_BEFORE_S, resolver)
+        return resolver

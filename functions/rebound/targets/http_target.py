@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from rebound.adapters.secrets import SecretResolver
+from rebound.adapters.secrets import SecretResolver, TenantSecrets
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import HttpTarget, SecretHeader, TargetRules
@@ -211,7 +211,10 @@ class HttpInvoker:
         rules: TargetRules | None = None,
         getaddrinfo: Resolver = socket.getaddrinfo,
         environment: str | None = None,
+        tenant_secrets: TenantSecrets | None = None,
     ) -> None:
+        self.tenant_secrets = tenant_secrets
+        """On AWS: each tenant's secrets read under a session IAM limits to that tenant's path."""
         self.environment = environment
         """With it, a task may use only its tenant's secrets (``/rebound/<environment>/tenants/<t>/``)."""
         self.secrets = secrets
@@ -232,6 +235,12 @@ class HttpInvoker:
         refused = self._secret_outside_tenant(target, call.tenant)
         if refused is not None:
             return refused
+        secrets = self.secrets
+        if self.tenant_secrets is not None and secret_references(target):
+            try:
+                secrets = self.tenant_secrets.for_tenant(call.tenant)
+            except OperationalError as exc:
+                return Outcome.failure(SECRET_UNAVAILABLE, exc.message)
         body = dumps(invocation_document(call)).encode()
         timestamp = int(self.clock.now().timestamp())
         headers: dict[str, str] = {}
@@ -241,7 +250,7 @@ class HttpInvoker:
                 continue
             if isinstance(given, SecretHeader):
                 try:
-                    value = self.secrets.get(given.secret)
+                    value = secrets.get(given.secret)
                 except OperationalError as exc:
                     return Outcome.failure(SECRET_UNAVAILABLE, f"header {name}: {exc.message}")
                 known.append(value)
@@ -261,7 +270,7 @@ class HttpInvoker:
         )
         if target.secret:
             try:
-                key = self.secrets.get(target.secret)
+                key = secrets.get(target.secret)
             except OperationalError as exc:
                 return Outcome.failure(SECRET_UNAVAILABLE, f"signing secret unavailable: {exc.message}")
             headers[SIGNATURE_HEADER] = signature_header(key.encode(), timestamp, body)

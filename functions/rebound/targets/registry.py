@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 
-from rebound.adapters.secrets import SecretResolver
+from rebound.adapters.secrets import SecretResolver, TenantSecrets
 from rebound.domain.models import TargetRules
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, TargetInvoker, Targets
@@ -31,6 +32,7 @@ def default_targets(
     client_kwargs: dict[str, Any],
     rules: TargetRules | None = None,
     environment: str | None = None,
+    tenant_secrets_role: str | None = None,
 ) -> Targets:
     """Every target type; under ``rules`` (default: the strictest), ``sim`` only where enabled; with
     ``environment``, an http target may use only its tenant's secrets."""
@@ -39,10 +41,21 @@ def default_targets(
         lambda: session.client("ssm", **client_kwargs),
         lambda: session.client("secretsmanager", **client_kwargs),
     )
+    per_tenant = None
+    if tenant_secrets_role:
+
+        def resolver(credentials: Mapping[str, str]) -> SecretResolver:
+            return SecretResolver(
+                lambda: session.client("ssm", **client_kwargs, **credentials),
+                lambda: session.client("secretsmanager", **client_kwargs, **credentials),
+            )
+
+        sts = session.client("sts", **client_kwargs)
+        per_tenant = TenantSecrets(sts.assume_role, tenant_secrets_role, resolver)
     invokers: dict[str, TargetInvoker] = {
         "sim": SimInvoker(clock) if rules.sim else RefusedInvoker("the sim target is not enabled here"),
         "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
-        "http": HttpInvoker(secrets, clock, rules=rules, environment=environment),
+        "http": HttpInvoker(secrets, clock, rules=rules, environment=environment, tenant_secrets=per_tenant),
     }
     return Targets(invokers)
 
