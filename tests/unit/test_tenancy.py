@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import re
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import yaml
 from fakes import memory_deps
 from pydantic import ValidationError
 
+from rebound.adapters.secrets import SESSION_SECONDS, TenantSecrets
 from rebound.api.auth import Caller, Gate, authorize
 from rebound.config.loader import parse_task_document, parse_task_file
 from rebound.domain.errors import ConfigError, Conflict, Forbidden, OperationalError, ValidationFailed
@@ -351,3 +353,34 @@ def test_task_operations_show_and_change_only_the_callers_tenants() -> None:
     admin = TaskOps(world.deps, "root", guard=Gate(caller("*"), TenantAccess(world.deps)))
     with pytest.raises(ValidationFailed, match="names several tenants' tasks"):
         admin.get("nightly")
+
+
+def test_on_aws_each_tenants_secrets_are_read_as_that_tenant() -> None:
+    """The executor assumes the tenant secrets role tagged with the task's tenant, once per tenant
+    until the session nears its end; IAM then limits that session to the tenant's path."""
+    calls: list[dict[str, object]] = []
+    built: list[dict[str, str]] = []
+    now = [0.0]
+
+    def assume_role(**kwargs: object) -> dict[str, object]:
+        calls.append(kwargs)
+        n = len(calls)
+        return {"Credentials": {"AccessKeyId": f"AK{n}", "SecretAccessKey": "s", "SessionToken": "t"}}
+
+    def resolver(credentials: dict[str, str]) -> Any:
+        built.append(dict(credentials))
+        return RecordingSecrets()
+
+    secrets = TenantSecrets(
+        assume_role, "arn:aws:iam::123456789012:role/reader", resolver, monotonic=lambda: now[0]
+    )
+    acme = secrets.for_tenant("acme")
+    assert secrets.for_tenant("acme") is acme  # one session per tenant
+    secrets.for_tenant("globex")
+    assert [c["Tags"] for c in calls] == [
+        [{"Key": "rebound:tenant", "Value": "acme"}],
+        [{"Key": "rebound:tenant", "Value": "globex"}],
+    ]
+    assert [b["aws_access_key_id"] for b in built] == ["AK1", "AK2"]
+    now[0] += SESSION_SECONDS  # the session is about to end: a new one
+    assert secrets.for_tenant("acme") is not acme and len(calls) == 3

@@ -1,0 +1,85 @@
+"""Through the real ops API handler on the local cloud: a caller acts on its own tenants only, lists
+show only its tenants' things, and every refusal is a 403 audited on the tenant's chain with the
+caller as actor (``rebound.api.auth.authorize``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from test_ops_api import call, ok
+
+from rebound import wiring
+from rebound.engine.deps import Deps
+from rebound.engine.executor import Executor, QueueMessage
+from rebound.engine.retry_scheduler import RetryScheduler
+from support import dead_letters, fire, register, task
+
+pytestmark = pytest.mark.integration
+
+ACCOUNT = "123456789012"
+BOB = f"arn:aws:sts::{ACCOUNT}:assumed-role/GlobexOperators/bob"  # globex only, through his role
+ROOT = f"arn:aws:iam::{ACCOUNT}:user/root-admin"
+NOBODY = f"arn:aws:iam::{ACCOUNT}:user/nobody"
+
+
+@pytest.fixture
+def api(deps: Deps) -> Any:
+    from rebound.handlers import ops_api
+
+    deps.settings = deps.settings.model_copy(
+        update={"identities": {f"arn:aws:iam::{ACCOUNT}:role/GlobexOperators": ["globex"], ROOT: ["*"]}}
+    )
+    wiring.use(deps)
+    yield ops_api
+    wiring.use(None)
+
+
+def globex_dead_letter(deps: Deps) -> str:
+    register(deps, task("gjob", tenant="globex", target={"type": "sim", "behavior": {"terminal_error": "NOPE"}}))
+    Executor(deps).process(QueueMessage("g-fire", json.dumps(fire("gjob"))), 120)
+    run_id = "gjob:20260307T090000Z"
+    assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
+    return run_id
+
+
+def refusals(deps: Deps, tenant: str) -> list[tuple[str, str]]:
+    return [(r.actor, r.evidence["action"]) for r in deps.store.audit_trail(f"tenant#{tenant}")]
+
+
+def test_a_caller_without_the_tenant_is_refused_and_the_refusal_is_audited(api: Any, deps: Deps) -> None:
+    [acme_run] = dead_letters(deps, 1)
+    before = deps.store.get_run(acme_run)
+    status, body = call(api, "POST", f"/runs/{acme_run}/retry", {"reason": "mine now"}, caller=BOB)
+    assert status == 403 and body["code"] == "FORBIDDEN" and body["tenant"] == "acme"
+    assert "its tenants: globex" in body["message"]
+    assert deps.store.get_run(acme_run) == before  # nothing changed
+    assert call(api, "GET", f"/runs/{acme_run}", caller=BOB)[0] == 403
+    assert call(api, "PUT", "/tasks/job/pause", {"reason": "x"}, caller=BOB)[0] == 403
+    assert refusals(deps, "acme") == [(BOB, "runs:retry"), (BOB, "runs:read"), (BOB, "tasks:pause")]
+    document = {"tasks": [{"id": "job", "tenant": "acme", "target": {"type": "sim"}}]}
+    status, _ = call(api, "POST", "/tasks", {"document": document}, caller=BOB)
+    assert status == 403 and deps.store.get_task("acme.job") is None
+
+
+def test_lists_show_only_the_callers_tenants_and_an_administrator_sees_all(api: Any, deps: Deps) -> None:
+    acme_runs = dead_letters(deps, 2)
+    globex_run = globex_dead_letter(deps)
+    listed = ok(api, "GET", "/runs", query={"state": "dead_lettered"}, caller=BOB)
+    assert [r["run_id"] for r in listed] == [globex_run]
+    assert [t["id"] for t in ok(api, "GET", "/tasks", caller=BOB)] == ["gjob"]
+    messages = ok(api, "GET", "/dlq", caller=BOB)["messages"]  # bound to his one tenant
+    assert [m["run_id"] for m in messages] == [globex_run]
+    assert call(api, "GET", "/dlq", query={"tenant": "acme"}, caller=BOB)[0] == 403
+    everything = ok(api, "GET", "/runs", query={"state": "dead_lettered"}, caller=ROOT)
+    assert sorted(r["run_id"] for r in everything) == sorted([*acme_runs, globex_run])
+    assert ok(api, "POST", f"/runs/{globex_run}/skip", {"reason": "done by hand"}, caller=BOB)["state"] == "skipped"
+
+
+def test_a_caller_with_no_tenant_may_not_even_list(api: Any, deps: Deps) -> None:
+    status, body = call(api, "GET", "/tasks", caller=NOBODY)
+    assert status == 403 and "has no tenant" in body["message"]
+    status, _ = call(api, "PUT", "/policies/default", {"changes": {"max_attempts": 9}}, caller=BOB)
+    assert status == 403  # retry policies are every tenant's: administrators only
+    assert refusals(deps, "*") == [(NOBODY, "tasks:read"), (BOB, "policies:write")]
