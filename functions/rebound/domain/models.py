@@ -373,7 +373,7 @@ class HttpTarget(Strict):
                 raise ValueError(
                     f"headers.{name}: a credential in plain text would be stored with the task, its "
                     f"runs and its audit trail; give it by reference instead: "
-                    f"{name}: {{secret: ssm:/rebound/<env>/secrets/...}} (optionally with prefix: 'Bearer ')"
+                    f"{name}: {{secret: ssm:/rebound/<env>/tenants/<tenant>/...}} (optionally with prefix: 'Bearer ')"
                 )
         return value
 
