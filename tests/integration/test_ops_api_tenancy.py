@@ -37,7 +37,9 @@ def api(deps: Deps) -> Any:
 
 
 def globex_dead_letter(deps: Deps) -> str:
-    register(deps, task("gjob", tenant="globex", target={"type": "sim", "behavior": {"terminal_error": "NOPE"}}))
+    register(
+        deps, task("gjob", tenant="globex", target={"type": "sim", "behavior": {"terminal_error": "NOPE"}})
+    )
     Executor(deps).process(QueueMessage("g-fire", json.dumps(fire("gjob"))), 120)
     run_id = "gjob:20260307T090000Z"
     assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
@@ -74,7 +76,10 @@ def test_lists_show_only_the_callers_tenants_and_an_administrator_sees_all(api: 
     assert call(api, "GET", "/dlq", query={"tenant": "acme"}, caller=BOB)[0] == 403
     everything = ok(api, "GET", "/runs", query={"state": "dead_lettered"}, caller=ROOT)
     assert sorted(r["run_id"] for r in everything) == sorted([*acme_runs, globex_run])
-    assert ok(api, "POST", f"/runs/{globex_run}/skip", {"reason": "done by hand"}, caller=BOB)["state"] == "skipped"
+    assert (
+        ok(api, "POST", f"/runs/{globex_run}/skip", {"reason": "done by hand"}, caller=BOB)["state"]
+        == "skipped"
+    )
 
 
 def test_a_caller_with_no_tenant_may_not_even_list(api: Any, deps: Deps) -> None:

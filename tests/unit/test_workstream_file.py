@@ -75,7 +75,10 @@ def test_a_task_registered_before_may_be_a_step() -> None:
     text = TASKS.replace("  - {id: report, tenant: acme, target: {type: sim}}\n", "") + WORKSTREAMS
     refused(text)
     document = parse_task_document(
-        yaml.safe_load(text), "tasks.yaml", load_policy_book(CONFIG / "tasks"), known_tasks={"acme.report": "acme"}
+        yaml.safe_load(text),
+        "tasks.yaml",
+        load_policy_book(CONFIG / "tasks"),
+        known_tasks={"acme.report": "acme"},
     )
     assert len(document.workstreams[0].steps) == 4
 

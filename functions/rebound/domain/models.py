@@ -373,7 +373,8 @@ class HttpTarget(Strict):
                 raise ValueError(
                     f"headers.{name}: a credential in plain text would be stored with the task, its "
                     f"runs and its audit trail; give it by reference instead: "
-                    f"{name}: {{secret: ssm:/rebound/<env>/tenants/<tenant>/...}} (optionally with prefix: 'Bearer ')"
+                    f"{name}: {{secret: ssm:/rebound/<env>/tenants/<tenant>/...}} "
+                    "(optionally with prefix: 'Bearer ')"
                 )
         return value
 
@@ -506,7 +507,7 @@ class Task(Strict):
         """A key names its tenant: a task can never be filed under, or queue in, another tenant."""
         for name, value in (("id", self.id), ("mutex_group", self.mutex_group)):
             owner = tenancy.tenant_of(value) if value else None
-            if owner is not None and owner != self.tenant:
+            if value is not None and owner is not None and owner != self.tenant:
                 raise ValueError(
                     f"{name} {value!r} belongs to tenant {owner!r}, but the task's tenant is "
                     f"{self.tenant!r}; write the short id ({tenancy.short_id(value)!r}) and the tenant"

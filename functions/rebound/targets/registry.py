@@ -45,9 +45,10 @@ def default_targets(
     if tenant_secrets_role:
 
         def resolver(credentials: Mapping[str, str]) -> SecretResolver:
+            kwargs: dict[str, Any] = {**client_kwargs, **credentials}
             return SecretResolver(
-                lambda: session.client("ssm", **client_kwargs, **credentials),
-                lambda: session.client("secretsmanager", **client_kwargs, **credentials),
+                lambda: session.client("ssm", **kwargs),
+                lambda: session.client("secretsmanager", **kwargs),
             )
 
         sts = session.client("sts", **client_kwargs)
