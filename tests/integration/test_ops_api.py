@@ -95,27 +95,27 @@ def test_the_committed_openapi_document_matches_the_routes() -> None:
 
 def test_register_plans_then_applies_a_task_document(api: Any, deps: Deps) -> None:
     plan = ok(api, "POST", "/tasks", {"document": DOCUMENT, "dry_run": True})
-    assert plan["plan"] == [{"id": "nightly", "change": "create", "diff": plan["plan"][0]["diff"]}]
-    assert plan["applied"] is None and deps.store.get_task("nightly") is None
+    assert plan["plan"] == [{"id": "acme.nightly", "change": "create", "diff": plan["plan"][0]["diff"]}]
+    assert plan["applied"] is None and deps.store.get_task("acme.nightly") is None
     applied = ok(api, "POST", "/internal/tasks/register", {"document": DOCUMENT})
-    assert applied["applied"]["created"] == ["nightly"]
-    stored = deps.store.get_task("nightly")
+    assert applied["applied"]["created"] == ["acme.nightly"]
+    stored = deps.store.get_task("acme.nightly")
     assert stored is not None
-    trail = deps.store.audit_trail("task#nightly")
+    trail = deps.store.audit_trail("task#acme.nightly")
     assert trail[-1].actor == ALICE  # the caller's identity, not the body's
 
 
 def test_list_show_pause_resume_run_and_preview_a_task(api: Any, deps: Deps) -> None:
     ok(api, "POST", "/tasks", {"document": DOCUMENT})
-    assert [t["id"] for t in ok(api, "GET", "/tasks")] == ["nightly"]
+    assert [t["id"] for t in ok(api, "GET", "/tasks")] == ["acme.nightly"]
     assert ok(api, "GET", "/tasks", query={"state": "paused"}) == []
-    assert ok(api, "GET", "/tasks/nightly")["task"]["id"] == "nightly"
+    assert ok(api, "GET", "/tasks/nightly")["task"]["id"] == "acme.nightly"  # its short id finds it
     assert ok(api, "PUT", "/tasks/nightly/pause", {"reason": "maintenance"})["state"] == "paused"
     assert ok(api, "PUT", "/internal/tasks/nightly/resume")["state"] == "active"
     assert ok(api, "PUT", "/internal/tasks/nightly/pause")["state"] == "paused"
     assert ok(api, "PUT", "/tasks/nightly/resume")["state"] == "active"
     run = ok(api, "POST", "/tasks/nightly/run", {"token": "t-1"})
-    assert run["run_id"].startswith("nightly:manual-")  # the manual message is on the execution queue
+    assert run["run_id"].startswith("acme.nightly:manual-")  # the manual message is on the execution queue
     assert ok(api, "POST", "/tasks/nightly/run", {"token": "t-1"})["run_id"] == run["run_id"]
     fires = ok(api, "GET", "/tasks/nightly/preview", query={"count": "3"})
     assert len(fires) == 3
@@ -232,20 +232,20 @@ def test_a_task_moved_between_a_schedule_and_an_event_rule_keeps_one_trigger(api
     """Registration writes and removes the task's schedules and its rule on the bus; pause and
     resume carry the rule's state."""
     ok(api, "POST", "/tasks", {"document": DOCUMENT})
-    assert deps.schedules.get(task_schedule_name("nightly", 0)) is not None
+    assert deps.schedules.get(task_schedule_name("acme.nightly", 0)) is not None
     on_event = {**DOCUMENT["tasks"][0], "schedule": None, "event": {"source": ["billing"]}}
     ok(api, "POST", "/tasks", {"document": {"tasks": [on_event]}})
-    assert deps.schedules.get(task_schedule_name("nightly", 0)) is None
-    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "ENABLED"
+    assert deps.schedules.get(task_schedule_name("acme.nightly", 0)) is None
+    assert deps.bus.get_rule(task_rule_name("acme.nightly"))["State"] == "ENABLED"
     changed = ok(api, "POST", "/tasks", {"document": {"tasks": [{**on_event, "payload": {"step": 2}}]}})
-    assert changed["applied"]["updated"] == ["nightly"]  # the rule read back and left as it was
+    assert changed["applied"]["updated"] == ["acme.nightly"]  # the rule read back and left as it was
     ok(api, "PUT", "/tasks/nightly/pause", {"reason": "maintenance"})
-    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "DISABLED"
+    assert deps.bus.get_rule(task_rule_name("acme.nightly"))["State"] == "DISABLED"
     ok(api, "PUT", "/tasks/nightly/resume")
-    assert deps.bus.get_rule(task_rule_name("nightly"))["State"] == "ENABLED"
+    assert deps.bus.get_rule(task_rule_name("acme.nightly"))["State"] == "ENABLED"
     ok(api, "POST", "/tasks", {"document": DOCUMENT})
-    assert deps.bus.get_rule(task_rule_name("nightly")) is None
-    assert deps.schedules.get(task_schedule_name("nightly", 0)) is not None
+    assert deps.bus.get_rule(task_rule_name("acme.nightly")) is None
+    assert deps.schedules.get(task_schedule_name("acme.nightly", 0)) is not None
 
 
 def test_the_delivery_retry_plan_and_its_execution(api: Any, deps: Deps) -> None:

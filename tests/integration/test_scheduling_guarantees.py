@@ -352,8 +352,8 @@ def test_tenant_settings_in_a_task_file_are_stored_and_enforced(deps: Deps, tmp_
     ops.apply(ops.plan(document.tasks))
     assert ops.apply_tenants(document.tenants) == ["acme"]
     assert ops.apply_tenants(document.tenants) == []  # idempotent
-    start_and_crash(deps, "a")
-    assert deliver(deps, "b", "2026-03-07T09:00:00Z") == "waiting"
+    start_and_crash(deps, "acme.a")  # a file's ids are qualified with their tenant
+    assert deliver(deps, "acme.b", "2026-03-07T09:00:00Z") == "waiting"
 
 
 # --------------------------------------------------------------------------- jitter and the ledger

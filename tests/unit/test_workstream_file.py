@@ -51,9 +51,9 @@ def refused(text: str) -> ConfigError:
 def test_the_documented_workstream_is_accepted() -> None:
     document = parse(TASKS + WORKSTREAMS)
     [ws] = document.workstreams
-    assert [s.task for s in ws.steps] == ["acme.extract", "acme.transform", "acme.load", "acme.report"]
-    assert ws.step("acme.load").resources == ["warehouse-write"]
-    assert ws.step("acme.report").critical is False and ws.step("acme.load").critical is True
+    assert [s.task for s in ws.steps] == ["extract", "transform", "load", "report"]
+    assert ws.step("load").resources == ["warehouse-write"]
+    assert ws.step("report").critical is False and ws.step("load").critical is True
     assert ws.schedule is not None and ws.schedule.timezone == "Europe/Berlin"
     assert [(r.id, r.max_holders) for r in document.resources] == [("warehouse-write", 1)]
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from rebound.domain.errors import ConfigError, PolicyNotFound
 from rebound.domain.models import POLICY_FIELDS, PolicyOverride, RetryPolicy, Task
-from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems
+from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems, task_key
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -221,6 +221,8 @@ def check_workstreams(
     next few follow it."""
     problems = reference_problems(workstreams, resources, tasks)
     if not problems:
+        for ws in workstreams:  # each step runs its tenant's task: the one place a step gets its key
+            ws.steps = [s.model_copy(update={"task_key": task_key(ws, s.task, tasks)}) for s in ws.steps]
         return
     where, msg = problems[0]
     if len(problems) > 1:

@@ -228,7 +228,7 @@ def new_run(workstream: Workstream, run_id: str, at: datetime) -> WorkstreamRun:
         steps=[
             StepRun(
                 step=s.task,
-                task_id=s.task,
+                task_id=s.task_id,
                 needs=list(s.needs),
                 resources=list(s.resources),
                 critical=s.critical,

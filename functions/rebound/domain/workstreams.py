@@ -52,6 +52,16 @@ class WorkstreamStep(Strict):
     needs: list[TaskKey] = Field(default_factory=list, description="steps that must succeed first")
     resources: list[ResourceId] = Field(default_factory=list, description="resources held while it runs")
     critical: bool = Field(default=True, description="false: its failure does not fail the workstream")
+    task_key: TaskKey | None = Field(
+        default=None,
+        description="the key of the task the step runs (<tenant>.<id>); set by the loader from the "
+        "workstream's tenant, so a file names steps by their short ids",
+    )
+
+    @property
+    def task_id(self) -> str:
+        """The task the step runs: its key as the loader found it, else its name."""
+        return self.task_key or self.task
 
     @field_validator("needs", "resources")
     @classmethod
@@ -80,21 +90,6 @@ class Workstream(Strict):
     def _one_trigger(self) -> Workstream:
         if self.schedule is not None and self.event is not None:
             raise ValueError("give schedule or event, not both (or neither, to start it by hand)")
-        return self
-
-    @model_validator(mode="after")
-    def _qualified_steps(self) -> Workstream:
-        """A step names a task of the workstream's tenant by its short id, as ``tasks:`` does; it
-        becomes that task's key (``rebound.domain.tenancy``), as the tasks' ids do."""
-        self.steps = [
-            step.model_copy(
-                update={
-                    "task": tenancy.qualify(self.tenant, step.task),
-                    "needs": [tenancy.qualify(self.tenant, n) for n in step.needs],
-                }
-            )
-            for step in self.steps
-        ]
         return self
 
     def step(self, name: str) -> WorkstreamStep:
@@ -151,6 +146,13 @@ def cycle_text(cycle: Sequence[str]) -> str:
     return ARROW.join(tenancy.short_id(step) for step in cycle)
 
 
+def task_key(ws: Workstream, step: str, tasks: Mapping[str, str]) -> str:
+    """The key of the task step ``step`` of ``ws`` runs: its tenant's ``<tenant>.<step>``, or the
+    bare id of a task stored before tenancy."""
+    qualified = tenancy.qualify(ws.tenant, step)
+    return qualified if qualified in tasks or step not in tasks else step
+
+
 def reference_problems(
     workstreams: Sequence[Workstream],
     resources: Sequence[ResourceSpec],
@@ -182,14 +184,15 @@ def reference_problems(
                         f"step {short!r} is listed twice (first as steps[{names.index(step.task)}])",
                     )
                 )
-            owners = sorted({tenant for key, tenant in tasks.items() if tenancy.short_id(key) == short})
-            if step.task in tasks and tasks[step.task] == ws.tenant:
+            key = task_key(ws, step.task, tasks)
+            owners = sorted({tenant for k, tenant in tasks.items() if tenancy.short_id(k) == short})
+            if key in tasks and tasks[key] == ws.tenant:
                 pass
             elif owners and ws.tenant not in owners:
                 problems.append(
                     ((*at, "task"), f"task {short!r} belongs to tenant {owners[0]!r}, not {ws.tenant!r}")
                 )
-            elif step.task not in tasks:
+            elif key not in tasks:
                 problems.append(((*at, "task"), f"unknown task {short!r}; declare it under tasks:"))
             for n_index, need in enumerate(step.needs):
                 if need == step.task:
