@@ -15,7 +15,7 @@ from rebound.domain.models import RunState
 pytestmark = pytest.mark.e2e
 local_cloud_base = cloud_fixture(name="local_cloud_base")
 OPERATOR = "arn:aws:sts::123456789012:user/moto"
-LEDGER_RUN = "export-ledger:20260307T090500Z"
+LEDGER_RUN = "globex.export-ledger:20260307T090500Z"
 
 TASKS: list[dict[str, Any]] = [
     {
@@ -69,14 +69,14 @@ def fix_task(cloud: Cloud, task_id: str, tmp: Path) -> None:
 def test_list_filters_by_task_status_and_time(local_cloud: Cloud) -> None:
     dead = local_cloud.json("runs", "list", "--status", "dead_lettered")
     assert LEDGER_RUN in {r["run_id"] for r in dead}
-    assert {r["task_id"] for r in dead} == {"export-ledger", "flaky-export"}
+    assert {r["task_id"] for r in dead} == {"globex.export-ledger", "globex.flaky-export"}
 
-    recent = local_cloud.json("runs", "list", "--task", "heartbeat", "--since", "2026-03-07T09:15:00Z")
-    assert [r["run_id"] for r in recent] == ["heartbeat:20260307T093000Z", "heartbeat:20260307T092000Z"]
+    recent = local_cloud.json("runs", "list", "--task", "acme.heartbeat", "--since", "2026-03-07T09:15:00Z")
+    assert [r["run_id"] for r in recent] == ["acme.heartbeat:20260307T093000Z", "acme.heartbeat:20260307T092000Z"]
     assert all(r["state"] == "succeeded" for r in recent)
 
-    relative = local_cloud.json("runs", "list", "--task", "heartbeat", "--since", "20m")
-    assert [r["run_id"] for r in relative] == ["heartbeat:20260307T093000Z", "heartbeat:20260307T092000Z"]
+    relative = local_cloud.json("runs", "list", "--task", "acme.heartbeat", "--since", "20m")
+    assert [r["run_id"] for r in relative] == ["acme.heartbeat:20260307T093000Z", "acme.heartbeat:20260307T092000Z"]
 
     table = local_cloud.ok("runs", "list", "--status", "dead_lettered")
     assert LEDGER_RUN in table.stdout
@@ -142,7 +142,7 @@ def test_retry_replays_with_a_fresh_budget_and_the_operator_as_actor(
 
 
 def test_retry_of_a_waiting_run_dispatches_its_next_attempt_now(local_cloud: Cloud) -> None:
-    waiting = local_cloud.runs()["slow-retry:20260307T090000Z"]
+    waiting = local_cloud.runs()["acme.slow-retry:20260307T090000Z"]
     assert waiting.state is RunState.RETRY_SCHEDULED and waiting.next_retry_at is not None
     assert waiting.next_retry_at - local_cloud.clock.now() > timedelta(minutes=20)  # a long wait
 
@@ -159,7 +159,7 @@ def test_retry_of_a_waiting_run_dispatches_its_next_attempt_now(local_cloud: Clo
 def test_skip_and_cancel_need_a_reason_confirm_and_resolve_the_work_order(local_cloud: Cloud) -> None:
     dead = [
         r["run_id"]
-        for r in local_cloud.json("runs", "list", "--task", "flaky-export", "--status", "dead_lettered")
+        for r in local_cloud.json("runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered")
     ]
     first, second = dead[0], dead[1]
 
@@ -186,17 +186,17 @@ def test_skip_and_cancel_need_a_reason_confirm_and_resolve_the_work_order(local_
 def test_retry_failed_replays_every_dead_lettered_run_of_a_task(local_cloud: Cloud) -> None:
     dead = {
         r["run_id"]
-        for r in local_cloud.json("runs", "list", "--task", "flaky-export", "--status", "dead_lettered")
+        for r in local_cloud.json("runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered")
     }
     assert len(dead) >= 2
 
-    declined = local_cloud.cli("runs", "retry-failed", "--task", "flaky-export", input="n\n")
+    declined = local_cloud.cli("runs", "retry-failed", "--task", "globex.flaky-export", input="n\n")
     assert declined.exit_code == 1
-    outcomes = local_cloud.json("runs", "retry-failed", "--task", "flaky-export", "--yes")
+    outcomes = local_cloud.json("runs", "retry-failed", "--task", "globex.flaky-export", "--yes")
 
     assert {o["run_id"] for o in outcomes} == dead and {o["action"] for o in outcomes} == {"replayed"}
     assert all(local_cloud.runs()[run_id].state is RunState.REPLAYED for run_id in dead)
-    nothing = local_cloud.json("runs", "retry-failed", "--task", "flaky-export", "--yes")
+    nothing = local_cloud.json("runs", "retry-failed", "--task", "globex.flaky-export", "--yes")
     assert nothing == []
     usage = local_cloud.cli("runs", "retry-failed", "--yes")
     assert usage.exit_code == 2 and "give --task or --since" in usage.stderr
@@ -204,7 +204,7 @@ def test_retry_failed_replays_every_dead_lettered_run_of_a_task(local_cloud: Clo
 
 def test_retry_overrides_apply_to_the_new_budget_only(local_cloud: Cloud) -> None:
     """Last in the module: it lets hours of schedule time pass."""
-    run_id = "slow-retry:20260307T090000Z"
+    run_id = "acme.slow-retry:20260307T090000Z"
     local_cloud.run_for(timedelta(hours=3))
     assert local_cloud.runs()[run_id].state is RunState.DEAD_LETTERED
 
