@@ -72,11 +72,17 @@ def test_list_filters_by_task_status_and_time(local_cloud: Cloud) -> None:
     assert {r["task_id"] for r in dead} == {"globex.export-ledger", "globex.flaky-export"}
 
     recent = local_cloud.json("runs", "list", "--task", "acme.heartbeat", "--since", "2026-03-07T09:15:00Z")
-    assert [r["run_id"] for r in recent] == ["acme.heartbeat:20260307T093000Z", "acme.heartbeat:20260307T092000Z"]
+    assert [r["run_id"] for r in recent] == [
+        "acme.heartbeat:20260307T093000Z",
+        "acme.heartbeat:20260307T092000Z",
+    ]
     assert all(r["state"] == "succeeded" for r in recent)
 
     relative = local_cloud.json("runs", "list", "--task", "acme.heartbeat", "--since", "20m")
-    assert [r["run_id"] for r in relative] == ["acme.heartbeat:20260307T093000Z", "acme.heartbeat:20260307T092000Z"]
+    assert [r["run_id"] for r in relative] == [
+        "acme.heartbeat:20260307T093000Z",
+        "acme.heartbeat:20260307T092000Z",
+    ]
 
     table = local_cloud.ok("runs", "list", "--status", "dead_lettered")
     assert LEDGER_RUN in table.stdout
@@ -159,7 +165,9 @@ def test_retry_of_a_waiting_run_dispatches_its_next_attempt_now(local_cloud: Clo
 def test_skip_and_cancel_need_a_reason_confirm_and_resolve_the_work_order(local_cloud: Cloud) -> None:
     dead = [
         r["run_id"]
-        for r in local_cloud.json("runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered")
+        for r in local_cloud.json(
+            "runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered"
+        )
     ]
     first, second = dead[0], dead[1]
 
@@ -186,7 +194,9 @@ def test_skip_and_cancel_need_a_reason_confirm_and_resolve_the_work_order(local_
 def test_retry_failed_replays_every_dead_lettered_run_of_a_task(local_cloud: Cloud) -> None:
     dead = {
         r["run_id"]
-        for r in local_cloud.json("runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered")
+        for r in local_cloud.json(
+            "runs", "list", "--task", "globex.flaky-export", "--status", "dead_lettered"
+        )
     }
     assert len(dead) >= 2
 
