@@ -96,6 +96,13 @@ def deps(
 
 
 @pytest.fixture
+def every_event(deps: Deps) -> None:
+    """The outbox of ``deps`` carries every event, as in an environment with ``outbox.publish: ['*']``:
+    for tests that watch events no rule of the stack consumes (``task.retry.scheduled``...)."""
+    deps.store.published = None
+
+
+@pytest.fixture
 def wired(deps: Deps) -> Iterator[Deps]:
     """``deps`` installed as what the Lambda handlers use (``rebound.wiring.deps()``)."""
     from rebound import wiring

@@ -44,9 +44,10 @@ from support import ManualClock
 ACCOUNT_ARN = "arn:aws:sqs:us-east-1:123456789012"
 
 
-def memory_settings(environment: str = "test") -> Settings:
+def memory_settings(environment: str = "test", publish_events: tuple[str, ...] = ()) -> Settings:
     """Settings naming every resource of ``rebound.resources.SPEC``; nothing is provisioned."""
     return Settings(
+        publish_events=publish_events,
         environment=environment,
         tables={t.logical: r.local_name(environment, t.logical) for t in r.SPEC.tables},
         queues={
@@ -329,10 +330,10 @@ class MemoryWorld:
         return [e.detail_type for e in self.store.events if subject is None or e.subject == subject]
 
 
-def memory_deps(clock: ManualClock | None = None) -> MemoryWorld:
+def memory_deps(clock: ManualClock | None = None, publish_events: tuple[str, ...] = ()) -> MemoryWorld:
     clock = clock or ManualClock()
-    settings = memory_settings()
-    store = MemoryStore(settings.event_source)
+    settings = memory_settings(publish_events=publish_events)
+    store = MemoryStore(settings.event_source, published=settings.published_events())
     queues = FakeQueues(clock)
     schedules = FakeSchedules()
     targets = HookedTargets(clock)

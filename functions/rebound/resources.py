@@ -349,8 +349,19 @@ ENV_HEALTH_EXPECTED_INTERVAL = "REBOUND_HEALTH_EXPECTED_INTERVAL_MINUTES"
 ENV_HEALTH_STALE_METADATA = "REBOUND_HEALTH_STALE_METADATA_MINUTES"
 ENV_COMPLETION_KEY = "REBOUND_COMPLETION_KEY"
 ENV_TARGET_RULES = "REBOUND_TARGET_RULES"
+ENV_PUBLISH_EVENTS = "REBOUND_PUBLISH_EVENTS"
+"""Detail types announced on the bus besides those a rule of ``SPEC.rules`` consumes (comma
+separated; ``*``: every event). See ``consumed_detail_types``."""
+PUBLISH_ALL = "*"
 ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
 """The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
+
+
+def consumed_detail_types(spec: ResourceSpec = SPEC) -> frozenset[str]:
+    """The detail types a rule of the stack delivers to one of Rebound's queues: the events the
+    outbox must carry. An event no rule consumes (``task.execution.updated``) is written to the
+    outbox only where the environment asks for it (``ENV_PUBLISH_EVENTS``)."""
+    return frozenset(detail for rule in spec.rules for detail in rule.detail_types)
 
 
 def completion_key_parameter(env: str) -> str:

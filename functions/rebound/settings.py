@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
+from rebound.domain.events import EventType
 from rebound.domain.models import TargetRules
 
 
@@ -84,6 +85,23 @@ class Settings(BaseModel):
     targets: TargetRules | None = Field(
         default=None, description="what targets may do here; None: the defaults for the environment's name"
     )
+    publish_events: tuple[str, ...] = Field(
+        default=(),
+        description="detail types of Rebound's events announced on the bus although no rule of the "
+        "stack consumes them (for subscribers of your own); '*' announces every event",
+    )
+
+    @field_validator("publish_events")
+    @classmethod
+    def _known_events(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return check_publish_events(values)
+
+    def published_events(self) -> frozenset[str] | None:
+        """The detail types the outbox carries (``None``: every one): those a rule of the stack
+        consumes and those ``publish_events`` names."""
+        if r.PUBLISH_ALL in self.publish_events:
+            return None
+        return r.consumed_detail_types() | frozenset(self.publish_events)
 
     @property
     def target_rules(self) -> TargetRules:
@@ -106,6 +124,17 @@ class Settings(BaseModel):
 
     def queue(self, logical: str) -> QueueRef:
         return self.queues[logical]
+
+
+def check_publish_events(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` if each is ``*`` or the detail type of one of Rebound's own events."""
+    known = {t.value for t in EventType}
+    for value in values:
+        if value != r.PUBLISH_ALL and value not in known:
+            raise ValueError(
+                f"{value!r} is not one of Rebound's events; use '*' or one of: {', '.join(sorted(known))}"
+            )
+    return values
 
 
 def default_config_dir() -> Path:
@@ -160,6 +189,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "health_stale_metadata_minutes": env.get(r.ENV_HEALTH_STALE_METADATA) or 120,
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
+        "publish_events": tuple(d.strip() for d in env.get(r.ENV_PUBLISH_EVENTS, "").split(",") if d.strip()),
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -195,6 +225,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
+    if settings.publish_events:
+        out[r.ENV_PUBLISH_EVENTS] = ",".join(settings.publish_events)
     if settings.targets is not None:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
     for spec in r.SPEC.tables:
@@ -221,6 +253,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "slack_secret": settings.slack_secret,
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
+        "publish_events": list(settings.publish_events),
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

@@ -309,5 +309,6 @@ class ReboundStack(Stack):
             deployed_policies=self.deployed_policies,
             completion_key=self.completion_key.secret_arn,
             targets=self.config.targets or TargetRules.defaults_for(self.config.name),
+            publish_events=self.config.outbox.publish,
             **notifications,
         )

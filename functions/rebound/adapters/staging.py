@@ -203,9 +203,15 @@ class StagingUnitOfWork(ABC):
         return self._audit(subject, seq, prev, action, from_state, to_state, evidence or {})
 
     def emit(self, event: DomainEvent, subject: str) -> None:
+        """Stage ``event`` in the outbox, unless no rule of the bus would deliver it anywhere
+        (``StagingStore.published``): an event nobody consumes costs its outbox write and its
+        ``PutEvents`` entry and changes nothing. Its id is taken either way, so the ids of the
+        events staged after it do not depend on what the environment publishes."""
         seq = self.audit_records[-1].seq if self.audit_records else 0
         event_id = outbox_event_id(subject, seq, self._events)
         self._events += 1
+        if self.store.published is not None and event.detail_type.value not in self.store.published:
+            return
         item = {
             "event_id": event_id,
             "detail_type": event.detail_type.value,
@@ -295,6 +301,8 @@ class StagingStore(ABC):
     """The ``source`` of the events its outbox announces."""
     audit_keys: AuditKeys
     """Keys every audit record it writes (``rebound.domain.audit``)."""
+    published: frozenset[str] | None = None
+    """The detail types its outbox carries (``None``: every event); ``Settings.published_events``."""
 
     @abstractmethod
     def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...

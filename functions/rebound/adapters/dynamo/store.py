@@ -56,8 +56,10 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         rng: random.Random | None = None,
         *,
         audit_keys: AuditKeys,
+        published: frozenset[str] | None = None,
     ) -> None:
         self.client = client
+        self.published = published
         self.audit_keys = audit_keys
         """Keys every audit record this store writes (``rebound.domain.audit``)."""
         self.tables = dict(tables)

@@ -68,8 +68,10 @@ class MemoryStore(StagingStore):
         event_source: str = "rebound",
         on_failed_commit: Callable[[], None] | None = None,
         audit_keys: AuditKeys | None = None,
+        published: frozenset[str] | None = None,
     ) -> None:
         self.event_source = event_source
+        self.published = published
         self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
         """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
