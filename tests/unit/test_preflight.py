@@ -58,7 +58,7 @@ def test_two_tasks_of_one_mutex_group_firing_together_are_warned_each_hour_with_
     assert first.at == START + timedelta(hours=1)  # the first fire after now (09:00)
     assert first.tasks == ("a", "b")
     assert set(first.runs) == {scheduled_run_id(t, first.at) for t in ("a", "b")}
-    assert first.detail["longest_wait_s"] == pytest.approx(130.0)  # b waits for a: 120 s + slack
+    assert first.detail["longest_wait_s"] == pytest.approx(160.0)  # b waits for a: 120 s + slack + a poll
     assert first.severity == "warning"
     assert "mutex group ledger" in first.message and "a, b" in first.message
     assert {t.task_id: t.fires for t in report.tasks} == {"a": 24, "b": 24}
@@ -85,7 +85,7 @@ def test_a_wait_past_mutex_max_wait_is_high_and_past_max_wait_says_dead_letter(w
     group = [hourly(f"t{i}", 0, 250, mutex_group="m") for i in range(4)]  # 3 waits of 260 s
     report = dryrun(world, {"tasks": group}, "2h")
     first = next(w for w in report.warnings if w.kind == "mutex")
-    assert first.detail["longest_wait_s"] == pytest.approx(780.0)
+    assert first.detail["longest_wait_s"] == pytest.approx(870.0)  # 3 x (250 + 10) + 3 polls
     assert first.severity == "high"  # over the default mutex_max_wait of 10 min
     assert "WAIT_EXHAUSTED" not in first.message  # under the policy's max_wait of 1 h
 
@@ -251,11 +251,11 @@ def warning(*runs: str, kind: str = "mutex") -> PreflightWarning:
 def test_the_hit_rate_is_collisions_a_warning_named_over_all_collisions() -> None:
     warnings = [warning("r1", "r2"), warning("r3", "r4"), warning("r9", kind="catch_up_storm")]
     collisions = [
-        Collision("r1", "t", "mutex_busy"),
-        Collision("r1", "t", "mutex_busy"),  # the same run twice counts once
-        Collision("r4", "t", "tenant_quota"),
-        Collision("r5", "t", "overlap"),
-        Collision("r9", "t", "mutex_busy"),  # a storm warning predicts no collision
+        Collision("r1", "mutex_busy"),
+        Collision("r1", "mutex_busy"),  # the same run twice counts once
+        Collision("r4", "tenant_quota"),
+        Collision("r5", "overlap"),
+        Collision("r9", "mutex_busy"),  # a storm warning predicts no collision
     ]
     rate = hit_rate(warnings, collisions)
     assert (rate.collisions, rate.predicted, rate.rate) == (4, 2, 50.0)

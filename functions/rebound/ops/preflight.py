@@ -52,6 +52,7 @@ from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream
 from rebound.engine.deps import Deps
+from rebound.engine.executor.admission import WAIT_S
 from rebound.engine.ledger import MAX_LOOKBACK, expected_fires
 from rebound.ops.common import parse_seconds
 
@@ -59,6 +60,8 @@ DEFAULT_WINDOW = timedelta(hours=24)
 MAX_WINDOW = timedelta(days=7)
 DISPATCH_SLACK = timedelta(seconds=10)
 """Added to every run's window: the time from a fire to its claim (queue, batch, claim write)."""
+POLL = timedelta(seconds=WAIT_S)
+"""How often a run waiting for a slot looks again (the executor's poll)."""
 MAX_FIRES_PER_TASK = 10_080
 """Fires of one task the window may hold (once a minute for a week); more are cut, and said."""
 MAX_FIRES = 200_000
@@ -223,61 +226,58 @@ def planned_duration(task: Task, observed: Mapping[str, float], mode: str) -> tu
 
 
 # --------------------------------------------------------------------------- the sweep
-@dataclass(frozen=True)
+@dataclass
 class Span:
+    """Runs that found a slot full, with the runs holding it then; collisions that meet are one."""
+
     start: datetime
     end: datetime
-    runs: tuple[RunWindow, ...]
-    peak: int
+    involved: dict[str, RunWindow]
+    found_full: int = 0
+    longest_wait: timedelta = timedelta(0)
+
+    @property
+    def runs(self) -> tuple[RunWindow, ...]:
+        return tuple(sorted(self.involved.values(), key=lambda r: (r.start, r.run_id)))
 
 
-def excess_spans(windows: Iterable[RunWindow], cap: int) -> list[Span]:
-    """Every span where more than ``cap`` windows overlap, with the windows inside it. Windows
-    that only touch (one ends as the next starts) do not overlap."""
-    edges: list[tuple[datetime, int, int]] = []
-    items = list(windows)
-    for i, w in enumerate(items):
-        edges.append((w.start, 1, i))
-        edges.append((w.end, 0, i))  # ends sort before starts at the same instant
-    edges.sort()
-    active: set[int] = set()
+def contention(windows: Iterable[RunWindow], cap: int, on_full: str = "wait") -> list[Span]:
+    """Serve the runs first come, first served by ``cap`` slots, each run holding one for its
+    window's length from when it gets it. A run that finds every slot taken collides with their
+    holders: it waits for the first to free up (``on_full="wait"``, its window moves later, so
+    the runs after it see it), is dropped (``skip``), or takes the slot from the holder
+    (``cancel``). Collisions whose spans meet are one ``Span``. Runs whose windows only touch do
+    not collide."""
+    slots: list[tuple[datetime, int]] = []  # (free at, index of the holder): a heap
+    items = sorted(windows, key=lambda w: (w.start, w.run_id))
     spans: list[Span] = []
-    inside: dict[int, None] | None = None
-    opened: datetime | None = None
-    peak = 0
-    for at, starting, i in edges:
-        if starting:
-            active.add(i)
-        else:
-            active.discard(i)
-        if inside is None and len(active) > cap:
-            inside, opened, peak = dict.fromkeys(sorted(active)), at, len(active)
-        elif inside is not None:
-            if starting:
-                inside[i] = None
-                peak = max(peak, len(active))
-            if len(active) <= cap:
-                assert opened is not None
-                spans.append(Span(opened, at, tuple(items[j] for j in inside), peak))
-                inside = None
-    return spans
-
-
-def longest_wait(runs: Iterable[RunWindow], cap: int) -> timedelta:
-    """The longest a run waits when ``cap`` slots serve the runs first come, first served, each
-    holding its slot for its whole window."""
-    free: list[datetime] = []
-    worst = timedelta(0)
-    for run in sorted(runs, key=lambda r: (r.start, r.run_id)):
-        length = run.end - run.start
-        if len(free) < cap:
-            heapq.heappush(free, run.end)
+    for i, w in enumerate(items):
+        if len(slots) < max(1, cap) or slots[0][0] <= w.start:
+            if len(slots) >= max(1, cap):
+                heapq.heappop(slots)
+            heapq.heappush(slots, (w.end, i))
             continue
-        slot = heapq.heappop(free)
-        begins = max(slot, run.start)
-        worst = max(worst, begins - run.start)
-        heapq.heappush(free, begins + length)
-    return worst
+        holders = {items[j].run_id: items[j] for _, j in slots}
+        wait = timedelta(0)
+        if on_full == "wait":
+            free, _ = heapq.heappop(slots)
+            begins = free + POLL  # a waiting run looks again every poll: at worst one poll late
+            wait = begins - w.start
+            heapq.heappush(slots, (begins + (w.end - w.start), i))
+        elif on_full == "cancel":
+            heapq.heappop(slots)
+            heapq.heappush(slots, (w.end, i))
+        until = max(free for free, _ in slots)
+        current = spans[-1] if spans and w.start < spans[-1].end else None
+        if current is None:
+            current = Span(w.start, until, {})
+            spans.append(current)
+        current.end = max(current.end, until)
+        current.involved.update(holders)
+        current.involved[w.run_id] = w
+        current.found_full += 1
+        current.longest_wait = max(current.longest_wait, wait)
+    return spans
 
 
 def headroom(
@@ -345,10 +345,17 @@ def predict(planned: list[Planned], p: Prediction) -> PreflightReport:
         task = tasks[task_id]
         if task.overlap is not OverlapPolicy.ALLOW_ALL:
             warnings += _collisions(
-                "overlap", f"task {task_id} (overlap: {task.overlap.value})", runs, 1, p, tasks
+                "overlap",
+                f"task {task_id} (overlap: {task.overlap.value})",
+                runs,
+                1,
+                p,
+                tasks,
+                ON_FULL.get(task.overlap, "wait"),
             )
         elif p.conflicts.self_overlap == "warn":
-            warnings += _collisions("self_overlap", f"task {task_id} (overlap: allow_all)", runs, 1, p, tasks)
+            what = f"task {task_id} (overlap: allow_all)"
+            warnings += _collisions("self_overlap", what, runs, 1, p, tasks, "skip")
     quotas: list[QuotaHeadroom] = []
     for tenant, runs in sorted(by_tenant.items()):
         settings = p.tenants.get(tenant)
@@ -356,7 +363,7 @@ def predict(planned: list[Planned], p: Prediction) -> PreflightReport:
         peak, peak_at, timeline = headroom(runs, cap)
         quotas.append(QuotaHeadroom(tenant, cap, peak, peak_at, tuple(timeline)))
         if cap is not None:
-            allowed = max(0, cap - p.conflicts.min_quota_headroom)
+            allowed = max(1, cap - p.conflicts.min_quota_headroom)
             warnings += _collisions(
                 "tenant_quota", f"tenant {tenant} (max_concurrent_runs {cap})", runs, allowed, p, tasks
             )
@@ -450,33 +457,41 @@ def _workstream_windows(
     return windows, held
 
 
+ON_FULL = {OverlapPolicy.SKIP: "skip", OverlapPolicy.CANCEL_OTHER: "cancel"}
+OVERLAP_SAYS = {
+    OverlapPolicy.SKIP: "; overlap: skip skips the later run",
+    OverlapPolicy.BUFFER_ONE: "; overlap: buffer_one makes one run wait and skips a third",
+    OverlapPolicy.CANCEL_OTHER: "; overlap: cancel_other cancels the running run",
+}
+
+
 def _collisions(
-    kind: str, what: str, runs: list[RunWindow], cap: int, p: Prediction, tasks: Mapping[str, Task]
+    kind: str,
+    what: str,
+    runs: list[RunWindow],
+    cap: int,
+    p: Prediction,
+    tasks: Mapping[str, Task],
+    on_full: str = "wait",
 ) -> list[PreflightWarning]:
     out: list[PreflightWarning] = []
-    for span in excess_spans(runs, cap):
+    for span in contention(runs, cap, on_full):
         names = tuple(sorted({r.task_id for r in span.runs}))
-        wait = longest_wait(span.runs, max(cap, 1))
+        wait = span.longest_wait
         limit = min(p.max_wait(tasks[t]) for t in names)
         severity = "high" if wait.total_seconds() > p.conflicts.mutex_max_wait else "warning"
         message = (
-            f"{what}: {span.peak} runs at once where {cap} fit, from {iso(span.start)} to "
+            f"{what}: {span.found_full} run(s) find it full ({cap} at once) from {iso(span.start)} to "
             f"{iso(span.end)} ({', '.join(names)}); the longest predicted wait is {_span_text(wait)}"
         )
         if kind == "overlap":
-            policy = tasks[names[0]].overlap
-            message += {
-                OverlapPolicy.SKIP: "; overlap: skip skips the later run",
-                OverlapPolicy.BUFFER_ONE: "; overlap: buffer_one makes one run wait and skips a third",
-                OverlapPolicy.CANCEL_OTHER: "; overlap: cancel_other cancels the running run",
-            }.get(policy, "")
+            message += OVERLAP_SAYS.get(tasks[names[0]].overlap, "")
         elif kind == "self_overlap":
             message = (
                 f"{what}: runs overlap each other from {iso(span.start)} to {iso(span.end)}; they run "
                 "side by side and each counts against the tenant's quota"
             )
-            wait = timedelta(0)
-            severity = "warning"
+            wait, severity = timedelta(0), "warning"
         if wait.total_seconds() > limit:
             severity = "high"
             message += f"; past max_wait ({limit:g}s) a run is dead-lettered with WAIT_EXHAUSTED"
@@ -489,7 +504,7 @@ def _collisions(
                 tuple(r.run_id for r in span.runs),
                 message,
                 severity,
-                {"peak": span.peak, "capacity": cap, "longest_wait_s": wait.total_seconds()},
+                {"found_full": span.found_full, "capacity": cap, "longest_wait_s": wait.total_seconds()},
             )
         )
     return out
@@ -543,13 +558,44 @@ def _span_text(wait: timedelta) -> str:
     return f"{seconds // 60}m" if seconds < 7200 else f"{seconds // 3600}h{(seconds % 3600) // 60:02d}m"
 
 
+def preflight(
+    planned: list[Planned],
+    document: TaskDocument,
+    start: datetime,
+    end: datetime,
+    conflicts: ConflictDefaults,
+    tenants: Mapping[str, TenantSettings | None],
+    max_wait: Callable[[Task], float],
+    observed: Mapping[str, float] | None = None,
+) -> PreflightReport:
+    """``predict`` with each task's expected duration (``conflicts.expected_duration``, from
+    ``observed`` medians where there are some) and the document's workstreams and resources."""
+    cache: dict[str, tuple[float, str]] = {}
+
+    def durations(task: Task) -> tuple[float, str]:
+        if task.id not in cache:
+            cache[task.id] = planned_duration(task, observed or {}, conflicts.expected_duration)
+        return cache[task.id]
+
+    prediction = Prediction(
+        start,
+        end,
+        conflicts,
+        tenants,
+        max_wait,
+        durations,
+        list(document.workstreams),
+        list(document.resources),
+    )
+    return predict(planned, prediction)
+
+
 # --------------------------------------------------------------------------- the hit rate
 @dataclass(frozen=True)
 class Collision:
     """A run that met a busy slot in a simulation: it waited, was skipped or cancelled for it."""
 
     run_id: str
-    task_id: str
     reason: str
 
 
@@ -643,8 +689,7 @@ class PreflightOps:
                 tenants[tenant] = document.tenants.get(tenant) or self.store.get_tenant(tenant)
         planning = self.deps.policies.book.planning
         observed: dict[str, float] = {}
-        mode = planning.conflicts.expected_duration
-        if mode == "observed":
+        if planning.conflicts.expected_duration == "observed":
             steps = {step.task for ws in document.workstreams for step in ws.steps}
             pooled = [
                 pl.task.id
@@ -655,29 +700,14 @@ class PreflightOps:
                 median = self._observed(task_id)
                 if median is not None:
                     observed[task_id] = median
-        cache: dict[str, tuple[float, str]] = {}
-
-        def durations(task: Task) -> tuple[float, str]:
-            if task.id not in cache:
-                cache[task.id] = planned_duration(task, observed, mode)
-            return cache[task.id]
-
         policies = self.deps.policies
 
         def max_wait(task: Task) -> float:
             return float(policies.for_task_or_default(task)[0].max_wait)
 
-        prediction = Prediction(
-            now,
-            now + window,
-            planning.conflicts,
-            tenants,
-            max_wait,
-            durations,
-            list(document.workstreams),
-            list(document.resources),
+        return preflight(
+            planned, document, now, now + window, planning.conflicts, tenants, max_wait, observed
         )
-        return predict(planned, prediction)
 
     def _observed(self, task_id: str) -> float | None:
         """The median duration of the task's last attempts that ended (one page of ``by_task``)."""
