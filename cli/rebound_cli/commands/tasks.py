@@ -125,7 +125,7 @@ def dryrun(app: App, path: Path, window: str, fail_on_warnings: bool) -> None:
     tasks[], runs[], runs_total, severity, message, detail).
     """
     ops = PreflightOps(app.deps)
-    report = ops.dryrun(ops.load(path), parse_window(window))
+    report = ops.dryrun(ops.load(path), parse_window(window, option="--window"))
     out.emit(app, report.as_dict(), lambda: _print_preflight(report))
     if fail_on_warnings and report.warnings:
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
@@ -188,7 +188,13 @@ def apply(
     document = ops.load_document(path)
     changes = ops.plan(document.tasks, allow_past=allow_past)
     plan = [change_view(c) for c in changes]
-    report = None if no_preflight else PreflightOps(app.deps).dryrun(document, parse_window(preflight_window))
+    report = (
+        None
+        if no_preflight
+        else PreflightOps(app.deps).dryrun(
+            document, parse_window(preflight_window, option="--preflight-window")
+        )
+    )
     preflight = report.as_dict() if report is not None else None
     if not app.json:
         _print_plan(changes)

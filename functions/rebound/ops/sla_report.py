@@ -205,12 +205,14 @@ class SlaReportOps:
         tenant: str | None = None,
         task_id: str | None = None,
         rebuild: bool = False,
+        option: str = "since",
     ) -> SlaReport:
-        """The figures of the runs due since ``since`` (a duration ago, ``7d``, or a timestamp)."""
+        """The figures of the runs due since ``since`` (a duration ago, ``7d``, or a timestamp);
+        an error names ``option``."""
         now = self.deps.clock.now()
-        start = parse_when(since, now, option="since")
+        start = parse_when(since, now, option=option)
         if not timedelta(minutes=1) <= now - start <= MAX_SINCE:
-            raise ValidationFailed(f"since: between 1m and 35d ago, got {since!r}", key_path="since")
+            raise ValidationFailed(f"{option}: between 1m and 35d ago, got {since!r}", key_path=option)
         objectives = self.deps.policies.book.planning.sla
         stored = [
             s
