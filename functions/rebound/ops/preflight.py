@@ -640,10 +640,10 @@ def hit_rate(warnings: Iterable[PreflightWarning], collisions: Iterable[Collisio
 def parse_window(text: str, *, option: str = "window") -> timedelta:
     """A look-ahead such as ``24h``: between a minute and ``MAX_WINDOW``; ``ValidationFailed``
     naming ``option`` otherwise."""
-    window = timedelta(seconds=parse_seconds(text, option=option))
-    if not timedelta(minutes=1) <= window <= MAX_WINDOW:
+    seconds = parse_seconds(text, option=option)
+    if not 60 <= seconds <= MAX_WINDOW.total_seconds():
         raise ValidationFailed(f"{option}: between 1m and 7d, got {text!r}", key_path=option)
-    return window
+    return timedelta(seconds=seconds)
 
 
 class PreflightOps:

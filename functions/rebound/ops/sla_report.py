@@ -210,8 +210,11 @@ class SlaReportOps:
         """The figures of the runs due since ``since`` (a duration ago, ``7d``, or a timestamp);
         an error names ``option``."""
         now = self.deps.clock.now()
-        start = parse_when(since, now, option=option)
-        if not timedelta(minutes=1) <= now - start <= MAX_SINCE:
+        try:
+            start = parse_when(since, now, option=option)
+        except OverflowError:  # a duration ago before year 1
+            start = None
+        if start is None or not timedelta(minutes=1) <= now - start <= MAX_SINCE:
             raise ValidationFailed(f"{option}: between 1m and 35d ago, got {since!r}", key_path=option)
         objectives = self.deps.policies.book.planning.sla
         stored = [
