@@ -11,11 +11,10 @@ import pytest
 from test_ops_api import ALICE, call, ok
 
 from rebound import wiring
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
 from rebound.engine.deps import Deps
 from rebound.engine.sla import counter_key
 from rebound.ops.sla_report import counter_subject
-from support import START, ManualClock, register, task
+from support import START, ManualClock, register, save_runs, scheduled_run, task
 
 pytestmark = pytest.mark.integration
 
@@ -60,31 +59,7 @@ def test_the_dry_run_route_names_a_bad_window_and_a_bad_task(api: Any, deps: Dep
 
 def test_the_sla_report_and_its_rebuild_by_the_caller(api: Any, deps: Deps, clock: ManualClock) -> None:
     register(deps, task("a", sla={"max_start_delay": "30s"}))
-    due = START + timedelta(minutes=10)
-    late = Run(
-        run_id="a-late",
-        task_id="a",
-        tenant="acme",
-        trigger=Trigger.SCHEDULE,
-        scheduled_for=due,
-        created_at=due,
-        updated_at=due,
-        due_at=due,
-        state=RunState.SUCCEEDED,
-        attempt=1,
-        attempts=[
-            Attempt(
-                n=1,
-                started_at=due + timedelta(seconds=90),
-                ended_at=due + timedelta(seconds=95),
-                outcome=AttemptOutcome.SUCCEEDED,
-                duration_ms=5000,
-            )
-        ],
-    )
-    uow = deps.store.unit_of_work("test", due)
-    uow.save_run(None, late, action="created")
-    uow.commit()
+    save_runs(deps, scheduled_run("a", START + timedelta(minutes=10), start_s=90, took_s=5, run_id="a-late"))
     clock.set(START + timedelta(hours=1))
 
     report = ok(api, "GET", "/sla/report", query={"since": "2h", "tenant": "acme"})

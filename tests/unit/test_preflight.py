@@ -13,11 +13,11 @@ from fakes import MemoryWorld, memory_deps
 from rebound.config.loader import parse_task_document
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import scheduled_run_id
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, TaskState, Trigger
+from rebound.domain.models import TaskState
 from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import TaskDocument
 from rebound.ops.preflight import Collision, PreflightOps, PreflightWarning, hit_rate, parse_window
-from support import START, register, task
+from support import START, register, save_runs, scheduled_run, task
 
 pytestmark = pytest.mark.unit
 
@@ -152,29 +152,8 @@ def test_an_observed_duration_replaces_the_timeout_of_a_deployed_task(world: Mem
 
     for n, seconds in enumerate((40, 42, 90)):
         fired = START - timedelta(hours=n + 1)
-        run = Run(
-            run_id=scheduled_run_id("seen", fired),
-            task_id="seen",
-            tenant="acme",
-            trigger=Trigger.SCHEDULE,
-            scheduled_for=fired,
-            created_at=fired,
-            updated_at=fired,
-            state=RunState.SUCCEEDED,
-            attempt=1,
-            attempts=[
-                Attempt(
-                    n=1,
-                    started_at=fired,
-                    ended_at=fired + timedelta(seconds=seconds),
-                    outcome=AttemptOutcome.SUCCEEDED,
-                    duration_ms=seconds * 1000,
-                )
-            ],
-        )
-        uow = world.store.unit_of_work("test", fired)
-        uow.save_run(None, run, action="created")
-        uow.commit()
+        run_id = scheduled_run_id("seen", fired)
+        save_runs(world.deps, scheduled_run("seen", fired, start_s=0, took_s=seconds, run_id=run_id))
     after = dryrun(world, {"tasks": []}, "2h")
     assert [(t.duration_s, t.duration_from) for t in after.tasks] == [(42.0, "observed")]
 

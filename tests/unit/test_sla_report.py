@@ -5,17 +5,18 @@ rewriting the streak counters, audited."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.models import Run, RunState
 from rebound.engine.sla import counter_key
 from rebound.ops.sla_report import SlaReportOps, counter_subject, percentile
 from rebound.ops.slo import MISSED_MARK
-from support import START, register, task
+from support import START, register, save_runs, scheduled_run, task
 
 pytestmark = pytest.mark.unit
 NOW = START + timedelta(hours=2)
@@ -26,49 +27,23 @@ def run(
     tenant: str,
     due_min: int,
     *,
-    start_s: float | None = None,
-    took_s: float = 10,
-    state: RunState = RunState.SUCCEEDED,
-    breaches: tuple[str, ...] = (),
     catch_up: bool = False,
     message: str | None = None,
+    breaches: tuple[str, ...] = (),
+    **fields: Any,
 ) -> Run:
     due = START + timedelta(minutes=due_min)
-    attempts = []
-    if start_s is not None:
-        began = due + timedelta(seconds=start_s)
-        attempts.append(
-            Attempt(
-                n=1,
-                started_at=began,
-                ended_at=began + timedelta(seconds=took_s),
-                outcome=AttemptOutcome.SUCCEEDED,
-                duration_ms=int(took_s * 1000),
-            )
-        )
-    return Run(
-        run_id=f"{task_id}-{due_min}",
-        task_id=task_id,
+    return scheduled_run(
+        task_id,
+        due,
         tenant=tenant,
-        trigger=Trigger.SCHEDULE,
-        scheduled_for=due,
-        created_at=due,
-        updated_at=due,
-        state=state,
-        attempt=len(attempts),
-        attempts=attempts,
+        run_id=f"{task_id}-{due_min}",
         due_at=None if catch_up else due,
         catch_up=catch_up,
-        sla_breaches=list(breaches),
         last_error_message=message,
+        sla_breaches=list(breaches),
+        **fields,
     )
-
-
-def save(world: MemoryWorld, *runs: Run) -> None:
-    for r in runs:
-        uow = world.store.unit_of_work("test", r.created_at)
-        uow.save_run(None, r, action="created")
-        uow.commit()
 
 
 @pytest.fixture
@@ -79,8 +54,8 @@ def world() -> MemoryWorld:
         task("a", sla={"max_start_delay": "30s", "max_duration": "60s"}),
         task("b", tenant="beta"),
     )
-    save(
-        w,
+    save_runs(
+        w.deps,
         run("a", "acme", 10, start_s=5, took_s=20),  # on time, within its limits
         run("a", "acme", 20, start_s=45, breaches=("start_delay",)),  # on time (60 s), but over 30 s
         run("a", "acme", 30, start_s=120, took_s=90, breaches=("start_delay", "duration")),  # late

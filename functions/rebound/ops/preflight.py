@@ -38,7 +38,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -64,14 +64,16 @@ POLL = timedelta(seconds=WAIT_S)
 """How often a run waiting for a slot looks again (the executor's poll)."""
 MAX_FIRES_PER_TASK = 10_080
 """Fires of one task the window may hold (once a minute for a week); more are cut, and said."""
-MAX_FIRES = 200_000
+MAX_FIRES = 100_000
 """Fires judged in all: with many tasks each gets its share (at least ``MIN_FIRES_PER_TASK``), so
 the dry run of a large file stays a matter of seconds; a task cut short says so."""
-MIN_FIRES_PER_TASK = 24
+MIN_FIRES_PER_TASK = 8
 SHOWN_FIRES = 5
 SHOWN_RUNS = 50
 SHOWN_HEADROOM = 200
 OBSERVED_ATTEMPTS = 20
+HOLDERS_NAMED = 64
+"""A run that finds a large slot (a tenant's quota) full is said to meet this many of its holders."""
 OBSERVED_AT_MOST = 200
 """Deployed tasks whose recent durations are read (one query each): those sharing a slot with
 another run, in file order; the rest are judged by their timeout."""
@@ -251,29 +253,32 @@ def contention(windows: Iterable[RunWindow], cap: int, on_full: str = "wait") ->
     slots: list[tuple[datetime, int]] = []  # (free at, index of the holder): a heap
     items = sorted(windows, key=lambda w: (w.start, w.run_id))
     spans: list[Span] = []
+    latest = datetime.min.replace(tzinfo=UTC)  # the latest a slot frees (the heap's largest)
+    room = max(1, cap)
     for i, w in enumerate(items):
-        if len(slots) < max(1, cap) or slots[0][0] <= w.start:
-            if len(slots) >= max(1, cap):
+        current = spans[-1] if spans and w.start < spans[-1].end else None
+        if len(slots) < room or slots[0][0] <= w.start:
+            if len(slots) >= room:
                 heapq.heappop(slots)
             heapq.heappush(slots, (w.end, i))
+            latest = max(latest, w.end)
+            if current is not None:  # it holds a slot while others wait: it is part of it
+                current.involved[w.run_id] = w
             continue
-        holders = {items[j].run_id: items[j] for _, j in slots}
+        if current is None:  # the span opens: the runs holding the slots now are in it
+            current = Span(w.start, w.start, {items[j].run_id: items[j] for _, j in slots[:HOLDERS_NAMED]})
+            spans.append(current)
         wait = timedelta(0)
         if on_full == "wait":
             free, _ = heapq.heappop(slots)
             begins = free + POLL  # a waiting run looks again every poll: at worst one poll late
             wait = begins - w.start
             heapq.heappush(slots, (begins + (w.end - w.start), i))
+            latest = max(latest, begins + (w.end - w.start))
         elif on_full == "cancel":
             heapq.heappop(slots)
             heapq.heappush(slots, (w.end, i))
-        until = max(free for free, _ in slots)
-        current = spans[-1] if spans and w.start < spans[-1].end else None
-        if current is None:
-            current = Span(w.start, until, {})
-            spans.append(current)
-        current.end = max(current.end, until)
-        current.involved.update(holders)
+        current.end = max(current.end, latest)
         current.involved[w.run_id] = w
         current.found_full += 1
         current.longest_wait = max(current.longest_wait, wait)
@@ -476,7 +481,8 @@ def _collisions(
 ) -> list[PreflightWarning]:
     out: list[PreflightWarning] = []
     for span in contention(runs, cap, on_full):
-        names = tuple(sorted({r.task_id for r in span.runs}))
+        involved = span.runs
+        names = tuple(sorted({r.task_id for r in involved}))
         wait = span.longest_wait
         limit = min(p.max_wait(tasks[t]) for t in names)
         severity = "high" if wait.total_seconds() > p.conflicts.mutex_max_wait else "warning"
@@ -501,7 +507,7 @@ def _collisions(
                 span.start,
                 span.end,
                 names,
-                tuple(r.run_id for r in span.runs),
+                tuple(r.run_id for r in involved),
                 message,
                 severity,
                 {"found_full": span.found_full, "capacity": cap, "longest_wait_s": wait.total_seconds()},
