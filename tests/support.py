@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rebound.domain.events import execution_updated
-from rebound.domain.models import Run, Task, Trigger
+from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Task, Trigger
 from rebound.engine.deps import Deps
 from rebound.ops.tasks import TaskOps
 
@@ -333,6 +333,51 @@ def new_run(deps: Deps, run_id: str = "r1") -> Run:
     uow.emit(execution_updated(saved, None, now), f"run#{run_id}")
     uow.commit()
     return saved
+
+
+def scheduled_run(
+    task_id: str,
+    due: datetime,
+    *,
+    start_s: float | None = None,
+    took_s: float = 10,
+    tenant: str = "acme",
+    run_id: str | None = None,
+    **fields: Any,
+) -> Run:
+    """A scheduled run due at ``due`` (succeeded by default): with ``start_s``, one attempt that
+    started that long after ``due`` and took ``took_s``; other ``fields`` as given."""
+    attempts = []
+    if start_s is not None:
+        began = due + timedelta(seconds=start_s)
+        ended = began + timedelta(seconds=took_s)
+        outcome = AttemptOutcome.SUCCEEDED
+        attempts.append(
+            Attempt(n=1, started_at=began, ended_at=ended, outcome=outcome, duration_ms=int(took_s * 1000))
+        )
+    data: dict[str, Any] = {
+        "run_id": run_id or f"{task_id}-{due:%H%M}",
+        "task_id": task_id,
+        "tenant": tenant,
+        "trigger": Trigger.SCHEDULE,
+        "scheduled_for": due,
+        "created_at": due,
+        "updated_at": due,
+        "due_at": due,
+        "state": RunState.SUCCEEDED,
+        "attempt": len(attempts),
+        "attempts": attempts,
+        **fields,
+    }
+    return Run(**data)
+
+
+def save_runs(deps: Deps, *runs: Run) -> None:
+    """Commit each run as created, as a writer of the run ledger would."""
+    for run in runs:
+        uow = deps.store.unit_of_work("test", run.created_at)
+        uow.save_run(None, run, action="created")
+        uow.commit()
 
 
 @contextmanager

@@ -198,6 +198,7 @@ ACCESS: dict[str, Access] = {
             "workorders": READ + PUT,
             r.DLQ_MESSAGES.logical: READ + UPDATE,
             "dlq_archive": READ[:1],
+            "tenants": READ[:1],  # the pre-flight reads the tenants' quotas
         },
         send=("execution",),
         receive=("dlq",),

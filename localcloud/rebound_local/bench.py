@@ -18,6 +18,8 @@ The figures (``python -m rebound_local.bench --only NAME`` runs one group):
   interpreters (the best of ``--import-runs``).
 - ``console``: the console's first screen with 100,000 runs in the tables
   (``rebound_local.bench_console``): cold and warm, against a 1 s target.
+- ``conflicts``: ``scenarios/conflicts-day.yaml``, the pre-flight's conflict warnings against
+  the collisions of a simulated day (``rebound_local.conflicts``): the hit rate, against 90 %.
 
 The command prints figure, target, measured and pass or fail for each row, writes everything to
 ``--out`` and exits 0 either way: benchmarks measure, they do not gate.
@@ -43,6 +45,7 @@ SCENARIOS = {
     "day": REPO / "scenarios" / "day-100-tasks.yaml",
     "stress": REPO / "scenarios" / "stress-10k.yaml",
     "hostile": REPO / "scenarios" / "hostile-day.yaml",
+    "conflicts": REPO / "scenarios" / "conflicts-day.yaml",
 }
 COST_SCENARIOS = {
     "idle": REPO / "scenarios" / "cost-idle.yaml",
@@ -50,7 +53,7 @@ COST_SCENARIOS = {
     "one_retry": REPO / "scenarios" / "cost-one-retry.yaml",
     "dead_letter": REPO / "scenarios" / "cost-dead-letter.yaml",
 }
-GROUPS = ("cost", "day", "stress", "hostile", "ops", "imports", "console")
+GROUPS = ("cost", "day", "stress", "hostile", "ops", "imports", "console", "conflicts")
 HANDLERS = (
     "rebound.handlers.executor",
     "rebound.handlers.retry_scheduler",
@@ -151,6 +154,13 @@ TARGETS = (
         "<=",
         1.0,
         "{:.2f}",
+    ),
+    _limit(
+        "pre-flight conflict-warning hit rate on a simulated day, %",
+        ("conflicts", "hit_rate_pct"),
+        ">=",
+        90,
+        "{:.1f}",
     ),
 )
 
@@ -478,6 +488,10 @@ def main(argv: list[str] | None = None) -> int:
             from rebound_local.bench_console import bench_console
 
             results[name] = bench_console()
+        elif name == "conflicts":
+            from rebound_local.conflicts import measure
+
+            results[name] = measure(SCENARIOS[name], args.transport)
         else:
             results[name] = bench_scenario(SCENARIOS[name], args.transport)
         results[name]["measured_at"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

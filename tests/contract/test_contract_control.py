@@ -107,6 +107,24 @@ def test_a_streak_counts_and_ends(store: Store) -> None:
     assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 0, "streak": 1, "last_run": "r2"}
 
 
+def test_a_rewritten_streak_keeps_the_streaks_ended(store: Store) -> None:
+    for stage in ("count", "end"):
+        uow = store.unit_of_work("executor", START)
+        if stage == "count":
+            uow.count_streak("sla#t", "r1", "sla streak t")
+        else:
+            uow.end_streak("sla#t", "sla streak t")
+        uow.commit()
+    uow = store.unit_of_work("sla-report", START)
+    uow.set_streak("sla#t", 3, "r9", "sla streak t")
+    uow.commit()
+    assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 3, "streak": 1, "last_run": "r9"}
+    uow = store.unit_of_work("sla-report", START)
+    uow.set_streak("sla#t", 0, None, "sla streak t")
+    uow.commit()
+    assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 0, "streak": 1}
+
+
 def test_a_claimed_key_is_taken_until_it_expires(store: Store) -> None:
     key = "dlq-send#r1"
     assert store.claim_key(key, START, at(60) - START, {"run_id": "r1"})

@@ -27,10 +27,11 @@ from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, Val
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
-from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
+from rebound.domain.models import Run, Task, TaskState, TenantSettings
 from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.workstreams import TaskDocument
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
@@ -239,8 +240,8 @@ class TaskOps:
         """Tasks from a task file, checked against the environment's retry policies."""
         return load_task_file(path, self.deps.policies.book)
 
-    def load_document(self, path: Path | str) -> TaskFile:
-        """A task file's tasks and its tenants' settings."""
+    def load_document(self, path: Path | str) -> TaskDocument:
+        """A task file's tasks, its tenants' settings, its workstreams and resources."""
         return load_task_document(path, self.deps.policies.book)
 
     def apply_tenants(self, tenants: dict[str, TenantSettings]) -> list[str]:

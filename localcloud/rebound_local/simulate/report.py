@@ -142,6 +142,7 @@ class SimulationReport(SimulationChecks):
             "dispatch_latency": latency,
             "messages": self._message_summary(stack),
             "async_reports": reports.async_section(stack, chains),
+            "collisions": reports.collisions_section(chains),
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),

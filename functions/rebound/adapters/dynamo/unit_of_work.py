@@ -153,6 +153,25 @@ class UnitOfWork(StagingUnitOfWork):
             values={":zero": 0, ":one": 1},
         )
 
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite ``consecutive`` (and ``last_run``) of a streak counter; ``streak`` stays."""
+        if last_run is None:
+            self.update(
+                CONTROL,
+                {"pk": key},
+                "SET consecutive = :n REMOVE last_run",
+                label,
+                values={":n": consecutive},
+            )
+        else:
+            self.update(
+                CONTROL,
+                {"pk": key},
+                "SET consecutive = :n, last_run = :run",
+                label,
+                values={":n": consecutive, ":run": last_run},
+            )
+
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None:
         """A new version of a named policy; the transaction fails if that version exists already."""
         self.put(

@@ -103,6 +103,18 @@ class MemoryUnitOfWork(StagingUnitOfWork):
 
         self._update(key, label, end)
 
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite ``consecutive`` (and ``last_run``) of a streak counter; ``streak`` stays."""
+
+        def rewrite(item: Item) -> None:
+            item["consecutive"] = consecutive
+            if last_run is None:
+                item.pop("last_run", None)
+            else:
+                item["last_run"] = last_run
+
+        self._update(key, label, rewrite)
+
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None:
         """A new version of a named policy; the commit fails if that version exists already."""
         item = {**data, "name": name, "version": version}

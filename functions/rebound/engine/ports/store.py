@@ -161,6 +161,11 @@ class UnitOfWork(Protocol):
 
     def end_streak(self, key: str, label: str) -> None: ...
 
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite a streak counter's ``consecutive`` (and ``last_run``), keeping ``streak``
+        (the streaks ended, which names their work orders): the SLA report's rebuild."""
+        ...
+
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
 
     def stage_versioned(self, key: str, body: dict[str, Any], expect: int | None, label: str) -> int:
