@@ -58,3 +58,53 @@ def test_a_shared_outage_opens_one_work_order_and_no_dead_letter_with_budgets_an
     assert without["dead_letters"] >= 8 and without["target_work_orders"] == 0
     assert without["work_orders"] >= without["dead_letters"]
     assert "with budgets" in done.stdout and "without" in done.stdout
+
+
+HOSTILE_OUTAGE = """
+description: a shared-target outage under the hostile cloud
+start: "2026-03-07T00:00:00Z"
+duration: 1h
+settle: 2h
+seed: 4
+task_groups:
+  - count: 10
+    id: "sync-{n}"
+    tenant: acme
+    schedule: {cron: "*/5 * * * *", timezone: UTC}
+    target: {type: sim, name: shared-db, behavior: {outage: {after: 10m, for: 30m}}}
+    timeout_s: 30
+faults:
+  duplicate_delivery: 3
+  crash:
+    points: [after_claim, after_target, before_outcome, after_retry_commit, after_redispatch_commit,
+             after_publish, after_work_order_commit]
+    rate: 0.05
+  throttle: {"dynamodb:PutItem": 0.2, "dynamodb:TransactWriteItems": 0.1, "sqs:SendMessage": 0.1}
+  transaction_conflict: 0.1
+  index_lag: 2s
+  receipt_handles: latest_only
+  handler_timeouts: enforce
+model:
+  concurrency: 4
+  executor_max_concurrency: 2
+"""
+
+
+def test_under_the_hostile_cloud_the_target_keeps_one_work_order_and_every_held_run_is_released(
+    tmp_path: Path,
+) -> None:
+    """Conflicts on the target's record, lagging indexes, crashes after a release is recorded and
+    duplicate deliveries: still one work order, resolved; no dead letter; nothing left held."""
+    scenario = tmp_path / "hostile-outage.yaml"
+    scenario.write_text(HOSTILE_OUTAGE)
+    report_path = tmp_path / "hostile-outage.json"
+    done = simulate(scenario, report_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(report_path.read_text())
+    assert report["invariants"]["target_work_orders_close"]["ok"]
+    assert report["invariants"]["every_run_settled"]["ok"]
+    budgets = report["target_budgets"]
+    assert budgets["target_work_orders"] == 1 and budgets["target_work_orders_resolved"] == 1
+    assert budgets["dead_letters"] == 0 and budgets["runs_held"] > 10
+    faults = report["faults"]
+    assert faults["transaction_conflicts"] and faults["crashes"].get("after_redispatch_commit")
