@@ -138,7 +138,12 @@ def up(
     help="run it again with every retry budget per target off, and show both side by side",
 )
 def simulate(
-    scenario_file: Path, report_path: Path, seed: int | None, transport: str, quiet: bool, compare_budgets: bool
+    scenario_file: Path,
+    report_path: Path,
+    seed: int | None,
+    transport: str,
+    quiet: bool,
+    compare_budgets: bool,
 ) -> None:
     """Run a scenario under the virtual clock; exit 0 iff every invariant held.
 

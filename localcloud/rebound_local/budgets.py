@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from rebound.domain.models import PolicyOverride, Task, TargetBudget
+from rebound.domain.models import PolicyOverride, TargetBudget, Task
 from rebound.domain.timefmt import iso, parse_utc
 
 if TYPE_CHECKING:
@@ -39,11 +39,12 @@ def section(
         if not subject.startswith("run#"):
             continue
         for record in chain:
-            if record["action"] == "held" and (record.get("evidence") or {}).get("reason") == "target-unhealthy":
+            reason = (record.get("evidence") or {}).get("reason")
+            if record["action"] == "held" and reason == "target-unhealthy":
                 held_runs.add(subject.removeprefix("run#"))
                 holds += 1
             elif record["action"] == "released":
-                if (record.get("evidence") or {}).get("reason") == "probe":
+                if reason == "probe":
                     probes += 1
                 else:
                     released_by_minute[str(record["at"])[:16]] += 1

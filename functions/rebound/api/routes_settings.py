@@ -1,14 +1,17 @@
-"""Routes for policies (list, show with version history, set with per-field validation errors),
-audit verification and retry health."""
+"""Routes for policies (list, show with version history, set with per-field validation errors,
+what-if), audit verification and retry health."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
+from rebound.domain.durations import parse_duration
+from rebound.domain.errors import ValidationFailed
 from rebound.ops.audit import AuditOps
 from rebound.ops.common import validated
 from rebound.ops.health import HealthOps
@@ -20,6 +23,13 @@ from rebound.ops.policies import PolicyOps, policy_view
 class PolicyUpdate(BaseModel):
     changes: dict[str, Any] = Field(description='policy fields to change, e.g. {"max_attempts": 5}')
     dry_run: bool = Field(default=False, description="validate and show the diff, store nothing")
+
+
+class PolicyWhatIf(BaseModel):
+    changes: dict[str, Any] = Field(
+        min_length=1, description='the proposed policy fields, e.g. {"max_attempts": 5}'
+    )
+    since: str = Field(default="7d", description="how far back to replay recorded failures: 1m to 30d")
 
 
 class Verify(BaseModel):
@@ -48,6 +58,17 @@ def register(api: Api) -> None:
             return {"dry_run": True, "change": change.as_dict()}
         saved = ops.set(change)
         return {"dry_run": False, "change": change.as_dict(), "policy": policy_view(saved)}
+
+    @app.post(
+        "/policies/<name>/whatif",
+        summary="Replay the recorded failures of the policy's runs under proposed values (stores nothing)",
+    )
+    def policy_whatif(name: str, body: PolicyWhatIf) -> dict[str, Any]:
+        try:
+            since = timedelta(seconds=parse_duration(body.since))
+        except ValueError as exc:
+            raise ValidationFailed(f"since: {exc}", key_path="since") from None
+        return policies("policies:read").whatif(name, body.changes, since).model_dump(mode="json")
 
     @app.post("/audit/verify", summary="Verify one audit chain")
     def verify(body: Verify) -> dict[str, Any]:

@@ -4,12 +4,16 @@ A change is validated as a whole policy before anything is stored, then stored a
 with its audit record by ``PolicyService.set``; the next retry decision uses it.
 ``key=value`` values are read as YAML scalars or flow lists: ``max_attempts=5``,
 ``base_delay=30s``, ``jitter=full``, ``terminal_errors=[BAD_INPUT, GONE]``, ``max_age=null``.
+
+``whatif`` replays the recorded failures of the runs that use a policy under proposed values
+(``rebound.domain.whatif``), so an operator sees what a change would have done before storing it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import yaml
@@ -20,7 +24,11 @@ from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
 from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy
 from rebound.domain.timefmt import iso
+from rebound.domain.whatif import Replayed, WhatIf, what_if
 from rebound.engine.deps import Deps
+
+WHATIF_SINCE = timedelta(days=7)
+WHATIF_LONGEST = timedelta(days=30)
 
 
 def policy_view(policy: RetryPolicy) -> dict[str, Any]:
@@ -139,3 +147,35 @@ class PolicyOps:
 
     def set(self, change: PolicyChange) -> RetryPolicy:
         return self.service.set(change.name, change.changes, actor=self.actor, at=self.deps.clock.now())
+
+    def whatif(self, name: str, changes: dict[str, Any], since: timedelta = WHATIF_SINCE) -> WhatIf:
+        """Replay the recorded failures of the runs of every task that uses policy ``name`` (by
+        name, or extending it) under the policy with ``changes``, against the policy as it is
+        (``rebound.domain.whatif``). Reads each such task's runs of the window (``by_task``)."""
+        if not timedelta(minutes=1) <= since <= WHATIF_LONGEST:
+            raise ValidationFailed("since: give a window from 1m to 30d", key_path="since")
+        change = self.plan(name, changes)
+        until = self.deps.clock.now()
+        start = until - since
+        current: Replayed = []
+        proposed: Replayed = []
+        for stored in self.store.list_tasks():
+            spec = stored.task.retry_policy
+            base = spec if isinstance(spec, str) else spec.extends
+            if base != name:
+                continue
+            runs = self.store.runs_for_task(stored.task.id, since=start, until=until, newest_first=False)
+            if not runs:
+                continue
+            current.append((runs, self.service.for_task(stored.task)))
+            if isinstance(spec, str):
+                proposed.append((runs, change.after))
+            else:
+                merged = {
+                    **change.after.model_dump(mode="json", exclude={"name", "version"}),
+                    **spec.changes(),
+                }
+                proposed.append(
+                    (runs, build_policy(name, {}, merged, change.after.version, f"task {stored.task.id}"))
+                )
+        return what_if(name, current, proposed, change.changes, start, until)

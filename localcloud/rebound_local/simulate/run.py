@@ -285,7 +285,11 @@ def run_simulate(
         if not quiet:
             console.print("Simulating it again with every retry budget turned off")
         off = Simulation(
-            budgets.without_budgets(loaded), seed=seed, transport=transport, log_file=log_file, progress=progress
+            budgets.without_budgets(loaded),
+            seed=seed,
+            transport=transport,
+            log_file=log_file,
+            progress=progress,
         ).run()
         compared = budgets.comparison(result.report["target_budgets"], off.report["target_budgets"])
         result.report["compare_budgets"] = compared
