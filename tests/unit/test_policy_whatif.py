@@ -101,3 +101,15 @@ def test_a_bad_proposed_value_is_refused_naming_the_key(world: MemoryWorld) -> N
         PolicyOps(world.deps, "test").whatif("default", {"max_attempts": 0})
     with pytest.raises(ValidationFailed, match="since"):
         PolicyOps(world.deps, "test").whatif("default", {"max_attempts": 5}, since=timedelta(days=90))
+
+
+def test_a_key_of_the_target_budget_is_set_alone_and_the_others_are_kept(world: MemoryWorld) -> None:
+    from rebound.ops.policies import parse_assignments
+
+    ops = PolicyOps(world.deps, "test")
+    ops.set(ops.plan("default", parse_assignments(["target_budget.threshold=20"])))
+    ops.set(ops.plan("default", parse_assignments(["target_budget.enabled=false"])))
+    budget = world.deps.policies.effective("default").target_budget
+    assert (budget.threshold, budget.enabled, budget.min_runs) == (20, False, 3)
+    with pytest.raises(ValidationFailed, match=r"valid keys: target_budget\.enabled"):
+        parse_assignments(["target_budget.tresh=5"])

@@ -11,7 +11,8 @@ never both act on the same state) and acts on runs:
   the failed attempt forgiven (``Run.forgiven``: it does not count against the budget). The run
   that trips the target opens the target's one work order in the same transaction (subject
   ``target#<target>#<episode>``, its id derived from the subject, so a retried transaction never
-  opens two), and joins the list of unhealthy targets (``targets#unhealthy``).
+  opens two), and joins the list of unhealthy targets (``targets#unhealthy``). The sweeper
+  notifies the order's channels, within a minute.
 - **Every minute** (the sweeper, ``sweep``) looks at each unhealthy or recovering target and the
   runs held for it (the held runs come from the sweeper's own query of waiting runs): it sends the
   work order's notifications still undelivered; lets one held run through as the probe when one
@@ -262,16 +263,16 @@ class TargetBudgets:
         if verdict is tb.Verdict.TRIP:
             self.deps.metrics.count(m.TARGET_TRIPPED)
         if order is not None:
-            self.deps.metrics.count(m.WORKORDER_OPENED)
             log.warning(
                 "target unhealthy: retries held",
                 extra={"target": state.target, "work_order_id": order.work_order_id, "run_id": run.run_id},
             )
-            self._notify(order.work_order_id)
 
     def _notify(self, order_id: str | None) -> None:
-        """Tell every channel the target's order opened (only those not told yet). A failure is
-        logged; the next sweep tries again."""
+        """Tell every channel the target's order opened (only those not told yet; nothing once it
+        is resolved). The sweeper does it, every minute while the target is not healthy, rather
+        than the retry scheduler that opened it: the sweeper already holds the notification
+        rights, and a channel that failed is simply tried again at the next sweep."""
         order = self.store.get_work_order(order_id) if order_id else None
         if order is None:
             return
@@ -329,8 +330,9 @@ class TargetBudgets:
         now = self.clock.now()
         state, version = self.read(target)
         budget = policy.target_budget
-        if state.health is tb.Health.UNHEALTHY:
+        if not state.healthy:
             self._notify(state.work_order_id)
+        if state.health is tb.Health.UNHEALTHY:
             why = self._recovery(state, runs, now)
             if why is not None:
                 state, version = self._write(state, version, tb.recovered(state, now), evidence=why)

@@ -18,16 +18,18 @@ from typing import Any
 
 import yaml
 
-from rebound.config.loader import build_policy
+from rebound.config.loader import build_policy, merge_spec
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
-from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy
+from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy, TargetBudget
 from rebound.domain.timefmt import iso
 from rebound.domain.whatif import Replayed, WhatIf, what_if
 from rebound.engine.deps import Deps
 
 WHATIF_SINCE = timedelta(days=7)
+SECTIONS = {"target_budget": frozenset(TargetBudget.model_fields)}
+"""Policy keys that are sections of their own, set key by key (``target_budget.threshold=20``)."""
 WHATIF_LONGEST = timedelta(days=30)
 
 
@@ -36,21 +38,31 @@ def policy_view(policy: RetryPolicy) -> dict[str, Any]:
 
 
 def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
-    """``["max_attempts=5", "jitter=full"]`` -> ``{"max_attempts": 5, "jitter": "full"}``."""
+    """``["max_attempts=5", "jitter=full"]`` -> ``{"max_attempts": 5, "jitter": "full"}``; a key of
+    a section is dotted: ``target_budget.threshold=20`` -> ``{"target_budget": {"threshold": 20}}``."""
     changes: dict[str, Any] = {}
     for text in assignments:
         key, sep, raw = text.partition("=")
         key = key.strip()
         if not sep or not key:
             raise ValidationFailed(f"expected key=value, got {text!r}", key_path=text)
-        if key not in POLICY_FIELDS:
+        top, dot, sub = key.partition(".")
+        if top not in POLICY_FIELDS:
             raise ValidationFailed(
                 f"unknown policy key {key!r}; valid keys: {', '.join(sorted(POLICY_FIELDS))}", key_path=key
             )
-        if key in changes:
+        section = SECTIONS.get(top)
+        if dot and (section is None or sub not in section):
+            known = ", ".join(f"{top}.{k}" for k in sorted(section or ()))
+            raise ValidationFailed(
+                f"unknown policy key {key!r}" + (f"; valid keys: {known}" if known else ""), key_path=key
+            )
+        where = changes.setdefault(top, {}) if dot else changes
+        name = sub if dot else key
+        if name in where or (not dot and isinstance(changes.get(top), dict) and top in SECTIONS):
             raise ValidationFailed(f"{key} is given twice", key_path=key)
         try:
-            changes[key] = yaml.safe_load(raw) if raw.strip() else None
+            where[name] = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError:
             raise ValidationFailed(f"{key}: cannot read value {raw!r}", key_path=key) from None
     if not changes:
@@ -141,7 +153,7 @@ class PolicyOps:
         else:  # pragma: no cover - effective() raised already
             raise PolicyNotFound(f"unknown retry policy {name!r}", name=name)
         after = build_policy(
-            name, self.service.book.defaults, {**spec, **changes}, before.version + 1, f"policy {name}"
+            name, self.service.book.defaults, merge_spec(spec, changes), before.version + 1, f"policy {name}"
         )
         return PolicyChange(name, before, after, changes)
 
