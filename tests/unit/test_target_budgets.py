@@ -207,6 +207,32 @@ def test_a_terminal_error_is_not_counted_against_the_target(world: MemoryWorld) 
     assert world.store.get_key("target#sim:db") is None
 
 
+def test_held_runs_an_operator_cancels_leave_nothing_held_and_the_target_closes(world: MemoryWorld) -> None:
+    """A probe and every held run cancelled by hand: the target has nothing to probe or release,
+    so it is taken for recovered and closed, its work order resolved, not left open forever."""
+    from rebound.domain.states import closed
+
+    shared_outage(world)
+    for i in IDS:
+        world.execute(fire(i), message_id=f"m-{i}")
+    world.relay()
+    world.clock.advance(121)
+    world.deliver()
+    world.relay()
+    world.clock.advance(60)
+    [probe] = sweep(world).targets.probes
+    for run in runs(world).values():
+        uow = world.store.unit_of_work("operator", world.clock.now())
+        uow.save_run(run, closed(run, RunState.CANCELLED, world.clock.now()), action="cancelled")
+        uow.commit()
+    world.queues.messages["execution"].clear()
+    closed = [t for _ in range(10) for t in (world.clock.advance(60), sweep(world).targets.closed)[1]]
+    assert closed == ["sim:db"]
+    [order] = world.store.work_orders()
+    assert order.state is WorkOrderState.RESOLVED
+    assert world.store.get_run(probe).state is RunState.CANCELLED
+
+
 # ------------------------------------------------------------------------------- the rules alone
 RULES = TargetBudget(threshold=3, min_runs=2, window=300, probe_every=120, release_per_minute=2)
 

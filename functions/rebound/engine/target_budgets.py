@@ -41,7 +41,7 @@ from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import run_subject, work_order_id, work_order_subject
 from rebound.domain.models import Resolution, RetryPolicy, Run, RunState, WorkOrder, with_changes
 from rebound.domain.retry import Reason
-from rebound.domain.states import ensure_transition
+from rebound.domain.states import ACTIVE, ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
@@ -364,12 +364,15 @@ class TargetBudgets:
 
     def _recovery(self, state: tb.TargetState, runs: list[Run], now: datetime) -> dict[str, Any] | None:
         """Why an unhealthy target may be taken for recovered (``None``: it may not yet)."""
+        in_flight = False
         if state.probe_run is not None:
             probe = self.store.get_run(state.probe_run)
             if probe is not None and probe.state is RunState.SUCCEEDED:
                 return {"why": "probe-succeeded", "probe_run": probe.run_id, "probes": state.probes}
+            # A probe still on its way; one cancelled, skipped or dead-lettered meanwhile is not.
+            in_flight = probe is not None and probe.state in ACTIVE and not held_by_target(probe)
         quiet = state.changed_at is None or now - state.changed_at >= SETTLE
-        if not runs and quiet and state.probe_run is None:
+        if not runs and quiet and not in_flight:
             return {"why": "nothing-held", "since": iso(state.changed_at) if state.changed_at else None}
         return None
 
