@@ -45,6 +45,19 @@ def shared_outage(world: MemoryWorld, budget: dict[str, Any] | None = None, **po
     )
 
 
+def all_held(world: MemoryWorld) -> None:
+    """Every task's first run fails inside the outage; the first two, retried before the target
+    tripped, fail again: all five are held."""
+    shared_outage(world)
+    for i in IDS:
+        world.execute(fire(i), message_id=f"m-{i}")
+    world.relay()
+    world.clock.advance(121)
+    world.deliver()
+    world.relay()
+    assert all(held_by_target(run) for run in runs(world).values())
+
+
 def sweep(world: MemoryWorld) -> Any:
     return Sweeper(world.deps).sweep(scan_dlq=False, ledger=False)
 
@@ -102,13 +115,7 @@ def test_failures_past_the_threshold_hold_the_runs_and_open_exactly_one_work_ord
 def test_probes_go_out_until_one_succeeds_then_held_runs_are_released_at_the_rate_and_the_order_resolves(
     world: MemoryWorld,
 ) -> None:
-    shared_outage(world)
-    for i in IDS:
-        world.execute(fire(i), message_id=f"m-{i}")
-    world.relay()
-    world.clock.advance(121)
-    world.deliver()
-    world.relay()
+    all_held(world)
 
     # Inside the outage: every probe fails and is held again; nothing else is let through.
     probes = 0
@@ -212,13 +219,7 @@ def test_held_runs_an_operator_cancels_leave_nothing_held_and_the_target_closes(
     so it is taken for recovered and closed, its work order resolved, not left open forever."""
     from rebound.domain.states import closed
 
-    shared_outage(world)
-    for i in IDS:
-        world.execute(fire(i), message_id=f"m-{i}")
-    world.relay()
-    world.clock.advance(121)
-    world.deliver()
-    world.relay()
+    all_held(world)
     world.clock.advance(60)
     [probe] = sweep(world).targets.probes
     for run in runs(world).values():
