@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
 import click
 
-from rebound.domain.durations import parse_duration
-from rebound.domain.errors import ValidationFailed
 from rebound.domain.whatif import WhatIf
-from rebound.ops.policies import parse_assignments, policy_view
+from rebound.ops.policies import parse_assignments, policy_view, whatif_window
 from rebound_cli import output as out
 from rebound_cli.context import App
 
@@ -194,9 +191,5 @@ def whatif(app: App, name: str, assignments: tuple[str, ...], since: str) -> Non
     dead_lettered, retries, retries_per_hour, peak_retries_per_hour, recovery_p50_s,
     recovery_p99_s, cost_usd), added_cost_usd, notes.
     """
-    try:
-        window = timedelta(seconds=parse_duration(since))
-    except ValueError as exc:
-        raise ValidationFailed(f"--since: {exc}", key_path="since") from None
-    report = app.policies().whatif(name, parse_assignments(assignments), window)
+    report = app.policies().whatif(name, parse_assignments(assignments), whatif_window(since))
     out.emit(app, report.model_dump(mode="json"), lambda: render_whatif(report))

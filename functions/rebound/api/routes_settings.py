@@ -3,21 +3,18 @@ what-if), audit verification and retry health."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
-from rebound.domain.durations import parse_duration
-from rebound.domain.errors import ValidationFailed
 from rebound.ops.audit import AuditOps
 from rebound.ops.common import validated
 from rebound.ops.health import HealthOps
 from rebound.ops.health_report import RetryHealthQuery
 from rebound.ops.notifications import DeliveryRetryRequest, NotificationOps
-from rebound.ops.policies import PolicyOps, policy_view
+from rebound.ops.policies import PolicyOps, policy_view, whatif_window
 
 
 class PolicyUpdate(BaseModel):
@@ -64,10 +61,7 @@ def register(api: Api) -> None:
         summary="Replay the recorded failures of the policy's runs under proposed values (stores nothing)",
     )
     def policy_whatif(name: str, body: PolicyWhatIf) -> dict[str, Any]:
-        try:
-            since = timedelta(seconds=parse_duration(body.since))
-        except ValueError as exc:
-            raise ValidationFailed(f"since: {exc}", key_path="since") from None
+        since = whatif_window(body.since)
         return policies("policies:read").whatif(name, body.changes, since).model_dump(mode="json")
 
     @app.post("/audit/verify", summary="Verify one audit chain")

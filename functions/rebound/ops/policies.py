@@ -20,6 +20,7 @@ import yaml
 
 from rebound.config.loader import build_policy, merge_spec
 from rebound.domain.audit import verify_chain
+from rebound.domain.durations import parse_duration
 from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
 from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy, TargetBudget
@@ -31,10 +32,23 @@ WHATIF_SINCE = timedelta(days=7)
 SECTIONS = {"target_budget": frozenset(TargetBudget.model_fields)}
 """Policy keys that are sections of their own, set key by key (``target_budget.threshold=20``)."""
 WHATIF_LONGEST = timedelta(days=30)
+WHATIF_SHORTEST = timedelta(minutes=1)
 
 
 def policy_view(policy: RetryPolicy) -> dict[str, Any]:
     return policy.model_dump(mode="json")
+
+
+def whatif_window(text: str) -> timedelta:
+    """How far back a what-if replays: a duration (``7d``, ``12h``) from 1 minute to 30 days;
+    ``ValidationFailed`` naming ``since`` otherwise."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as exc:
+        raise ValidationFailed(f"since: {exc}", key_path="since") from None
+    if not WHATIF_SHORTEST.total_seconds() <= seconds <= WHATIF_LONGEST.total_seconds():
+        raise ValidationFailed(f"since: give a window from 1m to 30d, not {text!r}", key_path="since")
+    return timedelta(seconds=seconds)
 
 
 def parse_assignments(assignments: Iterable[str]) -> dict[str, Any]:
@@ -164,7 +178,7 @@ class PolicyOps:
         """Replay the recorded failures of the runs of every task that uses policy ``name`` (by
         name, or extending it) under the policy with ``changes``, against the policy as it is
         (``rebound.domain.whatif``). Reads each such task's runs of the window (``by_task``)."""
-        if not timedelta(minutes=1) <= since <= WHATIF_LONGEST:
+        if not WHATIF_SHORTEST <= since <= WHATIF_LONGEST:
             raise ValidationFailed("since: give a window from 1m to 30d", key_path="since")
         change = self.plan(name, changes)
         until = self.deps.clock.now()
