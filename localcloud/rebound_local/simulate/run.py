@@ -216,7 +216,20 @@ class Simulation(SimulationSabotage, SimulationReport):
         workers = stack.runtime.sim_workers
         if workers is not None and workers.pending():  # a late report still to come
             return False
+        if self._targets_not_healthy(stack):  # a target's work order still to close
+            return False
         return observe.schedule_counts(stack.cloud).one_time == 0
+
+    def _targets_not_healthy(self, stack: LocalStack) -> bool:
+        """Whether a target is still listed unhealthy or recovering (retry budgets per target):
+        the sweeper still owes it its close, which resolves its work order."""
+        from rebound.engine.target_budgets import INDEX_KEY
+
+        try:
+            item = stack.deps.store.get_key(INDEX_KEY)
+        except Exception:  # a hostile throttle: look again at the next step
+            return True
+        return bool(item and json.loads(item["body"]).get("targets"))
 
     def _read_run(self, run_id: str) -> dict[str, Any] | None:
         """The run as moto holds it now (called from inside moto, under its lock)."""
