@@ -140,8 +140,16 @@ ACCESS: dict[str, Access] = {
     "retry_scheduler": Access(
         # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
         # reports of asynchronous attempts (``rebound.ops.async_reports``, from the bus) leave
-        # slots and count SLA streaks (updates) as the executor's outcomes do
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": READ + PUT + UPDATE},
+        # slots and count SLA streaks (updates) as the executor's outcomes do; the retry budget
+        # per target (``rebound.engine.target_budgets``: a target's record, read and put).
+        # workorders: the failure that makes a target unhealthy opens its work order in the same
+        # transaction (a conditional put; the sweeper notifies it)
+        tables={
+            **_RUN_WRITES,
+            "policies": POLICY_READ,
+            "control": READ + PUT + UPDATE,
+            "workorders": PUT,
+        },
         send=("execution", "dlq"),
         create_schedules=True,
         completion_key=True,

@@ -53,7 +53,8 @@ COST_SCENARIOS = {
     "one_retry": REPO / "scenarios" / "cost-one-retry.yaml",
     "dead_letter": REPO / "scenarios" / "cost-dead-letter.yaml",
 }
-GROUPS = ("cost", "day", "stress", "hostile", "ops", "imports", "console", "conflicts")
+OUTAGE_SCENARIO = REPO / "scenarios" / "target-outage.yaml"
+GROUPS = ("cost", "day", "stress", "hostile", "outage", "ops", "imports", "console", "conflicts")
 HANDLERS = (
     "rebound.handlers.executor",
     "rebound.handlers.retry_scheduler",
@@ -125,6 +126,37 @@ TARGETS = (
     ),
     _limit("stress-10k: p99 start delay, s", ("stress", "dispatch_latency", "p99_s"), "<=", 25, "{:.1f}"),
     Target("hostile day: every invariant", "held", _at("hostile", "invariants_held"), bool, "held {}".format),
+    Target(
+        "target outage with budgets: work orders, dead letters",
+        "1, 0",
+        lambda r: (
+            r["outage"]["with_budgets"]["target_work_orders"],
+            r["outage"]["with_budgets"]["dead_letters"],
+        ),
+        lambda v: v == (1, 0),
+        lambda v: f"{v[0]}, {v[1]}",
+    ),
+    _limit(
+        "target outage without budgets: dead letters",
+        ("outage", "without_budgets", "dead_letters"),
+        "<=",
+        None,
+        "{:.0f}",
+    ),
+    _limit(
+        "target outage: every held run succeeded, s after the last failed call",
+        ("outage", "with_budgets", "recovery_s"),
+        "<=",
+        None,
+        "{:.0f}",
+    ),
+    _limit(
+        "target outage: held runs released per minute, peak",
+        ("outage", "with_budgets", "released_peak_per_minute"),
+        "<=",
+        10,
+        "{:.0f}",
+    ),
     _limit(
         "tasks apply of 10,000 unchanged tasks, s",
         ("ops", "tasks_apply", "seconds_for_10000"),
@@ -205,6 +237,26 @@ def _figures(
             "total_with_load": round(total, 3),
         },
         "cpu_seconds": round(time.process_time() - cpu, 3),
+    }
+
+
+def bench_outage(transport: str = "direct") -> dict[str, Any]:
+    """The shared-target outage with retry budgets (as the scenario says) and without."""
+    from rebound_local import budgets
+    from rebound_local.scenario import load_scenario
+    from rebound_local.simulate import Simulation
+
+    wall = time.monotonic()
+    loaded = load_scenario(OUTAGE_SCENARIO)
+    on = Simulation(loaded, transport=transport).run()
+    off = Simulation(budgets.without_budgets(loaded), transport=transport).run()
+    return {
+        "scenario": str(OUTAGE_SCENARIO.relative_to(REPO)),
+        "runs": on.report["summary"]["runs"],
+        "invariants_held": on.ok and off.ok,
+        "failed_invariants": on.failed + off.failed,
+        **budgets.comparison(on.report["target_budgets"], off.report["target_budgets"]),
+        "seconds": round(time.monotonic() - wall, 3),
     }
 
 
@@ -484,6 +536,8 @@ def main(argv: list[str] | None = None) -> int:
             results[name] = bench_ops(args.apply_tasks)
         elif name == "imports":
             results[name] = bench_imports(args.import_runs)
+        elif name == "outage":
+            results[name] = bench_outage(args.transport)
         elif name == "console":
             from rebound_local.bench_console import bench_console
 

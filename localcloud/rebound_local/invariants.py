@@ -22,6 +22,9 @@ them asks the engine what happened: they judge what is there.
 - ``dlq_record_matches_the_queue``: the DLQ's record (``dlq_messages``, what ``rebound dlq list``
   reads) says ``in_dlq`` for exactly the messages the DLQ holds.
 - ``no_message_lost`` (judged in ``simulate`` from the message ledger).
+- ``target_work_orders_close``: a target's work order (retry budgets per target, subject
+  ``target#<target>#<episode>``) is resolved by the end, once nothing is held for the target, and
+  no run names it: the held runs are released, not dead-lettered one by one.
 """
 
 from __future__ import annotations
@@ -278,7 +281,25 @@ def judge(world: World) -> dict[str, Invariant]:
         "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
         "one_outcome_per_attempt": one_outcome_per_attempt(world.chains),
         "refused_reports_never_reopen_a_run": refused_reports_after_the_end(world.chains),
+        "target_work_orders_close": target_orders_close(world.orders, world.runs),
     }
+
+
+def target_orders_close(orders: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Invariant:
+    """Every target's work order is resolved by the end, and it is the target's, not a run's."""
+    targets = [o for o in orders if str(o.get("subject", "")).startswith("target#")]
+    ids = {str(o["work_order_id"]) for o in targets}
+    problems = [
+        f"{o['subject']}: still {o.get('state')} at the end" for o in targets if o.get("state") != "resolved"
+    ]
+    problems += [
+        f"run {r['run_id']} names the target work order {r['work_order_id']}"
+        for r in runs
+        if r.get("work_order_id") in ids
+    ]
+    if problems:
+        return Invariant(False, f"{len(problems)} target work order problem(s)", problems[:EXAMPLES])
+    return Invariant(True, f"{len(targets)} target work order(s), each resolved once its target recovered")
 
 
 def no_run_left_running(runs: list[dict[str, Any]]) -> Invariant:

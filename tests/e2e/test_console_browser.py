@@ -147,8 +147,11 @@ def policy_field(page: Any, name: str) -> Any:
 
 def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps) -> None:
     policy_field(page, "max_attempts").fill("7")
-    page.get_by_role("button", name="Show diff").click()
+    page.get_by_role("button", name="Show diff and what-if").click()
     expect_text(page, "#policy-result", "max_attempts:")
+    # The same figures as `rebound policies whatif`, before saving.
+    expect_text(page, "#policy-whatif-table", "Would have dead-lettered")
+    expect_text(page, "#policy-whatif", "Added cost over the window")
     page.get_by_role("button", name="Save new version").click()
     expect_text(page, "#policy-result", "as version 1")
     expect_text(page, "#policy-detail h3", "version 1")

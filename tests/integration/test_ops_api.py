@@ -215,6 +215,28 @@ def test_policies_list_show_and_set_with_field_errors(api: Any, deps: Deps) -> N
     assert "max_attempts" in error["message"]
 
 
+def test_policy_whatif_replays_recorded_failures_and_refuses_bad_values(
+    api: Any, deps: Deps, clock: Any
+) -> None:
+    dead_letters(deps, 2)  # two runs of the default policy, each dead-lettered on a terminal error
+    clock.advance(600)
+    report = ok(api, "POST", "/policies/default/whatif", {"changes": {"max_attempts": 5}, "since": "1d"})
+    assert report["policy"] == "default" and report["changes"] == {"max_attempts": 5}
+    assert report["current"]["runs"] == 2 and report["current"]["dead_lettered"] == 2
+    # A terminal error is not retried by any number of attempts: nothing would change.
+    assert report["proposed"]["dead_lettered"] == 2 and report["proposed"]["retries"] == 0
+    assert report["added_cost_usd"] == 0
+    figures = {"retries_per_hour", "peak_retries_per_hour", "recovery_p50_s", "cost_usd"}
+    assert set(report["current"]) >= figures
+    status, error = call(api, "POST", "/policies/default/whatif", {"changes": {"max_attempts": 0}})
+    assert status == 400 and "max_attempts" in error["message"]
+    for since in ("90d", "99999999999d", "soon"):
+        body = {"changes": {"max_attempts": 5}, "since": since}
+        status, error = call(api, "POST", "/policies/default/whatif", body)
+        assert status == 400 and "since" in error["message"], since
+    assert deps.policies.effective("default").max_attempts == 3  # nothing stored
+
+
 def test_audit_verify_and_retry_health(api: Any, deps: Deps) -> None:
     run_ids = dead_letters(deps, 1)
     verified = ok(api, "POST", "/audit/verify", {"target": run_ids[0]})

@@ -106,6 +106,18 @@ class PolicyBook:
         return build_policy(name, self.defaults, self.named[name], self.versions.get(name, 0), self.source)
 
 
+def merge_spec(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` applied; a section (a mapping such as ``target_budget``) is merged
+    key by key, so changing one of its keys keeps the others."""
+    out = dict(base)
+    for key, value in changes.items():
+        before = out.get(key)
+        out[key] = (
+            {**before, **value} if isinstance(value, Mapping) and isinstance(before, Mapping) else value
+        )
+    return out
+
+
 def build_policy(
     name: str,
     defaults: Mapping[str, Any],
@@ -114,7 +126,7 @@ def build_policy(
     file: str = "<policy>",
     prefix: tuple[int | str, ...] = (),
 ) -> RetryPolicy:
-    merged = {**defaults, **spec, "name": name, "version": version}
+    merged = {**merge_spec(defaults, spec), "name": name, "version": version}
     return _validate(RetryPolicy, merged, file, (*prefix, name))
 
 

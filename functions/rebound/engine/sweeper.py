@@ -7,6 +7,9 @@
   ran out of time) is failed with ``TIMEOUT`` and goes down the retry path; its slots are left.
 - **Stuck failures.** A ``failed`` run that no retry decision picked up (its event was lost, or
   the retry scheduler kept failing) is decided again.
+- **Held runs of unhealthy targets** (``rebound.engine.target_budgets``): probed, released at
+  the target's pace once it recovered, dead-lettered past ``max_hold``; the target's work order
+  resolved once nothing is held.
 - **Overdue dispatches.** A run waiting for its carrier (a retry, a wait's poll, a release, a
   stagger, a catch-up, a replay) whose carrier is overdue *and* provably not in the queue gets a
   new dispatch token and a new carrier. A carrier that is only late (a backed-up queue) is left
@@ -55,6 +58,7 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.target_budgets import TargetBudgets, TargetSweep, held_by_target
 from rebound.engine.workstreams import Workstreams
 
 log = logging.getLogger(__name__)
@@ -85,10 +89,13 @@ class SweepReport:
     queue_quiet_at: str | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
     ledger: LedgerReport = field(default_factory=LedgerReport)
+    targets: TargetSweep = field(default_factory=TargetSweep)
+    """Runs held for an unhealthy target: probed, released, timed out; targets recovered, closed."""
 
     def total(self) -> int:
         return (
-            len(self.leases_expired)
+            self.targets.total()
+            + len(self.leases_expired)
             + len(self.failures_redecided)
             + len(self.plans_redispatched)
             + len(self.dlq_escalated)
@@ -112,6 +119,7 @@ class Sweeper:
         self.retries = RetryScheduler(deps, actor)
         self.dead_letters = DeadLetters(deps, actor)
         self.dispatcher = Dispatcher(deps, actor)
+        self.budgets = TargetBudgets(deps, actor)
 
     def sweep(self, scan_dlq: bool = True, ledger: bool = True) -> SweepReport:
         report = SweepReport()
@@ -360,8 +368,13 @@ class Sweeper:
                 paused[task_id] = stored is not None and stored.paused
             return paused[task_id]
 
+        target_held: list[Run] = []
+
         def one(run: Run) -> None:
             if run.state not in WAITING_STATES:
+                return
+            if held_by_target(run) and not task_paused(run.task_id):
+                target_held.append(run)  # its target's budget releases it (below)
                 return
             if run.held_at is not None:
                 # Held while its task was paused; a resume that did not see it (an index that
@@ -394,6 +407,8 @@ class Sweeper:
         for state in (RunState.PENDING, RunState.RETRY_SCHEDULED, RunState.REPLAYED):
             runs = self.store.runs_in_state(state, updated_before=cutoff)
             self._each(report, "dispatches", runs, lambda r: r.run_id, one)
+        swept = self._step(report, "targets", lambda: self.budgets.sweep(target_held))
+        report.targets = swept or TargetSweep()
 
     # --------------------------------------------------------------------------- the DLQ
     def escalate_dlq_arrivals(self, report: SweepReport) -> None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
-from rebound_local import billing, observe, reports
+from rebound_local import billing, budgets, observe, reports
 from rebound_local import invariants as inv
 from rebound_local.clock import VirtualClock
 from rebound_local.simulate.invariants import UNSETTLED, SimulationChecks, _on_time
@@ -143,6 +143,7 @@ class SimulationReport(SimulationChecks):
             "messages": self._message_summary(stack),
             "async_reports": reports.async_section(stack, chains),
             "collisions": reports.collisions_section(chains),
+            "target_budgets": budgets.section(runs, orders, chains, stack.targets.calls),
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),

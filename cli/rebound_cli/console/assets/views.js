@@ -286,6 +286,7 @@
       return h("div", {}, h("label", { for: `pf-${k}` }, k), inputs[k], h("div", { id: `pf-${k}-error`, class: "field-error" }));
     });
     const result = h("p", { id: "policy-result", "aria-live": "polite" });
+    const whatIf = h("div", { id: "policy-whatif", "aria-live": "polite" });
     const changes = () => Object.fromEntries(Object.entries(inputs).filter(([k, el]) => el.value !== (p[k] === null ? "" : encode(p[k])))
       .map(([k, el]) => [k, decode(el.value.trim(), p[k])]));
     const submit = (dryRun) => async (event) => {
@@ -299,6 +300,7 @@
         result.className = "ok";
         result.textContent = dryRun ? `Diff against v${out.change.from_version}: ${diff}` :
           `Saved ${p.name} as version ${out.policy.version} (${diff}). The next retry uses it.`;
+        if (dryRun) await showWhatIf(p.name, wanted, whatIf);
         if (!dryRun) { say(result.textContent, "ok"); await Rb.refresh(false); }
       } catch (error) {
         const data = error.data || {};
@@ -315,8 +317,8 @@
       }
     };
     const form = h("form", { id: "policy-form", "aria-label": `Policy ${p.name}` }, h("div", { class: "row" }, fields),
-      h("div", { class: "row" }, h("button", { type: "button", onclick: submit(true) }, "Show diff"),
-        h("button", { type: "submit", class: "primary" }, "Save new version")), result);
+      h("div", { class: "row" }, h("button", { type: "button", onclick: submit(true) }, "Show diff and what-if"),
+        h("button", { type: "submit", class: "primary" }, "Save new version")), result, whatIf);
     form.addEventListener("submit", submit(false));
     const ordered = (d.versions || []).slice().sort((a, b) => a.version - b.version);
     const versions = ordered.map((v, i) => ({ ...v, change: specDiff(i ? ordered[i - 1].spec : null, v.spec) })).reverse();
@@ -329,6 +331,34 @@
           h("td", {}, v.updated_by || ""), h("td", {}, h("code", {}, v.change)))) :
           h("tr", {}, h("td", { colspan: 4 }, "No stored versions: the policy is as configured.")))));
     $("policy-detail").hidden = false;
+  }
+
+  /* The proposed values replayed over the last 7 days' recorded failures (POST /policies/{name}/whatif),
+     the same figures as `rebound policies whatif`. */
+  const WHATIF_ROWS = [
+    ["Runs with a failure", "runs"], ["Would have recovered", "recovered"],
+    ["Would have dead-lettered", "dead_lettered"], ["Retries (messages)", "retries"],
+    ["Retries per hour", "retries_per_hour"], ["Retries in the busiest hour", "peak_retries_per_hour"],
+    ["Time to recovery p50 (s)", "recovery_p50_s"], ["Time to recovery p99 (s)", "recovery_p99_s"],
+    ["Cost ($)", "cost_usd"],
+  ];
+  async function showWhatIf(name, wanted, into) {
+    into.replaceChildren(h("p", {}, "Replaying the last 7 days' failures…"));
+    try {
+      const r = await api("POST", `/policies/${encodeURIComponent(name)}/whatif`, { changes: wanted, since: "7d" });
+      const cell = (v) => h("td", {}, v === null || v === undefined ? "–" : String(v));
+      into.replaceChildren(
+        h("h4", {}, `What-if: ${r.since} to ${r.until}`),
+        h("table", { id: "policy-whatif-table" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "Current"),
+            h("th", { scope: "col" }, "Proposed"))),
+          h("tbody", {}, WHATIF_ROWS.map(([label, key]) =>
+            h("tr", { "data-key": key }, h("th", { scope: "row" }, label), cell(r.current[key]), cell(r.proposed[key]))))),
+        h("p", {}, `Added cost over the window: ${r.added_cost_usd >= 0 ? "+" : ""}${r.added_cost_usd} $`),
+        ...r.notes.map((n) => h("p", { class: "note" }, n)));
+    } catch (error) {
+      into.replaceChildren(h("p", { class: "bad" }, `What-if not available: ${error.message}`));
+    }
   }
 
   /* ---------------------------------------------------------------- delivery retries */
