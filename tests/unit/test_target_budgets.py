@@ -73,7 +73,9 @@ def due_now(world: MemoryWorld) -> None:
 
 @pytest.fixture
 def world() -> MemoryWorld:
-    return memory_deps()
+    """Every event reaches the outbox: these tests watch ``task.execution.waiting``, which no rule
+    of the stack consumes."""
+    return memory_deps(publish_events=("*",))
 
 
 def test_failures_past_the_threshold_hold_the_runs_and_open_exactly_one_work_order(
