@@ -80,7 +80,7 @@ def ok(handler: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any
 def test_health_and_the_openapi_document(api: Any, deps: Deps) -> None:
     assert ok(api, "GET", "/health") == {"status": "ok", "environment": deps.settings.environment}
     served = ok(api, "GET", "/openapi.json")
-    assert served == openapi_document(api.app)
+    assert served == openapi_document(api.app())
     assert {"/tasks", "/runs/{run_id}", "/dlq/redrive", "/internal/tasks/retry", "/ops/workorders"} <= set(
         served["paths"]
     )
