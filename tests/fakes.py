@@ -33,6 +33,8 @@ from rebound.engine.ports import (
     QueueCounts,
     SentMessage,
     SequentialFanout,
+    Synced,
+    SyncResult,
 )
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.workstreams import Workstreams
@@ -151,6 +153,7 @@ class FakeSchedules:
     def __init__(self) -> None:
         self.one_time: dict[str, tuple[datetime, dict[str, Any]]] = {}
         self.recurring: dict[str, dict[str, Any]] = {}
+        self.changes = 0
 
     def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool:
         if name in self.one_time:
@@ -178,8 +181,30 @@ class FakeSchedules:
             "Target": {"Input": json.dumps(payload)},
         }
         before = self.recurring.get(name)
-        self.recurring[name] = wanted
-        return "created" if before is None else "unchanged" if before == wanted else "updated"
+        if before is not None and {k: v for k, v in before.items() if k != "LastModificationDate"} == wanted:
+            return "unchanged"
+        self.changes += 1
+        self.recurring[name] = {**wanted, "LastModificationDate": str(self.changes)}
+        return "created" if before is None else "updated"
+
+    def sync_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        known: Synced | None = None,
+        listing: Mapping[str, str] | None = None,
+        pace: Callable[[], None] = lambda: None,
+        **options: Any,
+    ) -> SyncResult:
+        """Reads every schedule (no skipping): the fake keeps no fingerprints."""
+        outcome = self.put_recurring(name, expression, timezone, payload, **options)
+        return SyncResult(outcome, None)
+
+    def listing(self, prefix: str, pace: Callable[[], None] = lambda: None) -> dict[str, str]:
+        return {n: s["LastModificationDate"] for n, s in self.recurring.items() if n.startswith(prefix)}
 
     def delete(self, name: str) -> bool:
         return self.recurring.pop(name, None) is not None or self.one_time.pop(name, None) is not None

@@ -202,7 +202,8 @@ ACCESS: dict[str, Access] = {
             "audit": ("dynamodb:Query", *PUT),
             "outbox": PUT,
             "policies": ("dynamodb:Query", "dynamodb:Scan", *PUT),
-            "control": READ[:1] + PUT + UPDATE + DELETE,
+            # BatchGetItem: a bulk registration reads its schedules' sync records 100 at a time
+            "control": (*READ[:1], "dynamodb:BatchGetItem", *PUT, *UPDATE, *DELETE),
             "workorders": READ + PUT,
             r.DLQ_MESSAGES.logical: READ + UPDATE,
             "dlq_archive": READ[:1],

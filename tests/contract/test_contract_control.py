@@ -153,6 +153,18 @@ def test_a_key_put_without_expiry_cannot_be_claimed(store: Store) -> None:
     store.release_key("nothing#here")  # releasing what is not there changes nothing
 
 
+def test_keys_are_read_in_batches_and_missing_ones_left_out(store: Store) -> None:
+    keys = [f"schedule-sync#task-{n:03d}" for n in range(130)]  # more than one batch of 100
+    for n, key in enumerate(keys[:120]):
+        store.put_key(key, {"n": n})
+
+    found = store.get_keys([*keys, keys[0]])
+
+    assert sorted(found) == keys[:120]
+    assert found[keys[119]] == {"pk": keys[119], "n": 119}
+    assert store.get_keys([]) == {}
+
+
 def test_retrying_tries_again_after_transient_errors_only(store: Store) -> None:
     calls: list[int] = []
 

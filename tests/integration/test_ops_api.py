@@ -80,7 +80,7 @@ def ok(handler: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any
 def test_health_and_the_openapi_document(api: Any, deps: Deps) -> None:
     assert ok(api, "GET", "/health") == {"status": "ok", "environment": deps.settings.environment}
     served = ok(api, "GET", "/openapi.json")
-    assert served == openapi_document(api.app)
+    assert served == openapi_document(api.app())
     assert {"/tasks", "/runs/{run_id}", "/dlq/redrive", "/internal/tasks/retry", "/ops/workorders"} <= set(
         served["paths"]
     )
@@ -103,6 +103,25 @@ def test_register_plans_then_applies_a_task_document(api: Any, deps: Deps) -> No
     assert stored is not None
     trail = deps.store.audit_trail("task#nightly")
     assert trail[-1].actor == ALICE  # the caller's identity, not the body's
+
+
+def test_a_bulk_registration_is_checked_against_one_listing_of_the_schedules(api: Any, deps: Deps) -> None:
+    document = {
+        "tasks": [
+            {
+                "id": f"bulk-{n:02d}",
+                "tenant": "acme",
+                "schedule": {"cron": "0 2 * * *"},
+                "target": {"type": "sim"},
+            }
+            for n in range(30)
+        ]
+    }
+    assert len(ok(api, "POST", "/tasks", {"document": document})["applied"]["created"]) == 30
+
+    again = ok(api, "POST", "/tasks", {"document": document})["applied"]
+
+    assert len(again["unchanged"]) == 30 and again["schedules_written"] == 0
 
 
 def test_list_show_pause_resume_run_and_preview_a_task(api: Any, deps: Deps) -> None:

@@ -157,8 +157,8 @@ class ChainCheck:
     macs_checked: bool = True
 
 
-def _mac_problem(record: AuditRecord, check: CheckMac) -> str | None:
-    fields = record.model_dump(mode="json")
+def _mac_problem(record: AuditRecord, fields: dict[str, Any], check: CheckMac) -> str | None:
+    """``fields``: the record as ``model_dump(mode="json")`` gives it (dumped once per record)."""
     if record.mac_alg != MAC_ALG or not record.mac_key or not record.mac:
         return f"seq {record.seq} has an unknown MAC algorithm {record.mac_alg!r}"
     if not check(record.mac_key, mac_label(fields["at"]), mac_message(fields), record.mac):
@@ -183,7 +183,8 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
             return broken(f"record {index} is missing (found seq {record.seq})")
         if record.prev_hash != prev:
             return broken(f"seq {record.seq} does not link to seq {index - 1}")
-        if record.hash != record_hash(record.model_dump(mode="json")):
+        fields = record.model_dump(mode="json")
+        if record.hash != record_hash(fields):
             return broken(f"seq {record.seq} was altered (hash mismatch)")
         if record.mac is None and record.mac_alg is None:
             if keyed_seen:
@@ -191,7 +192,7 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
             unkeyed += 1
         else:
             keyed_seen = True
-            problem = _mac_problem(record, check_mac) if check_mac is not None else None
+            problem = _mac_problem(record, fields, check_mac) if check_mac is not None else None
             if problem:
                 return broken(problem)
         prev = record.hash

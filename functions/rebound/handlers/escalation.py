@@ -4,19 +4,15 @@ their resolutions, notifications and workstream progress out."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.domain.events import EventType as Rebound
-from rebound.engine.control_messages import consume
-from rebound.engine.escalation import Escalation
-from rebound.engine.workstreams import Workstreams
 from rebound.handlers.observability import logger_for, metrics_for
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("escalation")
 metrics = metrics_for("escalation")
@@ -25,6 +21,14 @@ metrics = metrics_for("escalation")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # Imported by the first invocation, not by the module's import (docs/performance.md, "Cold import").
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from rebound.domain.events import EventType as Rebound
+    from rebound.engine.control_messages import consume
+    from rebound.engine.escalation import Escalation
+    from rebound.engine.workstreams import Workstreams
+
     deps = wiring.deps()
     escalation = Escalation(deps)
 

@@ -8,7 +8,8 @@ after its record, so a failure part-way leaves a record whose schedules the next
 Bulk applies are paced: every EventBridge Scheduler request takes a token from a ``RateLimiter``
 (the Scheduler quota is per account and region, and the engine's one-time retry schedules share
 it), and a call that is still throttled after botocore's own retries is retried with exponential
-backoff while the limiter slows down.
+backoff while the limiter slows down. A bulk apply reads no schedule it can show unchanged: it
+lists the group and compares with what the last sync recorded (``rebound.ops.schedule_sync``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
+from rebound.ops.schedule_sync import SyncView
 from rebound.ops.throttle import Backoff, RateLimiter
 from rebound.targets.safety import task_problems
 
@@ -381,14 +383,22 @@ class TaskOps:
         now = at or self.deps.clock.now
         result = ApplyResult()
         throttles_before = self.backoff.throttles
+        changes = list(changes)
+        view = SyncView.read(
+            self.store,
+            (plan.name for change in changes for plan in planned_schedules(change.task)),
+            lambda prefix: self.backoff.call(
+                lambda: self.deps.schedules.listing(prefix, pace=self._pace), self.limiter
+            ),
+        )
         for change in changes:
             if change.change is Change.UNCHANGED:
                 result.unchanged.append(change.task.id)
-                result.schedules_written += self._write_schedules(change.task, change.previous)
+                result.schedules_written += self._write_schedules(change.task, change.previous, view)
                 result.rules_written += self._write_rule(change.task, change.previous)
             else:
                 stored = self.backoff.call(lambda change=change: self._save(change, now()))  # type: ignore[misc]
-                result.schedules_written += self._write_schedules(stored.task, change.previous)
+                result.schedules_written += self._write_schedules(stored.task, change.previous, view)
                 result.rules_written += self._write_rule(stored.task, change.previous)
                 (result.created if change.change is Change.CREATE else result.updated).append(change.task.id)
             if progress:
@@ -417,17 +427,23 @@ class TaskOps:
 
         return self.backoff.call(paced, self.limiter)
 
-    def _write_schedules(self, task: Task, previous: StoredTask | None) -> int:
+    def _pace(self) -> None:
+        """One Scheduler request's token (when the apply is paced)."""
+        if self.limiter is not None:
+            self.limiter.acquire(1)
+
+    def _write_schedules(self, task: Task, previous: StoredTask | None, view: SyncView | None = None) -> int:
+        """Bring the task's schedules to what it wants (``Schedules.sync_recurring``: no request for
+        a schedule ``view`` shows is as wanted; a read, and a write only when it differs, for any
+        other) and delete the ones it no longer has. Each request takes a token before it is made."""
+        view = view or SyncView()
         planned = planned_schedules(task)
         jitter = task.schedule.jitter_window if task.schedule else None
         window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
         written = 0
         for plan in planned:
-            # put_recurring reads the schedule (one request) and, unless it is unchanged, creates
-            # or updates it (a second): the read is paced before, the write's token taken after,
-            # so an unchanged task costs one token and the rate still holds for writes.
-            outcome = self._scheduler(
-                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
+            synced = self.backoff.call(
+                lambda plan=plan: self.deps.schedules.sync_recurring(  # type: ignore[misc]
                     plan.name,
                     plan.expression,
                     plan.timezone,
@@ -436,16 +452,19 @@ class TaskOps:
                     window_minutes=window_minutes,
                     description=f"Rebound task {task.id}",
                     end=task.schedule.end if task.schedule else None,
+                    known=view.known.get(plan.name),
+                    listing=view.listing,
+                    pace=self._pace,
                 ),
-                1,
+                self.limiter,
             )
-            if outcome != "unchanged" and self.limiter is not None:
-                self.limiter.acquire(1)
-            written += outcome != "unchanged"
+            view.remember(self.store, plan.name, synced.synced)
+            written += synced.outcome != "unchanged"
         keep = {p.name for p in planned}
         for old in previous.schedule_names if previous else ():
             if old not in keep:
                 self._scheduler(lambda old=old: self.deps.schedules.delete(old), 1)  # type: ignore[misc]
+                SyncView.forget(self.store, old)
         return written
 
     def _write_rule(self, task: Task, previous: StoredTask | None) -> int:

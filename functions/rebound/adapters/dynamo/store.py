@@ -430,6 +430,10 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
     def get_key(self, key: str) -> dict[str, Any] | None:
         return self._get(CONTROL, {"pk": key})
 
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The records that exist among ``keys`` (BatchGetItem, 100 keys a call)."""
+        return {str(data["pk"]): data for data in self._batch_get(CONTROL, "pk", keys)}
+
     def release_key(self, key: str) -> None:
         self._call(
             "release key",

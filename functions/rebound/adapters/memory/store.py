@@ -241,6 +241,10 @@ class MemoryStore(StagingStore):
     def get_key(self, key: str) -> dict[str, Any] | None:
         return self._read("control", key)
 
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        found = {key: self._read("control", key) for key in dict.fromkeys(keys)}
+        return {key: data for key, data in found.items() if data is not None}
+
     def release_key(self, key: str) -> None:
         with self._lock:
             self._tables["control"].pop(key, None)

@@ -68,6 +68,8 @@ from rebound.engine.ports.transport import (
     Schedules,
     SentMessage,
     StreamRange,
+    Synced,
+    SyncResult,
 )
 
 __all__ = [
@@ -112,6 +114,8 @@ __all__ = [
     "SequentialFanout",
     "Store",
     "StreamRange",
+    "SyncResult",
+    "Synced",
     "SystemClock",
     "Targets",
     "ThreadFanout",

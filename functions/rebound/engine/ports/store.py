@@ -277,6 +277,10 @@ class Store(Protocol):
 
     def get_key(self, key: str) -> dict[str, Any] | None: ...
 
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The records that exist among ``keys``, by key (read 100 at a time)."""
+        ...
+
     def release_key(self, key: str) -> None: ...
 
     # tenants
