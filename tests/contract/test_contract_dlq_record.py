@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from contract_support import at, create, new_run
 
-from rebound.domain.errors import Conflict
+from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.timefmt import iso
 from rebound.engine.dlq_record import dlq_entry, millis
 from rebound.engine.ports import DlqEntry, DlqQuery, DlqStatus, Store
@@ -154,6 +154,25 @@ def test_a_message_that_leaves_is_marked_and_no_longer_listed(store: Store) -> N
         "alice",
     )
     assert gone.body and gone.task_id == "ledger"  # what it was stays readable
+
+
+def test_what_left_is_listed_by_how_it_left_and_since_when(store: Store) -> None:
+    record(store, *(entry(m, n) for n, m in enumerate(["a", "b", "c", "d", "e"], start=1)))
+    store.mark_dlq_entries(["a", "b"], DlqStatus.REDRIVEN, at=at(600), actor="alice")
+    store.mark_dlq_entries(["c"], DlqStatus.REDRIVEN, at=at(1200), actor="alice")
+    store.mark_dlq_entries(["d"], DlqStatus.ARCHIVED, at=at(1200), actor="bob")
+    assert listed(store) == ["e"]
+    assert listed(store, status=DlqStatus.REDRIVEN) == ["a", "b", "c"]
+    assert listed(store, status=DlqStatus.ARCHIVED) == ["d"]
+    assert listed(store, status=DlqStatus.DELETED) == []
+    assert listed(store, status=DlqStatus.REDRIVEN, changed_since=at(1200)) == ["c"]  # included
+    assert listed(store, status=DlqStatus.REDRIVEN, changed_since=at(1201)) == []
+    assert listed(store, status=DlqStatus.REDRIVEN, since=at(2), changed_since=at(600)) == ["b", "c"]
+    first = store.dlq_entries(DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600), limit=2))
+    rest = store.dlq_entries(DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600), after=first.cursor))
+    assert [e.message_id for e in first.entries + rest.entries] == ["a", "b", "c"]
+    with pytest.raises(ValidationFailed, match="task_id"):
+        DlqQuery(task_id="t", status=DlqStatus.REDRIVEN)  # by_task holds only what is in the DLQ
 
 
 def test_a_message_marked_before_it_was_recorded_stays_gone(store: Store) -> None:

@@ -1,8 +1,9 @@
 """The DLQ's record on DynamoDB (``rebound.resources.DLQ_MESSAGES``), mixed into ``DynamoStore``.
 
-Lists are a ``Query`` on ``by_status`` (partition ``in_dlq``) or, for one task, on the sparse
-``by_task``, both ordered by ``dlq_at``: ``--since``/``--until`` bound the key, tenant and error
-code filter, and a page resumes from its cursor (``ExclusiveStartKey``). Never a scan.
+Lists are a ``Query`` on ``by_status`` (partition ``in_dlq``, or the status a message left with)
+or, for one task, on the sparse ``by_task``, both ordered by ``dlq_at``: ``--since``/``--until``
+bound the key, tenant, error code and ``changed_since`` filter, and a page resumes from its cursor
+(``ExclusiveStartKey``). Never a scan.
 """
 
 from __future__ import annotations
@@ -53,11 +54,13 @@ class DynamoDlqRecord:
         return {entry.message_id: entry for entry in entries}
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
-        """Recorded messages still in the DLQ, oldest first: a query on an index, never a scan."""
+        """Recorded messages in ``query.status``, oldest first: a query on an index, never a scan
+        (``changed_since`` filters what the query reads: the partition of a status holds what
+        left that way in the last ``KEEP_AFTER_LEAVING``)."""
         if query.task_id is not None:
             index, partition = rec.BY_TASK, ("dlq_task", query.task_id)
         else:
-            index, partition = rec.BY_STATUS, ("status", DlqStatus.IN_DLQ.value)
+            index, partition = rec.BY_STATUS, ("status", query.status.value)
         condition = "#p = :p"
         values: dict[str, Any] = {":p": partition[1]}
         low, high = rec.key_range(query.since, query.until)
@@ -73,6 +76,9 @@ class DynamoDlqRecord:
             if value is not None:
                 filters.append(f"{attribute} = :{attribute}")
                 values[f":{attribute}"] = value
+        if query.changed_since is not None:
+            filters.append("changed_at >= :changed")
+            values[":changed"] = iso(query.changed_since)
         if query.present_at is not None:
             filters.append("expires_at > :now")
             values[":now"] = int(query.present_at.timestamp())
