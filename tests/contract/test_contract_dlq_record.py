@@ -175,6 +175,24 @@ def test_what_left_is_listed_by_how_it_left_and_since_when(store: Store) -> None
         DlqQuery(task_id="t", status=DlqStatus.REDRIVEN)  # by_task holds only what is in the DLQ
 
 
+def test_spans_are_what_the_same_query_lists_reduced_to_arrival_status_and_departure(store: Store) -> None:
+    record(store, *(entry(m, n) for n, m in enumerate(["a", "b", "c"], start=1)))
+    store.mark_dlq_entries(["a"], DlqStatus.REDRIVEN, at=at(600), actor="alice")
+    for query in (
+        DlqQuery(),
+        DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600)),
+        DlqQuery(limit=1),
+        DlqQuery(limit=1, after=store.dlq_entries(DlqQuery(limit=1)).cursor),
+    ):
+        page, spans = store.dlq_entries(query), store.dlq_spans(query)
+        assert spans.cursor == page.cursor
+        assert [(s.arrived, s.status, s.changed_at) for s in spans.spans] == [
+            (e.at, e.status, e.changed_at) for e in page.entries
+        ]
+    still = store.dlq_spans(DlqQuery()).spans
+    assert [s.expires_at for s in still] == [at(n) + timedelta(seconds=DLQ_RETENTION_S) for n in (2, 3)]
+
+
 def test_a_message_marked_before_it_was_recorded_stays_gone(store: Store) -> None:
     store.mark_dlq_entries(["late"], DlqStatus.DELETED, at=at(5), actor="sweeper")
     assert store.add_dlq_entry(entry("late", 1)) is False  # a late record cannot put it back

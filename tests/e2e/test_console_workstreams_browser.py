@@ -5,8 +5,8 @@ The workstream test plays the demo's story on the local cloud (``config/demo/wor
 extract → transform → load, transform failing until fixed) with the console served over it: an
 operator starts the run from the console, watches transform dead-letter and load get blocked in
 the graph (each step's state in words), rolls back to a checkpoint and resumes from the console,
-and watches it complete; then retries the whole workstream and cancels and skips steps, a reason
-required for each."""
+and watches it complete; then retries the whole workstream, removes a dependency in the new run,
+and cancels and skips steps, a reason required for each."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_the_graph_view_shows_a_failed_step_then_rollback_and_resume_complete_it
     assert [r.action for r in trail if r.actor == OPERATOR] == ["started", "rolled-back", "resumed"]
 
 
-def test_skip_and_cancel_need_a_reason_and_retry_starts_a_new_run(
+def test_retry_remove_a_dependency_and_skip_and_cancel_with_a_required_reason(
     console_page: Any, demo_stack: LocalStack
 ) -> None:
     page = console_page
@@ -135,6 +135,12 @@ def test_skip_and_cancel_need_a_reason_and_retry_starts_a_new_run(
     assert second != first
     expect_text(page, "#ws-run-title", second)
 
+    page.get_by_role("button", name="Remove ledger-transform's need of ledger-extract").click()
+    confirm(page, "no longer waits for ledger-extract")
+    expect_text(page, 'tr[data-step="ledger-transform"]', "(removed: ledger-extract)")
+    assert "running" in step_state(page, "ledger-transform")  # it needs nothing now
+    assert page.locator("#ws-graph path.edge.removed").count() == 1
+
     page.get_by_role("button", name="Cancel ledger-extract").click()  # no reason given
     expect_text(page, "#ws-reason-error", "A reason is required to cancel step ledger-extract")
     assert page.locator("#ws-reason").get_attribute("aria-invalid") == "true"
@@ -143,7 +149,6 @@ def test_skip_and_cancel_need_a_reason_and_retry_starts_a_new_run(
     confirm(page, 'Reason: "source system is down"')
     expect_text(page, "#status", "Step ledger-extract cancelled")
     expect_text(page, 'tr[data-step="ledger-extract"]', "⊘ cancelled")
-    assert "running" in step_state(page, "ledger-transform")  # it no longer needs extract
 
     page.get_by_label("Reason (required to skip or cancel a step)").fill("loaded by hand")
     page.get_by_role("button", name="Skip ledger-load").click()
@@ -154,6 +159,7 @@ def test_skip_and_cancel_need_a_reason_and_retry_starts_a_new_run(
     trail = demo_stack.deps.store.audit_trail(workstream_subject(second))
     mine = [(r.action, r.evidence.get("reason")) for r in trail if r.actor == OPERATOR]
     assert ("step-cancelled", "source system is down") in mine and ("step-skipped", "loaded by hand") in mine
+    assert "dependency-removed" in [action for action, _ in mine]
 
 
 def test_the_dlq_chart_shows_the_history_from_before_the_page_opened(

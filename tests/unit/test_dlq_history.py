@@ -5,6 +5,7 @@ retention dropped, and a read that stops at its limit saying so."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -13,6 +14,7 @@ from rebound.domain.errors import ValidationFailed
 from rebound.domain.timefmt import iso
 from rebound.engine.dlq_record import dlq_entry, millis
 from rebound.engine.ports import DlqEntry, DlqStatus
+from rebound.ops.dlq import history as history_module
 from rebound.ops.dlq.history import depth_history, depth_points
 from rebound.resources import DLQ_RETENTION_S
 from support import START
@@ -91,7 +93,8 @@ def test_a_day_in_quarter_hours_counts_what_retention_dropped_as_gone() -> None:
     assert history.points[80].depth == 1 and history.points[88].depth == 0  # 4 h and 2 h ago
 
 
-def test_reading_stops_at_its_limit_and_says_the_history_is_incomplete() -> None:
+def test_reading_stops_at_its_limit_and_says_the_history_is_incomplete(monkeypatch: Any) -> None:
+    monkeypatch.setattr(history_module, "PAGE", 100)
     store = MemoryStore()
     for n in range(250):
         arrived(store, f"m{n:03d}", minutes(30))

@@ -59,8 +59,6 @@
         h("td", {}, q.oldest_age_s === null ? (q.total ? "unknown (no reading)" : "empty") : `${age(q.oldest_age_s)} (${q.age_source})`),
         h("td", {}, q.purpose),
       )), "no queues", 7);
-      const dlq = queues.find((q) => q.queue === "dlq");
-      if (dlq) await dlqChart(dlq.total);
       const r = await api("GET", "/runs/recovery" + query({ at_most: RECOVERY_AT_MOST }));
       const shown = (n) => (n > r.at_most ? `more than ${r.at_most}` : String(n));
       fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
@@ -87,6 +85,9 @@
           h("td", { class: late ? "bad" : "ok" }, o.state !== "open" ? "acknowledged" : late ? "OVER target: unacknowledged > 5 min" : "within target"),
           h("td", {}, o.reason));
       }), "no open work orders", 6);
+      /* last: the tables above are filled before the chart's history is read */
+      const dlq = queues.find((q) => q.queue === "dlq");
+      if (dlq) await dlqChart(dlq.total);
     },
   };
 

@@ -2,7 +2,7 @@
    with its name and its state in words, beside a colour; each need an arrow) with the same steps
    in a table, and the recovery operations of the API (retry the whole workstream, retry the failed
    steps, resume from a step, roll back to a checkpoint, skip or cancel a step with a required
-   reason), each asked for confirmation first. */
+   reason, remove a dependency in this run), each asked for confirmation first. */
 "use strict";
 (() => {
   const { api, h, fill, say, ago, confirm, act } = Rb;
@@ -121,6 +121,12 @@
     });
   }
 
+  function removeNeed(run, step, need) {
+    return () => act(() => operate(`Remove ${step}'s need of ${need}?`, `In run ${run} only, step ${step} no longer waits for ` +
+      `${need} (the workstream's definition is unchanged).`, "DELETE", `/workstream-runs/${enc(run)}/steps/${enc(step)}/needs/${enc(need)}`,
+    undefined, changed(`${step} no longer needs ${need}`)));
+  }
+
   function resume(run, from) {
     return () => act(() => operate("Resume this run?", from ? `Step ${from} and every step after it run again (the steps it needs must be completed).`
       : "The run carries on from where it stopped.", "POST", `/workstream-runs/${enc(run)}/resume`, from ? { from_step: from } : {},
@@ -147,7 +153,9 @@
     fill($("ws-steps").tBodies[0], run.steps.map((s) => h("tr", { "data-step": s.step },
       h("th", { scope: "row" }, s.step + (s.critical ? "" : " (non-critical)")),
       h("td", { class: `step-state state-${s.state}` }, stateText(s.state)),
-      h("td", {}, s.needs.join(", ") + (s.removed_needs && s.removed_needs.length ? ` (removed: ${s.removed_needs.join(", ")})` : "")),
+      h("td", {}, s.needs.map((need) => h("span", { class: "need" }, need, DONE.has(s.state) ? null : [" ",
+        h("button", { type: "button", onclick: removeNeed(run.run_id, s.step, need), "aria-label": `Remove ${s.step}'s need of ${need}` }, "Remove…")])),
+      s.removed_needs && s.removed_needs.length ? ` (removed: ${s.removed_needs.join(", ")})` : null),
       h("td", {}, s.run_id ? h("button", { type: "button", onclick: () => Rb.openRun(s.run_id), "aria-label": `Timeline of ${s.step}'s run` }, s.run_id) : "—"),
       h("td", { class: "num" }, s.tries),
       h("td", {}, [s.reason, s.warning].filter(Boolean).join("; ")),

@@ -38,6 +38,7 @@ from rebound.engine.ports import (
     DlqEntry,
     DlqPage,
     DlqQuery,
+    DlqSpanPage,
     DlqStatus,
     RunPage,
     parse_run_cursor,
@@ -282,6 +283,12 @@ class MemoryStore(StagingStore):
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
         """The ``by_task`` (sparse) or ``by_status`` index: by ``dlq_at``, bounds included."""
+        return rec.page(self._dlq_listed(query), query.limit)
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        return rec.span_page(self._dlq_listed(query), query.limit)
+
+    def _dlq_listed(self, query: DlqQuery) -> list[Item]:
         low, high = rec.key_range(query.since, query.until)
         now = int(query.present_at.timestamp()) if query.present_at is not None else None
         changed = iso(query.changed_since) if query.changed_since is not None else None
@@ -305,7 +312,7 @@ class MemoryStore(StagingStore):
             )
 
         items = sorted(self._all(rec.TABLE, listed), key=lambda d: str(d["dlq_at"]))
-        return rec.page(items[: query.limit + 1], query.limit)
+        return items[: query.limit + 1]
 
     def mark_dlq_entries(
         self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str

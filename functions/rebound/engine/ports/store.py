@@ -98,6 +98,27 @@ class DlqPage:
 
 
 @dataclass(frozen=True)
+class DlqSpan:
+    """When a recorded message arrived in the DLQ and how long it stayed: what the DLQ's depth over
+    time needs of its record, and no more (``Store.dlq_spans`` reads only these attributes)."""
+
+    arrived: datetime
+    """``DlqEntry.at``."""
+    status: DlqStatus
+    changed_at: datetime | None
+    """When it left (``None`` while it is in the DLQ)."""
+    expires_at: datetime
+    """While it is in the DLQ: when the queue's retention drops it."""
+
+
+@dataclass(frozen=True)
+class DlqSpanPage:
+    spans: list[DlqSpan]
+    cursor: str | None
+    """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
+
+
+@dataclass(frozen=True)
 class RunPage:
     """A page of runs in one state, latest change first."""
 
@@ -310,6 +331,11 @@ class Store(Protocol):
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
         """Recorded messages in ``query.status`` (still in the DLQ, or how they left), oldest
         first: a query, never a scan."""
+        ...
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        """What ``dlq_entries`` would list, as spans only (arrival, status, departure, expiry): the
+        same query, reading a few attributes of each item instead of the whole message."""
         ...
 
     def mark_dlq_entries(

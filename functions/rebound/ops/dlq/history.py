@@ -6,7 +6,8 @@ arrived (``DlqEntry.at``) and, once it left, when and how (``changed_at``, statu
 that had arrived and not yet left by then; a message still ``in_dlq`` leaves when the queue's
 retention drops it.
 
-What is read, all queries on the ``by_status`` index (never a scan):
+What is read, all queries on the ``by_status`` index (never a scan), and of each item only its
+arrival, status, departure and expiry (``Store.dlq_spans``):
 
 - the ``in_dlq`` partition up to now (what is in the DLQ, however old);
 - the partition of each way of leaving, for arrivals no older than the window's start less the
@@ -24,13 +25,12 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry, DlqQuery, DlqStatus, Store
-from rebound.ops.dlq.sources import RECORD_PAGE
+from rebound.engine.ports import DlqQuery, DlqSpan, DlqStatus, Store
 from rebound.resources import DLQ_RETENTION_S
 
 WINDOWS: dict[str, tuple[timedelta, int]] = {
@@ -41,6 +41,8 @@ WINDOWS: dict[str, tuple[timedelta, int]] = {
 (one minute each over an hour, a quarter of an hour each over a day)."""
 AT_MOST = 20_000
 """Records read at most for one history (past it the answer says it is incomplete)."""
+PAGE = 1_000
+"""Records per query: only their arrival, status and departure are read (``Store.dlq_spans``)."""
 RETENTION = timedelta(seconds=DLQ_RETENTION_S)
 LEFT = (DlqStatus.REDRIVEN, DlqStatus.DELETED, DlqStatus.ARCHIVED)
 
@@ -96,16 +98,15 @@ class DepthHistory:
         }
 
 
-def span(entry: DlqEntry, now: datetime) -> tuple[datetime, datetime | None]:
-    """When a recorded message arrived in the DLQ and when it left it (``None``: it is still there)."""
-    arrived = entry.at
-    if entry.status is DlqStatus.IN_DLQ:
-        dropped = (
-            datetime.fromtimestamp(entry.sent_at_ms / 1000, tz=UTC) + RETENTION if entry.sent_at_ms else None
-        )
-        left = dropped if dropped is not None and dropped <= now else None
+def span(recorded: DlqSpan, now: datetime) -> tuple[datetime, datetime | None]:
+    """When a recorded message arrived in the DLQ and when it left it (``None``: it is still
+    there); one still recorded ``in_dlq`` left when the queue's retention dropped it, if that was
+    before ``now``."""
+    arrived = recorded.arrived
+    if recorded.status is DlqStatus.IN_DLQ:
+        left = recorded.expires_at if recorded.expires_at <= now else None
     else:
-        left = entry.changed_at or arrived
+        left = recorded.changed_at or arrived
     return arrived, (max(left, arrived) if left is not None else None)
 
 
@@ -151,8 +152,8 @@ def depth_history(store: Store, now: datetime, window: str, *, at_most: int = AT
         )
     length, buckets = WINDOWS[window]
     since = now - length
-    queries = [DlqQuery(until=now, limit=RECORD_PAGE)] + [
-        DlqQuery(status=status, since=since - RETENTION, until=now, changed_since=since, limit=RECORD_PAGE)
+    queries = [DlqQuery(until=now, limit=PAGE)] + [
+        DlqQuery(status=status, since=since - RETENTION, until=now, changed_since=since, limit=PAGE)
         for status in LEFT
     ]
     spans: list[tuple[datetime, datetime | None]] = []
@@ -160,8 +161,8 @@ def depth_history(store: Store, now: datetime, window: str, *, at_most: int = AT
     for query in queries:
         after: str | None = None
         while True:
-            page = store.dlq_entries(replace(query, after=after))
-            spans += [span(entry, now) for entry in page.entries]
+            page = store.dlq_spans(replace(query, after=after))
+            spans += [span(recorded, now) for recorded in page.spans]
             if page.cursor is None:
                 break
             if len(spans) >= at_most:
