@@ -17,12 +17,15 @@
 
   /* ------------------------------------------------------------------ the graph */
   const BOX_W = 180, BOX_H = 52, GAP_X = 56, GAP_Y = 20, PAD = 10;
+  /* Each step's column: one more than its deepest need, removed needs included, so a run keeps the
+     shape of its workstream and a removed need is drawn as a dashed arrow between columns. */
   function levels(steps) {
     const by = Object.fromEntries(steps.map((s) => [s.step, s]));
     const level = {};
     const depth = (name, seen) => {
       if (name in level) return level[name];
-      const needs = (by[name] ? by[name].needs : []).filter((n) => by[n] && !seen.has(n));
+      const step = by[name];
+      const needs = (step ? [...step.needs, ...(step.removed_needs || [])] : []).filter((n) => by[n] && !seen.has(n));
       level[name] = needs.length ? 1 + Math.max(...needs.map((n) => depth(n, new Set([...seen, name])))) : 0;
       return level[name];
     };
@@ -159,9 +162,11 @@
       h("td", {}, s.run_id ? h("button", { type: "button", onclick: () => Rb.openRun(s.run_id), "aria-label": `Timeline of ${s.step}'s run` }, s.run_id) : "—"),
       h("td", { class: "num" }, s.tries),
       h("td", {}, [s.reason, s.warning].filter(Boolean).join("; ")),
-      h("td", {}, DONE.has(s.state) ? null : [
-        h("button", { type: "button", onclick: stepAction(run.run_id, s.step, "skip"), "aria-label": `Skip ${s.step}` }, "Skip…"), " ",
-        h("button", { type: "button", onclick: stepAction(run.run_id, s.step, "cancel"), "aria-label": `Cancel ${s.step}` }, "Cancel step…")],
+      h("td", {},
+        DONE.has(s.state) || s.state === "running" ? null : [h("button", { type: "button", onclick: stepAction(run.run_id, s.step, "skip"),
+          "aria-label": `Skip ${s.step}` }, "Skip…"), " "],
+        DONE.has(s.state) || s.state === "cancelled" ? null : [h("button", { type: "button", onclick: stepAction(run.run_id, s.step, "cancel"),
+          "aria-label": `Cancel ${s.step}` }, "Cancel step…"), " "],
       h("button", { type: "button", onclick: resume(run.run_id, s.step), "aria-label": `Resume from ${s.step}` }, "Resume from here…")),
     )), "No steps.", 7);
     fillSelect($("ws-resume-from"), [["", "where it stopped"], ...run.steps.map((s) => [s.step, s.step])]);
