@@ -105,22 +105,6 @@ def _first(candidates: list[Any], attr: str | None, limit: int, forward: bool) -
     return [item for _, item in keyed[:limit]]
 
 
-def _by_sort_key(items: list[Any], attr: str | None) -> list[Any]:
-    """Items in the order moto sorts an index query's results (its string sort key; a stable sort,
-    so ties keep the table's key order): moto's own sort, which compares typed values, then finds
-    them in order and only checks. Items without a string sort key leave the list as it is."""
-    if attr is None:
-        return items
-    keyed = []
-    for item in items:
-        value = item.attrs.get(attr)
-        if value is None or value.type != "S":
-            return items
-        keyed.append((value.value, item))
-    keyed.sort(key=lambda pair: pair[0])
-    return [item for _, item in keyed]
-
-
 def _patch_query_index() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
@@ -196,8 +180,6 @@ def _patch_query_index() -> None:
             candidates,
             key=lambda x: (x.hash_key.value, x.range_key.value) if x.range_key else x.hash_key.value,
         )
-        if index_name is not None:
-            ordered = _by_sort_key(ordered, _index_of(self).ranges.get(index_name))
         self.__dict__["all_items"] = lambda: ordered
         try:
             return original()
