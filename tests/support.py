@@ -262,20 +262,21 @@ def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[A
     return stack, clock
 
 
-def dead_letters(deps: Deps, count: int) -> list[str]:
-    """``count`` runs of task ``job`` dead-lettered by the engine on a terminal error."""
+def dead_letters(deps: Deps, count: int, task_id: str = "job") -> list[str]:
+    """``count`` runs of task ``task_id`` dead-lettered by the engine on a terminal error."""
     from rebound.engine.executor import Executor, QueueMessage
     from rebound.engine.retry_scheduler import RetryScheduler
 
-    register(deps, task("job", target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
+    register(deps, task(task_id, target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
     run_ids = []
     for minute in range(count):
         when = f"2026-03-07T{9 + minute // 60:02d}:{minute % 60:02d}:00Z"
-        Executor(deps).process(QueueMessage(f"fire-{minute}", json.dumps(fire("job", when))), 120)
-        run_id = f"job:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
+        message = QueueMessage(f"fire-{task_id}-{minute}", json.dumps(fire(task_id, when)))
+        Executor(deps).process(message, 120)
+        run_id = f"{task_id}:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
         assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
         run_ids.append(run_id)
-    register(deps, task("job"))  # the operator fixes the target
+    register(deps, task(task_id))  # the operator fixes the target
     return run_ids
 
 

@@ -202,6 +202,26 @@ def test_dlq_list_show_and_redrive(api: Any, deps: Deps) -> None:
     assert moved["outcomes"]["moved"] == 2  # the limit
 
 
+def test_dlq_history_comes_from_the_record_and_covers_the_time_before_anyone_looked(
+    api: Any, deps: Deps, clock: Any
+) -> None:
+    dead_letters(deps, 3)  # arrived before any request
+    clock.advance(600)
+    ok(api, "POST", "/dlq/redrive", {"task_id": "job", "limit": 1})
+    clock.advance(300)
+    hour = ok(api, "GET", "/dlq/history")
+    assert (hour["window"], hour["bucket_s"], len(hour["points"])) == ("1h", 60, 60)
+    assert hour["source"] == "dlq record"
+    assert (hour["arrived"], hour["left"], hour["complete"]) == (3, 1, True)
+    depths = [p["depth"] for p in hour["points"]]
+    assert depths[-1] == 2 and max(depths) == 3 and depths[-6] == 2  # one left 5 minutes ago
+    assert ok(api, "GET", "/dlq", query={"task_id": "job"})["depth"]["in_flight"] == 0  # nothing received
+    day = ok(api, "GET", "/dlq/history", query={"window": "24h"})
+    assert (day["bucket_s"], len(day["points"]), day["points"][-1]["depth"]) == (900, 96, 2)
+    status, error = call(api, "GET", "/dlq/history", query={"window": "7d"})
+    assert (status, error["code"]) == (400, "VALIDATION_FAILED") and "window" in error["message"]
+
+
 def test_work_orders_list_show_create_ack_resolve(api: Any, deps: Deps) -> None:
     register(deps, task("job"))
     opened = ok(api, "POST", "/ops/workorders", {"severity": "high", "reason": "disk full", "task_id": "job"})

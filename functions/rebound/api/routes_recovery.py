@@ -1,6 +1,6 @@
-"""Routes for recovery: the DLQ (list, show, redrive with filters, dry run, limit and rate) and
-work orders (list, show, open by hand, acknowledge, resolve), including the seeds' ``POST
-/ops/workorders``."""
+"""Routes for recovery: the DLQ (list, show, its depth over time, redrive with filters, dry run,
+limit and rate) and work orders (list, show, open by hand, acknowledge, resolve), including the
+seeds' ``POST /ops/workorders``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rebound.api.app import Api
 from rebound.domain.models import Resolution, Severity, TaskId, Tenant, WorkOrderState
 from rebound.ops.common import parse_when
-from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.dlq import WINDOWS, DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
 from rebound.ops.workorders import WorkOrderOps, work_order_view
 
@@ -107,6 +107,15 @@ def register(api: Api) -> None:
             "messages": [e.as_dict() for e in page.examined],
             "next": page.cursor,
         }
+
+    @app.get("/dlq/history", summary="The DLQ's depth over time, bucket by bucket, from its record")
+    def dlq_history(
+        window: Annotated[str, Query(description=f"one of {', '.join(WINDOWS)}")] = "1h",
+    ) -> dict[str, Any]:
+        """The depth at the end of each bucket (a minute over ``1h``, a quarter of an hour over
+        ``24h``), its peak, and what arrived and left in it: from the arrivals and departures the
+        DLQ's record holds, so it covers the time before anyone looked. Nothing is received."""
+        return dlq("dlq:read").history(window).as_dict()
 
     @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
     def show_dlq(message_id: str) -> dict[str, Any]:

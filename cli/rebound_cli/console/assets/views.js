@@ -13,8 +13,26 @@
   }
 
   /* ---------------------------------------------------------------- overview */
-  const DLQ_SAMPLES = 90;
-  const dlqDepths = [];
+  /* The DLQ chart: its history bucket by bucket from the DLQ's record (GET /dlq/history, read again
+     once a bucket has passed), then the live depth from the queue's attributes as its last point. */
+  const WINDOW_NAMES = { "1h": "last hour", "24h": "last 24 hours" };
+  let dlqWindow = "1h";
+  let dlqHistory = null;
+  let dlqHistoryAt = 0;
+  async function dlqChart(live) {
+    if (!dlqHistory || dlqHistory.window !== dlqWindow || Date.now() - dlqHistoryAt >= dlqHistory.bucket_s * 1000) {
+      dlqHistory = await api("GET", "/dlq/history" + query({ window: dlqWindow }));
+      dlqHistoryAt = Date.now();
+    }
+    const hist = dlqHistory;
+    const name = WINDOW_NAMES[hist.window] || hist.window;
+    Rb.lineChart($("dlq-chart"), [...hist.points.map((p) => p.depth), live], name.replace("last ", "") + " ago", "now");
+    $("dlq-window-name").textContent = name;
+    const highest = Math.max(hist.start_depth, ...hist.points.map((p) => p.peak));
+    $("dlq-chart-text").textContent = `DLQ depth now ${live}. Over the ${name}: ${hist.start_depth} at the start, ` +
+      `highest ${highest}, ${hist.arrived} arrived, ${hist.left} left (from the DLQ's record, ` +
+      `${Math.round(hist.bucket_s / 60)} min per point${hist.complete ? "" : "; INCOMPLETE: reading stopped at its limit"}).`;
+  }
   function age(seconds) {
     if (seconds === null || seconds === undefined) return "unknown";
     if (seconds < 120) return `${Math.round(seconds)} s`;
@@ -22,6 +40,15 @@
     return `${Math.round(seconds / 3600)} h`;
   }
   Rb.views.overview = {
+    init() {
+      for (const button of document.querySelectorAll(".dlq-window")) {
+        button.addEventListener("click", () => {
+          dlqWindow = button.dataset.window;
+          for (const other of document.querySelectorAll(".dlq-window")) other.setAttribute("aria-pressed", String(other === button));
+          Rb.refresh(false);
+        });
+      }
+    },
     async refresh() {
       const queues = await api("GET", "/queues");
       fill($("queues").tBodies[0], queues.map((q) => h("tr", {},
@@ -32,14 +59,6 @@
         h("td", {}, q.oldest_age_s === null ? (q.total ? "unknown (no reading)" : "empty") : `${age(q.oldest_age_s)} (${q.age_source})`),
         h("td", {}, q.purpose),
       )), "no queues", 7);
-      const dlq = queues.find((q) => q.queue === "dlq");
-      if (dlq) {
-        dlqDepths.push(dlq.total);
-        if (dlqDepths.length > DLQ_SAMPLES) dlqDepths.shift();
-        Rb.lineChart($("dlq-chart"), dlqDepths, `${dlqDepths.length} samples`, "now");
-        $("dlq-chart-text").textContent = `DLQ depth now ${dlq.total}; lowest ${Math.min(...dlqDepths)}, highest ` +
-          `${Math.max(...dlqDepths)} over the last ${dlqDepths.length} update(s).`;
-      }
       const r = await api("GET", "/runs/recovery" + query({ at_most: RECOVERY_AT_MOST }));
       const shown = (n) => (n > r.at_most ? `more than ${r.at_most}` : String(n));
       fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
@@ -66,6 +85,9 @@
           h("td", { class: late ? "bad" : "ok" }, o.state !== "open" ? "acknowledged" : late ? "OVER target: unacknowledged > 5 min" : "within target"),
           h("td", {}, o.reason));
       }), "no open work orders", 6);
+      /* last: the tables above are filled before the chart's history is read */
+      const dlq = queues.find((q) => q.queue === "dlq");
+      if (dlq) await dlqChart(dlq.total);
     },
   };
 
@@ -157,6 +179,7 @@
     openRunId = runId;
     Rb.show("runs", false);
   }
+  Rb.openRun = openRun; /* the workstreams view opens a step's task run here */
   const RUNS_PAGE = 50;
   let runsAfter = null;
   let runsNext = null;

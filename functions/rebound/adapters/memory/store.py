@@ -38,6 +38,7 @@ from rebound.engine.ports import (
     DlqEntry,
     DlqPage,
     DlqQuery,
+    DlqSpanPage,
     DlqStatus,
     RunPage,
     parse_run_cursor,
@@ -288,8 +289,15 @@ class MemoryStore(StagingStore):
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
         """The ``by_task`` (sparse) or ``by_status`` index: by ``dlq_at``, bounds included."""
+        return rec.page(self._dlq_listed(query), query.limit)
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        return rec.span_page(self._dlq_listed(query), query.limit)
+
+    def _dlq_listed(self, query: DlqQuery) -> list[Item]:
         low, high = rec.key_range(query.since, query.until)
         now = int(query.present_at.timestamp()) if query.present_at is not None else None
+        changed = iso(query.changed_since) if query.changed_since is not None else None
 
         def listed(d: Item) -> bool:
             key = d.get("dlq_at")
@@ -298,7 +306,7 @@ class MemoryStore(StagingStore):
                 and (
                     d.get("dlq_task") == query.task_id
                     if query.task_id is not None
-                    else d["status"] == DlqStatus.IN_DLQ.value
+                    else d["status"] == query.status.value
                 )
                 and (low is None or key >= low)
                 and (high is None or key <= high)
@@ -306,10 +314,11 @@ class MemoryStore(StagingStore):
                 and (query.tenant is None or d.get("tenant") == query.tenant)
                 and (query.error_code is None or d.get("error_code") == query.error_code)
                 and (now is None or d["expires_at"] > now)
+                and (changed is None or str(d.get("changed_at") or "") >= changed)
             )
 
         items = sorted(self._all(rec.TABLE, listed), key=lambda d: str(d["dlq_at"]))
-        return rec.page(items[: query.limit + 1], query.limit)
+        return items[: query.limit + 1]
 
     def mark_dlq_entries(
         self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str

@@ -62,11 +62,14 @@ class DlqEntry:
 
 @dataclass(frozen=True)
 class DlqQuery:
-    """Which recorded messages still in the DLQ to list: oldest first, ``limit`` at a time.
+    """Which recorded messages to list: oldest first, ``limit`` at a time.
 
-    Filters: ``task_id``, ``tenant``, ``error_code``; ``since``/``until`` bound ``DlqEntry.at``
-    (both included). ``present_at`` leaves out messages the queue's retention has dropped by then.
-    ``after`` is the ``cursor`` of the page before."""
+    ``status`` is where they are: still in the DLQ (the default), or how they left. Filters:
+    ``task_id`` (only with ``in_dlq``: ``by_task`` holds only what is in the DLQ), ``tenant``,
+    ``error_code``; ``since``/``until`` bound ``DlqEntry.at`` (both included); ``changed_since``
+    keeps messages whose status changed at or after it (those that left since). ``present_at``
+    leaves out messages the queue's retention has dropped by then. ``after`` is the ``cursor`` of
+    the page before."""
 
     task_id: str | None = None
     tenant: str | None = None
@@ -76,11 +79,41 @@ class DlqQuery:
     present_at: datetime | None = None
     limit: int = 100
     after: str | None = None
+    status: DlqStatus = DlqStatus.IN_DLQ
+    changed_since: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.task_id is not None and self.status is not DlqStatus.IN_DLQ:
+            raise ValidationFailed(
+                f"task_id: a task's messages are listed only while in the DLQ, not {self.status.value}",
+                key_path="task_id",
+            )
 
 
 @dataclass(frozen=True)
 class DlqPage:
     entries: list[DlqEntry]
+    cursor: str | None
+    """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
+
+
+@dataclass(frozen=True)
+class DlqSpan:
+    """When a recorded message arrived in the DLQ and how long it stayed: what the DLQ's depth over
+    time needs of its record, and no more (``Store.dlq_spans`` reads only these attributes)."""
+
+    arrived: datetime
+    """``DlqEntry.at``."""
+    status: DlqStatus
+    changed_at: datetime | None
+    """When it left (``None`` while it is in the DLQ)."""
+    expires_at: datetime
+    """While it is in the DLQ: when the queue's retention drops it."""
+
+
+@dataclass(frozen=True)
+class DlqSpanPage:
+    spans: list[DlqSpan]
     cursor: str | None
     """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
 
@@ -305,7 +338,13 @@ class Store(Protocol):
     def get_dlq_entries(self, message_ids: list[str]) -> dict[str, DlqEntry]: ...
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
-        """Recorded messages still in the DLQ (``in_dlq``), oldest first: a query, never a scan."""
+        """Recorded messages in ``query.status`` (still in the DLQ, or how they left), oldest
+        first: a query, never a scan."""
+        ...
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        """What ``dlq_entries`` would list, as spans only (arrival, status, departure, expiry): the
+        same query, reading a few attributes of each item instead of the whole message."""
         ...
 
     def mark_dlq_entries(
