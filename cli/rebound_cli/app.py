@@ -16,6 +16,7 @@ from rebound_cli.commands.notifications import notifications
 from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
 from rebound_cli.commands.slo import slo
+from rebound_cli.commands.state import state
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.commands.workstreams import resources, workstreams
@@ -122,6 +123,7 @@ for group in (
     health,
     slo,
     audit,
+    state,
     console,
     local,
 ):

@@ -69,6 +69,7 @@ def build_app(
         routes_recovery,
         routes_runs,
         routes_settings,
+        routes_state,
         routes_tasks,
         routes_workstreams,
     )
@@ -119,6 +120,7 @@ def build_app(
         routes_queues,
         routes_async,
         routes_workstreams,
+        routes_state,
     ):
         module.register(api)
     return app
