@@ -19,12 +19,12 @@ from test_workstream_engine import drive, ledger
 from rebound.domain.audit import trail_mismatches
 from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Attempt, RunState
+from rebound.domain.models import RunState
 from rebound.domain.restore import CHAIN
 from rebound.domain.workstream_runs import WorkstreamState
 from rebound.engine.workstreams import run_key, workstream_subject
 from rebound.ops.state import ACTION, StateOps
-from support import new_run
+from support import ended_run
 
 pytestmark = pytest.mark.unit
 OPERATOR = "arn:aws:iam::123456789012:user/oncall"
@@ -47,13 +47,7 @@ STANDALONE = "report:manual-1"
 
 def standalone(world: MemoryWorld) -> None:
     """A run of its own, with three records: created, claimed, succeeded."""
-    run = new_run(world.deps, STANDALONE)
-    now = world.clock.now()
-    claimed = {"state": RunState.RUNNING, "attempt": 1, "attempts": [Attempt(n=1, started_at=now)]}
-    for action, update in (("attempt-started", claimed), ("succeeded", {"state": RunState.SUCCEEDED})):
-        uow = world.store.unit_of_work("test", now)
-        run = uow.save_run(run, run.model_copy(update=update), action=action)
-        uow.commit()
+    ended_run(world.deps, STANDALONE, RunState.SUCCEEDED)
 
 
 def tables(world: MemoryWorld) -> dict[str, dict[Any, Any]]:

@@ -138,7 +138,16 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
-        report.levels_raised = self._step(report, "levels", lambda: raise_levels(self.deps, self.actor)) or []
+        report.levels_raised = (
+            self._step(
+                report,
+                "levels",
+                lambda: raise_levels(
+                    self.deps, self.actor, lambda order_id, exc: self._failed(report, "levels", order_id, exc)
+                ),
+            )
+            or []
+        )
         if self._step(report, "every_5_minutes", self.first_in_period):
             figure = self._step(
                 report,

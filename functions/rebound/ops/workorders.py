@@ -14,8 +14,8 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import ChainCheck, verify_chain
-from rebound.domain.escalation_levels import level_of
 from rebound.domain.errors import Conflict, RunNotFound, TaskNotFound, ValidationFailed, WorkOrderNotFound
+from rebound.domain.escalation_levels import level_of
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
 from rebound.domain.models import (
     AuditRecord,
