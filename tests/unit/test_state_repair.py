@@ -230,3 +230,24 @@ def test_a_pass_stopped_early_resumes_where_it_stopped(world: MemoryWorld) -> No
     assert ("run", ids["dead"]) in seen and ("workstream", ids["ws"]) in seen
     with pytest.raises(ValidationFailed, match="after"):
         ops.check(after="nowhere:x")
+
+
+def test_a_run_that_moved_on_after_its_page_was_read_is_not_reported(
+    world: MemoryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page holds the run as it was before its last write (the engine wrote it in between):
+    its chain is one record ahead, so it differs until it is read again."""
+    current = world.store.get_run(STANDALONE)
+    assert current is not None
+    stale = current.model_copy(update={"state": RunState.RUNNING, "audit_seq": current.audit_seq - 1})
+    real_page = world.store.scan_runs_page
+
+    def page(*, limit: int = 100, after: str | None = None) -> tuple[list[Any], str | None]:
+        runs, cursor = real_page(limit=limit, after=after)
+        return [stale if r.run_id == STANDALONE else r for r in runs], cursor
+
+    monkeypatch.setattr(world.store, "scan_runs_page", page)
+    before = tables(world)
+    assert StateOps(world.deps, OPERATOR).check().differences == []
+    assert StateOps(world.deps, OPERATOR).repair().repaired == []
+    assert tables(world) == before

@@ -178,9 +178,10 @@ class StateOps:
 
     def _judge(self, report: StateReport, item: _Item, reason: str | None) -> None:
         """Report ``item``'s differences; with a ``reason`` (a repair that writes), repair them."""
-        if item.differences and reason is not None:
-            # A trail and its item are read at different moments: judge a differing item again
-            # from a fresh read before writing anything.
+        if item.differences:
+            # A trail and its item are read at different moments (an item that changed in
+            # between looks different): judge a differing item again from a fresh read, before
+            # reporting it and before writing anything.
             fresh = item.recheck()
             if fresh is None:
                 return
