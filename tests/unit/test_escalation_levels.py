@@ -124,3 +124,4 @@ def test_workorders_list_filters_by_level_and_an_order_without_one_reads_as_deri
     assert level_of(legacy, now) == 3
     assert [o.work_order_id for o in ops.find(level=3, state=WorkOrderState.OPEN)] == [opened.work_order_id]
     assert work_order_view(legacy, now)["level"] == 3
+    assert ops.show(opened.work_order_id).as_dict()["level"] == 3

@@ -74,10 +74,12 @@ class WorkOrderDetail:
     trail: list[AuditRecord]
     chain: ChainCheck
     run: Run | None
+    now: datetime | None = None
+    """When it was read: an order without a recorded level shows its level derived then."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            **work_order_view(self.order),
+            **work_order_view(self.order, self.now),
             "note": self.order.note,
             "deliveries": [d.model_dump(mode="json") for d in self.order.deliveries],
             "run_state": self.run.state.value if self.run else None,
@@ -133,7 +135,8 @@ class WorkOrderOps:
         subject = work_order_subject(work_order_id)
         trail = self.store.audit_trail(subject)
         run = self.store.get_run(order.run_id) if order.run_id else None
-        return WorkOrderDetail(order, trail, verify_chain(subject, trail, self.store.audit_keys.check), run)
+        check = verify_chain(subject, trail, self.store.audit_keys.check)
+        return WorkOrderDetail(order, trail, check, run, self.deps.clock.now())
 
     def create(
         self,
