@@ -3,16 +3,17 @@
 The user's document that defines four levels was not available to us, so these are ours, in the
 conventional shape of on-call escalation policies:
 
-- **1 — informational**: recorded for the owning team, nothing expected now (a low-severity order);
-- **2 — work order for the owning team**: someone must act within the acknowledgement target of
+- **1 - informational**: recorded for the owning team, nothing expected now (a low-severity order);
+- **2 - work order for the owning team**: someone must act within the acknowledgement target of
   its severity (a medium or high order);
-- **3 — page on-call**: a critical order, or any order of level 1 or 2 left unacknowledged past
-  the acknowledgement target of its severity (one level up);
-- **4 — incident / management escalation**: an order of level 2 or more left unacknowledged past
-  four times its target, or whose subject dead-lettered a third time while it was open (repeated
-  failure).
+- **3 - page on-call**: a critical order;
+- **4 - incident / management escalation**: repeated failure (the order's subject dead-lettered
+  a third time while it was open), or an order of level 2 or more left unacknowledged past four
+  times its target.
 
-A low-severity order is raised to 2 when unacknowledged past its target, and no further.
+An order left unacknowledged past its severity's target goes one level up (so a critical one
+becomes an incident after 5 minutes, a high one pages after 15); a low-severity order goes to 2
+at most.
 
 The level is a function of the order alone (severity, occurrences, when it was opened and
 acknowledged) and of the time it is judged at, so it is deterministic. Time only raises it: the
