@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebound.adapters.memory import MemoryStore
@@ -74,6 +74,7 @@ def history(store: MemoryStore, failures: int) -> None:
             uow.commit()
 
 
+@settings(deadline=None)  # a store write per record: timing depends on the machine's load, not the property
 @given(
     failures=st.integers(0, 3),
     edits=st.dictionaries(st.sampled_from(sorted(EDITS)), st.none(), min_size=1).flatmap(
