@@ -408,3 +408,16 @@ def local_stack_at(start: datetime) -> Iterator[Any]:
     finally:
         local.stop()
         reset_moto()
+
+
+def ended_run(deps: Deps, run_id: str, state: RunState) -> Run:
+    """A manual run committed through the store with three records: created, its first attempt
+    started, then ``state``."""
+    run = new_run(deps, run_id)
+    now = deps.clock.now()
+    claimed = {"state": RunState.RUNNING, "attempt": 1, "attempts": [Attempt(n=1, started_at=now)]}
+    for action, update in (("attempt-started", claimed), (state.value, {"state": state})):
+        uow = deps.store.unit_of_work("test", now)
+        run = uow.save_run(run, run.model_copy(update=update), action=action)
+        uow.commit()
+    return run

@@ -17,6 +17,7 @@ from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
 from rebound_cli.commands.sla import sla
 from rebound_cli.commands.slo import slo
+from rebound_cli.commands.state import state
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.commands.workstreams import resources, workstreams
@@ -124,6 +125,7 @@ for group in (
     slo,
     sla,
     audit,
+    state,
     console,
     local,
 ):

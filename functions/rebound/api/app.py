@@ -70,6 +70,7 @@ def build_app(
         routes_runs,
         routes_settings,
         routes_sla,
+        routes_state,
         routes_tasks,
         routes_workstreams,
     )
@@ -121,6 +122,7 @@ def build_app(
         routes_async,
         routes_workstreams,
         routes_sla,
+        routes_state,
     ):
         module.register(api)
     return app

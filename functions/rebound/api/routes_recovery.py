@@ -155,11 +155,12 @@ def register(api: Api) -> None:
         state: Annotated[WorkOrderState | None, Query()] = None,
         task_id: Annotated[str | None, Query()] = None,
         severity: Annotated[Severity | None, Query()] = None,
+        level: Annotated[int | None, Query(ge=1, le=4, description="escalation level 1-4")] = None,
     ) -> list[dict[str, Any]]:
-        return [
-            work_order_view(o)
-            for o in orders("workorders:read").find(state=state, task_id=task_id, severity=severity)
-        ]
+        ops = orders("workorders:read")
+        now = ops.deps.clock.now()
+        found = ops.find(state=state, task_id=task_id, severity=severity, level=level)
+        return [work_order_view(o, now) for o in found]
 
     @app.get("/workorders/<work_order_id>", summary="A work order with its deliveries and audit trail")
     def show_order(work_order_id: str) -> dict[str, Any]:

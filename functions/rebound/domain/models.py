@@ -878,5 +878,12 @@ class WorkOrder(BaseModel):
         description="when its subject failed again while the order was open (a flapping run)",
     )
     resolve_reason: str | None = None
+    level: int | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        description="escalation level 1-4 (rebound.domain.escalation_levels), judged at every write; "
+        "an order written before levels were recorded has none and reads as its derived level",
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64

@@ -55,6 +55,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER, WAITING_STATES, Dispatcher, Evidence, observe_queue
 from rebound.engine.dlq_arrivals import DlqArrivals
 from rebound.engine.ledger import Ledger, LedgerReport
+from rebound.engine.levels import raise_levels
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
@@ -83,6 +84,8 @@ class SweepReport:
     events_republished: int = 0
     control_handled: list[str] = field(default_factory=list)
     sla_breaches: list[str] = field(default_factory=list)
+    levels_raised: list[str] = field(default_factory=list)
+    """Open work orders whose escalation level rose with time (``rebound.engine.levels``)."""
     completion_rate: float | None = None
     periodic: bool = False
     """Whether this sweep ran the five-minute steps (the completion rate; the health report)."""
@@ -104,6 +107,7 @@ class SweepReport:
             + self.events_republished
             + len(self.control_handled)
             + len(self.sla_breaches)
+            + len(self.levels_raised)
             + len(self.failures)
             + len(self.ledger.missed)
             + len(self.ledger.delivered)
@@ -142,6 +146,16 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
+        report.levels_raised = (
+            self._step(
+                report,
+                "levels",
+                lambda: raise_levels(
+                    self.deps, self.actor, lambda order_id, exc: self._failed(report, "levels", order_id, exc)
+                ),
+            )
+            or []
+        )
         if self._step(report, "every_5_minutes", self.first_in_period):
             figure = self._step(
                 report,

@@ -262,7 +262,7 @@
           } catch (error) { say(`${verb} failed: ${error.message}`, "bad"); }
           await Rb.refresh(false);
         };
-        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.severity),
+        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.level ? `${o.severity}, level ${o.level}` : o.severity),
           h("td", {}, o.run_id || o.task_id || ""), h("td", {}, ago(o.opened_at)), h("td", {}, o.reason),
           h("td", {}, o.state === "open" ? h("button", { type: "button", onclick: post("ack", () => ({ note: "from the console" })) }, "Acknowledge") : null,
             o.state !== "resolved" ? [" ", resolution, " ", h("button", { type: "button",

@@ -178,6 +178,24 @@ class MemoryStore(StagingStore):
         for data in self._all("runs"):
             yield Run.model_validate(data)
 
+    def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
+        items, cursor = self._page("runs", "run_id", limit, after)
+        return [Run.model_validate(d) for d in items], cursor
+
+    def scan_work_orders_page(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[WorkOrder], str | None]:
+        items, cursor = self._page("workorders", "work_order_id", limit, after)
+        return [WorkOrder.model_validate(d) for d in items], cursor
+
+    def _page(self, table: str, key: str, limit: int, after: str | None) -> tuple[list[Item], str | None]:
+        """A scan's page in key order (DynamoDB's is in hash order: callers rely on neither)."""
+        items = sorted(
+            self._all(table, lambda d: after is None or str(d[key]) > after), key=lambda d: str(d[key])
+        )
+        page = items[:limit]
+        return page, (str(page[-1][key]) if len(items) > limit else None)
+
     # --- audit ------------------------------------------------------------------------------
     def audit_trail(self, subject: str) -> list[AuditRecord]:
         items = self._all("audit", lambda d: d["subject"] == subject)

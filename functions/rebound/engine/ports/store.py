@@ -158,7 +158,11 @@ class UnitOfWork(Protocol):
         action: str,
         evidence: dict[str, Any] | None = None,
         from_state: RunState | None = None,
-    ) -> Run: ...
+        head: tuple[int, str] | None = None,
+    ) -> Run:
+        """Stage ``after`` (guarded by ``before`` as stored) and its audit record, appended after
+        ``head`` when given (a repair of a stale head), else after ``before``'s."""
+        ...
 
     def touch_run(self, before: Run, after: Run) -> Run: ...
 
@@ -169,6 +173,7 @@ class UnitOfWork(Protocol):
         *,
         action: str,
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> WorkOrder: ...
 
     def append_audit(
@@ -244,6 +249,7 @@ class Store(Protocol):
         action: str,
         schedule_names: tuple[str, ...] = (),
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> StoredTask: ...
 
     # runs
@@ -280,6 +286,11 @@ class Store(Protocol):
 
     def scan_runs(self) -> Iterator[Run]: ...
 
+    def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
+        """Up to ``limit`` runs of a scan of the whole table, from ``after`` (the cursor of the
+        page before); the cursor of the next page, ``None`` after the last."""
+        ...
+
     # audit
     def audit_trail(self, subject: str) -> list[AuditRecord]: ...
 
@@ -299,6 +310,12 @@ class Store(Protocol):
         self, state: WorkOrderState | None = None, *, opened_since: datetime | None = None
     ) -> list[WorkOrder]:
         """Work orders (in ``state``; opened at or after ``opened_since``), oldest first."""
+        ...
+
+    def scan_work_orders_page(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[WorkOrder], str | None]:
+        """Up to ``limit`` work orders of a scan of the whole table, as ``scan_runs_page``."""
         ...
 
     # control records: idempotency keys, watermarks, heartbeats, slots, counters
