@@ -83,12 +83,19 @@ def workstream_subject(run_id: str) -> str:
 class SlotResources:
     """A ``ResourceBook`` on the resources' slots: decisions on the slots as read, changes staged
     in the unit of work, where entering a full slot fails the commit (then everything is read and
-    decided again)."""
+    decided again).
+
+    A transaction may write an item only once, so the holders entering one slot are staged as one
+    write, and so are those leaving it. Entering a slot that holders leave in the same
+    transaction would be a second write: such a step is refused for now (it waits) and
+    ``deferred`` is set, and the caller decides again right after the commit, when the slot has
+    room."""
 
     deps: Deps
     limits: dict[str, int]
     entering: dict[str, list[str]] = field(default_factory=dict)
     leaving: dict[str, list[str]] = field(default_factory=dict)
+    deferred: bool = False
     _read: dict[str, list[str]] = field(default_factory=dict)
 
     def holders(self, resource: str) -> list[str]:
@@ -100,7 +107,12 @@ class SlotResources:
     def acquire(self, resources: list[str], holder: str) -> bool:
         for resource in resources:
             inside = self.holders(resource)
-            if holder not in inside and len(inside) >= self.limits.get(resource, 1):
+            if holder in inside:
+                continue
+            if self.leaving.get(resource):
+                self.deferred = True  # its room comes with this commit: decided again after it
+                return False
+            if len(inside) >= self.limits.get(resource, 1):
                 return False
         for resource in resources:
             if holder not in self.holders(resource):
@@ -112,21 +124,25 @@ class SlotResources:
             if holder in self.entering.get(resource, []):
                 self.entering[resource].remove(holder)
             elif holder in self.holders(resource):
+                if self.entering.get(resource):
+                    raise OperationalError(
+                        f"resource {resource}: a holder would leave and another enter in one write"
+                    )
                 self.leaving.setdefault(resource, []).append(holder)
 
     def stage(self, uow: UnitOfWork, until: datetime) -> None:
         for resource, entering in self.entering.items():
-            for holder in entering:
-                uow.enter_slot(
+            if entering:
+                uow.enter_slot_many(
                     resource_slot(resource),
                     self.limits.get(resource, 1),
-                    holder,
+                    entering,
                     until,
                     f"slot resource#{resource}",
                 )
         for resource, leaving in self.leaving.items():
-            for holder in leaving:
-                leave(uow, resource_slot(resource), holder)
+            if leaving:
+                uow.leave_slot_many(resource_slot(resource), leaving)
 
 
 def _body(item: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int | None]:
@@ -318,6 +334,13 @@ class Workstreams:
                 self._commit(version, run, progress, books, action, evidence, before.state.value)
             except Conflict:
                 continue
+            if books.deferred:  # a step left a resource another step waits for: it may start now
+                try:
+                    self.poll(run_id)
+                except OperationalError:  # it waits; the sweeper polls waiting steps every minute
+                    log.warning(
+                        "a step waiting for a freed resource was not started", extra={"run_id": run_id}
+                    )
             return run, progress
         raise OperationalError(f"could not change workstream run {run_id}: it kept changing")
 

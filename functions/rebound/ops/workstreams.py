@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ from rebound.config.loader import load_task_document
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.timefmt import iso
-from rebound.domain.workstreams import Workstream
+from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
-from rebound.engine.workstreams import Workstreams
+from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
+from rebound.ops.tasks import Change, definition_diff
 
 SYMBOL = {
     wr.StepState.PENDING: "·",
@@ -40,6 +42,34 @@ COLOUR = {
     wr.StepState.BLOCKED: "orange",
 }
 OUTPUTS = ("text", "dot", "mermaid")
+
+
+@dataclass(frozen=True)
+class DefinitionChange:
+    """What registering a workstream or a resource would change."""
+
+    kind: str
+    """``workstream`` or ``resource``"""
+    id: str
+    change: Change
+    diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+def _change(kind: str, ident: str, before: dict[str, Any] | None, after: dict[str, Any]) -> DefinitionChange:
+    diff = definition_diff(before, after)
+    if before is None:
+        return DefinitionChange(kind, ident, Change.CREATE, diff)
+    return DefinitionChange(kind, ident, Change.UPDATE if diff else Change.UNCHANGED, diff)
+
+
+def definition_change_view(change: DefinitionChange) -> dict[str, Any]:
+    """A planned change as the CLI's JSON and the API show it (the shape of a task's)."""
+    return {
+        "kind": change.kind,
+        "id": change.id,
+        "change": change.change.value,
+        "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
+    }
 
 
 def run_view(run: wr.WorkstreamRun) -> dict[str, Any]:
@@ -155,12 +185,38 @@ class WorkstreamOps:
         known = {s.task.id: s.task.tenant for s in self.deps.store.list_tasks()}
         document = load_task_document(path, self.deps.policies.book, known_tasks=known)
         unregistered = sorted({t.id for t in document.tasks} - set(known))
-        changed = self.engine.register(document.workstreams, document.resources)
+        plan = self.plan(document.workstreams, document.resources)
         return {
-            "workstreams": [w.id for w in document.workstreams],
-            "changed": changed,
-            "resources": {r.id: r.max_holders for r in document.resources},
+            **self.register(document.workstreams, document.resources),
+            "plan": [definition_change_view(c) for c in plan],
             "tasks_not_registered": unregistered,
+        }
+
+    def plan(self, workstreams: list[Workstream], resources: list[ResourceSpec]) -> list[DefinitionChange]:
+        """What registering these definitions would change, with a field-level diff (as
+        ``TaskOps.plan`` for tasks); nothing is written."""
+        changes: list[DefinitionChange] = []
+        for workstream in workstreams:
+            try:
+                stored: dict[str, Any] | None = self.engine.definition(workstream.id)[0].model_dump(
+                    mode="json"
+                )
+            except WorkstreamNotFound:
+                stored = None
+            changes.append(_change("workstream", workstream.id, stored, workstream.model_dump(mode="json")))
+        limits = self.engine.resources()
+        for resource in resources:
+            before = {"max_holders": limits[resource.id]} if resource.id in limits else None
+            changes.append(_change("resource", resource.id, before, {"max_holders": resource.max_holders}))
+        return changes
+
+    def register(self, workstreams: list[Workstream], resources: list[ResourceSpec]) -> dict[str, Any]:
+        """Store the definitions (checked by the loader already) and the resources' limits."""
+        changed = self.engine.register(workstreams, resources) if workstreams or resources else []
+        return {
+            "workstreams": [w.id for w in workstreams],
+            "changed": changed,
+            "resources": {r.id: r.max_holders for r in resources},
         }
 
     def overview(self) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rebound.domain.timefmt import iso
+from rebound.engine.workstreams import Workstreams
 from rebound.ops.tasks import TaskOps
 from rebound_local import hostile, motopatch, observe
 from rebound_local.clock import VirtualClock
@@ -24,10 +25,11 @@ from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import LoadedScenario
+from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation
 from rebound_local.simulate.invariants import UNSETTLED
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
 from rebound_local.simulate.sabotage import SimulationSabotage
+from rebound_local.simulate.workstreams import operate, workstream_items
 from rebound_local.stack import Faults, LocalStack, start_local
 from rebound_local.workers import RuntimeHung
 
@@ -69,6 +71,8 @@ class Simulation(SimulationSabotage, SimulationReport):
         self.window_start: tuple[datetime, dict[str, float], int] | None = None
         """When the window began (after the tasks were applied): the clock, the meter, messages sent."""
         self.live = LiveCarriers("", self._read_run)
+        self.operations: list[dict[str, Any]] = []
+        """What the scenario's operator did (``operations``), one entry each."""
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
@@ -105,6 +109,8 @@ class Simulation(SimulationSabotage, SimulationReport):
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
+            if self.loaded.workstreams or self.loaded.resources:
+                Workstreams(stack.deps, "simulator").register(self.loaded.workstreams, self.loaded.resources)
             hostile.activate(stack.moto_faults)
             self.window_start = (clock.now(), stack.meter.snapshot(), sum(self.ledger.sent.values()))
             self.timing["startup_s"] = time.monotonic() - started
@@ -162,19 +168,29 @@ class Simulation(SimulationSabotage, SimulationReport):
         engine.deliver = watched
 
     def _run_window(self, stack: LocalStack, clock: VirtualClock) -> None:
+        """Run the window; the injected messages and the operator's actions happen at their times
+        (in the order the scenario lists them when two share a time)."""
         sc = self.scenario
         runtime = stack.runtime
-        injections = sorted(sc.messages, key=lambda m: m.at)
+        timeline: list[tuple[float, int, InjectedMessage | Operation]] = sorted(
+            [(m.at, i, m) for i, m in enumerate(sc.messages)]
+            + [(o.at, len(sc.messages) + i, o) for i, o in enumerate(sc.operations)],
+            key=lambda entry: (entry[0], entry[1]),
+        )
         on_step = self._on_step(clock)
-        for injected in injections:
-            when = sc.start + timedelta(seconds=injected.at)
+        for at, _, what in timeline:
+            when = sc.start + timedelta(seconds=at)
             if when > clock.now():
                 runtime.run_virtual(min(when, sc.end), on_step=on_step)
-            if when <= sc.end:
-                ref = stack.settings.queue(injected.queue)
-                stack.cloud.client("sqs").send_message(
-                    QueueUrl=ref.url, MessageBody=injected.body, DelaySeconds=injected.delay_s
-                )
+            if when > sc.end:
+                continue
+            if isinstance(what, Operation):
+                self.operations.append(operate(stack.deps, what))
+                continue
+            ref = stack.settings.queue(what.queue)
+            stack.cloud.client("sqs").send_message(
+                QueueUrl=ref.url, MessageBody=what.body, DelaySeconds=what.delay_s
+            )
         runtime.run_virtual(sc.end, on_step=on_step)
 
     def _on_step(self, clock: VirtualClock) -> Callable[[], None] | None:
@@ -216,6 +232,8 @@ class Simulation(SimulationSabotage, SimulationReport):
         workers = stack.runtime.sim_workers
         if workers is not None and workers.pending():  # a late report still to come
             return False
+        if self.loaded.workstreams and any(run["state"] == "running" for run in workstream_items(stack)[0]):
+            return False  # a step still to start (waiting for a resource: the sweeper polls it)
         return observe.schedule_counts(stack.cloud).one_time == 0
 
     def _read_run(self, run_id: str) -> dict[str, Any] | None:
