@@ -16,6 +16,7 @@ pytestmark = pytest.mark.e2e
 
 SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "workstreams-hostile.yaml"
 WORKSTREAM_INVARIANTS = {
+    "workstream_fires_became_runs",
     "workstream_steps_start_after_their_needs",
     "workstream_rollbacks_keep_completed_steps",
     "workstream_resources_within_max_holders",
@@ -29,6 +30,7 @@ def report() -> dict[str, Any]:
 
 
 def steps_of(report: dict[str, Any], workstream: str) -> dict[str, str]:
+    """The steps of the workstream's one run."""
     (run,) = [r for r in report["workstream_runs"] if r["workstream_id"] == workstream]
     return {s["step"]: s["state"] for s in run["steps"]}
 
@@ -48,7 +50,9 @@ def test_every_invariant_holds_with_workstreams_under_hostile_faults(report: dic
 
 
 def test_each_workstream_ends_as_its_failures_and_the_operator_decide(report: dict[str, Any]) -> None:
-    states = {r["workstream_id"]: r["state"] for r in report["workstream_runs"]}
+    states = {
+        r["workstream_id"]: r["state"] for r in report["workstream_runs"] if r["workstream_id"] != "sync"
+    }
     assert states == {
         "ledger": "completed",
         "billing": "completed",
@@ -78,11 +82,23 @@ def test_the_operator_rolled_back_twice_and_completed_steps_kept_their_state(rep
     assert "2 rollback(s)" in report["invariants"]["workstream_rollbacks_keep_completed_steps"]["detail"]
 
 
+def test_a_scheduled_workstream_starts_one_run_per_fire_though_each_start_is_delivered_three_times(
+    report: dict[str, Any],
+) -> None:
+    sync = [r for r in report["workstream_runs"] if r["workstream_id"] == "sync"]
+    assert len(sync) >= 3  # 02:20, 02:40 and 03:00 at least, the window's end
+    assert all(r["run_id"].startswith("sync:2026030") for r in sync)  # named by the fire's time
+    assert all(r["state"] in ("completed", "failed") for r in sync)
+    assert report["faults"]["duplicate_delivery"] == 3
+    detail = report["invariants"]["workstream_fires_became_runs"]["detail"]
+    assert "workstream fires, one run each" in detail and f"of {len(sync)} " in detail
+
+
 def test_the_report_counts_checkpoints_per_run_and_in_all(report: dict[str, Any]) -> None:
     per_run = [r["checkpoints"] for r in report["workstream_runs"]]
     assert all(c["taken"] >= 2 and c["kept"] == c["taken"] for c in per_run), per_run
     assert report["checkpoints"] == {
-        "runs": 4,
+        "runs": len(per_run),
         "taken": sum(c["taken"] for c in per_run),
         "kept": sum(c["kept"] for c in per_run),
     }

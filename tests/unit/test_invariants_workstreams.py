@@ -151,3 +151,16 @@ def test_a_resource_held_by_a_step_that_is_not_running_is_an_idle_holder() -> No
     ended = ws_run("ledger:1", "completed", step("load", "succeeded", resources=["warehouse"]))
     broken = no_idle_holders([slot], {}, [ended])
     assert not broken.ok and "ledger:1/load (succeeded)" in broken.examples[0]
+
+
+def test_a_delivered_workstream_fire_without_its_run_is_caught() -> None:
+    from rebound_local.invariants import Fire
+    from rebound_local.simulate.invariants import workstream_fires_became_runs
+
+    fire = Fire("sync", "2026-03-07T02:20:00Z")
+    started = ws_run(fire.run_id, "completed")
+    assert fire.run_id == "sync:20260307T022000Z"
+    assert workstream_fires_became_runs([started], [fire, fire]).ok  # delivered twice, one run
+
+    broken = workstream_fires_became_runs([], [fire])
+    assert not broken.ok and "no run sync:20260307T022000Z" in broken.examples[0]

@@ -1,4 +1,5 @@
-"""EventBridge Scheduler: one-time retry schedules and task schedules, all targeting the execution queue."""
+"""EventBridge Scheduler: one-time retry schedules and task schedules, targeting the execution queue,
+and the schedules that start workstreams, targeting the escalation queue."""
 
 from __future__ import annotations
 
@@ -40,9 +41,9 @@ class Schedules:
         self.group = group
         self.target = target
 
-    def _target(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _target(self, payload: dict[str, Any], queue_arn: str | None = None) -> dict[str, Any]:
         target: dict[str, Any] = {
-            "Arn": self.target.queue_arn,
+            "Arn": queue_arn or self.target.queue_arn,
             "RoleArn": self.target.role_arn,
             "Input": dumps(payload),
             "RetryPolicy": {
@@ -84,8 +85,10 @@ class Schedules:
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str:
-        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``."""
+        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``.
+        It targets the execution queue, or ``queue_arn`` (a workstream's targets the escalation queue)."""
         window: dict[str, Any] = (
             {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window_minutes}
             if window_minutes
@@ -97,7 +100,7 @@ class Schedules:
             "ScheduleExpression": expression,
             "ScheduleExpressionTimezone": timezone,
             "FlexibleTimeWindow": window,
-            "Target": self._target(payload),
+            "Target": self._target(payload, queue_arn),
             "State": "ENABLED" if enabled else "DISABLED",
             "Description": description[:512],
         }
@@ -113,6 +116,7 @@ class Schedules:
                 and current.get("ScheduleExpressionTimezone") == timezone
                 and current.get("State") == args["State"]
                 and current.get("Target", {}).get("Input") == args["Target"]["Input"]
+                and current.get("Target", {}).get("Arn") == args["Target"]["Arn"]
                 and current.get("FlexibleTimeWindow", {}).get("Mode") == window["Mode"]
                 and current.get("FlexibleTimeWindow", {}).get("MaximumWindowInMinutes")
                 == window.get("MaximumWindowInMinutes")

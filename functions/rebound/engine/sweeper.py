@@ -40,6 +40,7 @@ from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
 from rebound.domain.ids import run_subject
 from rebound.domain.models import AttemptOutcome, Run, RunState, Task
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
@@ -66,6 +67,7 @@ CONTROL_SCAN_LIMIT = 50
 PERIODIC_S = 300
 """The sweeper's periodic steps (manual recovery completion) run once in each such period."""
 WORKSTREAM_EVENTS = (
+    WORKSTREAM_START,
     EventType.WORKSTREAM_STEP_ENDED,
     EventType.WORKSTREAM_FAILED,
     EventType.DEPENDENCY_CYCLE_DETECTED,
@@ -418,11 +420,13 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- the control DLQ
     def _workstream_event(self, kind: str, detail: dict[str, Any]) -> None:
-        """A workstream's event escalation gave up on: a step's end advances its workstream (or it
-        would wait for ever), a failure opens its work order."""
+        """A workstream's message escalation gave up on: a start starts its run, a step's end
+        advances its workstream (or it would wait for ever), a failure opens its work order."""
         from rebound.engine.escalation import Escalation
 
-        if kind == EventType.WORKSTREAM_STEP_ENDED:
+        if kind == WORKSTREAM_START:
+            Workstreams(self.deps, self.actor).on_start(detail)
+        elif kind == EventType.WORKSTREAM_STEP_ENDED:
             Workstreams(self.deps, self.actor).on_step_ended(detail)
         elif kind == EventType.RESOURCE_EXHAUSTED:
             Escalation(self.deps, self.actor).on_resource_exhausted(detail)

@@ -35,9 +35,10 @@ from typing import Any
 from rebound.domain import events as ev
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, NotFound, OperationalError
-from rebound.domain.ids import manual_run_id, run_subject
+from rebound.domain.ids import event_run_id, manual_run_id, run_subject, scheduled_run_id
 from rebound.domain.models import Run, RunState, Trigger
 from rebound.domain.states import TERMINAL, closed
+from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.concurrency import SLOT_PREFIX, holders, leave
 from rebound.engine.deps import Deps
@@ -267,12 +268,15 @@ class Workstreams:
                 found.append(wr.Checkpoint.model_validate(body))
         return found
 
-    def start(self, workstream_id: str, token: str | None = None) -> wr.WorkstreamRun:
+    def start(
+        self, workstream_id: str, token: str | None = None, run_id: str | None = None
+    ) -> wr.WorkstreamRun:
         """Start a run of a registered workstream: a cycle made by a later edit is refused here
-        (``dependency_cycle_detected``, before any step starts); otherwise its root steps start."""
+        (``dependency_cycle_detected``, before any step starts); otherwise its root steps start.
+        ``run_id`` names the run (a fire's or an event's); the same run id starts one run."""
         definition, _ = self.definition(workstream_id)
         now = self.clock.now()
-        run_id = manual_run_id(workstream_id, now, token or uuid.uuid4().hex)
+        run_id = run_id or manual_run_id(workstream_id, now, token or uuid.uuid4().hex)
         for _ in range(WRITE_TRIES):
             existing = self.store.get_key(run_key(run_id))
             if existing is not None:
@@ -301,6 +305,19 @@ class Workstreams:
             except Conflict:
                 continue
             return
+
+    def on_start(self, detail: dict[str, Any]) -> str:
+        """A workstream's schedule fired, or an event its rule matches arrived (``workstream.start``,
+        at least once): start the run that fire or event names, once."""
+        workstream_id = str(detail["workstream_id"])
+        if detail.get("event_id"):
+            run_id = event_run_id(workstream_id, str(detail["event_id"]))
+        else:
+            run_id = scheduled_run_id(workstream_id, parse_utc(str(detail["scheduled_time"])))
+        if self.store.get_key(definition_key(workstream_id)) is None:
+            log.warning("a start for an unknown workstream", extra={"detail": detail})
+            return "unknown workstream"  # its schedule or rule outlived it; redelivering would not help
+        return self.start(workstream_id, run_id=run_id).run_id
 
     def on_step_ended(self, detail: dict[str, Any]) -> str:
         """A step's run reached a final state (``workstream.step.ended``, at least once)."""

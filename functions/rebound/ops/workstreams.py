@@ -6,6 +6,7 @@ audited on the workstream run's chain with the operator as actor (``rebound.engi
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,11 +16,15 @@ from typing import Any
 from rebound.config.loader import load_task_document
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.ids import workstream_rule_name
+from rebound.domain.schedules import planned_workstream_schedules, workstream_start_payload
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
 from rebound.ops.tasks import Change, definition_diff
+from rebound.ops.throttle import Backoff
+from rebound.targets.safety import self_trigger_problem
 
 SYMBOL = {
     wr.StepState.PENDING: "·",
@@ -194,30 +199,115 @@ class WorkstreamOps:
 
     def plan(self, workstreams: list[Workstream], resources: list[ResourceSpec]) -> list[DefinitionChange]:
         """What registering these definitions would change, with a field-level diff (as
-        ``TaskOps.plan`` for tasks); nothing is written."""
+        ``TaskOps.plan`` for tasks); nothing is written. A start the environment cannot carry out
+        (a schedule Scheduler cannot express, a pattern that matches Rebound's own events) is
+        refused here, naming the workstream and the field."""
         changes: list[DefinitionChange] = []
         for workstream in workstreams:
-            try:
-                stored: dict[str, Any] | None = self.engine.definition(workstream.id)[0].model_dump(
-                    mode="json"
-                )
-            except WorkstreamNotFound:
-                stored = None
-            changes.append(_change("workstream", workstream.id, stored, workstream.model_dump(mode="json")))
+            self.validate(workstream)
+            stored = self._stored(workstream.id)
+            before = stored.model_dump(mode="json") if stored is not None else None
+            changes.append(_change("workstream", workstream.id, before, workstream.model_dump(mode="json")))
         limits = self.engine.resources()
         for resource in resources:
             before = {"max_holders": limits[resource.id]} if resource.id in limits else None
             changes.append(_change("resource", resource.id, before, {"max_holders": resource.max_holders}))
         return changes
 
-    def register(self, workstreams: list[Workstream], resources: list[ResourceSpec]) -> dict[str, Any]:
-        """Store the definitions (checked by the loader already) and the resources' limits."""
+    def register(
+        self, workstreams: list[Workstream], resources: list[ResourceSpec], backoff: Backoff | None = None
+    ) -> dict[str, Any]:
+        """Store the definitions (checked by the loader already) and the resources' limits, then
+        each workstream's starts: its schedules (``ws-<id>``, targeting the escalation queue with
+        the message that starts a run) and, for ``event:``, its rule on the bus (``ws-<id>``).
+        The starts are written after the definition, so a failure part-way leaves a definition
+        whose starts the next apply repairs."""
+        for workstream in workstreams:
+            self.validate(workstream)
+        previous = {w.id: self._stored(w.id) for w in workstreams}
         changed = self.engine.register(workstreams, resources) if workstreams or resources else []
+        backoff = backoff or Backoff()
+        schedules = rules = 0
+        for workstream in workstreams:
+            written = self._write_starts(workstream, previous[workstream.id], backoff)
+            schedules += written[0]
+            rules += written[1]
         return {
             "workstreams": [w.id for w in workstreams],
             "changed": changed,
             "resources": {r.id: r.max_holders for r in resources},
+            "schedules_written": schedules,
+            "rules_written": rules,
         }
+
+    def validate(self, workstream: Workstream) -> None:
+        """Refuse a start the environment cannot carry out, naming the workstream and the field."""
+        try:
+            planned_workstream_schedules(workstream)
+        except ValidationFailed as exc:
+            raise ValidationFailed(
+                f"workstream {workstream.id}: {exc.message}", key_path=f"schedule.{exc.key_path}"
+            ) from None
+        if workstream.event is not None:
+            why = self_trigger_problem(workstream.event, self.deps.settings.event_source)
+            if why is not None:
+                raise ValidationFailed(
+                    f"workstream {workstream.id}: event.source: {why}", key_path="event.source"
+                )
+
+    def _stored(self, workstream_id: str) -> Workstream | None:
+        try:
+            return self.engine.definition(workstream_id)[0]
+        except WorkstreamNotFound:
+            return None
+
+    def _write_starts(
+        self, workstream: Workstream, previous: Workstream | None, backoff: Backoff
+    ) -> tuple[int, int]:
+        """Schedules and rule follow the definition; returns (schedules written, rules written)."""
+        settings = self.deps.settings
+        queue = settings.queue("escalation").arn
+        spec = workstream.schedule
+        window = int(spec.jitter_window // 60) if spec is not None and spec.jitter_window else None
+        planned = planned_workstream_schedules(workstream)
+        written = 0
+        for plan in planned:
+            outcome = backoff.call(
+                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
+                    plan.name,
+                    plan.expression,
+                    plan.timezone,
+                    workstream_start_payload(workstream.id),
+                    window_minutes=window,
+                    description=f"Rebound workstream {workstream.id}",
+                    end=spec.end if spec is not None else None,
+                    queue_arn=queue,
+                )
+            )
+            written += outcome != "unchanged"
+        keep = {p.name for p in planned}
+        for old in planned_workstream_schedules(previous) if previous is not None else []:
+            if old.name not in keep:
+                backoff.call(lambda name=old.name: self.deps.schedules.delete(name))  # type: ignore[misc]
+        name = workstream_rule_name(workstream.id)
+        if workstream.event is None:
+            if previous is not None and previous.event is not None:
+                backoff.call(lambda: self.deps.bus.delete_task_rule(name))
+            return written, 0
+        event = workstream.event
+        outcome = backoff.call(
+            lambda: self.deps.bus.put_task_rule(
+                name,
+                workstream.id,
+                json.dumps(event, sort_keys=True),
+                queue,
+                settings.queue("control_dlq").arn,
+                enabled=True,
+                description=f"Rebound workstream {workstream.id}",
+                starts="workstream",
+            )
+        )
+        return written, int(outcome != "unchanged")
 
     def overview(self) -> list[dict[str, Any]]:
         rows = []

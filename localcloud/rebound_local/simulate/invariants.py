@@ -266,13 +266,28 @@ def _open_steps(run: dict[str, Any]) -> list[str]:
     ]
 
 
+def workstream_fires_became_runs(workstream_runs: list[dict[str, Any]], fires: list[inv.Fire]) -> Invariant:
+    """Each fire a workstream's schedule delivered started the one run it names (its id derives
+    from the workstream and the fire's time, so every delivery of one fire names that run)."""
+    ids = {str(run["run_id"]) for run in workstream_runs}
+    named = {fire.run_id for fire in fires}
+    missing = sorted(
+        f"{f.task_id} @ {f.scheduled_time}: no run {f.run_id}" for f in fires if f.run_id not in ids
+    )
+    if missing:
+        return Invariant(False, f"{len(missing)} delivered workstream fire(s) started no run", missing)
+    return Invariant(True, f"{len(fires)} deliveries of {len(named)} workstream fires, one run each")
+
+
 def judge_workstreams(
     workstream_runs: list[dict[str, Any]],
     chains: dict[str, list[dict[str, Any]]],
     task_runs: dict[str, dict[str, Any]],
     limits: dict[str, int],
+    fires: list[inv.Fire] | None = None,
 ) -> dict[str, Invariant]:
     return {
+        "workstream_fires_became_runs": workstream_fires_became_runs(workstream_runs, fires or []),
         "workstream_steps_start_after_their_needs": steps_start_after_their_needs(workstream_runs, chains),
         "workstream_rollbacks_keep_completed_steps": rollbacks_keep_completed_steps(workstream_runs, chains),
         "workstream_resources_within_max_holders": resources_within_max_holders(

@@ -103,6 +103,7 @@ class SimulationReport(SimulationChecks):
                     chains,
                     {str(run["run_id"]): run for run in runs},
                     {r.id: r.max_holders for r in self.loaded.resources},
+                    self.workstream_fires,
                 )
             )
         invariants["no_message_lost"] = self._no_message_lost(stack)

@@ -13,11 +13,12 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.timefmt import iso
-from rebound.engine.workstreams import Workstreams
 from rebound.ops.tasks import TaskOps
+from rebound.ops.workstreams import WorkstreamOps
 from rebound_local import hostile, motopatch, observe
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
@@ -36,6 +37,7 @@ from rebound_local.workers import RuntimeHung
 log = logging.getLogger("rebound_local.simulate")
 
 SETTLE_STEP = timedelta(minutes=1)
+T = TypeVar("T", bound=Any)
 
 
 Progress = Callable[[str, datetime], None]
@@ -71,6 +73,8 @@ class Simulation(SimulationSabotage, SimulationReport):
         self.window_start: tuple[datetime, dict[str, float], int] | None = None
         """When the window began (after the tasks were applied): the clock, the meter, messages sent."""
         self.live = LiveCarriers("", self._read_run)
+        self.workstream_fires: list[Fire] = []
+        """Every start a workstream's schedule delivered (its id, its fire's time)."""
         self.operations: list[dict[str, Any]] = []
         """What the scenario's operator did (``operations``), one entry each."""
 
@@ -109,8 +113,10 @@ class Simulation(SimulationSabotage, SimulationReport):
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
-            if self.loaded.workstreams or self.loaded.resources:
-                Workstreams(stack.deps, "simulator").register(self.loaded.workstreams, self.loaded.resources)
+            if self.loaded.workstreams or self.loaded.resources:  # as `rebound tasks apply` does
+                WorkstreamOps(stack.deps, "simulator").register(
+                    ending_with(self.loaded.workstreams, sc.end), self.loaded.resources
+                )
             hostile.activate(stack.moto_faults)
             self.window_start = (clock.now(), stack.meter.snapshot(), sum(self.ledger.sent.values()))
             self.timing["startup_s"] = time.monotonic() - started
@@ -162,6 +168,11 @@ class Simulation(SimulationSabotage, SimulationReport):
                 message = {}
             if message.get("kind") == "fire":
                 self.fires.append(Fire(str(message["task_id"]), str(message["scheduled_time"])))
+            elif message.get("detail-type") == WORKSTREAM_START:
+                detail = message["detail"]
+                self.workstream_fires.append(
+                    Fire(str(detail["workstream_id"]), str(detail["scheduled_time"]))
+                )
             if self._drops_left > 0 and arn.endswith(":" + execution_queue):
                 self._drop_last(stack, execution_queue)
 
@@ -248,9 +259,9 @@ class Simulation(SimulationSabotage, SimulationReport):
         return observe.decode_item(item) if item is not None else None
 
 
-def ending_with(tasks: list[Any], end: datetime) -> list[Any]:
-    """The scenario's tasks with their recurring schedules ending with its window (Scheduler's
-    EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
+def ending_with(tasks: list[T], end: datetime) -> list[T]:
+    """The scenario's tasks (or workstreams) with their recurring schedules ending with its window
+    (Scheduler's EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
     out = []
     for task in tasks:
         spec = task.schedule

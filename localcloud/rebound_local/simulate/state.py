@@ -24,6 +24,7 @@ class SimulationState:
     ledger: MessageLedger
     live: LiveCarriers
     fires: list[Fire]
+    workstream_fires: list[Fire]
     dropped: list[dict[str, str]]
     tampered: list[str]
     sabotaged: dict[str, list[str]]
