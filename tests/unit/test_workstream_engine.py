@@ -213,7 +213,7 @@ def test_steps_entering_or_leaving_one_resource_together_write_it_once_and_a_fre
     assert engine.resource_holders("warehouse") == []
 
 
-def test_a_step_end_escalation_gave_up_on_is_handled_by_the_sweepers_control_dlq_pass(
+def test_a_step_end_or_a_start_escalation_gave_up_on_is_handled_by_the_sweepers_control_dlq_pass(
     world: MemoryWorld,
 ) -> None:
     """A ``workstream.step.ended`` that reached the control DLQ (escalation failed on it until
@@ -236,9 +236,16 @@ def test_a_step_end_escalation_gave_up_on_is_handled_by_the_sweepers_control_dlq
         world.queues.send("control_dlq", json.dumps(body))
     assert engine.get_run(run.run_id).step("transform").state is StepState.PENDING
 
+    start = {
+        "detail-type": "workstream.start",
+        "detail": {"workstream_id": "nightly-ledger", "event_id": "e-1"},
+    }
+    world.queues.send("control_dlq", json.dumps(start))  # a start escalation gave up on
+
     report = SweepReport()
     Sweeper(world.deps).work_control_dlq(report)
 
-    assert len(report.control_handled) == len(ended) == 1
+    assert len(report.control_handled) == len(ended) + 1 == 2
     assert engine.get_run(run.run_id).step("transform").state is StepState.RUNNING
+    assert "nightly-ledger:evt-e-1" in engine.definition("nightly-ledger")[1]
     assert world.queues.depth("control_dlq") == 0
