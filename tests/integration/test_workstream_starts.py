@@ -135,3 +135,25 @@ def test_a_start_naming_neither_a_fire_nor_an_event_is_refused_with_the_field() 
     with pytest.raises(ValidationFailed) as caught:
         parse_control_event(body, (WORKSTREAM_START,))
     assert "scheduled_time" in caught.value.message and caught.value.details["reason"] == "schema_mismatch"
+
+
+def test_the_escalation_handler_starts_the_sample_fire_once_though_it_arrives_twice_in_a_batch(
+    wired: Deps,
+) -> None:
+    from pathlib import Path
+
+    from rebound.handlers import escalation
+    from support import Context
+
+    apply(wired, chain(schedule={"cron": "0 1 * * *"}))
+    sample = (
+        Path(__file__).resolve().parents[2] / "events" / "escalation" / "sqs-workstream-start-schedule.json"
+    )
+    (record,) = json.loads(sample.read_text())["Records"]
+    record = {**record, "body": record["body"].replace("nightly-ledger", "nightly")}
+    answer = escalation.lambda_handler({"Records": [record, {**record, "messageId": "again"}]}, Context())
+    assert answer == {"batchItemFailures": []}
+    assert Workstreams(wired).definition("nightly")[1] == [
+        scheduled_run_id("nightly", parse_utc("2026-03-07T01:00:00Z"))
+    ]
+    assert queue_messages(wired, "control_dlq") == []
