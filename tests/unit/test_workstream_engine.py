@@ -249,3 +249,24 @@ def test_a_step_end_or_a_start_escalation_gave_up_on_is_handled_by_the_sweepers_
     assert engine.get_run(run.run_id).step("transform").state is StepState.RUNNING
     assert "nightly-ledger:evt-e-1" in engine.definition("nightly-ledger")[1]
     assert world.queues.depth("control_dlq") == 0
+
+
+def test_a_schedule_scheduler_cannot_express_is_refused_naming_the_workstream_and_the_field(
+    world: MemoryWorld,
+) -> None:
+    from rebound.domain.errors import ValidationFailed
+    from rebound.domain.models import ScheduleSpec
+    from rebound.ops.workstreams import WorkstreamOps
+
+    bad = nightly_ledger().model_copy(
+        update={
+            "schedule": ScheduleSpec.model_construct(
+                cron="61 * * * *", timezone="UTC", rate=None, at=None, aws=None
+            )
+        }
+    )
+    with pytest.raises(ValidationFailed) as caught:
+        WorkstreamOps(world.deps, "test").plan([bad], [])
+    assert caught.value.details["key_path"] == "schedule.cron"
+    assert caught.value.message.startswith("workstream nightly-ledger: schedule.cron: ")
+    assert world.schedules.recurring == {}

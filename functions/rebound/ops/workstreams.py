@@ -245,9 +245,8 @@ class WorkstreamOps:
         try:
             planned_workstream_schedules(workstream)
         except ValidationFailed as exc:
-            raise ValidationFailed(
-                f"workstream {workstream.id}: {exc.message}", key_path=f"schedule.{exc.key_path}"
-            ) from None
+            where = str(exc.details.get("key_path") or "schedule")
+            raise ValidationFailed(f"workstream {workstream.id}: {where}: {exc.message}", key_path=where) from None
         if workstream.event is not None:
             why = self_trigger_problem(workstream.event, self.deps.settings.event_source)
             if why is not None:
