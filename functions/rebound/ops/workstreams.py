@@ -246,7 +246,9 @@ class WorkstreamOps:
             planned_workstream_schedules(workstream)
         except ValidationFailed as exc:
             where = str(exc.details.get("key_path") or "schedule")
-            raise ValidationFailed(f"workstream {workstream.id}: {where}: {exc.message}", key_path=where) from None
+            raise ValidationFailed(
+                f"workstream {workstream.id}: {where}: {exc.message}", key_path=where
+            ) from None
         if workstream.event is not None:
             why = self_trigger_problem(workstream.event, self.deps.settings.event_source)
             if why is not None:
