@@ -172,13 +172,14 @@ class FakeSchedules:
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str:
         wanted = {
             "Name": name,
             "ScheduleExpression": expression,
             "ScheduleExpressionTimezone": timezone,
             "State": "ENABLED" if enabled else "DISABLED",
-            "Target": {"Input": json.dumps(payload)},
+            "Target": {"Input": json.dumps(payload), **({"Arn": queue_arn} if queue_arn else {})},
         }
         before = self.recurring.get(name)
         if before is not None and {k: v for k, v in before.items() if k != "LastModificationDate"} == wanted:
@@ -235,8 +236,10 @@ class FakeBus:
         *,
         enabled: bool,
         description: str = "",
+        starts: str = "task",
     ) -> str:
         rule = {"Name": name, "EventPattern": pattern, "State": "ENABLED" if enabled else "DISABLED"}
+        rule["starts"] = starts
         before = self.rules.get(name)
         self.rules[name] = rule
         return "created" if before is None else "unchanged" if before == rule else "updated"

@@ -107,6 +107,7 @@ class ReboundStack(Stack):
             self,
             "Scheduling",
             execution_queue=queues[r.EXECUTION.logical],
+            escalation_queue=queues[r.ESCALATION.logical],
             dead_letter_queue=queues[r.SCHEDULER_DLQ.logical],
             retain=retain,
         )

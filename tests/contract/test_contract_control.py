@@ -220,3 +220,24 @@ def test_a_plain_record_replaces_what_was_there(store: Store) -> None:
         uow.stage_record("ws#cp#r1#01", {"version": n}, "checkpoint")
         uow.commit()
     assert json.loads((store.get_key("ws#cp#r1#01") or {})["body"]) == {"version": 2}
+
+
+def test_several_holders_enter_and_leave_one_slot_in_one_write_each(store: Store) -> None:
+    key = "slots#resource#warehouse"
+    uow = store.unit_of_work("workstreams", START)
+    uow.enter_slot_many(key, 3, ["w/a", "w/b"], at(600), "slot resource#warehouse")
+    uow.commit()  # one write for both: DynamoDB refuses two writes of one item in a transaction
+    assert holders(store, key) == ["w/a", "w/b"]
+    assert (store.get_key(key) or {})["exp:w/b"] == int(at(600).timestamp())
+
+    full = store.unit_of_work("workstreams", START)
+    full.enter_slot_many(key, 3, ["w/c", "w/d"], at(600), "slot resource#warehouse")
+    with pytest.raises(Conflict) as caught:
+        full.commit()  # room for one, not two: neither enters
+    assert caught.value.details["failed"] == ["slot resource#warehouse"]
+    assert holders(store, key) == ["w/a", "w/b"]
+
+    out = store.unit_of_work("workstreams", START)
+    out.leave_slot_many(key, ["w/a", "w/b", "w/never"])
+    out.commit()
+    assert store.get_key(key) == {"pk": key, "cap": 3}

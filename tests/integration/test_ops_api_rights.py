@@ -1,7 +1,8 @@
 """Every AWS call the ops API's Lambda makes while it serves its routes, recorded.
 
 Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
-``test_ops_api_state``, ``test_async_reports`` and ``test_ops_api_preflight`` runs again here with its own fixtures while a botocore
+``test_ops_api_state``, ``test_async_reports`` and ``test_ops_api_preflight`` runs again here
+with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
 service, the operation and the logical resource (table, queue, ...). A transaction is recorded per

@@ -11,6 +11,7 @@ from rebound.domain.timefmt import iso
 from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
+from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
@@ -33,6 +34,11 @@ def tasks() -> None:
     """
 
 
+def _say_diff(diff: dict[str, tuple[object, object]]) -> None:
+    for path, (old, new) in diff.items():
+        out.say(f"    {path}: {out.cell(old)} -> {out.cell(new)}")
+
+
 def _print_plan(changes: list[TaskChange]) -> None:
     marks = {Change.CREATE: "[green]+[/green]", Change.UPDATE: "[yellow]~[/yellow]"}
     shown = 0
@@ -45,8 +51,7 @@ def _print_plan(changes: list[TaskChange]) -> None:
         task = change.task
         out.say(f"{marks[change.change]} {task.id} ({task.tenant}) {change.change.value}")
         if change.change is Change.UPDATE:
-            for path, (old, new) in change.diff.items():
-                out.say(f"    {path}: {out.cell(old)} -> {out.cell(new)}")
+            _say_diff(change.diff)
     if shown > SHOWN_CHANGES:
         out.say(f"... and {shown - SHOWN_CHANGES} more")
     counts = {c: sum(1 for x in changes if x.change is c) for c in Change}
@@ -162,16 +167,19 @@ def apply(
     no_preflight: bool,
     fail_on_warnings: bool,
 ) -> None:
-    """Create or update the tasks in FILE: declarative and idempotent, with a diff first.
+    """Create or update the tasks in FILE, and its workstreams and resources: declarative and
+    idempotent, with a diff first.
 
-    Tasks not in the file are left alone. Applying the same file twice changes nothing. Updates
-    to existing tasks ask for confirmation unless --yes. Schedules are written at --rate
-    Scheduler requests per second; a throttled call backs off and slows the rate down.
+    Tasks and workstreams not in the file are left alone. Applying the same file twice changes
+    nothing. Updates to existing tasks or workstreams ask for confirmation unless --yes. Schedules
+    are written at --rate Scheduler requests per second; a throttled call backs off and slows the
+    rate down.
 
     \b
     Examples:
       rebound tasks apply -f config/demo/tasks.yaml --dry-run
       rebound tasks apply -f tasks.yaml --yes
+      rebound tasks apply -f config/demo/workstream.yaml   # tasks, workstreams and resources
       rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
       rebound tasks apply -f backfill.yaml --allow-past   # a one-time `at` already past runs now
       rebound tasks apply -f tasks.yaml --fail-on-warnings   # refuse when the pre-flight warns
@@ -181,13 +189,18 @@ def apply(
 
     \b
     JSON fields: dry_run, plan[] (id, change: create|update|unchanged, diff{path: {from, to}}),
-    applied (created[], updated[], unchanged[], schedules_written, rules_written, throttled) or null,
-    preflight (as `tasks dryrun`; null with --no-preflight).
+    workstreams_plan[] (kind: workstream|resource, id, change, diff), applied (created[],
+    updated[], unchanged[], schedules_written, rules_written, throttled, tenants[],
+    workstreams{workstreams[], changed[], resources{}}) or null, preflight (as `tasks dryrun`;
+    null with --no-preflight).
     """
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
     changes = ops.plan(document.tasks, allow_past=allow_past)
+    ws_ops = WorkstreamOps(ops.deps, ops.actor)
+    ws_changes = ws_ops.plan(document.workstreams, document.resources)
     plan = [change_view(c) for c in changes]
+    ws_plan = [definition_change_view(c) for c in ws_changes]
     report = (
         None
         if no_preflight
@@ -198,31 +211,45 @@ def apply(
     preflight = report.as_dict() if report is not None else None
     if not app.json:
         _print_plan(changes)
+        _print_definitions(ws_changes)
         if report is not None:
             _print_preflight(report)
     todo = [c for c in changes if c.change is not Change.UNCHANGED]
+    ws_todo = [c for c in ws_changes if c.change is not Change.UNCHANGED]
+    nothing_applied = {
+        "dry_run": dry_run,
+        "plan": plan,
+        "workstreams_plan": ws_plan,
+        "applied": None,
+        "preflight": preflight,
+    }
     if fail_on_warnings and report is not None and report.warnings:
-        out.emit(
-            app, {"dry_run": dry_run, "plan": plan, "applied": None, "preflight": preflight}, lambda: None
-        )
+        out.emit(app, nothing_applied, lambda: None)
         out.note("refused: the pre-flight warned and --fail-on-warnings was given; nothing changed")
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
-    if dry_run or not changes:
+    if dry_run or not (changes or ws_changes):
         out.emit(
-            app, {"dry_run": dry_run, "plan": plan, "applied": None, "preflight": preflight}, lambda: None
+            app,
+            nothing_applied,
+            lambda: None,
         )
         return
-    if any(c.change is Change.UPDATE for c in changes):
-        out.confirm(f"Update {sum(c.change is Change.UPDATE for c in changes)} existing task(s)?", yes)
+    updates = sum(c.change is Change.UPDATE for c in changes) + sum(
+        c.change is Change.UPDATE for c in ws_changes
+    )
+    if updates:
+        out.confirm(f"Update {updates} existing task(s), workstream(s) or resource(s)?", yes)
     with out.progress("applying", total=len(changes)) as advance:
         result = ops.apply(changes, progress=lambda _change: advance(1))
     tenants = ops.apply_tenants(document.tenants)
+    registered = ws_ops.register(document.workstreams, document.resources)
     out.emit(
         app,
         {
             "dry_run": False,
             "plan": plan,
-            "applied": {**result.as_dict(), "tenants": tenants},
+            "workstreams_plan": ws_plan,
+            "applied": {**result.as_dict(), "tenants": tenants, "workstreams": registered},
             "preflight": preflight,
         },
         lambda: out.say(
@@ -231,8 +258,27 @@ def apply(
             f"{result.rules_written} event rule(s) written"
             + (f"; {result.throttled} throttled call(s) retried" if result.throttled else "")
             + (f"; tenant settings for {', '.join(tenants)}" if tenants else "")
-            + ("" if todo or tenants else " (nothing to change)")
+            + (f"; workstreams and resources changed: {len(ws_todo)}" if ws_changes else "")
+            + ("" if todo or tenants or ws_todo else " (nothing to change)")
         ),
+    )
+
+
+def _print_definitions(changes: list[DefinitionChange]) -> None:
+    """The workstreams' and resources' part of the plan, as ``_print_plan`` shows tasks."""
+    if not changes:
+        return
+    marks = {Change.CREATE: "[green]+[/green]", Change.UPDATE: "[yellow]~[/yellow]"}
+    for change in changes:
+        if change.change is Change.UNCHANGED:
+            continue
+        out.say(f"{marks[change.change]} {change.kind} {change.id} {change.change.value}")
+        if change.change is Change.UPDATE:
+            _say_diff(change.diff)
+    counts = {c: sum(1 for x in changes if x.change is c) for c in Change}
+    out.say(
+        f"workstreams and resources: {counts[Change.CREATE]} to create, {counts[Change.UPDATE]} to update, "
+        f"{counts[Change.UNCHANGED]} unchanged"
     )
 
 

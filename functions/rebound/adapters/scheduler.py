@@ -1,4 +1,5 @@
-"""EventBridge Scheduler: one-time retry schedules and task schedules, all targeting the execution queue."""
+"""EventBridge Scheduler: one-time retry schedules and task schedules, targeting the execution queue,
+and the schedules that start workstreams, targeting the escalation queue."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ class Schedules:
         self.group = group
         self.target = target
 
-    def _target(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _target(self, payload: dict[str, Any], queue_arn: str | None = None) -> dict[str, Any]:
         target: dict[str, Any] = {
-            "Arn": self.target.queue_arn,
+            "Arn": queue_arn or self.target.queue_arn,
             "RoleArn": self.target.role_arn,
             "Input": dumps(payload),
             "RetryPolicy": {
@@ -92,6 +93,7 @@ class Schedules:
         window_minutes: int | None,
         description: str,
         end: datetime | None,
+        queue_arn: str | None = None,
     ) -> dict[str, Any]:
         window: dict[str, Any] = (
             {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window_minutes}
@@ -104,7 +106,7 @@ class Schedules:
             "ScheduleExpression": expression,
             "ScheduleExpressionTimezone": timezone,
             "FlexibleTimeWindow": window,
-            "Target": self._target(payload),
+            "Target": self._target(payload, queue_arn),
             "State": "ENABLED" if enabled else "DISABLED",
             "Description": description[:512],
         }
@@ -123,10 +125,12 @@ class Schedules:
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str:
-        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``."""
+        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``.
+        It targets the execution queue, or ``queue_arn`` (a workstream's targets the escalation queue)."""
         args = self._recurring_args(
-            name, expression, timezone, payload, enabled, window_minutes, description, end
+            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
         )
         current = self.get(name)
         if current is not None and _same(current, args):
@@ -147,6 +151,7 @@ class Schedules:
         known: Synced | None = None,
         listing: Mapping[str, str] | None = None,
         pace: Callable[[], None] = _no_pace,
+        queue_arn: str | None = None,
     ) -> SyncResult:
         """``put_recurring`` that reads only what it must, and says what Scheduler now holds.
 
@@ -161,7 +166,7 @@ class Schedules:
         from what was written: someone else wrote it in between). ``pace()`` runs before each request.
         """
         args = self._recurring_args(
-            name, expression, timezone, payload, enabled, window_minutes, description, end
+            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
         )
         fingerprint = hashlib.sha256(canonical_bytes(args)).hexdigest()
         listed = listing.get(name) if listing is not None else None

@@ -36,13 +36,14 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
 from rebound.domain.ids import run_subject
 from rebound.domain.models import AttemptOutcome, Run, RunState, Task
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
@@ -70,6 +71,14 @@ STUCK_FAILED_AFTER = timedelta(minutes=2)
 CONTROL_SCAN_LIMIT = 50
 PERIODIC_S = 300
 """The sweeper's periodic steps (manual recovery completion) run once in each such period."""
+WORKSTREAM_EVENTS = (
+    WORKSTREAM_START,
+    EventType.WORKSTREAM_STEP_ENDED,
+    EventType.WORKSTREAM_FAILED,
+    EventType.DEPENDENCY_CYCLE_DETECTED,
+    EventType.RESOURCE_EXHAUSTED,
+)
+"""Workstream events the control DLQ pass handles again (``work_control_dlq``)."""
 
 
 @dataclass
@@ -439,6 +448,20 @@ class Sweeper:
         report.dlq_recorded += seen.recorded
 
     # --------------------------------------------------------------------------- the control DLQ
+    def _workstream_event(self, kind: str, detail: dict[str, Any]) -> None:
+        """A workstream's message escalation gave up on: a start starts its run, a step's end
+        advances its workstream (or it would wait for ever), a failure opens its work order."""
+        from rebound.engine.escalation import Escalation
+
+        if kind == WORKSTREAM_START:
+            Workstreams(self.deps, self.actor).on_start(detail)
+        elif kind == EventType.WORKSTREAM_STEP_ENDED:
+            Workstreams(self.deps, self.actor).on_step_ended(detail)
+        elif kind == EventType.RESOURCE_EXHAUSTED:
+            Escalation(self.deps, self.actor).on_resource_exhausted(detail)
+        else:
+            Escalation(self.deps, self.actor).on_workstream_failed(detail)
+
     def work_control_dlq(self, report: SweepReport) -> None:
         """Stream batches the relay gave up on are published again from the stream; events the
         retry scheduler or escalation gave up on are handled again. What is handled is removed;
@@ -473,6 +496,8 @@ class Sweeper:
                         escalation.on_dead_lettered(body["detail"])
                     else:
                         escalation.on_sla_breached(body["detail"])
+                elif isinstance(body, dict) and body.get("detail-type") in WORKSTREAM_EVENTS:
+                    self._workstream_event(str(body["detail-type"]), body["detail"])
                 else:
                     continue  # not ours to judge: an operator looks at it
                 self.deps.queues.delete("control_dlq", message.receipt_handle)

@@ -1,6 +1,7 @@
 """Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered``,
-``workorder.resolved`` and the workstreams' events (via the escalation queue) in; work orders,
-their resolutions, notifications and workstream progress out."""
+``workorder.resolved``, the workstreams' events and their starts (``workstream.start``, from their
+schedules and rules) via the escalation queue in; work orders, their resolutions, notifications
+and workstream progress out."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
     from rebound.domain.events import EventType as Rebound
+    from rebound.domain.schedules import WORKSTREAM_START
     from rebound.engine.control_messages import consume
     from rebound.engine.escalation import Escalation
     from rebound.engine.workstreams import Workstreams
@@ -37,6 +39,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             return escalation.on_sla_breached(detail)
         if kind == Rebound.WORKSTREAM_STEP_ENDED:
             return Workstreams(deps).on_step_ended(detail)
+        if kind == WORKSTREAM_START:
+            return Workstreams(deps).on_start(detail)
         if kind in (Rebound.WORKSTREAM_FAILED, Rebound.DEPENDENCY_CYCLE_DETECTED):
             return escalation.on_workstream_failed(detail)
         if kind == Rebound.RESOURCE_EXHAUSTED:
@@ -53,6 +57,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             Rebound.DEAD_LETTERED,
             Rebound.SLA_BREACHED,
             Rebound.WORKSTREAM_STEP_ENDED,
+            WORKSTREAM_START,
             Rebound.WORKSTREAM_FAILED,
             Rebound.DEPENDENCY_CYCLE_DETECTED,
             Rebound.RESOURCE_EXHAUSTED,

@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rebound.config.loader import load_task_document, load_task_file
+from rebound.config.loader import load_task_file, load_yaml, parse_task_document
 from rebound.domain.errors import ConfigError, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
@@ -208,11 +208,19 @@ def write_sizes(task: Task) -> dict[str, int]:
 
 def task_diff(old: Task | None, new: Task) -> dict[str, tuple[Any, Any]]:
     """Changed fields as ``path -> (old, new)``."""
+    return definition_diff(
+        old.model_dump(mode="json", exclude_none=True) if old is not None else None,
+        new.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def definition_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Changed fields of two definitions as JSON, as ``path -> (old, new)``."""
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
     if old is not None:
-        _flatten("", old.model_dump(mode="json", exclude_none=True), before)
-    _flatten("", new.model_dump(mode="json", exclude_none=True), after)
+        _flatten("", old, before)
+    _flatten("", new, after)
     return {
         k: (before.get(k), after.get(k))
         for k in sorted(set(before) | set(after))
@@ -243,8 +251,15 @@ class TaskOps:
         return load_task_file(path, self.deps.policies.book)
 
     def load_document(self, path: Path | str) -> TaskDocument:
-        """A task file's tasks, its tenants' settings, its workstreams and resources."""
-        return load_task_document(path, self.deps.policies.book)
+        """A task file's tasks, its tenants' settings, its workstreams and resources (whose steps
+        may name the file's tasks or tasks registered already)."""
+        data = load_yaml(path)
+        known = (
+            {s.task.id: s.task.tenant for s in self.store.list_tasks()}
+            if isinstance(data, dict) and data.get("workstreams")
+            else None
+        )
+        return parse_task_document(data, str(path), self.deps.policies.book, known_tasks=known)
 
     def apply_tenants(self, tenants: dict[str, TenantSettings]) -> list[str]:
         """Store tenant settings that differ from what is stored. Returns the tenants changed."""

@@ -9,7 +9,7 @@ What is staged, and under which label, is ``rebound.adapters.staging``; how, is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -119,6 +119,40 @@ class UnitOfWork(StagingUnitOfWork):
             f"leave {key}",
             values={":run": {run_id}},
             names={"#exp": slot_expiry_attribute(run_id)},
+        )
+
+    def enter_slot_many(
+        self, key: str, cap: int, run_ids: Sequence[str], until: datetime, label: str
+    ) -> None:
+        """Enter several holders in one update; the transaction fails (its label among the failed)
+        unless the slot has room for all of them beside those inside now."""
+        names = {f"#exp{i}": slot_expiry_attribute(run_id) for i, run_id in enumerate(run_ids)}
+        expiries = ", ".join(f"{name} = :until" for name in names)
+        self.update(
+            CONTROL,
+            {"pk": key},
+            f"ADD holders :runs SET cap = :cap, {expiries}",
+            label,
+            condition="attribute_not_exists(holders) OR size(holders) <= :room",
+            values={
+                ":runs": set(run_ids),
+                ":cap": cap,
+                ":room": cap - len(run_ids),
+                ":until": int(until.timestamp()),
+            },
+            names=names,
+        )
+
+    def leave_slot_many(self, key: str, run_ids: Sequence[str]) -> None:
+        """Several holders leave in one update (leaving a slot not held changes nothing)."""
+        names = {f"#exp{i}": slot_expiry_attribute(run_id) for i, run_id in enumerate(run_ids)}
+        self.update(
+            CONTROL,
+            {"pk": key},
+            f"DELETE holders :runs REMOVE {', '.join(names)}",
+            f"leave {key}",
+            values={":runs": set(run_ids)},
+            names=names,
         )
 
     def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None:

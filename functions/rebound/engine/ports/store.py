@@ -3,7 +3,7 @@ the record of the DLQ's messages, and the unit of work that changes them in one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -192,6 +192,17 @@ class UnitOfWork(Protocol):
     def enter_slot(self, key: str, cap: int, run_id: str, until: datetime, label: str) -> None: ...
 
     def leave_slot(self, key: str, run_id: str) -> None: ...
+
+    def enter_slot_many(
+        self, key: str, cap: int, run_ids: Sequence[str], until: datetime, label: str
+    ) -> None:
+        """Enter several holders into one slot in one write (a transaction may write an item only
+        once); the commit fails if the slot has no room for all of them."""
+        ...
+
+    def leave_slot_many(self, key: str, run_ids: Sequence[str]) -> None:
+        """Several holders leave one slot in one write."""
+        ...
 
     def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None: ...
 

@@ -160,6 +160,7 @@ class Schedules(Protocol):
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str: ...
 
     def sync_recurring(
@@ -215,7 +216,12 @@ class Bus(Protocol):
         *,
         enabled: bool,
         description: str = "",
-    ) -> str: ...
+        starts: str = "task",
+    ) -> str:
+        """A rule whose target is ``queue_arn``, turning each matched event into an execution
+        message for task ``task_id``; with ``starts="workstream"``, into the message that starts a
+        run of workstream ``task_id`` (``rebound.domain.schedules.WORKSTREAM_START``)."""
+        ...
 
     def get_rule(self, name: str) -> dict[str, Any] | None: ...
 
