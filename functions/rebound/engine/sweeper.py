@@ -103,6 +103,9 @@ class SweepReport:
     ledger: LedgerReport = field(default_factory=LedgerReport)
     targets: TargetSweep = field(default_factory=TargetSweep)
     """Runs held for an unhealthy target: probed, released, timed out; targets recovered, closed."""
+    out_of_time: list[str] = field(default_factory=list)
+    """Steps not started because the invocation had less than ``STEP_MARGIN_S`` left: the next
+    sweep, a minute later, runs them (every step is idempotent)."""
 
     def total(self) -> int:
         return (
@@ -123,8 +126,17 @@ class SweepReport:
         )
 
 
+STEP_MARGIN_S = 30.0
+"""A sweep starts no step with less than this left of its invocation: a step cut off by the
+Lambda timeout would leave its work to the next sweep anyway, and its log and report lost."""
+
+
 class Sweeper:
-    def __init__(self, deps: Deps, actor: str = "sweeper") -> None:
+    def __init__(
+        self, deps: Deps, actor: str = "sweeper", remaining_s: Callable[[], float] | None = None
+    ) -> None:
+        """``remaining_s`` is the invocation's time left (the Lambda context's); None: unbounded."""
+        self.remaining_s = remaining_s
         self.deps = deps
         self.store = deps.store
         self.clock = deps.clock
@@ -186,6 +198,9 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- isolation
     def _step(self, report: SweepReport, name: str, fn: Callable[[], T]) -> T | None:
+        if self.remaining_s is not None and self.remaining_s() < STEP_MARGIN_S:
+            report.out_of_time.append(name)
+            return None
         try:
             return fn()
         except Exception as exc:
