@@ -4,6 +4,11 @@
 ``settings``: every resource provisioned from ``rebound.resources.SPEC``, as the local cloud does.
 ``clock``: a manual clock; moto's SQS delays and visibility timeouts follow it.
 ``deps``: the engine's dependencies on top of those, with recording metrics.
+
+Hypothesis profiles: ``make test`` (and CI) loads ``ci``, whose examples derive from each test's
+name, so a red run is red again on a laptop. ``make fuzz`` loads ``fuzz``: fresh random examples
+every round, for finding new failures; each one found becomes an ``@example`` on its test once
+fixed, so ``make test`` keeps checking it.
 """
 
 from __future__ import annotations
@@ -14,12 +19,17 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local import motopatch
 from rebound_local.instrument import RecordingMetrics, RecordingTargets
 from support import ManualClock
+
+hypothesis_settings.register_profile("ci", derandomize=True, database=None)
+hypothesis_settings.register_profile("fuzz", derandomize=False)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture
@@ -83,6 +93,13 @@ def deps(
     from rebound.wiring import build_deps
 
     return build_deps(settings, session=aws, clock=clock, metrics=metrics)
+
+
+@pytest.fixture
+def every_event(deps: Deps) -> None:
+    """The outbox of ``deps`` carries every event, as in an environment with ``outbox.publish: ['*']``:
+    for tests that watch events no rule of the stack consumes (``task.retry.scheduled``...)."""
+    deps.store.published = None
 
 
 @pytest.fixture

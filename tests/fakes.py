@@ -33,6 +33,8 @@ from rebound.engine.ports import (
     QueueCounts,
     SentMessage,
     SequentialFanout,
+    Synced,
+    SyncResult,
 )
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.workstreams import Workstreams
@@ -44,9 +46,10 @@ from support import ManualClock
 ACCOUNT_ARN = "arn:aws:sqs:us-east-1:123456789012"
 
 
-def memory_settings(environment: str = "test") -> Settings:
+def memory_settings(environment: str = "test", publish_events: tuple[str, ...] = ()) -> Settings:
     """Settings naming every resource of ``rebound.resources.SPEC``; nothing is provisioned."""
     return Settings(
+        publish_events=publish_events,
         environment=environment,
         tables={t.logical: r.local_name(environment, t.logical) for t in r.SPEC.tables},
         queues={
@@ -150,6 +153,7 @@ class FakeSchedules:
     def __init__(self) -> None:
         self.one_time: dict[str, tuple[datetime, dict[str, Any]]] = {}
         self.recurring: dict[str, dict[str, Any]] = {}
+        self.changes = 0
 
     def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool:
         if name in self.one_time:
@@ -168,17 +172,40 @@ class FakeSchedules:
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str:
         wanted = {
             "Name": name,
             "ScheduleExpression": expression,
             "ScheduleExpressionTimezone": timezone,
             "State": "ENABLED" if enabled else "DISABLED",
-            "Target": {"Input": json.dumps(payload)},
+            "Target": {"Input": json.dumps(payload), **({"Arn": queue_arn} if queue_arn else {})},
         }
         before = self.recurring.get(name)
-        self.recurring[name] = wanted
-        return "created" if before is None else "unchanged" if before == wanted else "updated"
+        if before is not None and {k: v for k, v in before.items() if k != "LastModificationDate"} == wanted:
+            return "unchanged"
+        self.changes += 1
+        self.recurring[name] = {**wanted, "LastModificationDate": str(self.changes)}
+        return "created" if before is None else "updated"
+
+    def sync_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        known: Synced | None = None,
+        listing: Mapping[str, str] | None = None,
+        pace: Callable[[], None] = lambda: None,
+        **options: Any,
+    ) -> SyncResult:
+        """Reads every schedule (no skipping): the fake keeps no fingerprints."""
+        outcome = self.put_recurring(name, expression, timezone, payload, **options)
+        return SyncResult(outcome, None)
+
+    def listing(self, prefix: str, pace: Callable[[], None] = lambda: None) -> dict[str, str]:
+        return {n: s["LastModificationDate"] for n, s in self.recurring.items() if n.startswith(prefix)}
 
     def delete(self, name: str) -> bool:
         return self.recurring.pop(name, None) is not None or self.one_time.pop(name, None) is not None
@@ -209,8 +236,10 @@ class FakeBus:
         *,
         enabled: bool,
         description: str = "",
+        starts: str = "task",
     ) -> str:
         rule = {"Name": name, "EventPattern": pattern, "State": "ENABLED" if enabled else "DISABLED"}
+        rule["starts"] = starts
         before = self.rules.get(name)
         self.rules[name] = rule
         return "created" if before is None else "unchanged" if before == rule else "updated"
@@ -329,10 +358,10 @@ class MemoryWorld:
         return [e.detail_type for e in self.store.events if subject is None or e.subject == subject]
 
 
-def memory_deps(clock: ManualClock | None = None) -> MemoryWorld:
+def memory_deps(clock: ManualClock | None = None, publish_events: tuple[str, ...] = ()) -> MemoryWorld:
     clock = clock or ManualClock()
-    settings = memory_settings()
-    store = MemoryStore(settings.event_source)
+    settings = memory_settings(publish_events=publish_events)
+    store = MemoryStore(settings.event_source, published=settings.published_events())
     queues = FakeQueues(clock)
     schedules = FakeSchedules()
     targets = HookedTargets(clock)

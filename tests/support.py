@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rebound.domain.events import execution_updated
-from rebound.domain.models import Run, Task, Trigger
+from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Task, Trigger
 from rebound.engine.deps import Deps
 from rebound.ops.tasks import TaskOps
 
@@ -262,20 +262,21 @@ def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[A
     return stack, clock
 
 
-def dead_letters(deps: Deps, count: int) -> list[str]:
-    """``count`` runs of task ``job`` dead-lettered by the engine on a terminal error."""
+def dead_letters(deps: Deps, count: int, task_id: str = "job") -> list[str]:
+    """``count`` runs of task ``task_id`` dead-lettered by the engine on a terminal error."""
     from rebound.engine.executor import Executor, QueueMessage
     from rebound.engine.retry_scheduler import RetryScheduler
 
-    register(deps, task("job", target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
+    register(deps, task(task_id, target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
     run_ids = []
     for minute in range(count):
         when = f"2026-03-07T{9 + minute // 60:02d}:{minute % 60:02d}:00Z"
-        Executor(deps).process(QueueMessage(f"fire-{minute}", json.dumps(fire("job", when))), 120)
-        run_id = f"job:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
+        message = QueueMessage(f"fire-{task_id}-{minute}", json.dumps(fire(task_id, when)))
+        Executor(deps).process(message, 120)
+        run_id = f"{task_id}:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
         assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
         run_ids.append(run_id)
-    register(deps, task("job"))  # the operator fixes the target
+    register(deps, task(task_id))  # the operator fixes the target
     return run_ids
 
 
@@ -335,6 +336,51 @@ def new_run(deps: Deps, run_id: str = "r1") -> Run:
     return saved
 
 
+def scheduled_run(
+    task_id: str,
+    due: datetime,
+    *,
+    start_s: float | None = None,
+    took_s: float = 10,
+    tenant: str = "acme",
+    run_id: str | None = None,
+    **fields: Any,
+) -> Run:
+    """A scheduled run due at ``due`` (succeeded by default): with ``start_s``, one attempt that
+    started that long after ``due`` and took ``took_s``; other ``fields`` as given."""
+    attempts = []
+    if start_s is not None:
+        began = due + timedelta(seconds=start_s)
+        ended = began + timedelta(seconds=took_s)
+        outcome = AttemptOutcome.SUCCEEDED
+        attempts.append(
+            Attempt(n=1, started_at=began, ended_at=ended, outcome=outcome, duration_ms=int(took_s * 1000))
+        )
+    data: dict[str, Any] = {
+        "run_id": run_id or f"{task_id}-{due:%H%M}",
+        "task_id": task_id,
+        "tenant": tenant,
+        "trigger": Trigger.SCHEDULE,
+        "scheduled_for": due,
+        "created_at": due,
+        "updated_at": due,
+        "due_at": due,
+        "state": RunState.SUCCEEDED,
+        "attempt": len(attempts),
+        "attempts": attempts,
+        **fields,
+    }
+    return Run(**data)
+
+
+def save_runs(deps: Deps, *runs: Run) -> None:
+    """Commit each run as created, as a writer of the run ledger would."""
+    for run in runs:
+        uow = deps.store.unit_of_work("test", run.created_at)
+        uow.save_run(None, run, action="created")
+        uow.commit()
+
+
 @contextmanager
 def loopback_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """Serve ``handler`` on 127.0.0.1 (a free port) in a thread; yields the base URL."""
@@ -362,3 +408,16 @@ def local_stack_at(start: datetime) -> Iterator[Any]:
     finally:
         local.stop()
         reset_moto()
+
+
+def ended_run(deps: Deps, run_id: str, state: RunState) -> Run:
+    """A manual run committed through the store with three records: created, its first attempt
+    started, then ``state``."""
+    run = new_run(deps, run_id)
+    now = deps.clock.now()
+    claimed = {"state": RunState.RUNNING, "attempt": 1, "attempts": [Attempt(n=1, started_at=now)]}
+    for action, update in (("attempt-started", claimed), (state.value, {"state": state})):
+        uow = deps.store.unit_of_work("test", now)
+        run = uow.save_run(run, run.model_copy(update=update), action=action)
+        uow.commit()
+    return run

@@ -15,7 +15,9 @@ from rebound_cli.commands.health import health
 from rebound_cli.commands.notifications import notifications
 from rebound_cli.commands.policies import policies
 from rebound_cli.commands.runs import runs
+from rebound_cli.commands.sla import sla
 from rebound_cli.commands.slo import slo
+from rebound_cli.commands.state import state
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.tenancy import migrate, tenants
 from rebound_cli.commands.workorders import workorders
@@ -123,9 +125,11 @@ for group in (
     policies,
     health,
     slo,
+    sla,
     audit,
     tenants,
     migrate,
+    state,
     console,
     local,
 ):

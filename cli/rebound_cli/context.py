@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from rebound.ops.notifications import NotificationOps
     from rebound.ops.policies import PolicyOps
     from rebound.ops.runs import RunOps
+    from rebound.ops.state import StateOps
     from rebound.ops.tasks import TaskOps
     from rebound.ops.workorders import WorkOrderOps
     from rebound.settings import Settings
@@ -220,6 +221,11 @@ class App:
         from rebound.ops.audit import AuditOps
 
         return AuditOps(self.deps)
+
+    def state(self, *, writer: bool = False) -> StateOps:
+        from rebound.ops.state import StateOps
+
+        return StateOps(self.deps, self.actor if writer else "reader")
 
     def _oldest_age(self, queue_name: str) -> float | None:
         """``ApproximateAgeOfOldestMessage`` of a queue over the last 15 minutes, if CloudWatch has it."""

@@ -132,19 +132,39 @@ def up(
     help="how the handlers reach the stand-in",
 )
 @click.option("--quiet", is_flag=True, help="no progress, only the verdict")
-def simulate(scenario_file: Path, report_path: Path, seed: int | None, transport: str, quiet: bool) -> None:
+@click.option(
+    "--compare-budgets",
+    is_flag=True,
+    help="run it again with every retry budget per target off, and show both side by side",
+)
+def simulate(
+    scenario_file: Path,
+    report_path: Path,
+    seed: int | None,
+    transport: str,
+    quiet: bool,
+    compare_budgets: bool,
+) -> None:
     """Run a scenario under the virtual clock; exit 0 iff every invariant held.
 
     \b
     Examples:
       rebound local simulate scenarios/day-100-tasks.yaml --report out/day.json
       rebound local simulate scenarios/faults-2h.yaml --report out/faults.json --seed 9
+      rebound local simulate scenarios/target-outage.yaml --report out/outage.json --compare-budgets
     """
     from rebound.domain.errors import ConfigError
     from rebound_local.simulate import run_simulate
 
     try:
-        code = run_simulate(scenario_file, report_path, seed=seed, transport=transport, quiet=quiet)
+        code = run_simulate(
+            scenario_file,
+            report_path,
+            seed=seed,
+            transport=transport,
+            quiet=quiet,
+            compare_budgets=compare_budgets,
+        )
     except ConfigError as exc:
         click.echo(f"error: {exc.message}", err=True)
         sys.exit(2)

@@ -353,8 +353,19 @@ ENV_TENANT_SECRETS_ROLE = "REBOUND_TENANT_SECRETS_ROLE_ARN"
 """The role the executor assumes, tagged with a task's tenant, to read that tenant's secrets."""
 ENV_IDENTITIES = "REBOUND_IDENTITIES"
 """The environment's identities -> tenants (``rebound.ops.access``), as JSON."""
+ENV_PUBLISH_EVENTS = "REBOUND_PUBLISH_EVENTS"
+"""Detail types announced on the bus besides those a rule of ``SPEC.rules`` consumes (comma
+separated; ``*``: every event). See ``consumed_detail_types``."""
+PUBLISH_ALL = "*"
 ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
 """The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
+
+
+def consumed_detail_types(spec: ResourceSpec = SPEC) -> frozenset[str]:
+    """The detail types a rule of the stack delivers to one of Rebound's queues: the events the
+    outbox must carry. An event no rule consumes (``task.execution.updated``) is written to the
+    outbox only where the environment asks for it (``ENV_PUBLISH_EVENTS``)."""
+    return frozenset(detail for rule in spec.rules for detail in rule.detail_types)
 
 
 def completion_key_parameter(env: str) -> str:

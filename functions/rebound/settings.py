@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
+from rebound.domain.events import EventType
 from rebound.domain.models import TargetRules
 
 
@@ -84,6 +85,23 @@ class Settings(BaseModel):
     targets: TargetRules | None = Field(
         default=None, description="what targets may do here; None: the defaults for the environment's name"
     )
+    publish_events: tuple[str, ...] = Field(
+        default=(),
+        description="detail types of Rebound's events announced on the bus although no rule of the "
+        "stack consumes them (for subscribers of your own); '*' announces every event",
+    )
+
+    @field_validator("publish_events")
+    @classmethod
+    def _known_events(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return check_publish_events(values)
+
+    def published_events(self) -> frozenset[str] | None:
+        """The detail types the outbox carries (``None``: every one): those a rule of the stack
+        consumes and those ``publish_events`` names."""
+        if r.PUBLISH_ALL in self.publish_events:
+            return None
+        return r.consumed_detail_types() | frozenset(self.publish_events)
 
     tenant_secrets_role: str | None = Field(
         default=None,
@@ -120,6 +138,17 @@ class Settings(BaseModel):
 
     def queue(self, logical: str) -> QueueRef:
         return self.queues[logical]
+
+
+def check_publish_events(values: tuple[str, ...]) -> tuple[str, ...]:
+    """``values`` if each is ``*`` or the detail type of one of Rebound's own events."""
+    known = {t.value for t in EventType}
+    for value in values:
+        if value != r.PUBLISH_ALL and value not in known:
+            raise ValueError(
+                f"{value!r} is not one of Rebound's events; use '*' or one of: {', '.join(sorted(known))}"
+            )
+    return values
 
 
 def default_config_dir() -> Path:
@@ -176,6 +205,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
         "identities": _json_or_none(env, r.ENV_IDENTITIES),
         "tenant_secrets_role": env.get(r.ENV_TENANT_SECRETS_ROLE) or None,
+        "publish_events": tuple(d.strip() for d in env.get(r.ENV_PUBLISH_EVENTS, "").split(",") if d.strip()),
     }
     if missing:
         raise ConfigError("environment", ", ".join(missing), "required variables are not set")
@@ -211,6 +241,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
         out[r.ENV_JITTER_SEED] = str(settings.jitter_seed)
+    if settings.publish_events:
+        out[r.ENV_PUBLISH_EVENTS] = ",".join(settings.publish_events)
     if settings.targets is not None:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
     if settings.tenant_secrets_role:
@@ -242,6 +274,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "identities": settings.identities,
+        "publish_events": list(settings.publish_events),
         "deployed_policies": list(settings.deployed_policies)
         if settings.deployed_policies is not None
         else None,

@@ -8,43 +8,32 @@ from __future__ import annotations
 
 import random
 import threading
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from botocore.config import Config
+if TYPE_CHECKING:
+    import boto3
+    from botocore.config import Config
 
-from rebound.adapters.archive import DynamoArchive
-from rebound.adapters.audit_keys import KmsAuditKeys
-from rebound.adapters.bus import Bus
-from rebound.adapters.completion_keys import SecretCompletionKeys
-from rebound.adapters.dynamo import DynamoStore
-from rebound.adapters.metrics import PowertoolsMetrics
-from rebound.adapters.notify import Notifier, notification_channels
-from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
-from rebound.adapters.scheduler import Schedules, ScheduleTarget
-from rebound.adapters.secrets import SecretResolver
-from rebound.adapters.streams import StreamReader
-from rebound.config.loader import load_policy_book
-from rebound.domain.errors import ConfigError
-from rebound.engine.deps import Deps
-from rebound.engine.policies import PolicyService
-from rebound.engine.ports import (
-    ARCHIVE_TABLE,
-    Clock,
-    CrashPoints,
-    Fanout,
-    Metrics,
-    NoCompletionKey,
-    NoCrashes,
-    SystemClock,
-    ThreadFanout,
-)
-from rebound.engine.telemetry import AUDIT_FAILURE
-from rebound.settings import Settings, settings_from_env
-from rebound.targets.base import Targets
-from rebound.targets.registry import default_targets
+    from rebound.engine.deps import Deps
+    from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics
+    from rebound.settings import Settings
+    from rebound.targets.base import Targets
 
-AWS_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
+
+@cache
+def aws_config() -> Config:
+    """The botocore configuration of every client Rebound builds: standard retries, short connects."""
+    from botocore.config import Config
+
+    return Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5, read_timeout=30)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AWS_CONFIG":  # the name callers import; built on first use, not at import
+        return aws_config()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _lock = threading.Lock()
 _deps: Deps | None = None
@@ -56,6 +45,8 @@ def deps() -> Deps:
     if _deps is None:
         with _lock:
             if _deps is None:
+                from rebound.settings import settings_from_env
+
                 _deps = build_deps(settings_from_env())
     return _deps
 
@@ -78,8 +69,31 @@ def build_deps(
     fanout: Fanout | None = None,
     client_kwargs: dict[str, Any] | None = None,
 ) -> Deps:
+    # Imported here, not at the top: a handler module's import stays small (a cold start imports
+    # what the first invocation uses, when it uses it; docs/performance.md, "Cold import").
+    import boto3
+
+    from rebound.adapters.archive import DynamoArchive
+    from rebound.adapters.audit_keys import KmsAuditKeys
+    from rebound.adapters.bus import Bus
+    from rebound.adapters.completion_keys import SecretCompletionKeys
+    from rebound.adapters.dynamo import DynamoStore
+    from rebound.adapters.metrics import PowertoolsMetrics
+    from rebound.adapters.notify import Notifier, notification_channels
+    from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
+    from rebound.adapters.scheduler import Schedules, ScheduleTarget
+    from rebound.adapters.secrets import SecretResolver
+    from rebound.adapters.streams import StreamReader
+    from rebound.config.loader import load_policy_book
+    from rebound.domain.errors import ConfigError
+    from rebound.engine.deps import Deps
+    from rebound.engine.policies import PolicyService
+    from rebound.engine.ports import ARCHIVE_TABLE, NoCompletionKey, NoCrashes, SystemClock, ThreadFanout
+    from rebound.engine.telemetry import AUDIT_FAILURE
+    from rebound.targets.registry import default_targets
+
     session = session or boto3.session.Session()
-    kwargs: dict[str, Any] = {"config": AWS_CONFIG, **(client_kwargs or {})}
+    kwargs: dict[str, Any] = {"config": aws_config(), **(client_kwargs or {})}
     clock = clock or SystemClock()
     metrics = metrics or PowertoolsMetrics(environment=settings.environment)
     sink = metrics
@@ -100,6 +114,7 @@ def build_deps(
         sleep=clock.sleep,
         rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
         audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id),
+        published=settings.published_events(),
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
     schedules = Schedules(

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.errors import ConfigError
 from rebound.domain.models import TargetRules
+from rebound.settings import check_publish_events
 
 ENVIRONMENT_NAME = r"^[a-z][a-z0-9-]{1,15}$"
 # The retention values CloudWatch Logs accepts.
@@ -71,6 +72,16 @@ class OutboxConfig(_Model):
 
     retry_attempts: int = Field(100, ge=0, le=10000)
     max_record_age_s: int = Field(86400, ge=60, le=604800)
+    publish: tuple[str, ...] = Field(
+        (),
+        description="detail types announced on the bus although no rule of the stack consumes them "
+        "(for subscribers of your own, and the archive); '*' announces every event",
+    )
+
+    @field_validator("publish")
+    @classmethod
+    def _known_events(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        return check_publish_events(values)
 
 
 class GrantsConfig(_Model):

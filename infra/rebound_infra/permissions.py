@@ -50,6 +50,9 @@ UPDATE = ("dynamodb:UpdateItem",)
 # lists the tasks (a Scan, cached for a minute).
 LEDGER_RUNS = (*READ, "dynamodb:BatchGetItem")
 TASK_LIST = (*READ, "dynamodb:Scan")
+# ``rebound state check|repair`` (``rebound.ops.state``) pages through the runs and work orders, and
+# an unfiltered work-order list scans its table.
+STATE_SCAN = ("dynamodb:Scan",)
 # The sweeper's DLQ check reads the records of what it received (BatchGetItem), records what it
 # found without one (PutItem) and marks the second copies it removes (UpdateItem).
 DLQ_CHECK = ("dynamodb:BatchGetItem", *PUT, *UPDATE)
@@ -140,8 +143,16 @@ ACCESS: dict[str, Access] = {
     "retry_scheduler": Access(
         # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
         # reports of asynchronous attempts (``rebound.ops.async_reports``, from the bus) leave
-        # slots and count SLA streaks (updates) as the executor's outcomes do
-        tables={**_RUN_WRITES, "policies": POLICY_READ, "control": READ + PUT + UPDATE},
+        # slots and count SLA streaks (updates) as the executor's outcomes do; the retry budget
+        # per target (``rebound.engine.target_budgets``: a target's record, read and put).
+        # workorders: the failure that makes a target unhealthy opens its work order in the same
+        # transaction (a conditional put; the sweeper notifies it)
+        tables={
+            **_RUN_WRITES,
+            "policies": POLICY_READ,
+            "control": READ + PUT + UPDATE,
+            "workorders": PUT,
+        },
         send=("execution", "dlq"),
         create_schedules=True,
         completion_key=True,
@@ -186,18 +197,21 @@ ACCESS: dict[str, Access] = {
     # resumed with their schedules and rules; runs read, retried, skipped and cancelled; the DLQ
     # read and redriven onto the execution queue (a large redrive continues as a job in this
     # function invoking itself); work orders, policies, audit checks, health and the delivery-retry
-    # plan, whose execution delivers again through escalation's channels (SNS and its secrets).
+    # plan, whose execution delivers again through escalation's channels (SNS and its secrets);
+    # state check and repair read the runs and work orders a page at a time (a Scan).
     "ops_api": Access(
         tables={
             "tasks": ("dynamodb:GetItem", *PUT, "dynamodb:Scan"),
-            "runs": LEDGER_RUNS + PUT,
+            "runs": (*LEDGER_RUNS, *PUT, *STATE_SCAN),
             "audit": ("dynamodb:Query", *PUT),
             "outbox": PUT,
             "policies": ("dynamodb:Query", "dynamodb:Scan", *PUT),
-            "control": READ[:1] + PUT + UPDATE + DELETE,
-            "workorders": READ + PUT,
+            # BatchGetItem: a bulk registration reads its schedules' sync records 100 at a time
+            "control": (*READ[:1], "dynamodb:BatchGetItem", *PUT, *UPDATE, *DELETE),
+            "workorders": (*READ, *PUT, *STATE_SCAN),
             r.DLQ_MESSAGES.logical: READ + UPDATE,
             "dlq_archive": READ[:1],
+            "tenants": READ[:1],  # the pre-flight reads the tenants' quotas
         },
         send=("execution",),
         receive=("dlq",),

@@ -108,6 +108,7 @@ class ReboundStack(Stack):
             self,
             "Scheduling",
             execution_queue=queues[r.EXECUTION.logical],
+            escalation_queue=queues[r.ESCALATION.logical],
             dead_letter_queue=queues[r.SCHEDULER_DLQ.logical],
             retain=retain,
         )
@@ -317,5 +318,6 @@ class ReboundStack(Stack):
             completion_key=self.completion_key.secret_arn,
             targets=self.config.targets or TargetRules.defaults_for(self.config.name),
             identities={k: list(v) for k, v in self.config.identities.items()},
+            publish_events=self.config.outbox.publish,
             **notifications,
         )

@@ -166,6 +166,11 @@ def emf_document_bytes(namespace: str, service: str, metrics: Mapping[str, str])
     return len(json.dumps(document, separators=(",", ":"))) + 1
 
 
+IndexShape = tuple[list[str], list[str], str, list[str]]
+"""A global index as the meter prices it: its key attributes, the table's key attributes, its
+projection type and included attributes."""
+
+
 # --------------------------------------------------------------------------- the meter
 @dataclass
 class _Usage:
@@ -190,7 +195,7 @@ class Meter:
         self.metric_names: set[tuple[str, str]] = set()
         self.namespace = namespace
         self._usage: dict[int, _Usage] = {}
-        self._index_cache: dict[str, list[tuple[list[str], list[str], str, list[str]]]] = {}
+        self._index_cache: dict[str, list[tuple[str, IndexShape]]] = {}
 
     # ---- generic
     def add(self, unit: str, amount: float = 1) -> None:
@@ -281,10 +286,14 @@ class Meter:
                 table_units = write_units(max(item_size(old), item_size(new)))
                 self.add("dynamodb.write_units", factor * table_units)
                 self.add("dynamodb.write_units.table", factor * table_units)
+                # Where the units go: by table and request (a transaction's items at their factor).
+                self.add(f"dynamodb.write_units.by.{logical_table(table)}.{operation}", factor * table_units)
                 if kind != "ConditionCheck":
-                    indexed = sum(index_write_units(index, old, new) for index in self._indexes(table))
-                    self.add("dynamodb.write_units", indexed)
-                    self.add("dynamodb.write_units.indexes", indexed)
+                    for name, index in self._indexes(table):
+                        indexed = index_write_units(index, old, new)
+                        self.add("dynamodb.write_units", indexed)
+                        self.add("dynamodb.write_units.indexes", indexed)
+                        self.add(f"dynamodb.write_units.by.{logical_table(table)}.index.{name}", indexed)
             return
         consistent = bool(params.get("ConsistentRead"))
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
@@ -315,8 +324,9 @@ class Meter:
             return None
         return item.to_json()["Attributes"] if item is not None else None
 
-    def _indexes(self, table: str) -> list[tuple[list[str], list[str], str, list[str]]]:
-        """Each global index: (its key attributes, the table's key attributes, projection, included)."""
+    def _indexes(self, table: str) -> list[tuple[str, IndexShape]]:
+        """Each global index: its name, and (its key attributes, the table's key attributes,
+        projection, included)."""
         cached = self._index_cache.get(table)
         if cached is not None:
             return cached
@@ -328,14 +338,13 @@ class Meter:
         out = []
         for index in moto_table.global_indexes:
             projection = index.projection or {}
-            out.append(
-                (
-                    list(index.schema_key_attrs),
-                    table_keys,
-                    str(projection.get("ProjectionType", "ALL")),
-                    list(projection.get("NonKeyAttributes") or []),
-                )
+            shape = (
+                list(index.schema_key_attrs),
+                table_keys,
+                str(projection.get("ProjectionType", "ALL")),
+                list(projection.get("NonKeyAttributes") or []),
             )
+            out.append((str(index.name), shape))
         self._index_cache[table] = out
         return out
 
@@ -384,6 +393,8 @@ class Meter:
                 self.units["lambda.gb_seconds"] += lambda_gb_seconds(billed_ms, memory_mb)
                 self.units["logs.bytes_ingested"] += usage.log_bytes + PLATFORM_LOG_BYTES + emf
                 self.units["logs.handler_bytes"] += usage.log_bytes
+                self.units[f"logs.handler_bytes.{function}"] += usage.log_bytes
+                self.units[f"lambda.billed_ms.{function}"] += billed_ms
                 self.units["metrics.emf_documents"] += 1 if emf else 0
                 self.units["metrics.emf_bytes"] += emf
                 for name in usage.metrics:
@@ -407,9 +418,7 @@ class Meter:
             usage.log_bytes += nbytes
 
 
-def index_write_units(
-    index: tuple[list[str], list[str], str, list[str]], old: dict[str, Any] | None, new: dict[str, Any] | None
-) -> int:
+def index_write_units(index: IndexShape, old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
     """A global secondary index's write units for one item changing from ``old`` to ``new``.
 
     An item is in the index when it has every key attribute of the index. Changing the index key
@@ -438,6 +447,11 @@ def index_write_units(
     if before == after:
         return 0
     return write_units(item_size(after))
+
+
+def logical_table(physical: str) -> str:
+    """A table's logical name (``runs``) from its physical one (``rebound-dev-runs``)."""
+    return physical.rsplit("-", 1)[-1]
 
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}

@@ -30,10 +30,11 @@ class WorkstreamDemo:
 def run_workstream_demo(console: Console, stack: LocalStack, file: Path = DEMO_WORKSTREAM) -> WorkstreamDemo:
     deps = stack.deps
     tasks = TaskOps(deps, actor="demo")
+    ops = WorkstreamOps(deps, actor="demo-operator")
+    # as `rebound tasks apply -f config/demo/workstream.yaml` does: the tasks, then the workstream
     document = tasks.load_document(file)
     tasks.apply(tasks.plan(document.tasks))
-    ops = WorkstreamOps(deps, actor="demo-operator")
-    ops.apply(file)
+    ops.register(document.workstreams, document.resources)
     console.print("\n[bold]A workstream[/bold] (config/demo/workstream.yaml): extract → transform → load")
     run = ops.run("nightly-ledger", token="demo")
     stack.runtime.run_virtual(deps.clock.now() + timedelta(hours=2))

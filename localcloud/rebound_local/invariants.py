@@ -22,6 +22,9 @@ them asks the engine what happened: they judge what is there.
 - ``dlq_record_matches_the_queue``: the DLQ's record (``dlq_messages``, what ``rebound dlq list``
   reads) says ``in_dlq`` for exactly the messages the DLQ holds.
 - ``no_message_lost`` (judged in ``simulate`` from the message ledger).
+- ``target_work_orders_close``: a target's work order (retry budgets per target, subject
+  ``target#<target>#<episode>``) is resolved by the end, once nothing is held for the target, and
+  no run names it: the held runs are released, not dead-lettered one by one.
 """
 
 from __future__ import annotations
@@ -261,6 +264,8 @@ class World:
     """The items of the DLQ's record (``dlq_messages``)."""
     check_mac: CheckMac | None = None
     """Checks the audit records' MACs (the local cloud's KMS key); ``None``: hashes only."""
+    workstream_runs: list[dict[str, Any]] = field(default_factory=list)
+    """The workstream runs as stored (their steps hold the resources' slots)."""
 
 
 def judge(world: World) -> dict[str, Invariant]:
@@ -275,10 +280,28 @@ def judge(world: World) -> dict[str, Invariant]:
         "audit_chains_verify": chains_verify(world.chains, world.check_mac),
         "run_items_match_their_chains": heads_match(world.runs, world.chains),
         "every_fire_became_a_run": fires_became_runs(world.fires, by_id, world.chains),
-        "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id),
+        "no_slot_held_by_an_idle_run": no_idle_holders(world.slots, by_id, world.workstream_runs),
         "one_outcome_per_attempt": one_outcome_per_attempt(world.chains),
         "refused_reports_never_reopen_a_run": refused_reports_after_the_end(world.chains),
+        "target_work_orders_close": target_orders_close(world.orders, world.runs),
     }
+
+
+def target_orders_close(orders: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Invariant:
+    """Every target's work order is resolved by the end, and it is the target's, not a run's."""
+    targets = [o for o in orders if str(o.get("subject", "")).startswith("target#")]
+    ids = {str(o["work_order_id"]) for o in targets}
+    problems = [
+        f"{o['subject']}: still {o.get('state')} at the end" for o in targets if o.get("state") != "resolved"
+    ]
+    problems += [
+        f"run {r['run_id']} names the target work order {r['work_order_id']}"
+        for r in runs
+        if r.get("work_order_id") in ids
+    ]
+    if problems:
+        return Invariant(False, f"{len(problems)} target work order problem(s)", problems[:EXAMPLES])
+    return Invariant(True, f"{len(targets)} target work order(s), each resolved once its target recovered")
 
 
 def no_run_left_running(runs: list[dict[str, Any]]) -> Invariant:
@@ -496,12 +519,27 @@ def _by_operator(chain: list[dict[str, Any]]) -> bool:
     return False
 
 
-def no_idle_holders(slots: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> Invariant:
+def no_idle_holders(
+    slots: list[dict[str, Any]],
+    runs: dict[str, dict[str, Any]],
+    workstream_runs: list[dict[str, Any]] | None = None,
+) -> Invariant:
+    """Every slot holder is a run that is running; a resource's holder (``<workstream run>/<step>``)
+    a workstream step that is running."""
+    steps = {
+        f"{run['run_id']}/{step['step']}": str(step["state"])
+        for run in workstream_runs or []
+        for step in run["steps"]
+    }
     idle: list[str] = []
     held = 0
     for item in slots:
         for holder in item.get("holders") or []:
             held += 1
+            if str(holder) in steps:
+                if steps[str(holder)] != "running":
+                    idle.append(f"{item['pk']}: held by step {holder} ({steps[str(holder)]})")
+                continue
             run = runs.get(str(holder))
             if run is None or run["state"] != "running":
                 state = run["state"] if run else "no such run"

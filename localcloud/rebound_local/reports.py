@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rebound.domain.ids import RUN_PREFIX
 from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
@@ -137,4 +138,38 @@ def async_section(stack: LocalStack, chains: dict[str, list[dict[str, Any]]]) ->
         "sent": dict(sorted(workers.stats.by_type.items())) if workers else {},
         "resent": workers.stats.resent if workers else 0,
         "refused": dict(sorted(refused.items())),
+    }
+
+
+COLLISION_WAITS = ("overlap", "mutex_busy", "tenant_quota")
+
+
+def collisions_section(chains: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Every run that met a busy slot, from its audit chain: a wait episode (``waiting``, with the
+    reason: ``overlap``, ``mutex_busy``, ``tenant_quota``), a skip by ``overlap: skip``, or a cancel
+    by another run's ``overlap: cancel_other``. One entry per run (its first collision); what the
+    pre-flight's hit rate is judged against (``make bench``, group ``conflicts``)."""
+    found: dict[str, dict[str, str]] = {}
+    for subject, chain in chains.items():
+        if not subject.startswith(RUN_PREFIX):
+            continue
+        for record in chain:
+            evidence = record.get("evidence") or {}
+            reason = str(evidence.get("reason") or "")
+            action = record.get("action")
+            hit = (
+                (action == "waiting" and reason in COLLISION_WAITS)
+                or (action == "skipped" and reason == "overlap")
+                or (action == "cancelled" and "overlap: cancel_other" in reason)
+            )
+            if hit:
+                run_id = subject.removeprefix(RUN_PREFIX)
+                kind = reason if action == "waiting" else f"overlap_{action}"
+                found.setdefault(run_id, {"run_id": run_id, "reason": kind, "at": str(record.get("at"))})
+                break
+    entries = sorted(found.values(), key=lambda c: (c["at"], c["run_id"]))
+    return {
+        "total": len(entries),
+        "by_reason": dict(sorted(Counter(c["reason"] for c in entries).items())),
+        "runs": entries,
     }

@@ -9,6 +9,11 @@ task_groups:                       # many similar tasks: {n} in the id is 1..cou
      target: {type: sim, behavior: {ok: true}}}
 messages:                          # put raw messages on a queue, as any AWS client could
   - {at: 10m, queue: execution, body: "not json"}
+workstreams: [...]                 # and resources: [...], exactly as in a task file
+operations:                        # what an operator does to a workstream's latest run, and when
+  - {at: 5m, workstream: nightly, op: start}
+  - {at: 2h, workstream: nightly, op: rollback, to: 1}
+  - {at: 2h1m, workstream: nightly, op: resume}
 settle: 2h                         # after the window: at most this long for retries to finish
 faults:
   duplicate_delivery: 3
@@ -183,6 +188,29 @@ class InjectedMessage(_Strict):
         return value
 
 
+class Operation(_Strict):
+    """An operator's action on a workstream at a time (``rebound workstreams ...``): ``start`` a
+    run, or act on the workstream's latest run. ``step`` is the step of ``skip`` and
+    ``cancel_step`` and the ``--from`` of ``resume``; ``to`` the checkpoint of ``rollback``."""
+
+    at: Seconds = Field(description="offset from start")
+    workstream: str
+    op: Literal["start", "rollback", "resume", "retry_failed", "retry", "skip", "cancel_step"]
+    step: str | None = None
+    to: int | None = Field(default=None, ge=1)
+    reason: str = "scenario operator"
+
+    @model_validator(mode="after")
+    def _fits_the_op(self) -> Operation:
+        if self.op in ("skip", "cancel_step") and self.step is None:
+            raise ValueError(f"{self.op} needs the step it acts on (step:)")
+        if self.step is not None and self.op not in ("skip", "cancel_step", "resume"):
+            raise ValueError(f"step: is for skip, cancel_step and resume, not {self.op}")
+        if self.to is not None and self.op != "rollback":
+            raise ValueError(f"to: is the checkpoint of a rollback, not of {self.op}")
+        return self
+
+
 class Scenario(_Strict):
     start: UtcDatetime
     duration: Seconds
@@ -198,6 +226,9 @@ class Scenario(_Strict):
         default_factory=list, description="workstreams of the scenario's tasks, as in a task file"
     )
     resources: list[ResourceSpec] = Field(default_factory=list, description="as in a task file")
+    operations: list[Operation] = Field(
+        default_factory=list, description="an operator's actions on workstreams, at a time"
+    )
     messages: list[InjectedMessage] = Field(default_factory=list)
     faults: Faults = Field(default_factory=Faults)
     model: Model = Field(default_factory=Model)
@@ -335,9 +366,32 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
             {t.id: t.tenant for t in tasks},
             file,
         )
+    _check_operations(scenario, workstreams, file)
     return LoadedScenario(
         file=file, scenario=scenario, tasks=tasks, workstreams=workstreams, resources=resources
     )
+
+
+def _check_operations(scenario: Scenario, workstreams: list[Workstream], file: str) -> None:
+    """Each operation names a workstream of the scenario, and a step of it."""
+    by_id = {w.id: w for w in workstreams}
+    for index, operation in enumerate(scenario.operations):
+        where = f"operations[{index}]"
+        workstream = by_id.get(operation.workstream)
+        if workstream is None:
+            known = ", ".join(sorted(by_id)) or "none"
+            raise ConfigError(
+                file, f"{where}.workstream", f"unknown workstream {operation.workstream!r}; declared: {known}"
+            )
+        steps = [s.task for s in workstream.steps]
+        if operation.step is not None and operation.step not in steps:
+            raise ConfigError(
+                file,
+                f"{where}.step",
+                f"workstream {workstream.id!r} has no step {operation.step!r}; its steps: {', '.join(steps)}",
+            )
+        if operation.at > scenario.duration:
+            raise ConfigError(file, f"{where}.at", "after the end of the window (duration)")
 
 
 def _group_path(key_path: str, groups: list[dict[str, Any]]) -> str:

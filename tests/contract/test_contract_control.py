@@ -107,6 +107,24 @@ def test_a_streak_counts_and_ends(store: Store) -> None:
     assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 0, "streak": 1, "last_run": "r2"}
 
 
+def test_a_rewritten_streak_keeps_the_streaks_ended(store: Store) -> None:
+    for stage in ("count", "end"):
+        uow = store.unit_of_work("executor", START)
+        if stage == "count":
+            uow.count_streak("sla#t", "r1", "sla streak t")
+        else:
+            uow.end_streak("sla#t", "sla streak t")
+        uow.commit()
+    uow = store.unit_of_work("sla-report", START)
+    uow.set_streak("sla#t", 3, "r9", "sla streak t")
+    uow.commit()
+    assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 3, "streak": 1, "last_run": "r9"}
+    uow = store.unit_of_work("sla-report", START)
+    uow.set_streak("sla#t", 0, None, "sla streak t")
+    uow.commit()
+    assert store.get_key("sla#t") == {"pk": "sla#t", "consecutive": 0, "streak": 1}
+
+
 def test_a_claimed_key_is_taken_until_it_expires(store: Store) -> None:
     key = "dlq-send#r1"
     assert store.claim_key(key, START, at(60) - START, {"run_id": "r1"})
@@ -133,6 +151,18 @@ def test_a_key_put_without_expiry_cannot_be_claimed(store: Store) -> None:
     assert store.get_key("queue#execution#quiet") == {"pk": "queue#execution#quiet", "drained_at": iso(START)}
     assert store.get_key("nothing#here") is None
     store.release_key("nothing#here")  # releasing what is not there changes nothing
+
+
+def test_keys_are_read_in_batches_and_missing_ones_left_out(store: Store) -> None:
+    keys = [f"schedule-sync#task-{n:03d}" for n in range(130)]  # more than one batch of 100
+    for n, key in enumerate(keys[:120]):
+        store.put_key(key, {"n": n})
+
+    found = store.get_keys([*keys, keys[0]])
+
+    assert sorted(found) == keys[:120]
+    assert found[keys[119]] == {"pk": keys[119], "n": 119}
+    assert store.get_keys([]) == {}
 
 
 def test_retrying_tries_again_after_transient_errors_only(store: Store) -> None:
@@ -190,3 +220,24 @@ def test_a_plain_record_replaces_what_was_there(store: Store) -> None:
         uow.stage_record("ws#cp#r1#01", {"version": n}, "checkpoint")
         uow.commit()
     assert json.loads((store.get_key("ws#cp#r1#01") or {})["body"]) == {"version": 2}
+
+
+def test_several_holders_enter_and_leave_one_slot_in_one_write_each(store: Store) -> None:
+    key = "slots#resource#warehouse"
+    uow = store.unit_of_work("workstreams", START)
+    uow.enter_slot_many(key, 3, ["w/a", "w/b"], at(600), "slot resource#warehouse")
+    uow.commit()  # one write for both: DynamoDB refuses two writes of one item in a transaction
+    assert holders(store, key) == ["w/a", "w/b"]
+    assert (store.get_key(key) or {})["exp:w/b"] == int(at(600).timestamp())
+
+    full = store.unit_of_work("workstreams", START)
+    full.enter_slot_many(key, 3, ["w/c", "w/d"], at(600), "slot resource#warehouse")
+    with pytest.raises(Conflict) as caught:
+        full.commit()  # room for one, not two: neither enters
+    assert caught.value.details["failed"] == ["slot resource#warehouse"]
+    assert holders(store, key) == ["w/a", "w/b"]
+
+    out = store.unit_of_work("workstreams", START)
+    out.leave_slot_many(key, ["w/a", "w/b", "w/never"])
+    out.commit()
+    assert store.get_key(key) == {"pk": key, "cap": 3}

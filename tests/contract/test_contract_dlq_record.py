@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from contract_support import at, create, new_run
 
-from rebound.domain.errors import Conflict
+from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.timefmt import iso
 from rebound.engine.dlq_record import dlq_entry, millis
 from rebound.engine.ports import DlqEntry, DlqQuery, DlqStatus, Store
@@ -154,6 +154,43 @@ def test_a_message_that_leaves_is_marked_and_no_longer_listed(store: Store) -> N
         "alice",
     )
     assert gone.body and gone.task_id == "ledger"  # what it was stays readable
+
+
+def test_what_left_is_listed_by_how_it_left_and_since_when(store: Store) -> None:
+    record(store, *(entry(m, n) for n, m in enumerate(["a", "b", "c", "d", "e"], start=1)))
+    store.mark_dlq_entries(["a", "b"], DlqStatus.REDRIVEN, at=at(600), actor="alice")
+    store.mark_dlq_entries(["c"], DlqStatus.REDRIVEN, at=at(1200), actor="alice")
+    store.mark_dlq_entries(["d"], DlqStatus.ARCHIVED, at=at(1200), actor="bob")
+    assert listed(store) == ["e"]
+    assert listed(store, status=DlqStatus.REDRIVEN) == ["a", "b", "c"]
+    assert listed(store, status=DlqStatus.ARCHIVED) == ["d"]
+    assert listed(store, status=DlqStatus.DELETED) == []
+    assert listed(store, status=DlqStatus.REDRIVEN, changed_since=at(1200)) == ["c"]  # included
+    assert listed(store, status=DlqStatus.REDRIVEN, changed_since=at(1201)) == []
+    assert listed(store, status=DlqStatus.REDRIVEN, since=at(2), changed_since=at(600)) == ["b", "c"]
+    first = store.dlq_entries(DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600), limit=2))
+    rest = store.dlq_entries(DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600), after=first.cursor))
+    assert [e.message_id for e in first.entries + rest.entries] == ["a", "b", "c"]
+    with pytest.raises(ValidationFailed, match="task_id"):
+        DlqQuery(task_id="t", status=DlqStatus.REDRIVEN)  # by_task holds only what is in the DLQ
+
+
+def test_spans_are_what_the_same_query_lists_reduced_to_arrival_status_and_departure(store: Store) -> None:
+    record(store, *(entry(m, n) for n, m in enumerate(["a", "b", "c"], start=1)))
+    store.mark_dlq_entries(["a"], DlqStatus.REDRIVEN, at=at(600), actor="alice")
+    for query in (
+        DlqQuery(),
+        DlqQuery(status=DlqStatus.REDRIVEN, changed_since=at(600)),
+        DlqQuery(limit=1),
+        DlqQuery(limit=1, after=store.dlq_entries(DlqQuery(limit=1)).cursor),
+    ):
+        page, spans = store.dlq_entries(query), store.dlq_spans(query)
+        assert spans.cursor == page.cursor
+        assert [(s.arrived, s.status, s.changed_at) for s in spans.spans] == [
+            (e.at, e.status, e.changed_at) for e in page.entries
+        ]
+    still = store.dlq_spans(DlqQuery()).spans
+    assert [s.expires_at for s in still] == [at(n) + timedelta(seconds=DLQ_RETENTION_S) for n in (2, 3)]
 
 
 def test_a_message_marked_before_it_was_recorded_stays_gone(store: Store) -> None:

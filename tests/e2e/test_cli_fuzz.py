@@ -9,7 +9,7 @@ documented codes and neither stream holds a traceback. Changes are declined at a
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from test_cli_harness import Cloud, _commands, cloud_fixture
 
@@ -64,6 +64,8 @@ EXIT_CODES = {0, 1, 2, 3, 4, 5, 6}
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(command=st.sampled_from(COMMANDS), args=st.lists(st.sampled_from(WORDS), max_size=5))
+@example(command=("sla", "report"), args=["--since", "99999999999999999999"])
+@example(command=("tasks", "dryrun"), args=["-f", "/nonexistent.yaml", "--window", "0"])
 def test_any_arguments_get_a_clear_error_never_a_traceback(
     local_cloud: Cloud, command: tuple[str, ...], args: list[str]
 ) -> None:

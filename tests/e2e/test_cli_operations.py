@@ -127,6 +127,25 @@ def test_policies_are_validated_versioned_audited_and_used_next(local_cloud: Clo
     assert next(r for r in trail if r.action == "dead-lettered").evidence["policy"] == "default@v1"
 
 
+def test_policies_whatif_replays_recorded_failures_and_set_offers_it_first(local_cloud: Cloud) -> None:
+    local_cloud.run_for(timedelta(minutes=30))  # `flaky` and `export-ledger` fail every attempt
+    report = local_cloud.json("policies", "whatif", "default", "max_attempts=9", "--since", "1d")
+    now, then = report["current"], report["proposed"]
+    assert now["runs"] >= 2 and now["dead_lettered"] >= 1 and now["recovered"] == 0
+    # A target that never answered well: more attempts only add retries, and their cost.
+    assert then["dead_lettered"] == now["dead_lettered"] and then["retries"] > now["retries"]
+    assert report["added_cost_usd"] > 0
+
+    shown = local_cloud.cli("policies", "set", "default", "max_attempts=9", "--whatif", "--dry-run")
+    assert shown.exit_code == 0 and "what-if for policy default" in shown.stdout
+    assert "would have dead-lettered" in shown.stdout and "dry run" in shown.stdout
+    data = local_cloud.json("policies", "set", "default", "max_attempts=9", "--whatif", "--dry-run")
+    assert data["whatif"]["proposed"]["retries"] == then["retries"] and data["stored"] is False
+
+    bad = local_cloud.cli("policies", "whatif", "default", "max_attempts=9", "--since", "soon")
+    assert bad.exit_code == 2 and "since" in bad.stderr
+
+
 def test_health_exits_non_zero_until_the_problems_are_handled(local_cloud: Cloud, tmp_path: Any) -> None:
     local_cloud.tick(31)
     unhealthy = local_cloud.cli("health", "--json")

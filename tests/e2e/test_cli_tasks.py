@@ -250,3 +250,73 @@ def test_a_target_inside_the_network_is_refused_at_apply(local_cloud: Cloud, tmp
     assert refused.exit_code == 2
     assert "target.url: 169.254.169.254 is a link-local address (the instance metadata" in refused.stderr
     assert local_cloud.cli("tasks", "show", "steal-creds").exit_code == 4
+
+
+WORKSTREAM_FILE = Path(__file__).resolve().parents[2] / "config" / "demo" / "workstream.yaml"
+
+
+def test_apply_registers_a_files_workstreams_and_resources_with_a_diff_and_a_dry_run(
+    local_cloud: Cloud, tmp_path: Path
+) -> None:
+    dry = local_cloud.ok("tasks", "apply", "-f", str(WORKSTREAM_FILE), "--dry-run")
+    assert "+ workstream nightly-ledger create" in dry.stdout
+    assert "+ resource warehouse-write create" in dry.stdout
+    assert local_cloud.json("workstreams", "list") == []
+
+    applied = local_cloud.json("tasks", "apply", "-f", str(WORKSTREAM_FILE))
+    assert [(p["kind"], p["id"], p["change"]) for p in applied["workstreams_plan"]] == [
+        ("workstream", "nightly-ledger", "create"),
+        ("resource", "warehouse-write", "create"),
+    ]
+    assert applied["applied"]["workstreams"]["changed"] == ["nightly-ledger"]
+    listed = local_cloud.json("workstreams", "list")
+    assert [(w["workstream_id"], w["steps"]) for w in listed] == [
+        ("nightly-ledger", ["ledger-extract", "ledger-transform", "ledger-load"])
+    ]
+    assert local_cloud.json("resources", "list")[0]["max_holders"] == 1
+
+    again = local_cloud.json("tasks", "apply", "-f", str(WORKSTREAM_FILE))
+    assert [p["change"] for p in again["workstreams_plan"]] == ["unchanged", "unchanged"]
+    assert again["applied"]["workstreams"]["changed"] == []
+
+    document = yaml.safe_load(WORKSTREAM_FILE.read_text())
+    document["resources"][0]["max_holders"] = 2
+    document["workstreams"][0]["steps"][2]["critical"] = False
+    changed = tmp_path / "workstream.yaml"
+    changed.write_text(yaml.safe_dump(document))
+    refused = local_cloud.cli("tasks", "apply", "-f", str(changed), input="n\n")
+    assert refused.exit_code != 0 and "Update 2 existing" in refused.output
+    shown = local_cloud.ok("tasks", "apply", "-f", str(changed), "--yes").stdout
+    assert "~ workstream nightly-ledger update" in shown and "~ resource warehouse-write update" in shown
+    assert "max_holders: 1 -> 2" in shown
+    assert local_cloud.json("resources", "list")[0]["max_holders"] == 2
+
+
+def test_a_workstream_step_may_name_a_task_registered_by_an_earlier_file(
+    local_cloud: Cloud, tmp_path: Path
+) -> None:
+    first = write(tmp_path / "tasks.yaml", task("extract"), task("load"))
+    local_cloud.ok("tasks", "apply", "-f", str(first))
+    second = tmp_path / "chain.yaml"
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "tasks": [],
+                "workstreams": [
+                    {
+                        "id": "chain",
+                        "tenant": "acme",
+                        "steps": [{"task": "extract"}, {"task": "load", "needs": ["extract"]}],
+                    }
+                ],
+            }
+        )
+    )
+    applied = local_cloud.json("tasks", "apply", "-f", str(second))
+    assert applied["applied"]["workstreams"]["changed"] == ["chain"]
+
+    unknown = tmp_path / "unknown.yaml"
+    unknown.write_text(second.read_text().replace("task: load", "task: nope"))
+    result = local_cloud.cli("tasks", "apply", "-f", str(unknown))
+    assert result.exit_code != 0
+    assert "workstreams[0].steps[1].task" in result.output and "unknown task 'nope'" in result.output

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +49,24 @@ def page(browser: Any, deps: Deps, clock: ManualClock) -> Iterator[Any]:
         clock.advance(1)
         return deps
 
-    server = ConsoleServer(moving, OPERATOR, port=0).start()
+    with console_open(browser, moving) as opened:
+        yield opened
+
+
+@contextmanager
+def console_open(browser: Any, deps: Callable[[], Deps]) -> Iterator[Any]:
+    """A console over ``deps`` and a page on it, open on the overview."""
+    server = ConsoleServer(deps, OPERATOR, port=0).start()
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    opened = context.new_page()
-    opened.set_default_timeout(WAIT_MS)
-    opened.goto(server.url)
-    opened.wait_for_selector("#queues tbody tr")
-    yield opened
-    context.close()
-    server.stop()
+    try:
+        opened = context.new_page()
+        opened.set_default_timeout(WAIT_MS)
+        opened.goto(server.url)
+        opened.wait_for_selector("#queues tbody tr")
+        yield opened
+    finally:
+        context.close()
+        server.stop()
 
 
 def shot(page: Any, name: str) -> None:
@@ -147,8 +157,11 @@ def policy_field(page: Any, name: str) -> Any:
 
 def test_a_policy_change_in_the_form_shows_the_new_version(page: Any, deps: Deps) -> None:
     policy_field(page, "max_attempts").fill("7")
-    page.get_by_role("button", name="Show diff").click()
+    page.get_by_role("button", name="Show diff and what-if").click()
     expect_text(page, "#policy-result", "max_attempts:")
+    # The same figures as `rebound policies whatif`, before saving.
+    expect_text(page, "#policy-whatif-table", "Would have dead-lettered")
+    expect_text(page, "#policy-whatif", "Added cost over the window")
     page.get_by_role("button", name="Save new version").click()
     expect_text(page, "#policy-result", "as version 1")
     expect_text(page, "#policy-detail h3", "version 1")

@@ -111,3 +111,19 @@ def test_the_file_name_and_the_environment_name_must_agree(tmp_path: Path) -> No
 def test_an_unknown_environment_lists_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="dev, prod, staging"):
         load_environment("nope", ENV_DIR)
+
+
+def test_an_event_to_publish_must_be_one_of_rebounds_own(tmp_path: Path) -> None:
+    text = valid_text("qa") + "outbox:\n  publish: [task.execution.updatd]\n"
+    write(tmp_path, "qa", text)
+    with pytest.raises(ConfigError) as err:
+        load_environment("qa", tmp_path)
+    assert err.value.key_path.startswith("outbox.publish")
+    assert "task.execution.updatd" in err.value.problem
+
+
+def test_events_to_publish_are_read_from_the_environment_file(tmp_path: Path) -> None:
+    text = valid_text("qa") + "outbox:\n  publish: [task.execution.updated, task.retry.scheduled]\n"
+    write(tmp_path, "qa", text)
+    publish = load_environment("qa", tmp_path).outbox.publish
+    assert publish == ("task.execution.updated", "task.retry.scheduled")

@@ -16,7 +16,7 @@ import yaml
 from infra_helpers import Synth, as_list, flatten, ref_target
 
 from rebound import resources as r
-from rebound.domain.ids import task_rule_name
+from rebound.domain.ids import task_rule_name, workstream_rule_name
 from rebound_infra.app import REPO_ROOT
 from rebound_infra.constructs.events import RULE_MAX_EVENT_AGE, RULE_RETRY_ATTEMPTS
 
@@ -147,14 +147,20 @@ def test_task_rule_grant_is_exactly_the_task_rules_of_this_bus_in_this_account(
     assert task_rule_name("*") == "task-*"
 
 
-@pytest.mark.parametrize("logical", [r.EXECUTION.logical, r.CONTROL_DLQ.logical])
+@pytest.mark.parametrize("logical", [r.EXECUTION.logical, r.ESCALATION.logical, r.CONTROL_DLQ.logical])
 def test_events_reach_the_queue_only_from_rules_of_this_bus(synth: Synth, env: str, logical: str) -> None:
-    """Every Allow on the execution queue and the control DLQ is for EventBridge, conditioned on
-    a rule of this stack that uses the queue, or on the ``task-*`` rules of this bus."""
+    """Every Allow on the execution queue, the escalation queue and the control DLQ is for
+    EventBridge, conditioned on a rule of this stack that uses the queue, on the ``task-*`` rules
+    of this bus (execution queue, control DLQ) or on its ``ws-*`` rules (escalation queue,
+    control DLQ)."""
     uses = {
         rule_id(synth, env, spec.logical)
         for spec in r.SPEC.rules
         if logical in (spec.queue, r.CONTROL_DLQ.logical)
+    }
+    prefixes = {
+        "EventTriggeredTaskRules": ("task-*", {r.EXECUTION.logical, r.CONTROL_DLQ.logical}),
+        "EventTriggeredWorkstreamRules": ("ws-*", {r.ESCALATION.logical, r.CONTROL_DLQ.logical}),
     }
     allowed = [st for st in queue_statements(synth, env, logical) if st["Effect"] == "Allow"]
     assert allowed
@@ -162,11 +168,34 @@ def test_events_reach_the_queue_only_from_rules_of_this_bus(synth: Synth, env: s
     for st in allowed:
         assert st["Principal"] == {"Service": "events.amazonaws.com"}, st
         assert set(as_list(st["Action"])) <= {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
-        if st.get("Sid") == "EventTriggeredTaskRules":
-            seen.add("task-*")
+        if st.get("Sid") in prefixes:
+            seen.add(prefixes[st["Sid"]][0])
+            continue
+        if "Condition" not in st:  # CDK's grant to an encrypted target queue, for its rules: the
+            # OnlyThisBusRules Deny bounds it to this bus's rules
+            assert any(d.get("Sid") == "OnlyThisBusRules" for d in queue_statements(synth, env, logical)), st
+            seen |= uses
             continue
         assert set(st["Condition"]) == {"ArnEquals"}, st
         rule = ref_target(st["Condition"]["ArnEquals"]["aws:SourceArn"])
         assert rule in uses, st
         seen.add(str(rule))
-    assert seen == uses | {"task-*"}
+    assert seen == uses | {prefix for prefix, queues in prefixes.values() if logical in queues}
+
+
+@pytest.mark.parametrize("logical", [r.ESCALATION.logical, r.CONTROL_DLQ.logical])
+def test_workstream_rule_grant_is_exactly_the_workstream_rules_of_this_bus_in_this_account(
+    synth: Synth, env: str, logical: str
+) -> None:
+    (st,) = [
+        s for s in queue_statements(synth, env, logical) if s.get("Sid") == "EventTriggeredWorkstreamRules"
+    ]
+    assert st["Effect"] == "Allow" and st["Principal"] == {"Service": "events.amazonaws.com"}
+    assert as_list(st["Action"]) == ["sqs:SendMessage"]
+    assert st["Resource"] == {"Fn::GetAtt": [queue_id(synth, env, logical), "Arn"]}
+    source = flatten(st["Condition"]["ArnLike"]["aws:SourceArn"])
+    assert source == (
+        "arn:<Ref:AWS::Partition>:events:<Ref:AWS::Region>:<Ref:AWS::AccountId>:rule/"
+        f"<Ref:{bus_id(synth, env)}>/{workstream_rule_name('*')}"
+    )
+    assert workstream_rule_name("*") == "ws-*"

@@ -108,12 +108,15 @@ def test_retry_scheduler_creates_schedules_in_its_group_and_passes_only_the_sche
         assert "iam:PassRole" not in all_actions(statements)
 
 
-def test_scheduler_role_only_sends_to_the_execution_queue_and_its_dlq(synth: Synth, env: str) -> None:
+def test_scheduler_role_only_sends_to_the_execution_and_escalation_queues_and_its_dlq(
+    synth: Synth, env: str
+) -> None:
     stack = synth.stacks[env]
     role_id = synth.logical_id(env, stack.scheduling.role)
     statements = role_statements(synth.template(env), role_id)
     sends = {"sqs:SendMessage", "sqs:GetQueueAttributes", "sqs:GetQueueUrl"}
     assert actions_on(statements, queue_id(synth, env, "execution")) == sends
+    assert actions_on(statements, queue_id(synth, env, "escalation")) == sends  # workstreams' starts
     assert actions_on(statements, queue_id(synth, env, "scheduler_dlq")) == sends
     assert all_actions(statements) - KMS_DATA_ACTIONS == sends
     for st in statements:
@@ -127,6 +130,7 @@ def test_scheduler_role_only_sends_to_the_execution_queue_and_its_dlq(synth: Syn
         for resource in as_list(st["Resource"]):
             assert resource["Fn::GetAtt"][0] in {
                 queue_id(synth, env, "execution"),
+                queue_id(synth, env, "escalation"),
                 queue_id(synth, env, "scheduler_dlq"),
             }
 

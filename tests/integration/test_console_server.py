@@ -13,7 +13,7 @@ import pytest
 
 from rebound.engine.deps import Deps
 from rebound_cli.console import ConsoleServer
-from rebound_cli.console.server import COOKIE, CSRF_HEADER, TOKEN_HEADER
+from rebound_cli.console.server import ASSETS, COOKIE, CSRF_HEADER, TOKEN_HEADER
 from support import dead_letters
 
 pytestmark = pytest.mark.integration
@@ -80,8 +80,8 @@ def test_the_first_visit_trades_the_token_for_a_cookie(console: ConsoleServer) -
 
 
 def test_the_assets_ship_in_the_package_and_fetch_nothing_from_elsewhere(console: ConsoleServer) -> None:
-    kinds = {"console.js": "text/javascript", "views.js": "text/javascript", "console.css": "text/css"}
-    for name, kind in kinds.items():
+    assert {"console.js", "views.js", "workstreams.js", "console.css"} <= set(ASSETS)
+    for name, kind in ((name, kind.split(";")[0]) for name, kind in ASSETS.items()):
         status, headers, body = request(console, "GET", f"/assets/{name}", headers=authed(console))
         assert status == 200 and headers["content-type"].startswith(kind) and body
         assert b"http://" not in body and b"https://" not in body

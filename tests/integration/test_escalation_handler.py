@@ -37,7 +37,7 @@ def deliver(detail: dict, times: int = 1) -> dict:  # type: ignore[type-arg]
     return escalation.lambda_handler(sqs_event(*[bus_event("task.dead_lettered", detail)] * times), Context())
 
 
-def test_a_dead_letter_opens_one_work_order_and_notifies(wired: Deps) -> None:
+def test_a_dead_letter_opens_one_work_order_and_notifies(wired: Deps, every_event: None) -> None:
     detail = dead_letter(wired, policy="critical")
     assert deliver(detail) == {"batchItemFailures": []}
     order = wired.store.get_work_order(linked_order(wired))
@@ -51,7 +51,9 @@ def test_a_dead_letter_opens_one_work_order_and_notifies(wired: Deps) -> None:
     assert "work-order-opened" in [r.action for r in wired.store.audit_trail(f"run#{RUN_ID}")]
 
 
-def test_duplicate_and_concurrent_deliveries_open_exactly_one_work_order(wired: Deps) -> None:
+def test_duplicate_and_concurrent_deliveries_open_exactly_one_work_order(
+    wired: Deps, every_event: None
+) -> None:
     detail = dead_letter(wired)
     deliver(detail, times=3)
     threads = [threading.Thread(target=deliver, args=(detail,)) for _ in range(5)]

@@ -155,3 +155,56 @@ def test_the_redrive_policy_moves_a_message_after_max_receive_count(
     assert sqs.receive_message(QueueUrl=url).get("Messages", []) == []
     [dead] = sqs.receive_message(QueueUrl=settings.queue("dlq").url)["Messages"]
     assert dead["Body"] == "poison"
+
+
+def test_item_reads_answer_exactly_as_moto_s_serialiser_would(
+    aws: boto3.session.Session, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rebound_local.motopatch import answers
+
+    client = aws.client("dynamodb")
+    table = settings.tables["control"]
+    item = {
+        "pk": {"S": "every-type"},
+        "n": {"N": "12.50"},
+        "b": {"B": b"\x00\xffbinary"},
+        "ss": {"SS": ["a", "b"]},
+        "ns": {"NS": ["1", "2.5"]},
+        "bs": {"BS": [b"\x01", b"\x02"]},
+        "m": {"M": {"inner": {"L": [{"S": "x"}, {"NULL": True}, {"BOOL": False}, {"B": b"\x03"}]}}},
+    }
+    client.put_item(TableName=table, Item=item)
+    client.put_item(TableName=table, Item={"pk": {"S": "plain"}, "v": {"S": "ü"}})
+    reads = {
+        "get": lambda: client.get_item(TableName=table, Key={"pk": {"S": "every-type"}}, ConsistentRead=True),
+        "missing": lambda: client.get_item(TableName=table, Key={"pk": {"S": "nothing"}}),
+        "query": lambda: client.query(
+            TableName=table,
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "every-type"}},
+            ReturnConsumedCapacity="TOTAL",
+        ),
+        "scan": lambda: client.scan(TableName=table, Limit=1),
+        "batch": lambda: client.batch_get_item(
+            RequestItems={table: {"Keys": [{"pk": {"S": "every-type"}}, {"pk": {"S": "plain"}}]}}
+        ),
+    }
+
+    def answers_of() -> dict[str, object]:
+        out = {}
+        for name, read in reads.items():
+            answer = read()
+            answer.pop("ResponseMetadata")
+            out[name] = answer
+        return out
+
+    encoded: list[str] = []
+    encode = answers.encode
+    monkeypatch.setattr(answers, "encode", lambda result: encoded.append("x") or encode(result))
+    fast = answers_of()
+    assert len(encoded) == len(reads)  # every read took the fast path
+    monkeypatch.setattr(answers, "FAST", frozenset())
+    generic = answers_of()
+
+    assert fast == generic
+    assert fast["get"]["Item"] == item  # type: ignore[index]

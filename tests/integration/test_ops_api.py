@@ -80,7 +80,7 @@ def ok(handler: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any
 def test_health_and_the_openapi_document(api: Any, deps: Deps) -> None:
     assert ok(api, "GET", "/health") == {"status": "ok", "environment": deps.settings.environment}
     served = ok(api, "GET", "/openapi.json")
-    assert served == openapi_document(api.app)
+    assert served == openapi_document(api.app())
     assert {"/tasks", "/runs/{run_id}", "/dlq/redrive", "/internal/tasks/retry", "/ops/workorders"} <= set(
         served["paths"]
     )
@@ -103,6 +103,25 @@ def test_register_plans_then_applies_a_task_document(api: Any, deps: Deps) -> No
     assert stored is not None
     trail = deps.store.audit_trail("task#acme.nightly")
     assert trail[-1].actor == ALICE  # the caller's identity, not the body's
+
+
+def test_a_bulk_registration_is_checked_against_one_listing_of_the_schedules(api: Any, deps: Deps) -> None:
+    document = {
+        "tasks": [
+            {
+                "id": f"bulk-{n:02d}",
+                "tenant": "acme",
+                "schedule": {"cron": "0 2 * * *"},
+                "target": {"type": "sim"},
+            }
+            for n in range(30)
+        ]
+    }
+    assert len(ok(api, "POST", "/tasks", {"document": document})["applied"]["created"]) == 30
+
+    again = ok(api, "POST", "/tasks", {"document": document})["applied"]
+
+    assert len(again["unchanged"]) == 30 and again["schedules_written"] == 0
 
 
 def test_list_show_pause_resume_run_and_preview_a_task(api: Any, deps: Deps) -> None:
@@ -183,6 +202,26 @@ def test_dlq_list_show_and_redrive(api: Any, deps: Deps) -> None:
     assert moved["outcomes"]["moved"] == 2  # the limit
 
 
+def test_dlq_history_comes_from_the_record_and_covers_the_time_before_anyone_looked(
+    api: Any, deps: Deps, clock: Any
+) -> None:
+    dead_letters(deps, 3)  # arrived before any request
+    clock.advance(600)
+    ok(api, "POST", "/dlq/redrive", {"task_id": "job", "limit": 1})
+    clock.advance(300)
+    hour = ok(api, "GET", "/dlq/history")
+    assert (hour["window"], hour["bucket_s"], len(hour["points"])) == ("1h", 60, 60)
+    assert hour["source"] == "dlq record"
+    assert (hour["arrived"], hour["left"], hour["complete"]) == (3, 1, True)
+    depths = [p["depth"] for p in hour["points"]]
+    assert depths[-1] == 2 and max(depths) == 3 and depths[-6] == 2  # one left 5 minutes ago
+    assert ok(api, "GET", "/dlq", query={"task_id": "job"})["depth"]["in_flight"] == 0  # nothing received
+    day = ok(api, "GET", "/dlq/history", query={"window": "24h"})
+    assert (day["bucket_s"], len(day["points"]), day["points"][-1]["depth"]) == (900, 96, 2)
+    status, error = call(api, "GET", "/dlq/history", query={"window": "7d"})
+    assert (status, error["code"]) == (400, "VALIDATION_FAILED") and "window" in error["message"]
+
+
 def test_work_orders_list_show_create_ack_resolve(api: Any, deps: Deps) -> None:
     register(deps, task("job"))
     opened = ok(api, "POST", "/ops/workorders", {"severity": "high", "reason": "disk full", "task_id": "job"})
@@ -213,6 +252,28 @@ def test_policies_list_show_and_set_with_field_errors(api: Any, deps: Deps) -> N
     status, error = call(api, "PUT", "/policies/default", {"changes": {"max_attempts": 0}})
     assert status == 400 and error["code"] in {"VALIDATION_FAILED", "CONFIG_ERROR"}
     assert "max_attempts" in error["message"]
+
+
+def test_policy_whatif_replays_recorded_failures_and_refuses_bad_values(
+    api: Any, deps: Deps, clock: Any
+) -> None:
+    dead_letters(deps, 2)  # two runs of the default policy, each dead-lettered on a terminal error
+    clock.advance(600)
+    report = ok(api, "POST", "/policies/default/whatif", {"changes": {"max_attempts": 5}, "since": "1d"})
+    assert report["policy"] == "default" and report["changes"] == {"max_attempts": 5}
+    assert report["current"]["runs"] == 2 and report["current"]["dead_lettered"] == 2
+    # A terminal error is not retried by any number of attempts: nothing would change.
+    assert report["proposed"]["dead_lettered"] == 2 and report["proposed"]["retries"] == 0
+    assert report["added_cost_usd"] == 0
+    figures = {"retries_per_hour", "peak_retries_per_hour", "recovery_p50_s", "cost_usd"}
+    assert set(report["current"]) >= figures
+    status, error = call(api, "POST", "/policies/default/whatif", {"changes": {"max_attempts": 0}})
+    assert status == 400 and "max_attempts" in error["message"]
+    for since in ("90d", "99999999999d", "soon"):
+        body = {"changes": {"max_attempts": 5}, "since": since}
+        status, error = call(api, "POST", "/policies/default/whatif", body)
+        assert status == 400 and "since" in error["message"], since
+    assert deps.policies.effective("default").max_attempts == 3  # nothing stored
 
 
 def test_audit_verify_and_retry_health(api: Any, deps: Deps) -> None:

@@ -1,7 +1,8 @@
 """Every AWS call the ops API's Lambda makes while it serves its routes, recorded.
 
-Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams`` and
-``test_async_reports`` runs again here with its own fixtures while a botocore
+Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
+``test_ops_api_state``, ``test_async_reports`` and ``test_ops_api_preflight`` runs again here
+with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
 service, the operation and the logical resource (table, queue, ...). A transaction is recorded per
@@ -32,7 +33,9 @@ import boto3
 import pytest
 import test_async_reports
 import test_ops_api
+import test_ops_api_preflight
 import test_ops_api_queues
+import test_ops_api_state
 import test_ops_api_workstreams
 from _pytest.fixtures import FixtureFunctionDefinition
 from test_async_reports import started  # noqa: F401  (fixture of the route tests run here)
@@ -48,7 +51,14 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 CALLS_FILE = ROOT / "tests" / "infra" / "ops_api_calls.json"
 RECORD = os.environ.get("REBOUND_RECORD_OPS_CALLS") == "1"
-ROUTE_MODULES = (test_ops_api, test_ops_api_queues, test_ops_api_workstreams, test_async_reports)
+ROUTE_MODULES = (
+    test_ops_api,
+    test_ops_api_queues,
+    test_ops_api_workstreams,
+    test_ops_api_state,
+    test_async_reports,
+    test_ops_api_preflight,
+)
 # The transaction's item kinds, as the IAM actions that authorize them.
 TRANSACT_ITEM = {
     "Put": "PutItem",

@@ -97,3 +97,17 @@ def test_cancel_a_step_remove_a_dependency_and_retry_over_http(api: Any, deps: D
     status, fresh = call(api, "POST", f"/workstream-runs/{run_id}/retry")
     assert status == 200 and fresh["run_id"] != run_id and fresh["state"] == "running"
     assert [r.actor for r in deps.store.audit_trail(workstream_subject(run_id))][-3:] == [ALICE] * 3
+
+
+def test_a_workstream_s_runs_are_listed_latest_first(api: Any, deps: Deps) -> None:
+    first = call(api, "POST", "/workstreams/nightly-ledger/run", {"token": "t3"})[1]["run_id"]
+    second = call(api, "POST", f"/workstream-runs/{first}/retry")[1]["run_id"]
+    status, runs = call(api, "GET", "/workstreams/nightly-ledger/runs")
+    assert status == 200 and [r["run_id"] for r in runs] == [second, first]
+    assert [s["step"] for s in runs[1]["steps"]] == ["extract", "transform", "load", "report"]
+    status, latest = call(api, "GET", "/workstreams/nightly-ledger/runs", query={"limit": "1"})
+    assert [r["run_id"] for r in latest] == [second]
+    status, error = call(api, "GET", "/workstreams/nope/runs")
+    assert status == 404 and error["code"] == "WORKSTREAM_NOT_FOUND", error
+    status, error = call(api, "GET", "/workstreams/nightly-ledger/runs", query={"limit": "0"})
+    assert (status, error["field"]) == (400, "limit")

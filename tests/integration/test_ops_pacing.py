@@ -98,19 +98,19 @@ def test_apply_paces_scheduler_requests_and_survives_throttling(deps: Deps, monk
     assert t.now >= (80 - 20) / 20
 
 
-def test_an_unchanged_task_takes_one_scheduler_token_a_changed_one_two(deps: Deps) -> None:
+def test_a_bulk_apply_of_unchanged_tasks_takes_one_token_per_listing_page(deps: Deps) -> None:
     tasks = [task(f"t{i:03d}") for i in range(40)]
     setup = TaskOps(deps, "operator")
     setup.apply(setup.plan(tasks))
     t = FakeTime()
-    limiter = RateLimiter(20, monotonic=t.monotonic, sleep=t.sleep)
+    limiter = RateLimiter(1, burst=1, monotonic=t.monotonic, sleep=t.sleep)
     ops = TaskOps(deps, "operator", limiter=limiter, backoff=Backoff(sleep=t.sleep, rng=random.Random(1)))
 
-    result = ops.apply(ops.plan(tasks))  # one GetSchedule each, nothing to write
+    result = ops.apply(ops.plan(tasks))  # one ListSchedules page, no GetSchedule
 
     assert len(result.unchanged) == 40 and result.schedules_written == 0
-    assert (40 - 20) / 20 <= t.now < (80 - 20) / 20  # 40 tokens, not 80
+    assert t.now == 0  # one token: the burst's
     changed = [task(f"t{i:03d}", schedule={"cron": "*/7 * * * *"}) for i in range(40)]
     before = t.now
-    ops.apply(ops.plan(changed))  # read and write each: two tokens
-    assert t.now - before >= (80 - 1) / 20
+    ops.apply(ops.plan(changed))  # the listing, then a write and its read-back each
+    assert t.now - before == pytest.approx(81)  # 81 tokens at one a second, the burst spent

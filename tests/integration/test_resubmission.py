@@ -115,7 +115,7 @@ def test_resubmitting_a_running_run_reuses_it(wired: Deps, calls: RecordingTarge
 
 
 def test_resubmitting_a_waiting_run_neither_queues_a_second_waiter_nor_runs_it_twice(
-    wired: Deps, calls: RecordingTargets
+    wired: Deps, calls: RecordingTargets, every_event: None
 ) -> None:
     """A run waiting for its mutex group is ``pending`` with its attempt message queued. The same
     fire delivered again, while the mutex is busy or after it frees up, adds nothing: no second

@@ -29,7 +29,7 @@ def deliver_failed(detail: dict) -> dict:  # type: ignore[type-arg]
     return retry_scheduler.lambda_handler(sqs_event(bus_event("task.execution.failed", detail)), Context())
 
 
-def test_a_short_delay_goes_through_the_delay_queue(wired: Deps) -> None:
+def test_a_short_delay_goes_through_the_delay_queue(wired: Deps, every_event: None) -> None:
     detail = fail_once(wired)
     assert deliver_failed(detail) == {"batchItemFailures": []}
     run = wired.store.get_run(RUN_ID)
@@ -43,7 +43,9 @@ def test_a_short_delay_goes_through_the_delay_queue(wired: Deps) -> None:
     assert scheduled["next_retry_at"] == "2026-03-07T09:02:00.000Z"
 
 
-def test_a_delay_over_fifteen_minutes_uses_a_one_time_schedule_that_deletes_itself(wired: Deps) -> None:
+def test_a_delay_over_fifteen_minutes_uses_a_one_time_schedule_that_deletes_itself(
+    wired: Deps, every_event: None
+) -> None:
     detail = fail_once(wired, retry_policy={"extends": "default", "base_delay": "20m", "max_delay": "1h"})
     deliver_failed(detail)
     assert queue_messages(wired, "execution") == []

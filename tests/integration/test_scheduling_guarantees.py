@@ -104,7 +104,9 @@ def test_overlap_buffer_one_keeps_one_run_waiting_and_skips_the_next(deps: Deps,
 # --------------------------------------------------------------------------- mutex and quotas
 
 
-def test_a_busy_mutex_group_makes_a_run_wait_without_spending_an_attempt(deps: Deps) -> None:
+def test_a_busy_mutex_group_makes_a_run_wait_without_spending_an_attempt(
+    deps: Deps, every_event: None
+) -> None:
     register(deps, task("a", mutex_group="ledger-db"), task("b", mutex_group="ledger-db"))
     start_and_crash(deps, "a")
     assert deliver(deps, "b", "2026-03-07T09:00:00Z") == "waiting"
@@ -117,7 +119,7 @@ def test_a_busy_mutex_group_makes_a_run_wait_without_spending_an_attempt(deps: D
     assert deps.metrics.observations["task.lock.contention_rate"][-1] == 100.0
 
 
-def test_a_tenant_over_its_quota_queues_runs(deps: Deps) -> None:
+def test_a_tenant_over_its_quota_queues_runs(deps: Deps, every_event: None) -> None:
     deps.store.put_tenant("acme", TenantSettings(max_concurrent_runs=1), actor="test", at=deps.clock.now())
     register(deps, task("a"), task("b"))
     start_and_crash(deps, "a")

@@ -108,7 +108,7 @@ def test_a_hang_is_a_retryable_timeout_at_the_deadline() -> None:
     assert clock.now() == START + timedelta(seconds=30)  # it held the caller until the deadline
 
 
-def test_a_hanging_target_goes_down_the_retry_path(wired: Deps) -> None:
+def test_a_hanging_target_goes_down_the_retry_path(wired: Deps, every_event: None) -> None:
     register(wired, task("job", timeout_s=30, target={"type": "sim", "behavior": {"hang": True}}))
     executor.lambda_handler(sqs_event(fire("job")), Context())
     run = wired.store.get_run(RUN_ID)

@@ -19,7 +19,7 @@ from support import fire, new_run, outbox_events, register, task
 pytestmark = pytest.mark.integration
 
 
-def test_a_losing_writer_leaves_no_audit_record_and_no_event(deps: Deps) -> None:
+def test_a_losing_writer_leaves_no_audit_record_and_no_event(deps: Deps, every_event: None) -> None:
     run = new_run(deps)
     winner = deps.store.unit_of_work("a", deps.clock.now())
     winner.save_run(run, run.model_copy(update={"state": RunState.RUNNING}), action="claim")

@@ -264,7 +264,7 @@ def test_a_failed_resolved_notice_is_retried_alone(channels: Deps, receiver: Rec
     assert len([p for p, _, _ in receiver.requests if p.startswith("/api/")]) == slack_calls
 
 
-def test_a_flapping_run_adds_an_occurrence_to_its_open_work_order(wired: Deps) -> None:
+def test_a_flapping_run_adds_an_occurrence_to_its_open_work_order(wired: Deps, every_event: None) -> None:
     dead_letter_and_open(wired, {"always_fail": True})
     first = last(wired, "task.dead_lettered")
     for _ in range(2):  # replayed, dead-lettered again, while the order is open

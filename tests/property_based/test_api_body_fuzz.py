@@ -38,6 +38,8 @@ ROUTES: list[tuple[str, str, list[str]]] = [
     ("POST", "/workorders/wo-0001/resolve", ["resolution", "note"]),
     ("PUT", "/policies/default", ["changes", "dry_run"]),
     ("POST", "/audit/verify", ["target"]),
+    ("POST", "/tasks/dryrun", ["document", "window"]),
+    ("POST", "/sla/rebuild", ["since", "tenant"]),
 ]
 FUZZ = settings(
     max_examples=60,
@@ -86,6 +88,8 @@ def send(method: str, path: str, body: str) -> tuple[int, Any]:
 @example(request=("POST", "/runs/retry-failed", '{"task_id": ""}'))
 @example(request=("POST", "/dlq/redrive", '{"task_id": "", "dry_run": true}'))
 @example(request=("POST", "/internal/tasks/retry", '{"run_id": ""}'))
+@example(request=("POST", "/tasks/dryrun", '{"document": {"tasks": []}, "window": "99999999999999d"}'))
+@example(request=("POST", "/sla/rebuild", '{"since": "99999999999999d"}'))
 def test_a_bad_body_is_a_json_error_with_a_code_never_a_500(
     deps: Deps, request: tuple[str, str, str]
 ) -> None:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rebound.domain.audit import GENESIS, next_record, rebuild_run, run_changes, verify_chain
-from rebound.domain.models import AuditRecord, Run, RunState, Trigger
+from rebound.domain.models import Attempt, AuditRecord, Run, RunState, Trigger
+from rebound.domain.timefmt import iso
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 3, 7, 9, tzinfo=UTC)
@@ -82,7 +83,7 @@ def test_rebuilding_from_changes_reproduces_the_run() -> None:
             subject="run#r",
             prev_seq=seq,
             prev_hash=head,
-            at=T0,
+            at=after.updated_at,  # a run is saved with its record's time (StagingUnitOfWork.save_run)
             actor="x",
             action="a",
             evidence={"changes": run_changes(before, after)},
@@ -94,3 +95,66 @@ def test_rebuilding_from_changes_reproduces_the_run() -> None:
         exclude={"audit_seq", "audit_head"}
     )
     assert rebuilt.audit_seq == 3 and rebuilt.audit_head == records[-1].hash
+
+
+def test_a_new_runs_record_says_only_what_differs_from_the_defaults_and_still_rebuilds_it() -> None:
+    run = Run(
+        run_id="r",
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=T0,
+        created_at=T0,
+        updated_at=T0,
+        budget_started_at=T0,
+        attempt=1,
+        state=RunState.RUNNING,
+        attempts=[Attempt(n=1, started_at=T0)],
+    )
+    changes = run_changes(None, run)
+    # Defaults, the record's own time and a budget that starts at creation are not repeated.
+    assert not {"updated_at", "budget_started_at", "dispatch", "slots", "sla_breaches"} & set(changes)
+    assert changes["attempts"] == [{"n": 1, "started_at": iso(T0)}]
+    record = next_record(
+        subject="run#r",
+        prev_seq=0,
+        prev_hash=GENESIS,
+        at=T0,
+        actor="x",
+        action="a",
+        evidence={"changes": changes},
+    )
+    assert rebuild_run("r", [record]).model_dump(exclude={"audit_seq", "audit_head"}) == run.model_dump(
+        exclude={"audit_seq", "audit_head"}
+    )
+    # A new run without a budget start says so, so that rebuilding does not take its creation time.
+    unbudgeted = run.model_copy(update={"budget_started_at": None})
+    assert run_changes(None, unbudgeted)["budget_started_at"] is None
+    record = next_record(
+        subject="run#r",
+        prev_seq=0,
+        prev_hash=GENESIS,
+        at=T0,
+        actor="x",
+        action="a",
+        evidence={"changes": run_changes(None, unbudgeted)},
+    )
+    assert rebuild_run("r", [record]).budget_started_at is None
+
+
+def test_a_poll_field_still_at_its_default_is_not_carried_and_a_touched_one_is() -> None:
+    before = Run(
+        run_id="r",
+        task_id="t",
+        tenant="acme",
+        trigger=Trigger.SCHEDULE,
+        scheduled_for=T0,
+        created_at=T0,
+        updated_at=T0,
+        state=RunState.PENDING,
+    )
+    polled = before.model_copy(update={"dispatch": 2, "wait_polls": 2})  # what polls leave, unrecorded
+    running = polled.model_copy(update={"state": RunState.RUNNING, "attempt": 1})
+    changes = run_changes(polled, running)
+    assert changes["dispatch"] == 2 and changes["wait_polls"] == 2  # the chain catches up
+    assert "heartbeats" not in changes and "next_retry_at" not in changes  # at their defaults

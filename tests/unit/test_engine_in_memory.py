@@ -56,13 +56,39 @@ def test_a_fire_runs_its_task_once_and_the_trail_says_so(world: MemoryWorld) -> 
     assert run.state is RunState.SUCCEEDED and run.attempt == 1
     assert [c.run_id for c in world.targets.calls] == [RUN]
     assert actions(world) == ["attempt-started", "attempt-succeeded"]
-    assert world.detail_types(run_subject(RUN)) == ["task.execution.updated", "task.execution.updated"]
+    # No rule of the stack consumes task.execution.updated: a clean run puts nothing in the outbox.
+    assert world.detail_types(run_subject(RUN)) == []
     assert_trail_is_the_run(world)
     assert world.schedules.get("task-job") is not None  # registering wrote the task's schedule
     assert world.metrics.counts["task.execution.success_total"] == 1
 
 
-def test_a_failed_attempt_is_retried_through_the_delay_queue(world: MemoryWorld) -> None:
+@pytest.mark.parametrize(
+    ("publish", "expected"),
+    [
+        (("task.execution.updated",), ["task.execution.updated", "task.execution.updated"]),
+        (("*",), ["task.execution.updated", "task.execution.updated"]),
+        ((), []),
+    ],
+)
+def test_an_event_no_rule_consumes_is_in_the_outbox_only_where_the_environment_publishes_it(
+    publish: tuple[str, ...], expected: list[str]
+) -> None:
+    world = memory_deps(publish_events=publish)
+    register(world.deps, task("job"))
+    assert world.execute(fire("job")) == "succeeded"
+    assert world.detail_types(run_subject(RUN)) == expected
+
+
+def test_a_failure_is_in_the_outbox_whatever_the_environment_publishes(world: MemoryWorld) -> None:
+    register(world.deps, task("job", target={"type": "sim", "behavior": {"fail_first": 1}}))
+    assert world.execute(fire("job")) == "failed"
+    # task.execution.failed has a rule (to the retry queue): it is never left out.
+    assert world.detail_types(run_subject(RUN)) == ["task.execution.failed"]
+
+
+def test_a_failed_attempt_is_retried_through_the_delay_queue() -> None:
+    world = memory_deps(publish_events=("*",))  # to see task.retry.scheduled, which no rule consumes
     register(world.deps, task("job", target={"type": "sim", "behavior": {"fail_first": 1}}))
     assert world.execute(fire("job")) == "failed"
     assert world.relay() == ["retry-scheduled"]
@@ -115,7 +141,8 @@ def test_a_run_that_exhausts_its_attempts_is_dead_lettered_with_a_work_order(wor
     assert_trail_is_the_run(world)
 
 
-def test_a_second_run_of_a_mutex_group_waits_for_the_slot_then_runs(world: MemoryWorld) -> None:
+def test_a_second_run_of_a_mutex_group_waits_for_the_slot_then_runs() -> None:
+    world = memory_deps(publish_events=("*",))  # to see task.execution.waiting, which no rule consumes
     register(world.deps, task("a", mutex_group="m"), task("b", mutex_group="m"))
     slot = "slots#mutex#m"
     seen: dict[str, object] = {}

@@ -9,6 +9,8 @@ import jsonschema
 import pytest
 
 from rebound.domain.events import DETAIL_MODELS, EventType
+from rebound.domain.schedules import WORKSTREAM_START
+from rebound.engine.control_messages import parse_control_event
 from rebound.engine.messages import parse_execution_message
 
 pytestmark = pytest.mark.unit
@@ -81,7 +83,19 @@ def test_rule_delivered_samples_wrap_a_valid_bus_event(folder: str) -> None:
     for path in (EVENTS / folder).glob("*.json"):
         for record in _load(path)["Records"]:
             event = json.loads(record["body"])
+            if event["detail-type"] == WORKSTREAM_START:  # from a schedule or a rule, not the outbox
+                parse_control_event(record["body"], (WORKSTREAM_START,))
+                continue
             jsonschema.validate(event["detail"], _load(SCHEMAS / f"{event['detail-type']}.json"))
+
+
+def test_the_workstream_start_samples_are_what_a_schedule_and_a_rule_send() -> None:
+    kinds = set()
+    for path in (EVENTS / "escalation").glob("sqs-workstream-start-*.json"):
+        (record,) = _load(path)["Records"]
+        _, detail = parse_control_event(record["body"], (WORKSTREAM_START,))
+        kinds.add("event" if detail.model_dump().get("event_id") else "schedule")
+    assert kinds == {"schedule", "event"}
 
 
 def test_outbox_stream_sample_holds_one_record_per_event_type() -> None:

@@ -180,3 +180,93 @@ def test_a_step_end_for_an_unknown_workstream_run_is_dropped_not_retried(world: 
     engine = ledger(world)
     detail = {"workstream_run_id": "gone", "run_id": "extract:x", "state": "succeeded"}
     assert engine.on_step_ended(detail) == "unknown workstream run"
+
+
+def test_steps_entering_or_leaving_one_resource_together_write_it_once_and_a_freed_place_is_taken(
+    world: MemoryWorld,
+) -> None:
+    """A transaction may write an item once (the memory store refuses more, as DynamoDB does):
+    two steps that start together enter the resource's slot in one write; a step that ends
+    while a third waits for its place leaves in one commit, and the third starts right after."""
+    from rebound.domain.workstreams import Workstream, WorkstreamStep
+
+    register(world.deps, task("prep"), *(task(f"part-{n}") for n in "abc"))
+    engine = Workstreams(world.deps, actor="test")
+    parts = [WorkstreamStep(task=f"part-{n}", needs=["prep"], resources=["warehouse"]) for n in "abc"]
+    engine.register(
+        [Workstream(id="fanout", tenant="acme", steps=[WorkstreamStep(task="prep"), *parts])],
+        [ResourceSpec(id="warehouse", max_holders=2)],
+    )
+    run = engine.start("fanout", token="t1")
+    step(world)  # prep runs and succeeds; its end starts two parts at once, the third waits
+    now = engine.get_run(run.run_id)
+    assert sorted(now.in_state(StepState.RUNNING)) == ["part-a", "part-b"]
+    assert now.in_state(StepState.WAITING) == ["part-c"]
+    assert len(engine.resource_holders("warehouse")) == 2
+
+    step(world)  # the two parts end: their places are left, and part-c takes one without a poll
+    after = engine.get_run(run.run_id)
+    assert after.step("part-c").state in (StepState.RUNNING, StepState.SUCCEEDED)
+    drive(world)
+    done = engine.get_run(run.run_id)
+    assert done.state is WorkstreamState.COMPLETED
+    assert engine.resource_holders("warehouse") == []
+
+
+def test_a_step_end_or_a_start_escalation_gave_up_on_is_handled_by_the_sweepers_control_dlq_pass(
+    world: MemoryWorld,
+) -> None:
+    """A ``workstream.step.ended`` that reached the control DLQ (escalation failed on it until
+    SQS moved it) used to stay there for an operator, and its workstream waited for ever."""
+    import json
+
+    from rebound.domain.events import EventType
+    from rebound.engine.sweeper import Sweeper, SweepReport
+
+    engine = ledger(world)
+    run = engine.start("nightly-ledger", token="t1")
+    relay_all(world)
+    world.deliver()  # extract succeeds; its end is in the outbox
+    ended = [
+        e for e in world.store.events[world.relayed :] if e.detail_type == EventType.WORKSTREAM_STEP_ENDED
+    ]
+    world.relayed = len(world.store.events)  # escalation never handled them
+    for event in ended:
+        body = {"detail-type": event.detail_type, "source": "rebound", "detail": event.detail}
+        world.queues.send("control_dlq", json.dumps(body))
+    assert engine.get_run(run.run_id).step("transform").state is StepState.PENDING
+
+    start = {
+        "detail-type": "workstream.start",
+        "detail": {"workstream_id": "nightly-ledger", "event_id": "e-1"},
+    }
+    world.queues.send("control_dlq", json.dumps(start))  # a start escalation gave up on
+
+    report = SweepReport()
+    Sweeper(world.deps).work_control_dlq(report)
+
+    assert len(report.control_handled) == len(ended) + 1 == 2
+    assert engine.get_run(run.run_id).step("transform").state is StepState.RUNNING
+    assert "nightly-ledger:evt-e-1" in engine.definition("nightly-ledger")[1]
+    assert world.queues.depth("control_dlq") == 0
+
+
+def test_a_schedule_scheduler_cannot_express_is_refused_naming_the_workstream_and_the_field(
+    world: MemoryWorld,
+) -> None:
+    from rebound.domain.errors import ValidationFailed
+    from rebound.domain.models import ScheduleSpec
+    from rebound.ops.workstreams import WorkstreamOps
+
+    bad = nightly_ledger().model_copy(
+        update={
+            "schedule": ScheduleSpec.model_construct(
+                cron="61 * * * *", timezone="UTC", rate=None, at=None, aws=None
+            )
+        }
+    )
+    with pytest.raises(ValidationFailed) as caught:
+        WorkstreamOps(world.deps, "test").plan([bad], [])
+    assert caught.value.details["key_path"] == "schedule.cron"
+    assert caught.value.message.startswith("workstream nightly-ledger: schedule.cron: ")
+    assert world.schedules.recurring == {}

@@ -161,3 +161,47 @@ def test_a_scenario_takes_the_workstreams_of_its_tasks_file(tmp_path: Path) -> N
         yaml.safe_load(SCENARIO + "tasks_file: tasks.yaml\n"), str(tmp_path / "s.yaml"), tmp_path
     )
     assert [w.id for w in loaded.workstreams] == ["nightly-ledger"]
+
+
+@pytest.mark.parametrize(
+    ("operation", "key_path", "problem"),
+    [
+        (
+            "{at: 1m, workstream: nightly, op: start}",
+            "operations[0].workstream",
+            "unknown workstream 'nightly'",
+        ),
+        (
+            "{at: 1m, workstream: nightly-ledger, op: skip, step: nope}",
+            "operations[0].step",
+            "has no step 'nope'; its steps: extract, transform, load, report",
+        ),
+        ("{at: 1m, workstream: nightly-ledger, op: skip}", "operations[0]", "skip needs the step it acts on"),
+        ("{at: 1m, workstream: nightly-ledger, op: start, to: 2}", "operations[0]", "to: is the checkpoint"),
+        ("{at: 1m, workstream: nightly-ledger, op: explode}", "operations[0].op", "start"),
+        (
+            "{at: 2h, workstream: nightly-ledger, op: start}",
+            "operations[0].at",
+            "after the end of the window",
+        ),
+    ],
+)
+def test_a_scenarios_operations_name_a_workstream_and_step_it_declares(
+    operation: str, key_path: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        scenario(SCENARIO + TASKS + WORKSTREAMS + f"operations:\n  - {operation}\n")
+    assert caught.value.file == "scenario.yaml"
+    assert caught.value.key_path == key_path
+    assert problem in caught.value.problem
+
+
+def test_a_scenarios_operations_are_kept_in_order() -> None:
+    loaded = scenario(
+        SCENARIO
+        + TASKS
+        + WORKSTREAMS
+        + "operations:\n  - {at: 1m, workstream: nightly-ledger, op: start}\n"
+        + "  - {at: 30m, workstream: nightly-ledger, op: rollback, to: 1}\n"
+    )
+    assert [(o.op, o.to) for o in loaded.scenario.operations] == [("start", None), ("rollback", 1)]

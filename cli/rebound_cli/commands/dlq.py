@@ -1,15 +1,19 @@
-"""``rebound dlq``: the execution dead-letter queue: list, show, redrive, archive."""
+"""``rebound dlq``: the execution dead-letter queue: list, show, its depth over time, redrive,
+follow a redrive job, archive."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
 
+from rebound.domain.timefmt import iso
 from rebound.engine.ports import DEFAULT_KEEP_DAYS
 from rebound.ops.common import parse_seconds, parse_when
-from rebound.ops.dlq import FAILED, DlqFilter, RedriveItem
+from rebound.ops.dlq import FAILED, WINDOWS, DlqFilter, RedriveItem
+from rebound.ops.dlq.jobs import STALE_S, JobState, RedriveJob, RedriveJobs, continue_job
 from rebound_cli import output as out
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_FAILED
@@ -54,6 +58,8 @@ def dlq() -> None:
       rebound dlq show MESSAGE_ID
       rebound dlq redrive --task export-ledger --dry-run
       rebound dlq redrive --task export-ledger --rate 5 --yes
+      rebound dlq job JOB_ID --follow
+      rebound dlq history --window 24h
       rebound dlq archive --older-than 10d --delete --yes
     """
 
@@ -136,6 +142,41 @@ def show(app: App, message_id: str) -> None:
     out.emit(app, data, lambda: out.fields(f"message {message_id}", sorted(data.items())))
 
 
+@dlq.command("history")
+@click.option("--window", type=click.Choice(list(WINDOWS)), default="1h", show_default=True)
+@click.pass_obj
+def history(app: App, window: str) -> None:
+    """The DLQ's depth over the last hour (a row a minute) or day (a row a quarter of an hour).
+
+    It comes from the DLQ's record, which holds when each message arrived and when and how it
+    left, so it covers the time before anyone looked; nothing is received from the queue. Each
+    row: the depth at the end of the bucket, its peak, and how many arrived and left in it.
+
+    \b
+    Examples:
+      rebound dlq history
+      rebound dlq history --window 24h
+      rebound -o json dlq history | jq '.points | map(.depth) | max'
+
+    \b
+    JSON fields: window, since, until, bucket_s, start_depth, points[] (at, depth, peak, arrived,
+    left), arrived, left, read, complete (false when reading stopped at its limit), source.
+    """
+    found = app.dlq().history(window).as_dict()
+
+    def render() -> None:
+        out.table(
+            f"DLQ depth, last {window} (from its record; {found['start_depth']} at {found['since']})",
+            ["until (UTC)", "depth", "peak", "arrived", "left"],
+            [[p["at"], p["depth"], p["peak"], p["arrived"], p["left"]] for p in found["points"]],
+        )
+        out.say(f"{found['arrived']} arrived, {found['left']} left over the last {window}")
+        if not found["complete"]:
+            out.note(f"reading stopped after {found['read']} records: the figures may be short")
+
+    out.emit(app, found, render)
+
+
 def _print_item(item: RedriveItem) -> None:
     out.say(f"{item.outcome:>18}  {item.message_id}  {item.run_id or '-'}  {item.detail}")
 
@@ -207,6 +248,79 @@ def redrive(
 
     out.emit(app, report.as_dict(), render)
     if report.outcomes[FAILED]:
+        raise click.exceptions.Exit(EXIT_FAILED)
+
+
+class _Continuations:
+    """What ``RedriveJobs`` asks of a continuation, noted: with ``--follow``, a job whose own
+    continuation was lost (quiet for a while) is continued by this process, one chunk at a time."""
+
+    def __init__(self) -> None:
+        self.wanted: set[str] = set()
+
+    def __call__(self, job_id: str) -> None:
+        self.wanted.add(job_id)
+
+
+def _job_line(job: RedriveJob) -> str:
+    return (
+        f"job {job.job_id} {job.state.value}: {job.moved} moved, {job.cleaned} cleaned up, "
+        f"{job.failed} failed, {job.skipped} skipped, {job.remaining} remaining of {job.total} "
+        f"({round(job.progress * 100)} %, {job.chunks} chunk(s))"
+    )
+
+
+@dlq.command("job")
+@click.argument("job_id")
+@click.option("--follow", is_flag=True, help="show a progress bar until the job is done")
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True, help="seconds between polls"
+)
+@click.pass_obj
+def job(app: App, job_id: str, follow: bool, interval: float) -> None:
+    """Show a redrive job: one the console or the API started (a redrive of more than 100
+    messages, or with `async: true`, runs as a job in the ops API function and is polled).
+
+    It reads the job's record (`redrive-job#<id>` in the control table): state, total, moved,
+    cleaned up, failed, skipped, remaining, chunks, who started it. With --follow it polls until
+    the job is done, with a progress bar on stderr. A running job whose record has not changed for
+    90 s lost its continuation: --follow then carries it on from this process, a chunk at a time,
+    acting as the operator who started it (the exactly-once redrive makes that safe). Exits 1 if
+    the job failed or finished with failures.
+
+    \b
+    Examples:
+      rebound dlq job 3f2a9c1d0e4b
+      rebound dlq job 3f2a9c1d0e4b --follow
+      rebound -o json dlq job 3f2a9c1d0e4b --follow | jq .moved
+
+    \b
+    JSON fields: job_id, state (running|succeeded|finished-with-failures|failed), done, progress
+    (0..1), total, moved, cleaned, skipped, failed, remaining, examined, chunks, outcomes, filters,
+    rate, limit, created_by, created_at, updated_at, error.
+    """
+    continuations = _Continuations()
+    jobs = RedriveJobs(app.dlq(), continuations)
+    found = jobs.poll(job_id) if follow else jobs.get(job_id)
+    if follow and not found.done:
+        with out.progress(f"redrive job {job_id}", total=found.total or None) as advance:
+            shown = 0
+            while not found.done:
+                if job_id in continuations.wanted:
+                    continuations.wanted.discard(job_id)
+                    out.note(f"job {job_id} went quiet: carrying it on from here")
+                    continue_job(app.deps, job_id, continuations)
+                else:
+                    app.sleep(interval)
+                found = jobs.poll(job_id)
+                handled = round(found.progress * found.total)
+                advance(handled - shown)
+                shown = handled
+    elif not found.done and app.deps.clock.now() - found.updated_at > timedelta(seconds=STALE_S):
+        out.note(f"job {job_id} has not changed since {iso(found.updated_at)}: --follow carries it on")
+    error = f"; error: {found.error}" if found.error else ""
+    out.emit(app, found.as_dict(), lambda: out.say(_job_line(found) + error))
+    if found.state in (JobState.FAILED, JobState.FINISHED_WITH_FAILURES):
         raise click.exceptions.Exit(EXIT_FAILED)
 
 

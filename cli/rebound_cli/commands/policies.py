@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from rebound.ops.policies import parse_assignments, policy_view
+from rebound.domain.whatif import WhatIf
+from rebound.ops.policies import parse_assignments, policy_view, whatif_window
 from rebound_cli import output as out
 from rebound_cli.context import App
 
@@ -20,6 +23,7 @@ def policies() -> None:
       rebound policies list
       rebound policies show default
       rebound policies set default max_attempts=5 base_delay=30s --dry-run
+      rebound policies whatif default max_attempts=5 --since 7d
     """
 
 
@@ -83,9 +87,17 @@ def show(app: App, name: str) -> None:
 @click.argument("name")
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
 @click.option("--dry-run", is_flag=True, help="validate and show the change, store nothing")
+@click.option(
+    "--whatif",
+    "show_whatif",
+    is_flag=True,
+    help="first show what the change would have done to the last 7 days' failures (policies whatif)",
+)
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
-def set_policy(app: App, name: str, assignments: tuple[str, ...], dry_run: bool, yes: bool) -> None:
+def set_policy(
+    app: App, name: str, assignments: tuple[str, ...], dry_run: bool, show_whatif: bool, yes: bool
+) -> None:
     """Change a policy at run time: a new version, used from the next retry decision on.
 
     The whole new policy is validated before anything is stored. Values are YAML: numbers,
@@ -96,12 +108,20 @@ def set_policy(app: App, name: str, assignments: tuple[str, ...], dry_run: bool,
       rebound policies set default max_attempts=5 base_delay=1m
       rebound policies set critical terminal_errors=[BAD_ACCOUNT, CLOSED] --dry-run
       rebound policies set patient max_age=null --yes
+      rebound policies set default max_attempts=5 --whatif
 
-    JSON fields: name, from_version, to_version, changes, diff{key: {from, to}}, stored.
+    JSON fields: name, from_version, to_version, changes, diff{key: {from, to}}, stored; with
+    --whatif also whatif (as `policies whatif` prints it).
     """
     ops = app.policies(writer=not dry_run)
-    change = ops.plan(name, parse_assignments(assignments))
-    data = {**change.as_dict(), "stored": False}
+    changes = parse_assignments(assignments)
+    change = ops.plan(name, changes)
+    data: dict[str, Any] = {**change.as_dict(), "stored": False}
+    if show_whatif:
+        report = ops.whatif(name, changes)
+        data["whatif"] = report.model_dump(mode="json")
+        if not app.json:
+            render_whatif(report)
     if not change.diff:
         out.emit(app, data, lambda: out.say(f"policy {name} would not change; nothing stored"))
         return
@@ -118,3 +138,58 @@ def set_policy(app: App, name: str, assignments: tuple[str, ...], dry_run: bool,
         {**data, "stored": True, "to_version": stored.version},
         lambda: out.say(f"policy {name} is now v{stored.version}"),
     )
+
+
+WHATIF_ROWS = (
+    ("runs with a failure", "runs", "{}"),
+    ("would have recovered", "recovered", "{}"),
+    ("would have dead-lettered", "dead_lettered", "{}"),
+    ("retries (messages)", "retries", "{}"),
+    ("retries per hour", "retries_per_hour", "{:.2f}"),
+    ("retries in the busiest hour", "peak_retries_per_hour", "{}"),
+    ("time to recovery p50, s", "recovery_p50_s", "{:.0f}"),
+    ("time to recovery p99, s", "recovery_p99_s", "{:.0f}"),
+    ("cost, $", "cost_usd", "{:.6f}"),
+)
+
+
+def render_whatif(report: WhatIf) -> None:
+    now, then = report.current.model_dump(), report.proposed.model_dump()
+
+    def show(value: Any, fmt: str) -> str:
+        return "-" if value is None else fmt.format(value)
+
+    out.table(
+        f"what-if for policy {report.policy}: {report.since} to {report.until}",
+        ["", "current", "proposed"],
+        [[label, show(now[key], fmt), show(then[key], fmt)] for label, key, fmt in WHATIF_ROWS],
+    )
+    out.say(f"added cost: {report.added_cost_usd:+.6f} $ over the window")
+    for note in report.notes:
+        out.say(f"note: {note}")
+
+
+@policies.command("whatif")
+@click.argument("name")
+@click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
+@click.option("--since", default="7d", show_default=True, help="how far back to replay (1m to 30d)")
+@click.pass_obj
+def whatif(app: App, name: str, assignments: tuple[str, ...], since: str) -> None:
+    """Replay the recorded failures of the runs that use a policy under proposed values.
+
+    Every task that uses the policy (by name, or extending it) has its runs of the window
+    replayed twice: under the policy as it is and with the proposed values. A retry's outcome is
+    what the task's target answered at that moment, as its recorded attempts show. Nothing is
+    stored.
+
+    \b
+    Examples:
+      rebound policies whatif default max_attempts=5
+      rebound policies whatif critical base_delay=5m max_delay=1h --since 30d
+
+    JSON fields: policy, since, until, changes, current and proposed (runs, recovered,
+    dead_lettered, retries, retries_per_hour, peak_retries_per_hour, recovery_p50_s,
+    recovery_p99_s, cost_usd), added_cost_usd, notes.
+    """
+    report = app.policies().whatif(name, parse_assignments(assignments), whatif_window(since))
+    out.emit(app, report.model_dump(mode="json"), lambda: render_whatif(report))

@@ -12,8 +12,9 @@ from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, Report
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RetryOutcome, run_view
 from rebound_cli import output as out
+from rebound_cli.commands.state import render_report
 from rebound_cli.context import App
-from rebound_cli.errors import EXIT_CONFLICT
+from rebound_cli.errors import EXIT_CONFLICT, EXIT_UNHEALTHY
 
 STATES = [s.value for s in RunState]
 
@@ -31,6 +32,7 @@ def runs() -> None:
       rebound runs retry-failed --task export-ledger --reason "target fixed"
       rebound runs heartbeat nightly-export:20260307T020000Z --token "$TOKEN" --progress 0.4
       rebound runs complete nightly-export:20260307T020000Z --token "$TOKEN"
+      rebound runs restore export-ledger:20260307T090500Z --dry-run
     """
 
 
@@ -227,6 +229,34 @@ def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
     JSON: the run, as in `runs list`.
     """
     _close(app, run_id, reason, yes, "cancel")
+
+
+@runs.command("restore")
+@click.argument("run_id")
+@click.option("--dry-run", is_flag=True, help="say what would change; write nothing")
+@click.option("--reason", default="", help="why, for the audit record of the repair")
+@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.pass_obj
+def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> None:
+    """Write a run back as its audit chain says (recreated if its item is gone).
+
+    One transaction: the run and one audit record on its chain (action state-repaired, you as
+    actor). Exits 3 when its chain does not verify (restore it from a backup instead:
+    docs/runbooks/restore.md).
+
+    \b
+    Examples:
+      rebound runs restore export-ledger:20260307T090500Z --dry-run
+      rebound runs restore export-ledger:20260307T090500Z --reason "INC-4711" --yes
+
+    JSON: as in `state check`.
+    """
+    if not dry_run:
+        out.confirm(f"Write run {run_id} back as its audit chain says?", yes)
+    report = app.state(writer=not dry_run).restore_run(run_id, dry_run=dry_run, reason=reason)
+    out.emit(app, report.as_dict(), lambda: render_report(report))
+    if report.failed:
+        raise click.exceptions.Exit(EXIT_UNHEALTHY)
 
 
 @runs.command("retry-failed")

@@ -7,10 +7,14 @@ from pathlib import Path
 import click
 
 from rebound.domain.models import TaskState
+from rebound.domain.timefmt import iso
+from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
+from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
 from rebound_cli.context import App
+from rebound_cli.errors import EXIT_UNHEALTHY
 
 SHOWN_CHANGES = 50
 
@@ -22,11 +26,17 @@ def tasks() -> None:
     \b
     Examples:
       rebound tasks apply -f tasks.yaml --dry-run     # the diff, nothing changed
+      rebound tasks dryrun -f tasks.yaml --window 24h # fires, quotas and conflicts ahead
       rebound tasks list --state paused
       rebound tasks show export-ledger
       rebound tasks pause export-ledger --reason "target down, INC-123"
       rebound tasks preview export-ledger --count 5
     """
+
+
+def _say_diff(diff: dict[str, tuple[object, object]]) -> None:
+    for path, (old, new) in diff.items():
+        out.say(f"    {path}: {out.cell(old)} -> {out.cell(new)}")
 
 
 def _print_plan(changes: list[TaskChange]) -> None:
@@ -41,8 +51,7 @@ def _print_plan(changes: list[TaskChange]) -> None:
         task = change.task
         out.say(f"{marks[change.change]} {task.id} ({task.tenant}) {change.change.value}")
         if change.change is Change.UPDATE:
-            for path, (old, new) in change.diff.items():
-                out.say(f"    {path}: {out.cell(old)} -> {out.cell(new)}")
+            _say_diff(change.diff)
     if shown > SHOWN_CHANGES:
         out.say(f"... and {shown - SHOWN_CHANGES} more")
     counts = {c: sum(1 for x in changes if x.change is c) for c in Change}
@@ -52,8 +61,7 @@ def _print_plan(changes: list[TaskChange]) -> None:
     )
 
 
-@tasks.command("apply")
-@click.option(
+TASK_FILE = click.option(
     "-f",
     "--file",
     "path",
@@ -61,6 +69,75 @@ def _print_plan(changes: list[TaskChange]) -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="task file (YAML, a top-level `tasks:` list)",
 )
+SHOWN_WARNINGS = 30
+WINDOW_HELP = "how far ahead to look (a duration: 6h, 24h, 7d; at most 7d)"
+FAIL_HELP = "exit 3 when the pre-flight has a warning (tasks apply: and change nothing)"
+
+
+def _print_preflight(report: PreflightReport) -> None:
+    busiest = sorted(report.tasks, key=lambda t: -t.fires)
+    out.say(
+        f"pre-flight {iso(report.start)} .. {iso(report.end)}: "
+        f"{sum(t.fires for t in report.tasks)} fire(s) of {len(report.tasks)} task(s)"
+    )
+    for quota in report.quotas:
+        if quota.cap is not None:
+            out.say(
+                f"  tenant {quota.tenant}: at most {quota.peak} run(s) in flight of {quota.cap} "
+                f"(headroom {quota.min_headroom}" + (f" at {iso(quota.peak_at)})" if quota.peak_at else ")")
+            )
+    for row in busiest:
+        if row.note and row.fires:
+            out.note(f"  {row.task_id}: {row.note}")
+    if not report.warnings:
+        out.say("[green]no conflict warnings[/green]")
+        return
+    for warning in report.warnings[:SHOWN_WARNINGS]:
+        colour = "red" if warning.severity == "high" else "yellow"
+        out.say(
+            f"[{colour}]{warning.severity}[/{colour}] {iso(warning.at)} {warning.kind}: {warning.message}"
+        )
+    if len(report.warnings) > SHOWN_WARNINGS:
+        out.say(f"... and {len(report.warnings) - SHOWN_WARNINGS} more (all of them with --output json)")
+    out.say(f"{len(report.warnings)} pre-flight warning(s)")
+
+
+@tasks.command("dryrun")
+@TASK_FILE
+@click.option("--window", default="24h", show_default=True, help=WINDOW_HELP)
+@click.option("--fail-on-warnings", is_flag=True, help=FAIL_HELP)
+@click.pass_obj
+def dryrun(app: App, path: Path, window: str, fail_on_warnings: bool) -> None:
+    """Pre-flight FILE without changing anything: fires, quota headroom and conflicts ahead.
+
+    With the tasks already deployed that FILE does not name, over the next --window: every
+    task's fires (its time zone, DST policy, stagger and jitter); each tenant's quota headroom
+    at every instant; mutex groups, workstream resources and a task's own overlap slot where run
+    windows (fire + stagger + jitter window + expected duration) overlap; and catch-up storms (a
+    paused task whose resume releases many missed fires at once). Each warning names the
+    instant and the tasks. The thresholds are `conflicts:` in config/tasks/default_policy.yaml.
+
+    \b
+    Examples:
+      rebound tasks dryrun -f tasks.yaml
+      rebound tasks dryrun -f tasks.yaml --window 7d --fail-on-warnings
+      rebound -o json tasks dryrun -f tasks.yaml | jq '.warnings[] | select(.severity == "high")'
+
+    \b
+    JSON fields: window (from, until), fires_total, tasks[] (task_id, tenant, source, fires, next[],
+    expected_duration_s, duration_from, note), quotas[] (tenant, max_concurrent_runs,
+    peak_in_flight, peak_at, min_headroom, headroom[], headroom_total), warnings[] (kind, at, until,
+    tasks[], runs[], runs_total, severity, message, detail).
+    """
+    ops = PreflightOps(app.deps)
+    report = ops.dryrun(ops.load(path), parse_window(window, option="--window"))
+    out.emit(app, report.as_dict(), lambda: _print_preflight(report))
+    if fail_on_warnings and report.warnings:
+        raise click.exceptions.Exit(EXIT_UNHEALTHY)
+
+
+@tasks.command("apply")
+@TASK_FILE
 @click.option("--dry-run", is_flag=True, help="show the diff and stop")
 @click.option(
     "--rate",
@@ -75,51 +152,133 @@ def _print_plan(changes: list[TaskChange]) -> None:
     is_flag=True,
     help="accept a one-time `at` that is already past (the task fires at once); refused otherwise",
 )
+@click.option("--preflight-window", default="24h", show_default=True, help="the pre-flight's " + WINDOW_HELP)
+@click.option("--no-preflight", is_flag=True, help="skip the pre-flight (`tasks dryrun`)")
+@click.option("--fail-on-warnings", is_flag=True, help=FAIL_HELP)
 @click.pass_obj
-def apply(app: App, path: Path, dry_run: bool, rate: float, yes: bool, allow_past: bool) -> None:
-    """Create or update the tasks in FILE: declarative and idempotent, with a diff first.
+def apply(
+    app: App,
+    path: Path,
+    dry_run: bool,
+    rate: float,
+    yes: bool,
+    allow_past: bool,
+    preflight_window: str,
+    no_preflight: bool,
+    fail_on_warnings: bool,
+) -> None:
+    """Create or update the tasks in FILE, and its workstreams and resources: declarative and
+    idempotent, with a diff first.
 
-    Tasks not in the file are left alone. Applying the same file twice changes nothing. Updates
-    to existing tasks ask for confirmation unless --yes. Schedules are written at --rate
-    Scheduler requests per second; a throttled call backs off and slows the rate down.
+    Tasks and workstreams not in the file are left alone. Applying the same file twice changes
+    nothing. Updates to existing tasks or workstreams ask for confirmation unless --yes. Schedules
+    are written at --rate Scheduler requests per second; a throttled call backs off and slows the
+    rate down.
 
     \b
     Examples:
       rebound tasks apply -f config/demo/tasks.yaml --dry-run
       rebound tasks apply -f tasks.yaml --yes
+      rebound tasks apply -f config/demo/workstream.yaml   # tasks, workstreams and resources
       rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
       rebound tasks apply -f backfill.yaml --allow-past   # a one-time `at` already past runs now
+      rebound tasks apply -f tasks.yaml --fail-on-warnings   # refuse when the pre-flight warns
+
+    The pre-flight (`tasks dryrun`) runs first and shows its warnings; they do not stop the
+    apply unless --fail-on-warnings (exit 3, nothing changed).
 
     \b
     JSON fields: dry_run, plan[] (id, change: create|update|unchanged, diff{path: {from, to}}),
-    applied (created[], updated[], unchanged[], schedules_written, rules_written, throttled) or null.
+    workstreams_plan[] (kind: workstream|resource, id, change, diff), applied (created[],
+    updated[], unchanged[], schedules_written, rules_written, throttled, tenants[],
+    workstreams{workstreams[], changed[], resources{}}) or null, preflight (as `tasks dryrun`;
+    null with --no-preflight).
     """
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
     changes = ops.plan(document.tasks, allow_past=allow_past)
+    ws_ops = WorkstreamOps(ops.deps, ops.actor)
+    ws_changes = ws_ops.plan(document.workstreams, document.resources)
     plan = [change_view(c) for c in changes]
+    ws_plan = [definition_change_view(c) for c in ws_changes]
+    report = (
+        None
+        if no_preflight
+        else PreflightOps(app.deps).dryrun(
+            document, parse_window(preflight_window, option="--preflight-window")
+        )
+    )
+    preflight = report.as_dict() if report is not None else None
     if not app.json:
         _print_plan(changes)
+        _print_definitions(ws_changes)
+        if report is not None:
+            _print_preflight(report)
     todo = [c for c in changes if c.change is not Change.UNCHANGED]
-    if dry_run or not changes:
-        out.emit(app, {"dry_run": dry_run, "plan": plan, "applied": None}, lambda: None)
+    ws_todo = [c for c in ws_changes if c.change is not Change.UNCHANGED]
+    nothing_applied = {
+        "dry_run": dry_run,
+        "plan": plan,
+        "workstreams_plan": ws_plan,
+        "applied": None,
+        "preflight": preflight,
+    }
+    if fail_on_warnings and report is not None and report.warnings:
+        out.emit(app, nothing_applied, lambda: None)
+        out.note("refused: the pre-flight warned and --fail-on-warnings was given; nothing changed")
+        raise click.exceptions.Exit(EXIT_UNHEALTHY)
+    if dry_run or not (changes or ws_changes):
+        out.emit(
+            app,
+            nothing_applied,
+            lambda: None,
+        )
         return
-    if any(c.change is Change.UPDATE for c in changes):
-        out.confirm(f"Update {sum(c.change is Change.UPDATE for c in changes)} existing task(s)?", yes)
+    updates = sum(c.change is Change.UPDATE for c in changes) + sum(
+        c.change is Change.UPDATE for c in ws_changes
+    )
+    if updates:
+        out.confirm(f"Update {updates} existing task(s), workstream(s) or resource(s)?", yes)
     with out.progress("applying", total=len(changes)) as advance:
         result = ops.apply(changes, progress=lambda _change: advance(1))
     tenants = ops.apply_tenants(document.tenants)
+    registered = ws_ops.register(document.workstreams, document.resources)
     out.emit(
         app,
-        {"dry_run": False, "plan": plan, "applied": {**result.as_dict(), "tenants": tenants}},
+        {
+            "dry_run": False,
+            "plan": plan,
+            "workstreams_plan": ws_plan,
+            "applied": {**result.as_dict(), "tenants": tenants, "workstreams": registered},
+            "preflight": preflight,
+        },
         lambda: out.say(
             f"applied: {len(result.created)} created, {len(result.updated)} updated, "
             f"{len(result.unchanged)} unchanged; {result.schedules_written} schedule(s) and "
             f"{result.rules_written} event rule(s) written"
             + (f"; {result.throttled} throttled call(s) retried" if result.throttled else "")
             + (f"; tenant settings for {', '.join(tenants)}" if tenants else "")
-            + ("" if todo or tenants else " (nothing to change)")
+            + (f"; workstreams and resources changed: {len(ws_todo)}" if ws_changes else "")
+            + ("" if todo or tenants or ws_todo else " (nothing to change)")
         ),
+    )
+
+
+def _print_definitions(changes: list[DefinitionChange]) -> None:
+    """The workstreams' and resources' part of the plan, as ``_print_plan`` shows tasks."""
+    if not changes:
+        return
+    marks = {Change.CREATE: "[green]+[/green]", Change.UPDATE: "[yellow]~[/yellow]"}
+    for change in changes:
+        if change.change is Change.UNCHANGED:
+            continue
+        out.say(f"{marks[change.change]} {change.kind} {change.id} {change.change.value}")
+        if change.change is Change.UPDATE:
+            _say_diff(change.diff)
+    counts = {c: sum(1 for x in changes if x.change is c) for c in Change}
+    out.say(
+        f"workstreams and resources: {counts[Change.CREATE]} to create, {counts[Change.UPDATE]} to update, "
+        f"{counts[Change.UNCHANGED]} unchanged"
     )
 
 

@@ -27,17 +27,25 @@ def workorders() -> None:
 @click.option("--state", type=click.Choice([s.value for s in WorkOrderState]), help="only in this state")
 @click.option("--task", "task_id", help="only this task's work orders")
 @click.option("--severity", type=click.Choice([s.value for s in Severity]))
+@click.option(
+    "--level",
+    type=click.IntRange(1, 4),
+    help="only this escalation level: 1 informational, 2 owning team, 3 page on-call, 4 incident",
+)
 @click.pass_obj
-def list_orders(app: App, state: str | None, task_id: str | None, severity: str | None) -> None:
+def list_orders(
+    app: App, state: str | None, task_id: str | None, severity: str | None, level: int | None
+) -> None:
     """List work orders, oldest first.
 
     \b
     Examples:
       rebound workorders list --state open
       rebound workorders list --severity critical
+      rebound workorders list --state open --level 4
 
     \b
-    JSON: a list of work_order_id, state, severity, subject, run_id, task_id, tenant, reason,
+    JSON: a list of work_order_id, state, severity, level, subject, run_id, task_id, tenant, reason,
     error_code, attempts, opened_at, acknowledged_at, acknowledged_by, resolved_at, resolved_by,
     resolution, runbook_url, notified{channel: delivered|failed}.
     """
@@ -45,19 +53,22 @@ def list_orders(app: App, state: str | None, task_id: str | None, severity: str 
         state=WorkOrderState(state) if state else None,
         task_id=task_id,
         severity=Severity(severity) if severity else None,
+        level=level,
     )
-    views = [work_order_view(o) for o in found]
+    now = app.deps.clock.now()
+    views = [work_order_view(o, now) for o in found]
     out.emit(
         app,
         views,
         lambda: out.table(
             None,
-            ["work order", "state", "severity", "run", "reason", "opened (UTC)", "runbook"],
+            ["work order", "state", "severity", "level", "run", "reason", "opened (UTC)", "runbook"],
             [
                 [
                     v["work_order_id"],
                     v["state"],
                     v["severity"],
+                    v["level"],
                     v["run_id"] or v["subject"],
                     v["reason"],
                     v["opened_at"],

@@ -44,6 +44,7 @@ ASSETS = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
+    "workstreams.js": "text/javascript; charset=utf-8",
 }
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",

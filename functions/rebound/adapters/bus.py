@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import call_or_none, translate
 from rebound.domain.errors import OperationalError
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.engine.ports import BusEvent
 
 if TYPE_CHECKING:
@@ -34,6 +35,14 @@ def event_input_template(task_id: str) -> dict[str, object]:
     template = "{" + fields + ', "event_id": "<id>", "time": "<time>", "detail": <detail>}'
     paths = {"id": "$.id", "time": "$.time", "detail": "$.detail"}
     return {"InputPathsMap": paths, "InputTemplate": template}
+
+
+def workstream_input_template(workstream_id: str) -> dict[str, object]:
+    """A workstream rule's input transformer: the matched event as the message that starts a run
+    (``rebound.domain.schedules.WORKSTREAM_START``); the run id derives from the event's id."""
+    detail = f'"v": 1, "workstream_id": "{workstream_id}", "event_id": "<id>", "time": "<time>"'
+    template = '{"detail-type": "' + WORKSTREAM_START + '", "detail": {' + detail + "}}"
+    return {"InputPathsMap": {"id": "$.id", "time": "$.time"}, "InputTemplate": template}
 
 
 class Bus:
@@ -75,13 +84,19 @@ class Bus:
         *,
         enabled: bool,
         description: str = "",
+        starts: str = "task",
     ) -> str:
-        """Create or update a task's rule and its target. Returns created, updated or unchanged."""
+        """Create or update a task's rule and its target (with ``starts="workstream"``, the rule
+        that starts workstream ``task_id``). Returns created, updated or unchanged."""
         state: Literal["ENABLED", "DISABLED"] = "ENABLED" if enabled else "DISABLED"
         target = {
             "Id": RULE_TARGET_ID,
             "Arn": queue_arn,
-            "InputTransformer": event_input_template(task_id),
+            "InputTransformer": (
+                workstream_input_template(task_id)
+                if starts == "workstream"
+                else event_input_template(task_id)
+            ),
             "RetryPolicy": {
                 "MaximumRetryAttempts": RULE_RETRY_ATTEMPTS,
                 "MaximumEventAgeInSeconds": RULE_MAX_EVENT_AGE_S,

@@ -9,11 +9,11 @@ it is in the DLQ, and ``KEEP_AFTER_LEAVING`` after it left.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rebound.domain.timefmt import iso, parse_utc
-from rebound.engine.ports import DlqEntry, DlqPage, DlqStatus
+from rebound.engine.ports import DlqEntry, DlqPage, DlqSpan, DlqSpanPage, DlqStatus
 from rebound.resources import DLQ_MESSAGES, DLQ_RETENTION_S
 
 TABLE = DLQ_MESSAGES.logical
@@ -109,6 +109,27 @@ def from_record(item: dict[str, Any]) -> DlqEntry:
         changed_at=changed_at,
         changed_by=item.get("changed_by"),
     )
+
+
+SPAN_ATTRIBUTES = ("message_id", "dlq_at", "status", "changed_at", "expires_at")
+"""What a span needs of an item (all top-level: ``at`` is the head of ``dlq_at``)."""
+
+
+def span_of(item: dict[str, Any]) -> DlqSpan:
+    changed_at = item.get("changed_at")
+    return DlqSpan(
+        arrived=parse_utc(str(item["dlq_at"]).split("#", 1)[0]),
+        status=DlqStatus(item.get("status", DlqStatus.IN_DLQ.value)),
+        changed_at=parse_utc(changed_at) if changed_at else None,
+        expires_at=datetime.fromtimestamp(int(item["expires_at"]), tz=UTC),
+    )
+
+
+def span_page(items: list[dict[str, Any]], limit: int) -> DlqSpanPage:
+    """As ``page``, of spans."""
+    shown = items[:limit]
+    cursor = str(shown[-1]["dlq_at"]) if len(items) > limit and shown else None
+    return DlqSpanPage([span_of(item) for item in shown], cursor)
 
 
 def key_range(since: datetime | None, until: datetime | None) -> tuple[str | None, str | None]:

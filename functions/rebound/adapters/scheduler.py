@@ -1,7 +1,10 @@
-"""EventBridge Scheduler: one-time retry schedules and task schedules, all targeting the execution queue."""
+"""EventBridge Scheduler: one-time retry schedules and task schedules, targeting the execution queue,
+and the schedules that start workstreams, targeting the escalation queue."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -9,12 +12,19 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import call_or_none, translate
-from rebound.domain.jsonutil import dumps
+from rebound.domain.jsonutil import canonical_bytes, dumps
+from rebound.engine.ports import Synced, SyncResult
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
 
 SCHEDULED_TIME = "<aws.scheduler.scheduled-time>"
+LIST_PAGE = 100
+"""Schedules per ``ListSchedules`` page (the API's maximum)."""
+
+
+def _no_pace() -> None:
+    return None
 
 
 @dataclass(frozen=True)
@@ -40,9 +50,9 @@ class Schedules:
         self.group = group
         self.target = target
 
-    def _target(self, payload: dict[str, Any]) -> dict[str, Any]:
+    def _target(self, payload: dict[str, Any], queue_arn: str | None = None) -> dict[str, Any]:
         target: dict[str, Any] = {
-            "Arn": self.target.queue_arn,
+            "Arn": queue_arn or self.target.queue_arn,
             "RoleArn": self.target.role_arn,
             "Input": dumps(payload),
             "RetryPolicy": {
@@ -73,19 +83,18 @@ class Schedules:
         )
         return created is not None
 
-    def put_recurring(
+    def _recurring_args(
         self,
         name: str,
         expression: str,
         timezone: str,
         payload: dict[str, Any],
-        *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
-    ) -> str:
-        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``."""
+        enabled: bool,
+        window_minutes: int | None,
+        description: str,
+        end: datetime | None,
+        queue_arn: str | None = None,
+    ) -> dict[str, Any]:
         window: dict[str, Any] = (
             {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window_minutes}
             if window_minutes
@@ -97,33 +106,118 @@ class Schedules:
             "ScheduleExpression": expression,
             "ScheduleExpressionTimezone": timezone,
             "FlexibleTimeWindow": window,
-            "Target": self._target(payload),
+            "Target": self._target(payload, queue_arn),
             "State": "ENABLED" if enabled else "DISABLED",
             "Description": description[:512],
         }
         if end is not None:
             args["EndDate"] = end
+        return args
+
+    def put_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        enabled: bool = True,
+        window_minutes: int | None = None,
+        description: str = "",
+        end: datetime | None = None,
+        queue_arn: str | None = None,
+    ) -> str:
+        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``.
+        It targets the execution queue, or ``queue_arn`` (a workstream's targets the escalation queue)."""
+        args = self._recurring_args(
+            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
+        )
         current = self.get(name)
+        if current is not None and _same(current, args):
+            return "unchanged"
+        return self._write(args, exists=current is not None)
+
+    def sync_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        enabled: bool = True,
+        window_minutes: int | None = None,
+        description: str = "",
+        end: datetime | None = None,
+        known: Synced | None = None,
+        listing: Mapping[str, str] | None = None,
+        pace: Callable[[], None] = _no_pace,
+        queue_arn: str | None = None,
+    ) -> SyncResult:
+        """``put_recurring`` that reads only what it must, and says what Scheduler now holds.
+
+        ``known`` is what an earlier sync verified (the request's fingerprint and the schedule's
+        ``LastModificationDate`` then); ``listing`` the group's ``LastModificationDate`` by name from
+        ``listing()`` (None: no listing was made). Any change to a schedule moves its
+        ``LastModificationDate``, so a schedule listed with the date ``known`` holds, asked for with
+        the same fingerprint, is unchanged without a request; one the listing lacks is created
+        without a read; one ``known`` names at its listed date is updated without a read; any
+        other is read and compared, as ``put_recurring`` does. A written schedule is read back, and
+        the result's ``synced`` is what the next sync may trust (None when the read-back differs
+        from what was written: someone else wrote it in between). ``pace()`` runs before each request.
+        """
+        args = self._recurring_args(
+            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
+        )
+        fingerprint = hashlib.sha256(canonical_bytes(args)).hexdigest()
+        listed = listing.get(name) if listing is not None else None
+        if listed is not None and known == Synced(fingerprint, listed):
+            return SyncResult("unchanged", known)
+        if listing is not None and listed is None:
+            exists = False
+        elif listed is not None and known is not None and known.modified == listed:
+            exists = True  # as known, and the fingerprint differs: it needs the write
+        else:
+            pace()
+            current = self.get(name)
+            if current is not None and _same(current, args):
+                return SyncResult("unchanged", Synced(fingerprint, _modified(current)))
+            exists = current is not None
+        pace()
+        outcome = self._write(args, exists=exists)
+        pace()
+        back = self.get(name)
+        verified = back is not None and _same(back, args)
+        return SyncResult(outcome, Synced(fingerprint, _modified(back)) if back and verified else None)
+
+    def _write(self, args: dict[str, Any], *, exists: bool) -> str:
         try:
-            if current is None:
-                self.client.create_schedule(**args)
-                return "created"
-            same = (
-                current.get("ScheduleExpression") == expression
-                and current.get("ScheduleExpressionTimezone") == timezone
-                and current.get("State") == args["State"]
-                and current.get("Target", {}).get("Input") == args["Target"]["Input"]
-                and current.get("FlexibleTimeWindow", {}).get("Mode") == window["Mode"]
-                and current.get("FlexibleTimeWindow", {}).get("MaximumWindowInMinutes")
-                == window.get("MaximumWindowInMinutes")
-                and _same_instant(current.get("EndDate"), end)
-            )
-            if same:
-                return "unchanged"
-            self.client.update_schedule(**args)
-            return "updated"
+            if exists:
+                self.client.update_schedule(**args)
+                return "updated"
+            self.client.create_schedule(**args)
+            return "created"
         except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, f"write schedule {name}") from exc
+            raise translate(exc, f"write schedule {args['Name']}") from exc
+
+    def listing(self, prefix: str, pace: Callable[[], None] = _no_pace) -> dict[str, str]:
+        """Every schedule of the group whose name starts with ``prefix``: name -> its
+        ``LastModificationDate`` (ISO), one ``ListSchedules`` request per 100 (``pace()`` before each)."""
+        out: dict[str, str] = {}
+        token: str | None = None
+        while True:
+            pace()
+            extra: dict[str, Any] = {"NextToken": token} if token else {}
+            try:
+                page = self.client.list_schedules(
+                    GroupName=self.group, NamePrefix=prefix, MaxResults=LIST_PAGE, **extra
+                )
+            except (ClientError, BotoCoreError) as exc:
+                raise translate(exc, "list schedules") from exc
+            for item in page.get("Schedules", []):
+                out[str(item["Name"])] = _modified(dict(item))
+            token = page.get("NextToken")
+            if not token:
+                return out
 
     def delete(self, name: str) -> bool:
         deleted = call_or_none(
@@ -154,6 +248,31 @@ class Schedules:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, "list schedules") from exc
         return out
+
+
+def _same(current: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
+    """Whether the schedule Scheduler holds is the one ``args`` would write: expression, time
+    zone, state, flexible window, end date and the whole target (queue, role, input, retry
+    policy, dead-letter queue)."""
+    held, wanted = current.get("Target", {}), args["Target"]
+    window, wanted_window = current.get("FlexibleTimeWindow", {}), args["FlexibleTimeWindow"]
+    return (
+        current.get("ScheduleExpression") == args["ScheduleExpression"]
+        and current.get("ScheduleExpressionTimezone") == args["ScheduleExpressionTimezone"]
+        and current.get("State") == args["State"]
+        and all(held.get(k) == v for k, v in wanted.items())
+        and window.get("Mode") == wanted_window["Mode"]
+        and window.get("MaximumWindowInMinutes") == wanted_window.get("MaximumWindowInMinutes")
+        and _same_instant(current.get("EndDate"), args.get("EndDate"))
+    )
+
+
+def _modified(schedule: Mapping[str, Any]) -> str:
+    """A schedule's ``LastModificationDate`` as ISO text (botocore answers a datetime)."""
+    value = schedule.get("LastModificationDate")
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    return str(value)
 
 
 def _same_instant(stored: Any, wanted: datetime | None) -> bool:

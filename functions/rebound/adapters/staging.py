@@ -21,10 +21,12 @@ from typing import Any, TypeVar
 from rebound.adapters import dlq_items
 from rebound.domain.audit import GENESIS, next_record, run_changes
 from rebound.domain.errors import TRANSIENT, OperationalError
+from rebound.domain.escalation_levels import with_level
 from rebound.domain.events import DomainEvent, step_ended
 from rebound.domain.ids import outbox_event_id, run_subject, task_subject, tenant_subject, work_order_subject
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
+from rebound.domain.restore import work_order_changes
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import AuditKeys, DlqEntry
@@ -36,6 +38,11 @@ MAX_TRANSACTION_ITEMS = 100
 OUTBOX_TTL = timedelta(days=2)
 TASKS_EPOCH = "tasks#epoch"
 """Control record counting task writes (``epoch``): an unchanged epoch means an unchanged task list."""
+
+
+def _head_of(item: Run | WorkOrder | StoredTask | None) -> tuple[int, str]:
+    """The chain head ``item`` names (the chain's start for a new item)."""
+    return (item.audit_seq, item.audit_head) if item is not None else (0, GENESIS)
 
 
 @dataclass
@@ -61,11 +68,14 @@ class StagingUnitOfWork(ABC):
         action: str,
         evidence: dict[str, Any] | None = None,
         from_state: RunState | None = None,
+        head: tuple[int, str] | None = None,
     ) -> Run:
         """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
 
         ``from_state`` names the state left when ``before`` is ``None`` (a run created and moved
-        on in one write).
+        on in one write). ``head`` is the chain head to append to when it is not ``before``'s
+        (a repair of an item whose head is stale, ``rebound.ops.state``); the write stays guarded
+        by ``before`` as stored.
 
         Saving the same run again in this unit of work (create, then claim) adds another audit
         record and replaces the staged item; the write stays guarded by the first ``before``.
@@ -73,8 +83,7 @@ class StagingUnitOfWork(ABC):
         staged = after.model_copy(update={"updated_at": self.at})
         record = self._audit(
             run_subject(after.run_id),
-            before.audit_seq if before else 0,
-            before.audit_head if before else GENESIS,
+            *(head or _head_of(before)),
             action,
             before.state.value if before else (from_state.value if from_state else None),
             staged.state.value,
@@ -117,15 +126,22 @@ class StagingUnitOfWork(ABC):
         *,
         action: str,
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> WorkOrder:
+        """Stage ``after`` and its audit record, which carries the fields that changed (so the
+        order rebuilds from its chain, ``rebound.domain.restore``); ``head`` as in ``save_run``.
+
+        Every write judges the order's escalation level again (``with_level``): whatever changed
+        its severity, occurrences or acknowledgement, the level on the item and in the audit
+        record's changes follows, in this one place for every writer."""
+        after = with_level(after, self.at)
         record = self._audit(
             work_order_subject(after.work_order_id),
-            before.audit_seq if before else 0,
-            before.audit_head if before else GENESIS,
+            *(head or _head_of(before)),
             action,
             before.state.value if before else None,
             after.state.value,
-            evidence or {},
+            {**(evidence or {}), "changes": work_order_changes(before, after)},
         )
         saved = after.model_copy(update={"audit_seq": record.seq, "audit_head": record.hash})
         self._stage_owned(
@@ -141,12 +157,14 @@ class StagingUnitOfWork(ABC):
         action: str,
         schedule_names: tuple[str, ...] = (),
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> StoredTask:
-        """Stage a task's next version (guarded by ``previous``'s) with its audit record."""
+        """Stage a task's next version (guarded by ``previous``'s) with its audit record (after
+        ``head`` when given, as in ``save_run``)."""
         record = self.append_audit(
             task_subject(task.id),
             action=action,
-            head=(previous.audit_seq, previous.audit_head) if previous else (0, GENESIS),
+            head=head or _head_of(previous),
             from_state=previous.task.state.value if previous else None,
             to_state=task.state.value,
             evidence={**(evidence or {}), "definition": task.model_dump(mode="json", exclude_defaults=True)},
@@ -218,9 +236,15 @@ class StagingUnitOfWork(ABC):
         return self._audit(subject, seq, prev, action, from_state, to_state, evidence or {})
 
     def emit(self, event: DomainEvent, subject: str) -> None:
+        """Stage ``event`` in the outbox, unless no rule of the bus would deliver it anywhere
+        (``StagingStore.published``): an event nobody consumes costs its outbox write and its
+        ``PutEvents`` entry and changes nothing. Its id is taken either way, so the ids of the
+        events staged after it do not depend on what the environment publishes."""
         seq = self.audit_records[-1].seq if self.audit_records else 0
         event_id = outbox_event_id(subject, seq, self._events)
         self._events += 1
+        if self.store.published is not None and event.detail_type.value not in self.store.published:
+            return
         item = {
             "event_id": event_id,
             "detail_type": event.detail_type.value,
@@ -315,6 +339,8 @@ class StagingStore(ABC):
     """The ``source`` of the events its outbox announces."""
     audit_keys: AuditKeys
     """Keys every audit record it writes (``rebound.domain.audit``)."""
+    published: frozenset[str] | None = None
+    """The detail types its outbox carries (``None``: every event); ``Settings.published_events``."""
 
     @abstractmethod
     def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...
@@ -357,11 +383,13 @@ class StagingStore(ABC):
         action: str,
         schedule_names: tuple[str, ...] = (),
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> StoredTask:
-        """Create or replace a task definition, guarded by its version, with an audit record."""
+        """Create or replace a task definition, guarded by its version, with an audit record
+        (appended after ``head`` when given: a repair of a stale head)."""
         uow = self.unit_of_work(actor, at)
         stored = uow.stage_task(
-            task, previous, action=action, schedule_names=schedule_names, evidence=evidence
+            task, previous, action=action, schedule_names=schedule_names, evidence=evidence, head=head
         )
         uow.commit()
         return stored

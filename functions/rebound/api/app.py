@@ -22,7 +22,7 @@ from rebound.config.loader import problem
 from rebound.domain.errors import ReboundError, ValidationFailed
 from rebound.domain.tenancy import ALL_TENANTS
 from rebound.engine.deps import Deps
-from rebound.ops.access import TenantAccess
+from rebound.ops.access import TenantAccess, find_task, task_key
 from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
@@ -60,8 +60,15 @@ class Api:
     def allow_task(self, action: str, task_id: str | None) -> Caller:
         """The caller, once allowed ``action`` on the tenant of task ``task_id`` as stored (none
         named: on no tenant, and the answer is filtered to the caller's tenants)."""
-        stored = self.deps().store.get_task(task_id) if task_id else None
-        return self.allow(action, stored.task.tenant if stored is not None else None)
+        gate = self.gate()
+        stored = find_task(self.deps().store, task_id, gate) if task_id else None
+        gate.check(action, stored.task.tenant if stored is not None else None)
+        return gate.caller
+
+    def task_key(self, task_id: str | None) -> str | None:
+        """The key of the task ``task_id`` names: a short id one task the caller may see has
+        becomes that task's ``<tenant>.<id>`` (several: a 400 listing them)."""
+        return task_key(self.deps().store, task_id, self.gate()) if task_id else task_id
 
     def allow_shared(self, action: str, tenant: str | None) -> Caller:
         """A thing of ``tenant``, or, with none (a health work order), the environment's own:
@@ -109,6 +116,8 @@ def build_app(
         routes_recovery,
         routes_runs,
         routes_settings,
+        routes_sla,
+        routes_state,
         routes_tasks,
         routes_workstreams,
     )
@@ -159,6 +168,8 @@ def build_app(
         routes_queues,
         routes_async,
         routes_workstreams,
+        routes_sla,
+        routes_state,
     ):
         module.register(api)
     return app

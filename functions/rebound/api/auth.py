@@ -25,6 +25,8 @@ ADMIN_ACTIONS = frozenset(
         "tenants:grant",
         "tenants:revoke",
         "tenants:migrate",
+        "state:check",  # every tenant's items against their chains
+        "state:repair",
     }
 )
 """Actions on what every tenant shares: administrators only (``*`` among their tenants)."""

@@ -1,6 +1,6 @@
-"""Routes for recovery: the DLQ (list, show, redrive with filters, dry run, limit and rate) and
-work orders (list, show, open by hand, acknowledge, resolve), including the seeds' ``POST
-/ops/workorders``."""
+"""Routes for recovery: the DLQ (list, show, its depth over time, redrive with filters, dry run,
+limit and rate) and work orders (list, show, open by hand, acknowledge, resolve), including the
+seeds' ``POST /ops/workorders``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from rebound.api.app import Api
 from rebound.domain.models import Resolution, Severity, TaskKey, Tenant, WorkOrderState
 from rebound.ops.common import parse_when
-from rebound.ops.dlq import DlqFilter, DlqOps
+from rebound.ops.dlq import WINDOWS, DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
 from rebound.ops.workorders import WorkOrderOps, work_order_view
 
@@ -81,7 +81,7 @@ def register(api: Api) -> None:
     def filters(f: Filters, ops: DlqOps) -> DlqFilter:
         now = ops.deps.clock.now()
         return DlqFilter(
-            task_id=f.task_id,
+            task_id=api.task_key(f.task_id),
             tenant=f.tenant,
             error_code=f.error_code,
             since=parse_when(f.since, now, option="since") if f.since else None,
@@ -109,6 +109,16 @@ def register(api: Api) -> None:
             "messages": [e.as_dict() for e in page.examined],
             "next": page.cursor,
         }
+
+    @app.get("/dlq/history", summary="The DLQ's depth over time, bucket by bucket, from its record")
+    def dlq_history(
+        window: Annotated[str, Query(description=f"one of {', '.join(WINDOWS)}")] = "1h",
+    ) -> dict[str, Any]:
+        """The depth at the end of each bucket (a minute over ``1h``, a quarter of an hour over
+        ``24h``), its peak, and what arrived and left in it: from the arrivals and departures the
+        DLQ's record holds, so it covers the time before anyone looked. Nothing is received."""
+        ops = DlqOps(api.deps(), api.allow("dlq:read").actor, wait_s=0)  # counts, no tenant's messages
+        return ops.history(window).as_dict()
 
     @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
     def show_dlq(message_id: str) -> dict[str, Any]:
@@ -159,13 +169,13 @@ def register(api: Api) -> None:
         state: Annotated[WorkOrderState | None, Query()] = None,
         task_id: Annotated[str | None, Query()] = None,
         severity: Annotated[Severity | None, Query()] = None,
+        level: Annotated[int | None, Query(ge=1, le=4, description="escalation level 1-4")] = None,
     ) -> list[dict[str, Any]]:
+        ops = orders("workorders:read")
         gate = api.gate()
-        return [
-            work_order_view(o)
-            for o in orders("workorders:read").find(state=state, task_id=task_id, severity=severity)
-            if o.tenant is None or gate.sees(o.tenant)
-        ]
+        now = ops.deps.clock.now()
+        found = ops.find(state=state, task_id=api.task_key(task_id), severity=severity, level=level)
+        return [work_order_view(o, now) for o in found if o.tenant is None or gate.sees(o.tenant)]
 
     @app.get("/workorders/<work_order_id>", summary="A work order with its deliveries and audit trail")
     def show_order(work_order_id: str) -> dict[str, Any]:
@@ -174,9 +184,10 @@ def register(api: Api) -> None:
     def create(body: NewWorkOrder) -> dict[str, Any]:
         if body.run_id is not None:
             api.allow_run("workorders:create", body.run_id)
-        api.allow_task("workorders:create", body.task_id)
+        task_id = api.task_key(body.task_id)
+        api.allow_task("workorders:create", task_id)
         order = orders("workorders:create").create(
-            severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=body.task_id
+            severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=task_id
         )
         return work_order_view(order)
 

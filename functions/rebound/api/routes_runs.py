@@ -95,6 +95,7 @@ def register(api: Api) -> None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
             )
+        task_id = api.task_key(task_id)
         run_ops = ops("runs:read", task_id=task_id)
         now = run_ops.deps.clock.now()
         since_at = parse_when(since, now, option="since") if since else None
@@ -150,7 +151,9 @@ def register(api: Api) -> None:
     def cancel(run_id: str, body: Close) -> dict[str, Any]:
         return run_view(ops("runs:cancel", run_id=run_id).cancel(run_id, body.reason))
 
-    def retry_failed(run_ops: RunOps, task_id: str | None, since: str | None, reason: str) -> dict[str, Any]:
+    def retry_failed(task_id: str | None, since: str | None, reason: str) -> dict[str, Any]:
+        task_id = api.task_key(task_id)
+        run_ops = ops("runs:retry", task_id=task_id)
         now = run_ops.deps.clock.now()
         gate = api.gate()
         runs = [
@@ -165,11 +168,11 @@ def register(api: Api) -> None:
 
     @app.post("/runs/retry-failed", summary="Replay the dead-lettered runs of a task and/or since a time")
     def retry_failed_route(body: RetryFailed) -> dict[str, Any]:
-        return retry_failed(ops("runs:retry", task_id=body.task_id), body.task_id, body.since, body.reason)
+        return retry_failed(body.task_id, body.since, body.reason)
 
     @app.post("/internal/tasks/retry", summary="Retry one run, or the dead-lettered runs of a filter")
     def internal_retry(body: InternalRetry) -> dict[str, Any]:
         if body.run_id is not None:
             run_ops = ops("runs:retry", run_id=body.run_id)
             return {"matched": 1, "outcomes": [run_ops.retry(body.run_id, reason=body.reason).as_dict()]}
-        return retry_failed(ops("runs:retry", task_id=body.task_id), body.task_id, body.since, body.reason)
+        return retry_failed(body.task_id, body.since, body.reason)

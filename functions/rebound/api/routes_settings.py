@@ -1,5 +1,5 @@
-"""Routes for policies (list, show with version history, set with per-field validation errors),
-audit verification and retry health."""
+"""Routes for policies (list, show with version history, set with per-field validation errors,
+what-if), audit verification and retry health."""
 
 from __future__ import annotations
 
@@ -14,12 +14,19 @@ from rebound.ops.common import validated
 from rebound.ops.health import HealthOps
 from rebound.ops.health_report import RetryHealthQuery
 from rebound.ops.notifications import DeliveryRetryRequest, NotificationOps
-from rebound.ops.policies import PolicyOps, policy_view
+from rebound.ops.policies import PolicyOps, policy_view, whatif_window
 
 
 class PolicyUpdate(BaseModel):
     changes: dict[str, Any] = Field(description='policy fields to change, e.g. {"max_attempts": 5}')
     dry_run: bool = Field(default=False, description="validate and show the diff, store nothing")
+
+
+class PolicyWhatIf(BaseModel):
+    changes: dict[str, Any] = Field(
+        min_length=1, description='the proposed policy fields, e.g. {"max_attempts": 5}'
+    )
+    since: str = Field(default="7d", description="how far back to replay recorded failures: 1m to 30d")
 
 
 class Verify(BaseModel):
@@ -48,6 +55,14 @@ def register(api: Api) -> None:
             return {"dry_run": True, "change": change.as_dict()}
         saved = ops.set(change)
         return {"dry_run": False, "change": change.as_dict(), "policy": policy_view(saved)}
+
+    @app.post(
+        "/policies/<name>/whatif",
+        summary="Replay the recorded failures of the policy's runs under proposed values (stores nothing)",
+    )
+    def policy_whatif(name: str, body: PolicyWhatIf) -> dict[str, Any]:
+        since = whatif_window(body.since)
+        return policies("policies:read").whatif(name, body.changes, since).model_dump(mode="json")
 
     @app.post("/audit/verify", summary="Verify one audit chain")
     def verify(body: Verify) -> dict[str, Any]:

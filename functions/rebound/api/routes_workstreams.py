@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
 from rebound.domain import workstream_runs as wr
+from rebound.engine.workstreams import RECENT_RUNS
 from rebound.ops.workstreams import OUTPUTS, WorkstreamOps, progress_view, render, run_view
 
 
@@ -64,6 +65,15 @@ def register(api: Api) -> None:
     ) -> dict[str, Any]:
         run = ops("workstreams:read", ref).show(ref)
         return {**run_view(run), "graph": render(run, graph)}
+
+    @app.get("/workstreams/<workstream_id>/runs", summary="A workstream's recent runs, latest first")
+    def list_runs(
+        workstream_id: str,
+        limit: Annotated[int, Query(ge=1, le=RECENT_RUNS, description="at most this many")] = 20,
+    ) -> list[dict[str, Any]]:
+        """Its latest runs (the workstream keeps the ids of its last ``RECENT_RUNS``), each read by key."""
+        reader = ops("workstreams:read")
+        return [run_view(reader.show(run_id)) for run_id in reader.runs(workstream_id)[:limit]]
 
     @app.post("/workstreams/<workstream_id>/run", summary="Start a run of a workstream")
     def start(workstream_id: str, body: Start | None = None) -> dict[str, Any]:

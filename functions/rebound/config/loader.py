@@ -12,6 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from rebound.domain.errors import ConfigError, PolicyNotFound
 from rebound.domain.models import POLICY_FIELDS, PolicyOverride, RetryPolicy, Task
+from rebound.domain.planning import CONFLICTS_SECTION, SLA_SECTION, PlanningDefaults
 from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems, task_key
 
 M = TypeVar("M", bound=BaseModel)
@@ -91,6 +92,8 @@ class PolicyBook:
     named: dict[str, dict[str, Any]] = field(default_factory=dict)
     versions: dict[str, int] = field(default_factory=dict)
     source: str = "<memory>"
+    planning: PlanningDefaults = field(default_factory=PlanningDefaults)
+    """The ``conflicts:`` and ``sla:`` sections of the defaults file (the dry run, the SLA report)."""
 
     def names(self) -> list[str]:
         return sorted(self.named)
@@ -103,6 +106,18 @@ class PolicyBook:
         return build_policy(name, self.defaults, self.named[name], self.versions.get(name, 0), self.source)
 
 
+def merge_spec(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes`` applied; a section (a mapping such as ``target_budget``) is merged
+    key by key, so changing one of its keys keeps the others."""
+    out = dict(base)
+    for key, value in changes.items():
+        before = out.get(key)
+        out[key] = (
+            {**before, **value} if isinstance(value, Mapping) and isinstance(before, Mapping) else value
+        )
+    return out
+
+
 def build_policy(
     name: str,
     defaults: Mapping[str, Any],
@@ -111,7 +126,7 @@ def build_policy(
     file: str = "<policy>",
     prefix: tuple[int | str, ...] = (),
 ) -> RetryPolicy:
-    merged = {**defaults, **spec, "name": name, "version": version}
+    merged = {**merge_spec(defaults, spec), "name": name, "version": version}
     return _validate(RetryPolicy, merged, file, (*prefix, name))
 
 
@@ -123,10 +138,19 @@ def load_policy_book(config_dir: Path | str) -> PolicyBook:
     defaults = load_yaml(defaults_file)
     if not isinstance(defaults, dict):
         raise ConfigError(str(defaults_file), "", "expected a mapping of policy keys")
+    planning = planning_defaults(defaults, str(defaults_file))
+    defaults = {k: v for k, v in defaults.items() if k not in (CONFLICTS_SECTION, SLA_SECTION)}
     for key in defaults:
         if key not in POLICY_FIELDS:
             raise ConfigError(str(defaults_file), str(key), "unknown key (check the spelling)")
-    _validate(RetryPolicy, {**defaults, "name": "defaults"}, str(defaults_file))
+    max_wait = float(_validate(RetryPolicy, {**defaults, "name": "defaults"}, str(defaults_file)).max_wait)
+    if planning.conflicts.mutex_max_wait > max_wait:
+        raise ConfigError(
+            str(defaults_file),
+            f"{CONFLICTS_SECTION}.mutex_max_wait",
+            f"{planning.conflicts.mutex_max_wait:g}s is longer than max_wait ({max_wait:g}s), past "
+            "which a waiting run is dead-lettered: no wait could ever reach it",
+        )
 
     raw = load_yaml(policies_file)
     if not isinstance(raw, dict) or not isinstance(raw.get("policies"), dict):
@@ -145,7 +169,23 @@ def load_policy_book(config_dir: Path | str) -> PolicyBook:
         build_policy(str(name), defaults, spec, 0, str(policies_file), ("policies",))
     if "default" not in named:
         raise ConfigError(str(policies_file), "policies", "a policy named 'default' is required")
-    return PolicyBook(defaults=dict(defaults), named=named, source=str(policies_file))
+    return PolicyBook(defaults=dict(defaults), named=named, source=str(policies_file), planning=planning)
+
+
+def planning_defaults(defaults: Mapping[str, Any], file: str) -> PlanningDefaults:
+    """The ``conflicts:`` and ``sla:`` sections of a defaults file, checked; each missing section
+    takes its defaults. An error names the file and the key (``conflicts.mutex_max_wait``)."""
+    sections: dict[str, Any] = {}
+    for name in (CONFLICTS_SECTION, SLA_SECTION):
+        if name not in defaults:
+            continue
+        value = defaults[name]
+        if not isinstance(value, dict):
+            raise ConfigError(
+                file, name, f"expected a mapping of {name} settings, got {type(value).__name__}"
+            )
+        sections[name] = value
+    return _validate(PlanningDefaults, sections, file)
 
 
 def resolve_policy(task: Task, book: PolicyBook) -> RetryPolicy:

@@ -31,6 +31,11 @@ from rebound.domain.timefmt import iso
 GENESIS = "0" * 64
 CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head", "rev")
 """Fields the chain itself, or the store's optimistic lock, keeps: never part of a record's changes."""
+CLAIM_CHANGES_SHOWN = ("lease_expires_at", "lease_owner")
+"""Fields of a claim's (``attempt-started``) changes a run's timeline shows beside its evidence."""
+RECORD_TIME_FIELDS = ("updated_at",)
+"""Fields every record of a run sets to its own ``at`` (a run is saved with ``updated_at`` at the
+time of its record): the record's time says them, so its changes leave them out."""
 POLL_FIELDS = ("dispatch", "next_retry_at", "wait_polls")
 """Fields a waiting run's polls change without an audit record (``UnitOfWork.touch_run``). Every
 record carries them, so the chain catches up with the polls at the next record."""
@@ -152,8 +157,8 @@ class ChainCheck:
     macs_checked: bool = True
 
 
-def _mac_problem(record: AuditRecord, check: CheckMac) -> str | None:
-    fields = record.model_dump(mode="json")
+def _mac_problem(record: AuditRecord, fields: dict[str, Any], check: CheckMac) -> str | None:
+    """``fields``: the record as ``model_dump(mode="json")`` gives it (dumped once per record)."""
     if record.mac_alg != MAC_ALG or not record.mac_key or not record.mac:
         return f"seq {record.seq} has an unknown MAC algorithm {record.mac_alg!r}"
     if not check(record.mac_key, mac_label(fields["at"]), mac_message(fields), record.mac):
@@ -178,7 +183,8 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
             return broken(f"record {index} is missing (found seq {record.seq})")
         if record.prev_hash != prev:
             return broken(f"seq {record.seq} does not link to seq {index - 1}")
-        if record.hash != record_hash(record.model_dump(mode="json")):
+        fields = record.model_dump(mode="json")
+        if record.hash != record_hash(fields):
             return broken(f"seq {record.seq} was altered (hash mismatch)")
         if record.mac is None and record.mac_alg is None:
             if keyed_seen:
@@ -186,7 +192,7 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
             unkeyed += 1
         else:
             keyed_seen = True
-            problem = _mac_problem(record, check_mac) if check_mac is not None else None
+            problem = _mac_problem(record, fields, check_mac) if check_mac is not None else None
             if problem:
                 return broken(problem)
         prev = record.hash
@@ -199,14 +205,42 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
 
 
 def run_changes(before: Run | None, after: Run) -> dict[str, Any]:
-    """The fields of ``after`` that differ from ``before`` (all fields for a new run), and always
-    the poll fields (a poll may have changed them since the last record)."""
-    new = after.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
+    """The fields of ``after`` that differ from ``before``, and always the poll fields (a poll may
+    have changed them since the last record). For a new run, every field that is not at its
+    default: ``rebuild_run`` starts from the defaults, and a record that stays under 1 KB costs
+    one write unit instead of two."""
+    left_out = {*CHAIN_FIELDS, *RECORD_TIME_FIELDS}
     if before is None:
-        return new
-    old = before.model_dump(mode="json", exclude=set(CHAIN_FIELDS))
-    carried = {*POLL_FIELDS, *HEARTBEAT_FIELDS}
-    return {key: value for key, value in new.items() if old.get(key) != value or key in carried}
+        created = after.model_dump(mode="json", exclude=left_out, exclude_defaults=True)
+        # A new run's budget starts when it is created: said once (``rebuild_run`` reads it so).
+        if created.get("budget_started_at") == created.get("created_at"):
+            del created["budget_started_at"]
+        elif "budget_started_at" not in created:
+            created["budget_started_at"] = None
+        return _compact(created)
+    new = after.model_dump(mode="json", exclude=left_out)
+    old = before.model_dump(mode="json", exclude=left_out)
+    # A poll or a heartbeat only ever moves its fields away from their defaults (a later token, a
+    # later time, one more), so one still at its default was not touched since the last record,
+    # which therefore says it already: only the others need carrying.
+    defaults = _RUN_DEFAULTS
+    carried = {k for k in (*POLL_FIELDS, *HEARTBEAT_FIELDS) if new.get(k) != defaults.get(k)}
+    return _compact({key: value for key, value in new.items() if old.get(key) != value or key in carried})
+
+
+_RUN_DEFAULTS: dict[str, Any] = {
+    name: field.get_default(call_default_factory=True) for name, field in Run.model_fields.items()
+}
+
+
+def _compact(changes: dict[str, Any]) -> dict[str, Any]:
+    """``changes`` with each attempt's unset (``None``) fields left out: ``Attempt`` defaults them."""
+    if isinstance(changes.get("attempts"), list):
+        changes["attempts"] = [
+            {k: v for k, v in a.items() if v is not None} if isinstance(a, dict) else a
+            for a in changes["attempts"]
+        ]
+    return changes
 
 
 def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
@@ -217,7 +251,11 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
     fields: dict[str, Any] = {"run_id": run_id}
     ordered = sorted(records, key=lambda r: r.seq)
     for record in ordered:
-        fields.update(record.evidence.get("changes", {}))
+        changes = record.evidence.get("changes", {})
+        fields.update(dict.fromkeys(RECORD_TIME_FIELDS, record.at))
+        if record.seq == 1 and "budget_started_at" not in changes:  # see ``run_changes``
+            fields["budget_started_at"] = changes.get("created_at")
+        fields.update(changes)  # records written before carry updated_at and budget_started_at
     if ordered:
         fields["audit_seq"] = ordered[-1].seq
         fields["audit_head"] = ordered[-1].hash

@@ -111,13 +111,14 @@ class WorkOrderCreated(_Detail):
 
 
 class ExecutionWaiting(_RunDetail):
-    """A warning: the run could not start because a slot is taken; it waits without spending an attempt."""
+    """A warning: the run could not start because a slot is taken, or its retry is held because its
+    target is unhealthy (``target-unhealthy``); it waits without spending an attempt."""
 
     attempt: int = Field(ge=1, description="the attempt that is waiting to start")
-    reason: Literal["mutex_busy", "tenant_quota", "overlap"]
+    reason: Literal["mutex_busy", "tenant_quota", "overlap", "target-unhealthy"]
     slots: list[str]
-    holders: list[str] = Field(description="runs inside the busy slots")
-    retry_in_s: float = Field(ge=0)
+    holders: list[str] = Field(description="runs inside the busy slots (the target, when it is unhealthy)")
+    retry_in_s: float = Field(ge=0, description="until the next poll (an unhealthy target: the next probe)")
     waits: int = Field(ge=1, description="how many times this run has waited")
 
 

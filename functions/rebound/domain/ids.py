@@ -68,6 +68,16 @@ def task_rule_name(task_id: str) -> str:
     return fit_name(f"task-{task_id}")
 
 
+def workstream_schedule_name(workstream_id: str, index: int = 0) -> str:
+    """The EventBridge Scheduler schedule that starts a workstream (a schedule may need several)."""
+    return f"ws-{workstream_id}" if index == 0 else f"ws-{workstream_id}-{index}"
+
+
+def workstream_rule_name(workstream_id: str) -> str:
+    """The EventBridge rule of a workstream started by events, on the environment's bus."""
+    return f"ws-{workstream_id}"
+
+
 RUN_PREFIX = "run#"
 """Audit subjects are ``<kind>#<id>``: one hash chain per run, work order, task, policy, tenant, slot."""
 

@@ -59,6 +59,36 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
+class TargetBudget(Strict):
+    """A retry budget per target (``target_budget:`` in a policy): when the failures of one target
+    (an http host, a lambda function, a sim target's ``name``) within ``window`` reach
+    ``threshold``, from at least ``min_runs`` runs, Rebound stops spending attempts on it. Failed
+    runs are held (``waiting``, reason ``target-unhealthy``, the failed attempt not counted), one
+    work order is opened for the target, one held run is let through as a probe every
+    ``probe_every``, and once a probe succeeds the held runs are released at most
+    ``release_per_minute`` a minute. A run held longer than ``max_hold`` is dead-lettered
+    (``TARGET_UNHEALTHY``). See ``rebound.domain.target_budget``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    window: Annotated[Seconds, Field(gt=0, le=86400)] = 300.0
+    threshold: int = Field(default=10, ge=1, le=1000)
+    min_runs: int = Field(default=3, ge=1, le=1000)
+    probe_every: Annotated[Seconds, Field(gt=0, le=86400)] = 120.0
+    release_per_minute: int = Field(default=10, ge=1, le=1000)
+    max_hold: Annotated[Seconds, Field(gt=0, le=7 * 86400)] = 86400.0
+
+    @model_validator(mode="after")
+    def _runs_within_threshold(self) -> TargetBudget:
+        if self.min_runs > self.threshold:
+            raise ValueError(
+                f"min_runs ({self.min_runs}) must not exceed threshold ({self.threshold}): the "
+                "failures of fewer runs than that could never trip the budget"
+            )
+        return self
+
+
 class RetryPolicy(Strict):
     """A complete, resolved retry policy. Its delays live in ``rebound.domain.backoff``, the retry decision in
     ``rebound.domain.retry``."""
@@ -81,6 +111,9 @@ class RetryPolicy(Strict):
         default=3600.0,
         description="longest a run may wait for a busy mutex, quota or overlap slot before it is "
         "dead-lettered with WAIT_EXHAUSTED",
+    )
+    target_budget: TargetBudget = Field(
+        default_factory=TargetBudget, description="the retry budget per target (rebound.domain.target_budget)"
     )
 
     @model_validator(mode="after")
@@ -119,6 +152,7 @@ class PolicyOverride(Strict):
     severity: Severity | None = None
     runbook_url: str | None = None
     max_wait: Seconds | None = None
+    target_budget: TargetBudget | None = None
 
     def changes(self) -> dict[str, Any]:
         return self.model_dump(exclude={"extends"}, exclude_none=True, mode="json")
@@ -259,6 +293,17 @@ class SimAsync(Strict):
     duplicate_completions: int = Field(default=0, ge=0, le=5)
 
 
+class SimOutage(Strict):
+    """The simulated dependency is down from ``after`` (counted from when the simulation, or the
+    process that plays the target, started) for ``for``: inside that window every call fails with
+    a retryable error (``SIM_OUTAGE``); outside it the call succeeds."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+    after: Annotated[Seconds, Field(ge=0)]
+    for_: Annotated[Seconds, Field(gt=0)] = Field(alias="for")
+
+
 class SimBehavior(Strict):
     """What the built-in simulated target does. One primary behaviour; ``duration_s`` may join any."""
 
@@ -282,12 +327,24 @@ class SimBehavior(Strict):
         alias="async",
         description="an asynchronous worker that heartbeats and reports completion (target.mode: async)",
     )
+    outage: SimOutage | None = Field(
+        default=None, description="fails (retryably) inside a window of time, succeeds outside it"
+    )
 
     @model_validator(mode="after")
     def _one_behavior(self) -> SimBehavior:
         primary = [
             key
-            for key in ("ok", "fail_first", "always_fail", "terminal_error", "fail_rate", "hang", "stall")
+            for key in (
+                "ok",
+                "fail_first",
+                "always_fail",
+                "terminal_error",
+                "fail_rate",
+                "hang",
+                "stall",
+                "outage",
+            )
             if getattr(self, key) not in (None, False)
         ]
         if self.async_ is not None:
@@ -310,6 +367,12 @@ MODE_DESCRIPTION = (
 
 class SimTarget(Strict):
     type: Literal["sim"]
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="the simulated dependency's identity for retry budgets (default: the task id)",
+    )
     behavior: SimBehavior = Field(default_factory=lambda: SimBehavior(ok=True))
     mode: TargetMode = Field(default="sync", description=MODE_DESCRIPTION)
 
@@ -713,6 +776,11 @@ class Run(BaseModel):
         default=0, ge=0, description="times a message for it was handed back unstarted (too little time)"
     )
     slots: list[str] = Field(default_factory=list, description="concurrency slots the running attempt holds")
+    forgiven: list[int] = Field(
+        default_factory=list,
+        description="attempts that failed while their target was unhealthy: the run was held, and "
+        "they do not count against its attempt budget",
+    )
     held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
     catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
     sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
@@ -745,7 +813,8 @@ class Run(BaseModel):
 
     @property
     def attempts_in_budget(self) -> int:
-        return self.attempt - self.budget_start
+        """Attempts of the current budget, less those forgiven (failed while the target was unhealthy)."""
+        return self.attempt - self.budget_start - sum(1 for n in self.forgiven if n > self.budget_start)
 
     @property
     def current_attempt(self) -> Attempt | None:
@@ -846,5 +915,12 @@ class WorkOrder(BaseModel):
         description="when its subject failed again while the order was open (a flapping run)",
     )
     resolve_reason: str | None = None
+    level: int | None = Field(
+        default=None,
+        ge=1,
+        le=4,
+        description="escalation level 1-4 (rebound.domain.escalation_levels), judged at every write; "
+        "an order written before levels were recorded has none and reads as its derived level",
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64

@@ -21,8 +21,13 @@ class Notification:
     def subject(self) -> str:
         o = self.order
         what = o.task_id or "unparseable message"
-        text = f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered ({o.reason})"
+        head = f"[Rebound {self.environment}] {o.severity.value.upper()}{self._level}"
+        text = f"{head}: {what} dead-lettered ({o.reason})"
         return text[:100]
+
+    @property
+    def _level(self) -> str:
+        return f" L{self.order.level}" if self.order.level is not None else ""
 
     @property
     def summary(self) -> str:
@@ -31,7 +36,7 @@ class Notification:
         what = o.task_id or "unparseable message"
         error = f", {o.error_code}" if o.error_code else ""
         return (
-            f"[Rebound {self.environment}] {o.severity.value.upper()}: {what} dead-lettered "
+            f"[Rebound {self.environment}] {o.severity.value.upper()}{self._level}: {what} dead-lettered "
             f"({o.reason}{error}) after {o.attempts} attempt{'s' if o.attempts != 1 else ''}"
         )
 
@@ -41,6 +46,7 @@ class Notification:
             "work_order_id": o.work_order_id,
             "environment": self.environment,
             "severity": o.severity.value,
+            "level": o.level,
             "run_id": o.run_id,
             "task_id": o.task_id,
             "tenant": o.tenant,

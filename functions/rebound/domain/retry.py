@@ -44,6 +44,7 @@ class Reason:
     WAIT_EXHAUSTED = "wait_exhausted"
     NOT_ENOUGH_TIME = "not_enough_time"
     UNKNOWN_POLICY = "unknown_policy"
+    TARGET_UNHEALTHY = "target_unhealthy_too_long"
 
 
 def is_terminal(policy: RetryPolicy, error_code: str | None, retryable: bool) -> str | None:

@@ -6,14 +6,16 @@ time zone) and the input each schedule sends to the execution queue. Pure: no AW
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from rebound.domain import cron
 from rebound.domain.durations import parse_rate
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.ids import task_schedule_name
+from rebound.domain.ids import task_schedule_name, workstream_schedule_name
 from rebound.domain.models import ScheduleSpec, Task
+from rebound.domain.workstreams import Workstream
 
 FIRE_TEMPLATE_TIME = "<aws.scheduler.scheduled-time>"
 
@@ -46,13 +48,36 @@ def _zone(name: str) -> ZoneInfo:
 
 
 def planned_schedules(task: Task) -> list[PlannedSchedule]:
-    if task.schedule is None:
+    return _planned(task.schedule, lambda i: task_schedule_name(task.id, i))
+
+
+def planned_workstream_schedules(workstream: Workstream) -> list[PlannedSchedule]:
+    """The schedules that start a workstream: named ``ws-<id>``, fired as a task's would be."""
+    return _planned(workstream.schedule, lambda i: workstream_schedule_name(workstream.id, i))
+
+
+def _planned(spec: ScheduleSpec | None, name: Callable[[int], str]) -> list[PlannedSchedule]:
+    if spec is None:
         return []
     return [
-        PlannedSchedule(task_schedule_name(task.id, i), expression, task.schedule.timezone)
-        for i, expression in enumerate(scheduler_expressions(task.schedule))
+        PlannedSchedule(name(i), expression, spec.timezone)
+        for i, expression in enumerate(scheduler_expressions(spec))
     ]
 
 
 def fire_payload(task_id: str) -> dict[str, object]:
     return {"v": 1, "kind": "fire", "task_id": task_id, "scheduled_time": FIRE_TEMPLATE_TIME}
+
+
+WORKSTREAM_START = "workstream.start"
+"""The detail-type of the message that starts a workstream run: sent to the escalation queue (whose
+consumer advances workstreams) by a workstream's schedule, or by its rule from a matching event."""
+
+
+def workstream_start_payload(workstream_id: str) -> dict[str, object]:
+    """What a workstream's schedule sends: its run id derives from the workstream and the fire's
+    logical time, so every delivery of one fire names one run."""
+    return {
+        "detail-type": WORKSTREAM_START,
+        "detail": {"v": 1, "workstream_id": workstream_id, "scheduled_time": FIRE_TEMPLATE_TIME},
+    }

@@ -14,10 +14,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.events import EventType
+from rebound.domain.schedules import WORKSTREAM_START
+from rebound.domain.timefmt import parse_utc
 from rebound.engine.deps import Deps
 
 log = logging.getLogger(__name__)
@@ -50,6 +52,27 @@ class StepEndedDetail(_Detail):
     state: str = Field(min_length=1, max_length=64)
 
 
+class WorkstreamStartDetail(_Detail):
+    """A workstream's schedule fired (``scheduled_time``) or its rule matched an event (``event_id``)."""
+
+    workstream_id: str = Field(min_length=1, max_length=128)
+    scheduled_time: str | None = Field(default=None, max_length=64)
+    event_id: str | None = Field(default=None, min_length=1, max_length=512)
+
+    @field_validator("scheduled_time")
+    @classmethod
+    def _a_time(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_utc(value)  # raises ValueError naming what it could not read
+        return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> WorkstreamStartDetail:
+        if (self.scheduled_time is None) == (self.event_id is None):
+            raise ValueError("give scheduled_time (a schedule's fire) or event_id (an event), one of them")
+        return self
+
+
 class WorkstreamFailedDetail(_Detail):
     run_id: str = Field(min_length=1, max_length=512)
 
@@ -74,6 +97,7 @@ DETAILS: dict[str, type[_Detail]] = {
     EventType.DEAD_LETTERED: DeadLetteredDetail,
     EventType.SLA_BREACHED: SlaBreachedDetail,
     EventType.WORKSTREAM_STEP_ENDED: StepEndedDetail,
+    WORKSTREAM_START: WorkstreamStartDetail,
     EventType.WORKSTREAM_FAILED: WorkstreamFailedDetail,
     EventType.DEPENDENCY_CYCLE_DETECTED: WorkstreamFailedDetail,
     EventType.RESOURCE_EXHAUSTED: ResourceExhaustedDetail,

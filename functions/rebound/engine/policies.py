@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rebound.config.loader import PolicyBook, build_policy
+from rebound.config.loader import PolicyBook, build_policy, merge_spec
 from rebound.domain.errors import Conflict, PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
 from rebound.domain.models import POLICY_FIELDS, RetryPolicy, Task
@@ -90,7 +90,7 @@ class PolicyService:
                 f"unknown policy key(s): {', '.join(unknown)}; valid keys: {valid}", key_path=unknown[0]
             )
         spec, version = self._spec(name)
-        new_spec = {**spec, **changes}
+        new_spec = merge_spec(spec, changes)
         policy = build_policy(name, self.book.defaults, new_spec, version + 1, f"policy {name}")
         uow = self.store.unit_of_work(actor, at)
         record = uow.append_audit(

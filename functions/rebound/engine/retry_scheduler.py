@@ -6,6 +6,7 @@ between the two leaves the run ``retry_scheduled`` waiting for a carrier that wa
 sweeper's overdue-dispatch check sends it. Dispatch is single-flight: only a message with the
 run's current token can start the attempt, and a one-time schedule's name derives from (run,
 attempt, token). A run the policy does not retry is dead-lettered (``rebound.engine.dead_letters``).
+A failure whose target is unhealthy is held instead of retried (``rebound.engine.target_budgets``).
 
 Every invocation of the retry scheduler function first records a heartbeat (one put of a fixed
 control record): ``rebound health`` compares it with the work waiting for the
@@ -20,7 +21,7 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import retry_dispatch_reference, run_subject
 from rebound.domain.models import Run, RunState
-from rebound.domain.retry import Reason, decide_retry
+from rebound.domain.retry import Reason, decide_retry, is_terminal
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
@@ -28,6 +29,7 @@ from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters, last_outcome
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import MAX_QUEUE_DELAY_S, Dispatcher
+from rebound.engine.target_budgets import TargetBudgets
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,11 @@ class RetryScheduler:
             policy = policy.model_copy(update={"max_attempts": run.budget_overrides.max_attempts})
         now = self.clock.now()
         retryable = bool(run.last_error_retryable) if run.last_error_retryable is not None else True
+        if is_terminal(policy, run.last_error_code, retryable) is None:
+            # A failure a retry would follow: its target's budget may hold the run instead.
+            held = TargetBudgets(self.deps, self.actor).on_failure(run, found.stored, policy)
+            if held is not None:
+                return held
         decision = decide_retry(
             run,
             policy,

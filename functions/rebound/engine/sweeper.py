@@ -7,6 +7,9 @@
   ran out of time) is failed with ``TIMEOUT`` and goes down the retry path; its slots are left.
 - **Stuck failures.** A ``failed`` run that no retry decision picked up (its event was lost, or
   the retry scheduler kept failing) is decided again.
+- **Held runs of unhealthy targets** (``rebound.engine.target_budgets``): probed, released at
+  the target's pace once it recovered, dead-lettered past ``max_hold``; the target's work order
+  resolved once nothing is held.
 - **Overdue dispatches.** A run waiting for its carrier (a retry, a wait's poll, a release, a
   stagger, a catch-up, a replay) whose carrier is overdue *and* provably not in the queue gets a
   new dispatch token and a new carrier. A carrier that is only late (a backed-up queue) is left
@@ -33,13 +36,14 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
 from rebound.domain.ids import run_subject
 from rebound.domain.models import AttemptOutcome, Run, RunState, Task
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
@@ -52,9 +56,11 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER, WAITING_STATES, Dispatcher, Evidence, observe_queue
 from rebound.engine.dlq_arrivals import DlqArrivals
 from rebound.engine.ledger import Ledger, LedgerReport
+from rebound.engine.levels import raise_levels
 from rebound.engine.outbox import relay
 from rebound.engine.ports import StreamRange
 from rebound.engine.retry_scheduler import RetryScheduler
+from rebound.engine.target_budgets import TargetBudgets, TargetSweep, held_by_target
 from rebound.engine.workstreams import Workstreams
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,14 @@ STUCK_FAILED_AFTER = timedelta(minutes=2)
 CONTROL_SCAN_LIMIT = 50
 PERIODIC_S = 300
 """The sweeper's periodic steps (manual recovery completion) run once in each such period."""
+WORKSTREAM_EVENTS = (
+    WORKSTREAM_START,
+    EventType.WORKSTREAM_STEP_ENDED,
+    EventType.WORKSTREAM_FAILED,
+    EventType.DEPENDENCY_CYCLE_DETECTED,
+    EventType.RESOURCE_EXHAUSTED,
+)
+"""Workstream events the control DLQ pass handles again (``work_control_dlq``)."""
 
 
 @dataclass
@@ -79,16 +93,24 @@ class SweepReport:
     events_republished: int = 0
     control_handled: list[str] = field(default_factory=list)
     sla_breaches: list[str] = field(default_factory=list)
+    levels_raised: list[str] = field(default_factory=list)
+    """Open work orders whose escalation level rose with time (``rebound.engine.levels``)."""
     completion_rate: float | None = None
     periodic: bool = False
     """Whether this sweep ran the five-minute steps (the completion rate; the health report)."""
     queue_quiet_at: str | None = None
     failures: list[dict[str, str]] = field(default_factory=list)
     ledger: LedgerReport = field(default_factory=LedgerReport)
+    targets: TargetSweep = field(default_factory=TargetSweep)
+    """Runs held for an unhealthy target: probed, released, timed out; targets recovered, closed."""
+    out_of_time: list[str] = field(default_factory=list)
+    """Steps not started because the invocation had less than ``STEP_MARGIN_S`` left: the next
+    sweep, a minute later, runs them (every step is idempotent)."""
 
     def total(self) -> int:
         return (
-            len(self.leases_expired)
+            self.targets.total()
+            + len(self.leases_expired)
             + len(self.failures_redecided)
             + len(self.plans_redispatched)
             + len(self.dlq_escalated)
@@ -97,14 +119,24 @@ class SweepReport:
             + self.events_republished
             + len(self.control_handled)
             + len(self.sla_breaches)
+            + len(self.levels_raised)
             + len(self.failures)
             + len(self.ledger.missed)
             + len(self.ledger.delivered)
         )
 
 
+STEP_MARGIN_S = 30.0
+"""A sweep starts no step with less than this left of its invocation: a step cut off by the
+Lambda timeout would leave its work to the next sweep anyway, and its log and report lost."""
+
+
 class Sweeper:
-    def __init__(self, deps: Deps, actor: str = "sweeper") -> None:
+    def __init__(
+        self, deps: Deps, actor: str = "sweeper", remaining_s: Callable[[], float] | None = None
+    ) -> None:
+        """``remaining_s`` is the invocation's time left (the Lambda context's); None: unbounded."""
+        self.remaining_s = remaining_s
         self.deps = deps
         self.store = deps.store
         self.clock = deps.clock
@@ -112,6 +144,7 @@ class Sweeper:
         self.retries = RetryScheduler(deps, actor)
         self.dead_letters = DeadLetters(deps, actor)
         self.dispatcher = Dispatcher(deps, actor)
+        self.budgets = TargetBudgets(deps, actor)
 
     def sweep(self, scan_dlq: bool = True, ledger: bool = True) -> SweepReport:
         report = SweepReport()
@@ -134,6 +167,16 @@ class Sweeper:
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
             self._step(report, "control_dlq", lambda: self.work_control_dlq(report))
+        report.levels_raised = (
+            self._step(
+                report,
+                "levels",
+                lambda: raise_levels(
+                    self.deps, self.actor, lambda order_id, exc: self._failed(report, "levels", order_id, exc)
+                ),
+            )
+            or []
+        )
         if self._step(report, "every_5_minutes", self.first_in_period):
             figure = self._step(
                 report,
@@ -155,6 +198,9 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- isolation
     def _step(self, report: SweepReport, name: str, fn: Callable[[], T]) -> T | None:
+        if self.remaining_s is not None and self.remaining_s() < STEP_MARGIN_S:
+            report.out_of_time.append(name)
+            return None
         try:
             return fn()
         except Exception as exc:
@@ -360,8 +406,13 @@ class Sweeper:
                 paused[task_id] = stored is not None and stored.paused
             return paused[task_id]
 
+        target_held: list[Run] = []
+
         def one(run: Run) -> None:
             if run.state not in WAITING_STATES:
+                return
+            if held_by_target(run) and not task_paused(run.task_id):
+                target_held.append(run)  # its target's budget releases it (below)
                 return
             if run.held_at is not None:
                 # Held while its task was paused; a resume that did not see it (an index that
@@ -394,6 +445,8 @@ class Sweeper:
         for state in (RunState.PENDING, RunState.RETRY_SCHEDULED, RunState.REPLAYED):
             runs = self.store.runs_in_state(state, updated_before=cutoff)
             self._each(report, "dispatches", runs, lambda r: r.run_id, one)
+        swept = self._step(report, "targets", lambda: self.budgets.sweep(target_held))
+        report.targets = swept or TargetSweep()
 
     # --------------------------------------------------------------------------- the DLQ
     def escalate_dlq_arrivals(self, report: SweepReport) -> None:
@@ -410,6 +463,20 @@ class Sweeper:
         report.dlq_recorded += seen.recorded
 
     # --------------------------------------------------------------------------- the control DLQ
+    def _workstream_event(self, kind: str, detail: dict[str, Any]) -> None:
+        """A workstream's message escalation gave up on: a start starts its run, a step's end
+        advances its workstream (or it would wait for ever), a failure opens its work order."""
+        from rebound.engine.escalation import Escalation
+
+        if kind == WORKSTREAM_START:
+            Workstreams(self.deps, self.actor).on_start(detail)
+        elif kind == EventType.WORKSTREAM_STEP_ENDED:
+            Workstreams(self.deps, self.actor).on_step_ended(detail)
+        elif kind == EventType.RESOURCE_EXHAUSTED:
+            Escalation(self.deps, self.actor).on_resource_exhausted(detail)
+        else:
+            Escalation(self.deps, self.actor).on_workstream_failed(detail)
+
     def work_control_dlq(self, report: SweepReport) -> None:
         """Stream batches the relay gave up on are published again from the stream; events the
         retry scheduler or escalation gave up on are handled again. What is handled is removed;
@@ -444,6 +511,8 @@ class Sweeper:
                         escalation.on_dead_lettered(body["detail"])
                     else:
                         escalation.on_sla_breached(body["detail"])
+                elif isinstance(body, dict) and body.get("detail-type") in WORKSTREAM_EVENTS:
+                    self._workstream_event(str(body["detail-type"]), body["detail"])
                 else:
                     continue  # not ours to judge: an operator looks at it
                 self.deps.queues.delete("control_dlq", message.receipt_handle)

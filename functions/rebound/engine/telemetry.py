@@ -33,5 +33,8 @@ HEALTH_REPORTS = "task.health.reports_total"
 HEALTH_ALERTS = "task.health.alerts_total"
 DELIVERY_RETRY_PLANS = "task.notification.retry_plans_total"
 RETRYABLE_DELIVERIES = "task.notification.retryable_total"
+TARGET_TRIPPED = "task.target.tripped_total"
+TARGET_HELD = "task.target.held_total"
+TARGET_RELEASED = "task.target.released_total"
 
 ON_TIME_WINDOW_S = 60

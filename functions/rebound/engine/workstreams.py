@@ -35,9 +35,10 @@ from typing import Any
 from rebound.domain import events as ev
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, NotFound, OperationalError
-from rebound.domain.ids import manual_run_id, run_subject
+from rebound.domain.ids import event_run_id, manual_run_id, run_subject, scheduled_run_id
 from rebound.domain.models import Run, RunState, Trigger
 from rebound.domain.states import TERMINAL, closed
+from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.concurrency import SLOT_PREFIX, holders, leave
 from rebound.engine.deps import Deps
@@ -83,12 +84,19 @@ def workstream_subject(run_id: str) -> str:
 class SlotResources:
     """A ``ResourceBook`` on the resources' slots: decisions on the slots as read, changes staged
     in the unit of work, where entering a full slot fails the commit (then everything is read and
-    decided again)."""
+    decided again).
+
+    A transaction may write an item only once, so the holders entering one slot are staged as one
+    write, and so are those leaving it. Entering a slot that holders leave in the same
+    transaction would be a second write: such a step is refused for now (it waits) and
+    ``deferred`` is set, and the caller decides again right after the commit, when the slot has
+    room."""
 
     deps: Deps
     limits: dict[str, int]
     entering: dict[str, list[str]] = field(default_factory=dict)
     leaving: dict[str, list[str]] = field(default_factory=dict)
+    deferred: bool = False
     _read: dict[str, list[str]] = field(default_factory=dict)
 
     def holders(self, resource: str) -> list[str]:
@@ -100,7 +108,12 @@ class SlotResources:
     def acquire(self, resources: list[str], holder: str) -> bool:
         for resource in resources:
             inside = self.holders(resource)
-            if holder not in inside and len(inside) >= self.limits.get(resource, 1):
+            if holder in inside:
+                continue
+            if self.leaving.get(resource):
+                self.deferred = True  # its room comes with this commit: decided again after it
+                return False
+            if len(inside) >= self.limits.get(resource, 1):
                 return False
         for resource in resources:
             if holder not in self.holders(resource):
@@ -112,21 +125,25 @@ class SlotResources:
             if holder in self.entering.get(resource, []):
                 self.entering[resource].remove(holder)
             elif holder in self.holders(resource):
+                if self.entering.get(resource):
+                    raise OperationalError(
+                        f"resource {resource}: a holder would leave and another enter in one write"
+                    )
                 self.leaving.setdefault(resource, []).append(holder)
 
     def stage(self, uow: UnitOfWork, until: datetime) -> None:
         for resource, entering in self.entering.items():
-            for holder in entering:
-                uow.enter_slot(
+            if entering:
+                uow.enter_slot_many(
                     resource_slot(resource),
                     self.limits.get(resource, 1),
-                    holder,
+                    entering,
                     until,
                     f"slot resource#{resource}",
                 )
         for resource, leaving in self.leaving.items():
-            for holder in leaving:
-                leave(uow, resource_slot(resource), holder)
+            if leaving:
+                uow.leave_slot_many(resource_slot(resource), leaving)
 
 
 def _body(item: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int | None]:
@@ -251,12 +268,15 @@ class Workstreams:
                 found.append(wr.Checkpoint.model_validate(body))
         return found
 
-    def start(self, workstream_id: str, token: str | None = None) -> wr.WorkstreamRun:
+    def start(
+        self, workstream_id: str, token: str | None = None, run_id: str | None = None
+    ) -> wr.WorkstreamRun:
         """Start a run of a registered workstream: a cycle made by a later edit is refused here
-        (``dependency_cycle_detected``, before any step starts); otherwise its root steps start."""
+        (``dependency_cycle_detected``, before any step starts); otherwise its root steps start.
+        ``run_id`` names the run (a fire's or an event's); the same run id starts one run."""
         definition, _ = self.definition(workstream_id)
         now = self.clock.now()
-        run_id = manual_run_id(workstream_id, now, token or uuid.uuid4().hex)
+        run_id = run_id or manual_run_id(workstream_id, now, token or uuid.uuid4().hex)
         for _ in range(WRITE_TRIES):
             existing = self.store.get_key(run_key(run_id))
             if existing is not None:
@@ -285,6 +305,19 @@ class Workstreams:
             except Conflict:
                 continue
             return
+
+    def on_start(self, detail: dict[str, Any]) -> str:
+        """A workstream's schedule fired, or an event its rule matches arrived (``workstream.start``,
+        at least once): start the run that fire or event names, once."""
+        workstream_id = str(detail["workstream_id"])
+        if detail.get("event_id"):
+            run_id = event_run_id(workstream_id, str(detail["event_id"]))
+        else:
+            run_id = scheduled_run_id(workstream_id, parse_utc(str(detail["scheduled_time"])))
+        if self.store.get_key(definition_key(workstream_id)) is None:
+            log.warning("a start for an unknown workstream", extra={"detail": detail})
+            return "unknown workstream"  # its schedule or rule outlived it; redelivering would not help
+        return self.start(workstream_id, run_id=run_id).run_id
 
     def on_step_ended(self, detail: dict[str, Any]) -> str:
         """A step's run reached a final state (``workstream.step.ended``, at least once)."""
@@ -318,6 +351,13 @@ class Workstreams:
                 self._commit(version, run, progress, books, action, evidence, before.state.value)
             except Conflict:
                 continue
+            if books.deferred:  # a step left a resource another step waits for: it may start now
+                try:
+                    self.poll(run_id)
+                except OperationalError:  # it waits; the sweeper polls waiting steps every minute
+                    log.warning(
+                        "a step waiting for a freed resource was not started", extra={"run_id": run_id}
+                    )
             return run, progress
         raise OperationalError(f"could not change workstream run {run_id}: it kept changing")
 

@@ -1,22 +1,19 @@
 """Escalation: ``task.dead_lettered``, ``task.sla.breached``, ``task.recovered``,
-``workorder.resolved`` and the workstreams' events (via the escalation queue) in; work orders,
-their resolutions, notifications and workstream progress out."""
+``workorder.resolved``, the workstreams' events and their starts (``workstream.start``, from their
+schedules and rules) via the escalation queue in; work orders, their resolutions, notifications
+and workstream progress out."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.domain.events import EventType as Rebound
-from rebound.engine.control_messages import consume
-from rebound.engine.escalation import Escalation
-from rebound.engine.workstreams import Workstreams
 from rebound.handlers.observability import logger_for, metrics_for
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("escalation")
 metrics = metrics_for("escalation")
@@ -25,6 +22,15 @@ metrics = metrics_for("escalation")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # Imported by the first invocation, not by the module's import (docs/performance.md, "Cold import").
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from rebound.domain.events import EventType as Rebound
+    from rebound.domain.schedules import WORKSTREAM_START
+    from rebound.engine.control_messages import consume
+    from rebound.engine.escalation import Escalation
+    from rebound.engine.workstreams import Workstreams
+
     deps = wiring.deps()
     escalation = Escalation(deps)
 
@@ -33,6 +39,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             return escalation.on_sla_breached(detail)
         if kind == Rebound.WORKSTREAM_STEP_ENDED:
             return Workstreams(deps).on_step_ended(detail)
+        if kind == WORKSTREAM_START:
+            return Workstreams(deps).on_start(detail)
         if kind in (Rebound.WORKSTREAM_FAILED, Rebound.DEPENDENCY_CYCLE_DETECTED):
             return escalation.on_workstream_failed(detail)
         if kind == Rebound.RESOURCE_EXHAUSTED:
@@ -49,6 +57,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
             Rebound.DEAD_LETTERED,
             Rebound.SLA_BREACHED,
             Rebound.WORKSTREAM_STEP_ENDED,
+            WORKSTREAM_START,
             Rebound.WORKSTREAM_FAILED,
             Rebound.DEPENDENCY_CYCLE_DETECTED,
             Rebound.RESOURCE_EXHAUSTED,

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import logging
 import random
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.adapters.queues import read_attributes
-from rebound.domain.errors import ReboundError
-from rebound.engine.executor import Deferred, Executor, QueueMessage
 from rebound.handlers.observability import logger_for, metrics_for
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("executor")
 metrics = metrics_for("executor")
@@ -41,6 +39,12 @@ def backoff_s(receive_count: int, rng: random.Random) -> float:
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    # The engine is imported by the first invocation, not by the module's import (a cold start's
+    # init stays small; docs/performance.md, "Cold import"). Later calls find it in sys.modules.
+    from rebound.adapters.queues import read_attributes
+    from rebound.domain.errors import ReboundError
+    from rebound.engine.executor import Deferred, Executor, QueueMessage
+
     deps = wiring.deps()
     executor = Executor(deps, request_id=context.aws_request_id)
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
 from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from rebound import resources as r
 from rebound import wiring
-from rebound.api import build_app
 from rebound.handlers.observability import logger_for
-from rebound.ops.dlq.jobs import CONTINUE, LambdaContinuation, ThreadContinuation, continue_job
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.event_handler import APIGatewayRestResolver
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("ops_api")
 
@@ -28,6 +28,8 @@ def environment() -> str:
 def continuation(job_id: str) -> None:
     """A redrive job's next chunk runs in a fresh invocation of this function (asynchronous, so
     each chunk has the function's whole timeout); outside Lambda, in a background thread."""
+    from rebound.ops.dlq.jobs import LambdaContinuation, ThreadContinuation
+
     name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     if name:
         LambdaContinuation(name, _lambda_client())(job_id)
@@ -37,14 +39,24 @@ def continuation(job_id: str) -> None:
 
 @cache
 def _lambda_client() -> Any:
+    import boto3
+
     return boto3.client("lambda")
 
 
-app = build_app(wiring.deps, environment=environment, continuation=continuation)
+@cache
+def app() -> APIGatewayRestResolver:
+    """The route table, built by the first request (its modules are most of this function's
+    imports: docs/performance.md, "Cold import"), then kept for the container's life."""
+    from rebound.api import build_app
+
+    return build_app(wiring.deps, environment=environment, continuation=continuation)
 
 
 @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    from rebound.ops.dlq.jobs import CONTINUE, continue_job
+
     if CONTINUE in event:  # a redrive job's next chunk (this function invoked itself)
         return continue_job(wiring.deps(), str(event[CONTINUE]), continuation).as_dict()
-    return app.resolve(event, context)
+    return app().resolve(event, context)

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.adapters.streams import outbox_events
-from rebound.engine.crashpoints import AFTER_PUBLISH
-from rebound.engine.outbox import relay
 from rebound.handlers.observability import logger_for, metrics_for
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("outbox_relay")
 metrics = metrics_for("outbox_relay")
@@ -19,6 +17,10 @@ metrics = metrics_for("outbox_relay")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    from rebound.adapters.streams import outbox_events  # at the first invocation, not at import
+    from rebound.engine.crashpoints import AFTER_PUBLISH
+    from rebound.engine.outbox import relay
+
     deps = wiring.deps()
     retry_from = relay(outbox_events(event.get("Records", [])), deps.bus)
     deps.faults.reached(AFTER_PUBLISH)  # published, not yet checkpointed: the batch comes again

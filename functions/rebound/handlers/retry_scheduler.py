@@ -7,23 +7,18 @@ failure event goes to the control DLQ with its reason (``rebound.engine.control_
 
 from __future__ import annotations
 
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.domain.errors import ValidationFailed
-from rebound.domain.events import EventType as Rebound
-from rebound.engine.control_messages import consume, refuse
-from rebound.engine.deps import Deps
-from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers.observability import logger_for, metrics_for
-from rebound.ops.async_reports import REPORT_DETAIL_TYPES, AsyncReports, report_from_event
 
-ACCEPTED = (Rebound.EXECUTION_FAILED, *REPORT_DETAIL_TYPES)
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from rebound.engine.deps import Deps
+
 logger = logger_for("retry_scheduler")
 metrics = metrics_for("retry_scheduler")
 
@@ -31,6 +26,15 @@ metrics = metrics_for("retry_scheduler")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
+    # Imported by the first invocation, not by the module's import (docs/performance.md, "Cold import").
+    from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+    from rebound.domain.events import EventType as Rebound
+    from rebound.engine.control_messages import consume
+    from rebound.engine.retry_scheduler import RetryScheduler
+    from rebound.ops.async_reports import REPORT_DETAIL_TYPES
+
+    accepted = (Rebound.EXECUTION_FAILED, *REPORT_DETAIL_TYPES)
     deps = wiring.deps()
     scheduler = RetryScheduler(deps)
     scheduler.heartbeat()  # `rebound health` reads it: the worker is alive
@@ -43,7 +47,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
                 return on_report(deps, message_id, body, kind, detail)
             return scheduler.on_failed(detail["run_id"], detail["attempt"])
 
-        return consume(deps, "retry", message_id, body, ACCEPTED, handle)
+        return consume(deps, "retry", message_id, body, accepted, handle)
 
     return process_partial_response(
         event=event,
@@ -56,6 +60,10 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
 def on_report(deps: Deps, message_id: str, body: str, detail_type: str, detail: object) -> str:
     """One report event: accepted, or refused with its reason (never retried: the answer is final).
     A report that is not valid goes to the control DLQ with what is wrong, like any bad body."""
+    from rebound.domain.errors import ValidationFailed
+    from rebound.engine.control_messages import refuse
+    from rebound.ops.async_reports import AsyncReports, report_from_event
+
     try:
         report = report_from_event(detail_type, detail)
     except ValidationFailed as exc:

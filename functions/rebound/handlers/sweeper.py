@@ -4,15 +4,13 @@ every five minutes it also runs the retry-health report (``rebound.ops.health_wa
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.engine.sweeper import Sweeper
-from rebound.engine.telemetry import SWEEPER_FAILURE
 from rebound.handlers.observability import logger_for, metrics_for
-from rebound.ops.health_watch import HealthWatch
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
 
 logger = logger_for("sweeper")
 metrics = metrics_for("sweeper")
@@ -21,13 +19,22 @@ metrics = metrics_for("sweeper")
 @logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    from rebound.engine.sweeper import STEP_MARGIN_S, Sweeper  # at the first invocation, not at import
+    from rebound.engine.telemetry import SWEEPER_FAILURE
+
     deps = wiring.deps()
-    report = Sweeper(deps).sweep()
+
+    def remaining_s() -> float:
+        return float(context.get_remaining_time_in_millis()) / 1000
+
+    report = Sweeper(deps, remaining_s=remaining_s).sweep()
     if report.total():
         logger.warning("sweeper repaired work", extra=asdict(report))
     answer = asdict(report)
-    if report.periodic:
+    if report.periodic and remaining_s() >= STEP_MARGIN_S:
         try:
+            from rebound.ops.health_watch import HealthWatch  # every fifth sweep only
+
             watch = HealthWatch(deps).run()
             answer["health"] = {
                 "status": watch.report.status.value,

@@ -27,8 +27,10 @@ from typing import Protocol
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import tenant_subject
 from rebound.domain.models import TENANT_PATTERN
-from rebound.domain.tenancy import ALL_TENANTS
+from rebound.domain.stored import StoredTask
+from rebound.domain.tenancy import ALL_TENANTS, SEPARATOR, short_id
 from rebound.engine.deps import Deps
+from rebound.engine.ports import Store
 
 GRANT_PREFIX = "identity#"
 _ASSUMED_ROLE = re.compile(r"^arn:(aws[a-z-]*):sts::(\d{12}):assumed-role/([^/]+)/[^/]+$")
@@ -57,6 +59,32 @@ class _Unguarded:
 
 UNGUARDED: Guard = _Unguarded()
 """For Rebound's own functions (the engine acts for every tenant) and library use."""
+
+
+def find_task(
+    store: Store, task_id: str, guard: Guard = UNGUARDED, field: str = "task_id"
+) -> StoredTask | None:
+    """The task ``task_id`` names: its key (``acme.nightly``), or a short id (``nightly``) that
+    exactly one of the tasks the caller may see has. A short id several of them share is refused
+    with their keys, so the caller can qualify it; ``None`` when nothing matches."""
+    stored = store.get_task(task_id)
+    if stored is not None or SEPARATOR in task_id:
+        return stored
+    found = [s for s in store.list_tasks() if short_id(s.task.id) == task_id and guard.sees(s.task.tenant)]
+    if len(found) > 1:
+        keys = ", ".join(sorted(s.task.id for s in found))
+        raise ValidationFailed(
+            f"{field}: task id {task_id!r} names several tenants' tasks ({keys}); give TENANT.ID",
+            key_path=field,
+        )
+    return found[0] if found else None
+
+
+def task_key(store: Store, task_id: str, guard: Guard = UNGUARDED, field: str = "task_id") -> str:
+    """The key of the task ``task_id`` names (see ``find_task``); ``task_id`` itself when no task
+    matches, so that what is looked up with it finds nothing, as before."""
+    stored = find_task(store, task_id, guard, field)
+    return stored.task.id if stored is not None else task_id
 
 
 def identity_keys(arn: str) -> tuple[str, ...]:

@@ -28,6 +28,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rebound.domain.escalation_levels import ACK_TARGETS
 from rebound.domain.models import Severity
 from rebound.domain.timefmt import UtcDatetime
 from rebound.engine.dispatch import OVERDUE_AFTER
@@ -87,14 +88,8 @@ class Thresholds:
     retry_backlog_warn: int = 100
     plan_overdue_warn: timedelta = OVERDUE_AFTER
     replay_unstarted_warn: timedelta = timedelta(minutes=10)
-    ack_sla: dict[Severity, timedelta] = field(
-        default_factory=lambda: {
-            Severity.CRITICAL: timedelta(minutes=5),
-            Severity.HIGH: timedelta(minutes=15),
-            Severity.MEDIUM: timedelta(hours=1),
-            Severity.LOW: timedelta(hours=4),
-        }
-    )
+    ack_sla: dict[Severity, timedelta] = field(default_factory=lambda: dict(ACK_TARGETS))
+    """The escalation levels' acknowledgement targets (``rebound.domain.escalation_levels``)."""
     dlq_age_fail: timedelta = timedelta(days=10)
 
     @classmethod

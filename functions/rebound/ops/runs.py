@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
-from rebound.domain.audit import ChainCheck, verify_chain
+from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
@@ -254,6 +254,9 @@ class RunOps:
         entries.append(TimelineEntry(run.scheduled_for, "trigger", action, actor, None, trigger_detail))
         for record in trail:
             detail = {k: v for k, v in record.evidence.items() if k != "changes" and v is not None}
+            if record.action == "attempt-started":  # the claim's lease is in its changes
+                changes = record.evidence.get("changes", {})
+                detail.update({k: changes[k] for k in CLAIM_CHANGES_SHOWN if changes.get(k) is not None})
             attempt_no = record.evidence.get("attempt")
             if record.action.startswith("attempt-") and isinstance(attempt_no, int):
                 attempt = next((a for a in run.attempts if a.n == attempt_no), None)

@@ -107,7 +107,7 @@ def _ended(run: Run, since: datetime, until: datetime) -> Iterable[tuple[int, At
             yield attempt.n, attempt.outcome
 
 
-def _is_missed(run: Run) -> bool:
+def is_missed(run: Run) -> bool:
     return run.catch_up or (
         run.state is RunState.SKIPPED and not run.attempts and run.last_error_message == MISSED_MARK
     )
@@ -146,7 +146,7 @@ class SloOps:
             due = run.due_at or run.scheduled_for
             if not (hour_ago <= due <= now) or run.trigger is not Trigger.SCHEDULE:
                 continue
-            if _is_missed(run):
+            if is_missed(run):
                 late += 1
                 continue
             first = run.attempts[0] if run.attempts else None
@@ -158,7 +158,7 @@ class SloOps:
             else:
                 late += 1
         fires = [r for r in runs if r.trigger is Trigger.SCHEDULE and five_ago <= r.scheduled_for <= now]
-        missed = sum(1 for r in fires if _is_missed(r))
+        missed = sum(1 for r in fires if is_missed(r))
         completion = recovery.completion(self.store, now)
         return [
             Objective("retry success", 90.0, HOUR, retry_good, retry_bad),

@@ -8,7 +8,8 @@ after its record, so a failure part-way leaves a record whose schedules the next
 Bulk applies are paced: every EventBridge Scheduler request takes a token from a ``RateLimiter``
 (the Scheduler quota is per account and region, and the engine's one-time retry schedules share
 it), and a call that is still throttled after botocore's own retries is retried with exponential
-backoff while the limiter slows down.
+backoff while the limiter slows down. A bulk apply reads no schedule it can show unchanged: it
+lists the group and compares with what the last sync recorded (``rebound.ops.schedule_sync``).
 """
 
 from __future__ import annotations
@@ -22,21 +23,23 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from rebound.config.loader import load_task_document, load_task_file
+from rebound.config.loader import load_task_file, load_yaml, parse_task_document
 from rebound.domain.errors import ConfigError, Conflict, PolicyNotFound, TaskNotFound, ValidationFailed
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
-from rebound.domain.models import Run, Task, TaskFile, TaskState, TenantSettings
+from rebound.domain.models import Run, Task, TaskState, TenantSettings
 from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
-from rebound.domain.tenancy import SEPARATOR, short_id
+from rebound.domain.tenancy import short_id
 from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.workstreams import TaskDocument
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
-from rebound.ops.access import UNGUARDED, Guard
+from rebound.ops.access import UNGUARDED, Guard, find_task
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
+from rebound.ops.schedule_sync import SyncView
 from rebound.ops.throttle import Backoff, RateLimiter
 from rebound.targets.safety import task_problems
 
@@ -207,11 +210,19 @@ def write_sizes(task: Task) -> dict[str, int]:
 
 def task_diff(old: Task | None, new: Task) -> dict[str, tuple[Any, Any]]:
     """Changed fields as ``path -> (old, new)``."""
+    return definition_diff(
+        old.model_dump(mode="json", exclude_none=True) if old is not None else None,
+        new.model_dump(mode="json", exclude_none=True),
+    )
+
+
+def definition_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Changed fields of two definitions as JSON, as ``path -> (old, new)``."""
     before: dict[str, Any] = {}
     after: dict[str, Any] = {}
     if old is not None:
-        _flatten("", old.model_dump(mode="json", exclude_none=True), before)
-    _flatten("", new.model_dump(mode="json", exclude_none=True), after)
+        _flatten("", old, before)
+    _flatten("", new, after)
     return {
         k: (before.get(k), after.get(k))
         for k in sorted(set(before) | set(after))
@@ -244,9 +255,16 @@ class TaskOps:
         """Tasks from a task file, checked against the environment's retry policies."""
         return load_task_file(path, self.deps.policies.book)
 
-    def load_document(self, path: Path | str) -> TaskFile:
-        """A task file's tasks and its tenants' settings."""
-        return load_task_document(path, self.deps.policies.book)
+    def load_document(self, path: Path | str) -> TaskDocument:
+        """A task file's tasks, its tenants' settings, its workstreams and resources (whose steps
+        may name the file's tasks or tasks registered already)."""
+        data = load_yaml(path)
+        known = (
+            {s.task.id: s.task.tenant for s in self.store.list_tasks()}
+            if isinstance(data, dict) and data.get("workstreams")
+            else None
+        )
+        return parse_task_document(data, str(path), self.deps.policies.book, known_tasks=known)
 
     def apply_tenants(self, tenants: dict[str, TenantSettings]) -> list[str]:
         """Store tenant settings that differ from what is stored. Returns the tenants changed."""
@@ -261,23 +279,11 @@ class TaskOps:
     def get(self, task_id: str, action: str = "tasks:read") -> StoredTask:
         """The task ``task_id`` (its key, ``acme.nightly``; a short id is looked up among the tasks
         the caller may see, and must name one), once the caller may do ``action`` on its tenant."""
-        stored = self.store.get_task(task_id)
-        if stored is None and SEPARATOR not in task_id:
-            stored = self._by_short_id(task_id)
+        stored = find_task(self.store, task_id, self.guard)
         if stored is None:
             raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
         self.guard.check(action, stored.task.tenant)
         return stored
-
-    def _by_short_id(self, task_id: str) -> StoredTask | None:
-        found = [s for s in self.find() if short_id(s.task.id) == task_id]
-        if len(found) > 1:
-            keys = ", ".join(sorted(s.task.id for s in found))
-            raise ValidationFailed(
-                f"task id {task_id!r} names several tenants' tasks ({keys}); give TENANT.ID",
-                key_path="task_id",
-            )
-        return found[0] if found else None
 
     def find(self, *, tenant: str | None = None, state: TaskState | None = None) -> list[StoredTask]:
         """The tasks the caller may see (of ``tenant``, in ``state``)."""
@@ -432,14 +438,22 @@ class TaskOps:
         now = at or self.deps.clock.now
         result = ApplyResult()
         throttles_before = self.backoff.throttles
+        changes = list(changes)
+        view = SyncView.read(
+            self.store,
+            (plan.name for change in changes for plan in planned_schedules(change.task)),
+            lambda prefix: self.backoff.call(
+                lambda: self.deps.schedules.listing(prefix, pace=self._pace), self.limiter
+            ),
+        )
         for change in changes:
             if change.change is Change.UNCHANGED:
                 result.unchanged.append(change.task.id)
-                result.schedules_written += self._write_schedules(change.task, change.previous)
+                result.schedules_written += self._write_schedules(change.task, change.previous, view)
                 result.rules_written += self._write_rule(change.task, change.previous)
             else:
                 stored = self.backoff.call(lambda change=change: self._save(change, now()))  # type: ignore[misc]
-                result.schedules_written += self._write_schedules(stored.task, change.previous)
+                result.schedules_written += self._write_schedules(stored.task, change.previous, view)
                 result.rules_written += self._write_rule(stored.task, change.previous)
                 (result.created if change.change is Change.CREATE else result.updated).append(change.task.id)
             if progress:
@@ -473,17 +487,23 @@ class TaskOps:
 
         return self.backoff.call(paced, self.limiter)
 
-    def _write_schedules(self, task: Task, previous: StoredTask | None) -> int:
+    def _pace(self) -> None:
+        """One Scheduler request's token (when the apply is paced)."""
+        if self.limiter is not None:
+            self.limiter.acquire(1)
+
+    def _write_schedules(self, task: Task, previous: StoredTask | None, view: SyncView | None = None) -> int:
+        """Bring the task's schedules to what it wants (``Schedules.sync_recurring``: no request for
+        a schedule ``view`` shows is as wanted; a read, and a write only when it differs, for any
+        other) and delete the ones it no longer has. Each request takes a token before it is made."""
+        view = view or SyncView()
         planned = planned_schedules(task)
         jitter = task.schedule.jitter_window if task.schedule else None
         window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
         written = 0
         for plan in planned:
-            # put_recurring reads the schedule (one request) and, unless it is unchanged, creates
-            # or updates it (a second): the read is paced before, the write's token taken after,
-            # so an unchanged task costs one token and the rate still holds for writes.
-            outcome = self._scheduler(
-                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
+            synced = self.backoff.call(
+                lambda plan=plan: self.deps.schedules.sync_recurring(  # type: ignore[misc]
                     plan.name,
                     plan.expression,
                     plan.timezone,
@@ -492,16 +512,19 @@ class TaskOps:
                     window_minutes=window_minutes,
                     description=f"Rebound task {task.id}",
                     end=task.schedule.end if task.schedule else None,
+                    known=view.known.get(plan.name),
+                    listing=view.listing,
+                    pace=self._pace,
                 ),
-                1,
+                self.limiter,
             )
-            if outcome != "unchanged" and self.limiter is not None:
-                self.limiter.acquire(1)
-            written += outcome != "unchanged"
+            view.remember(self.store, plan.name, synced.synced)
+            written += synced.outcome != "unchanged"
         keep = {p.name for p in planned}
         for old in previous.schedule_names if previous else ():
             if old not in keep:
                 self._scheduler(lambda old=old: self.deps.schedules.delete(old), 1)  # type: ignore[misc]
+                SyncView.forget(self.store, old)
         return written
 
     def _write_rule(self, task: Task, previous: StoredTask | None) -> int:

@@ -10,10 +10,12 @@ in the same transaction.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.errors import Conflict, RunNotFound, TaskNotFound, ValidationFailed, WorkOrderNotFound
+from rebound.domain.escalation_levels import level_of
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
 from rebound.domain.models import (
     AuditRecord,
@@ -37,11 +39,14 @@ _NEXT: dict[WorkOrderState, frozenset[WorkOrderState]] = {
 }
 
 
-def work_order_view(order: WorkOrder) -> dict[str, Any]:
+def work_order_view(order: WorkOrder, now: datetime | None = None) -> dict[str, Any]:
+    """What operators see of an order. Its escalation level as recorded; with ``now``, an order
+    written before levels were recorded reads as its level derived at ``now``."""
     return {
         "work_order_id": order.work_order_id,
         "state": order.state.value,
         "severity": order.severity.value,
+        "level": level_of(order, now) if now is not None else order.level,
         "subject": order.subject,
         "run_id": order.run_id,
         "task_id": order.task_id,
@@ -69,10 +74,12 @@ class WorkOrderDetail:
     trail: list[AuditRecord]
     chain: ChainCheck
     run: Run | None
+    now: datetime | None = None
+    """When it was read: an order without a recorded level shows its level derived then."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            **work_order_view(self.order),
+            **work_order_view(self.order, self.now),
             "note": self.order.note,
             "deliveries": [d.model_dump(mode="json") for d in self.order.deliveries],
             "run_state": self.run.state.value if self.run else None,
@@ -110,11 +117,17 @@ class WorkOrderOps:
         state: WorkOrderState | None = None,
         task_id: str | None = None,
         severity: Severity | None = None,
+        level: int | None = None,
     ) -> list[WorkOrder]:
+        """Work orders, oldest first; ``level`` compares each order's level as it reads
+        (``level_of``: recorded, else derived now)."""
+        now = self.deps.clock.now()
         return [
             o
             for o in self.store.work_orders(state)
-            if (task_id is None or o.task_id == task_id) and (severity is None or o.severity is severity)
+            if (task_id is None or o.task_id == task_id)
+            and (severity is None or o.severity is severity)
+            and (level is None or level_of(o, now) == level)
         ]
 
     def show(self, work_order_id: str) -> WorkOrderDetail:
@@ -122,7 +135,8 @@ class WorkOrderOps:
         subject = work_order_subject(work_order_id)
         trail = self.store.audit_trail(subject)
         run = self.store.get_run(order.run_id) if order.run_id else None
-        return WorkOrderDetail(order, trail, verify_chain(subject, trail, self.store.audit_keys.check), run)
+        check = verify_chain(subject, trail, self.store.audit_keys.check)
+        return WorkOrderDetail(order, trail, check, run, self.deps.clock.now())
 
     def create(
         self,

@@ -6,18 +6,25 @@ audited on the workstream run's chain with the operator as actor (``rebound.engi
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rebound.config.loader import load_task_document
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.ids import workstream_rule_name
+from rebound.domain.schedules import planned_workstream_schedules, workstream_start_payload
 from rebound.domain.timefmt import iso
-from rebound.domain.workstreams import Workstream
+from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
-from rebound.engine.workstreams import Workstreams
+from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
+from rebound.ops.tasks import Change, definition_diff
+from rebound.ops.throttle import Backoff
+from rebound.targets.safety import self_trigger_problem
 
 SYMBOL = {
     wr.StepState.PENDING: "·",
@@ -40,6 +47,34 @@ COLOUR = {
     wr.StepState.BLOCKED: "orange",
 }
 OUTPUTS = ("text", "dot", "mermaid")
+
+
+@dataclass(frozen=True)
+class DefinitionChange:
+    """What registering a workstream or a resource would change."""
+
+    kind: str
+    """``workstream`` or ``resource``"""
+    id: str
+    change: Change
+    diff: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+def _change(kind: str, ident: str, before: dict[str, Any] | None, after: dict[str, Any]) -> DefinitionChange:
+    diff = definition_diff(before, after)
+    if before is None:
+        return DefinitionChange(kind, ident, Change.CREATE, diff)
+    return DefinitionChange(kind, ident, Change.UPDATE if diff else Change.UNCHANGED, diff)
+
+
+def definition_change_view(change: DefinitionChange) -> dict[str, Any]:
+    """A planned change as the CLI's JSON and the API show it (the shape of a task's)."""
+    return {
+        "kind": change.kind,
+        "id": change.id,
+        "change": change.change.value,
+        "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
+    }
 
 
 def run_view(run: wr.WorkstreamRun) -> dict[str, Any]:
@@ -155,13 +190,125 @@ class WorkstreamOps:
         known = {s.task.id: s.task.tenant for s in self.deps.store.list_tasks()}
         document = load_task_document(path, self.deps.policies.book, known_tasks=known)
         unregistered = sorted({t.id for t in document.tasks} - set(known))
-        changed = self.engine.register(document.workstreams, document.resources)
+        plan = self.plan(document.workstreams, document.resources)
         return {
-            "workstreams": [w.id for w in document.workstreams],
-            "changed": changed,
-            "resources": {r.id: r.max_holders for r in document.resources},
+            **self.register(document.workstreams, document.resources),
+            "plan": [definition_change_view(c) for c in plan],
             "tasks_not_registered": unregistered,
         }
+
+    def plan(self, workstreams: list[Workstream], resources: list[ResourceSpec]) -> list[DefinitionChange]:
+        """What registering these definitions would change, with a field-level diff (as
+        ``TaskOps.plan`` for tasks); nothing is written. A start the environment cannot carry out
+        (a schedule Scheduler cannot express, a pattern that matches Rebound's own events) is
+        refused here, naming the workstream and the field."""
+        changes: list[DefinitionChange] = []
+        for workstream in workstreams:
+            self.validate(workstream)
+            stored = self._stored(workstream.id)
+            before = stored.model_dump(mode="json") if stored is not None else None
+            changes.append(_change("workstream", workstream.id, before, workstream.model_dump(mode="json")))
+        limits = self.engine.resources()
+        for resource in resources:
+            before = {"max_holders": limits[resource.id]} if resource.id in limits else None
+            changes.append(_change("resource", resource.id, before, {"max_holders": resource.max_holders}))
+        return changes
+
+    def register(
+        self, workstreams: list[Workstream], resources: list[ResourceSpec], backoff: Backoff | None = None
+    ) -> dict[str, Any]:
+        """Store the definitions (checked by the loader already) and the resources' limits, then
+        each workstream's starts: its schedules (``ws-<id>``, targeting the escalation queue with
+        the message that starts a run) and, for ``event:``, its rule on the bus (``ws-<id>``).
+        The starts are written after the definition, so a failure part-way leaves a definition
+        whose starts the next apply repairs."""
+        for workstream in workstreams:
+            self.validate(workstream)
+        previous = {w.id: self._stored(w.id) for w in workstreams}
+        changed = self.engine.register(workstreams, resources) if workstreams or resources else []
+        backoff = backoff or Backoff()
+        schedules = rules = 0
+        for workstream in workstreams:
+            written = self._write_starts(workstream, previous[workstream.id], backoff)
+            schedules += written[0]
+            rules += written[1]
+        return {
+            "workstreams": [w.id for w in workstreams],
+            "changed": changed,
+            "resources": {r.id: r.max_holders for r in resources},
+            "schedules_written": schedules,
+            "rules_written": rules,
+        }
+
+    def validate(self, workstream: Workstream) -> None:
+        """Refuse a start the environment cannot carry out, naming the workstream and the field."""
+        try:
+            planned_workstream_schedules(workstream)
+        except ValidationFailed as exc:
+            where = str(exc.details.get("key_path") or "schedule")
+            raise ValidationFailed(
+                f"workstream {workstream.id}: {where}: {exc.message}", key_path=where
+            ) from None
+        if workstream.event is not None:
+            why = self_trigger_problem(workstream.event, self.deps.settings.event_source)
+            if why is not None:
+                raise ValidationFailed(
+                    f"workstream {workstream.id}: event.source: {why}", key_path="event.source"
+                )
+
+    def _stored(self, workstream_id: str) -> Workstream | None:
+        try:
+            return self.engine.definition(workstream_id)[0]
+        except WorkstreamNotFound:
+            return None
+
+    def _write_starts(
+        self, workstream: Workstream, previous: Workstream | None, backoff: Backoff
+    ) -> tuple[int, int]:
+        """Schedules and rule follow the definition; returns (schedules written, rules written)."""
+        settings = self.deps.settings
+        queue = settings.queue("escalation").arn
+        spec = workstream.schedule
+        window = int(spec.jitter_window // 60) if spec is not None and spec.jitter_window else None
+        planned = planned_workstream_schedules(workstream)
+        written = 0
+        for plan in planned:
+            outcome = backoff.call(
+                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
+                    plan.name,
+                    plan.expression,
+                    plan.timezone,
+                    workstream_start_payload(workstream.id),
+                    window_minutes=window,
+                    description=f"Rebound workstream {workstream.id}",
+                    end=spec.end if spec is not None else None,
+                    queue_arn=queue,
+                )
+            )
+            written += outcome != "unchanged"
+        keep = {p.name for p in planned}
+        for old in planned_workstream_schedules(previous) if previous is not None else []:
+            if old.name not in keep:
+                backoff.call(lambda name=old.name: self.deps.schedules.delete(name))  # type: ignore[misc]
+        name = workstream_rule_name(workstream.id)
+        if workstream.event is None:
+            if previous is not None and previous.event is not None:
+                backoff.call(lambda: self.deps.bus.delete_task_rule(name))
+            return written, 0
+        event = workstream.event
+        outcome = backoff.call(
+            lambda: self.deps.bus.put_task_rule(
+                name,
+                workstream.id,
+                json.dumps(event, sort_keys=True),
+                queue,
+                settings.queue("control_dlq").arn,
+                enabled=True,
+                description=f"Rebound workstream {workstream.id}",
+                starts="workstream",
+            )
+        )
+        return written, int(outcome != "unchanged")
 
     def overview(self) -> list[dict[str, Any]]:
         rows = []

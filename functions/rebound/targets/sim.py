@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
 from rebound.domain.models import SimAsync, SimTarget
+from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome
 
 SIM_FAILURE = "SIM_FAILURE"
+SIM_OUTAGE = "SIM_OUTAGE"
 STALL_S = 7 * 86400.0
 """How long a stalled sim target sleeps: far past any function's timeout."""
 
@@ -28,9 +31,14 @@ class SimWorkers(Protocol):
 
 
 class SimInvoker:
-    def __init__(self, clock: Clock, workers: SimWorkers | None = None) -> None:
+    def __init__(
+        self, clock: Clock, workers: SimWorkers | None = None, origin: datetime | None = None
+    ) -> None:
         self.clock = clock
         self.workers = workers
+        self.origin = origin or clock.now()
+        """What an ``outage``'s ``after`` counts from: when this invoker was built (the local
+        cloud's start; a simulation's start), unless given."""
 
     def invoke(self, target: SimTarget, call: Invocation) -> Outcome:
         b = target.behavior
@@ -45,6 +53,10 @@ class SimInvoker:
             return Outcome.failure(TIMEOUT, f"sim target ran past its {available:.0f}s deadline")
         if b.duration_s:
             self.clock.sleep(b.duration_s)
+        if b.outage is not None:
+            began = self.origin + timedelta(seconds=b.outage.after)
+            if began <= self.clock.now() < began + timedelta(seconds=b.outage.for_):
+                return Outcome.failure(SIM_OUTAGE, f"sim target is down (an outage since {iso(began)})")
         if b.terminal_error:
             return Outcome.failure(b.terminal_error, "sim target raised a terminal error", retryable=False)
         if b.always_fail:

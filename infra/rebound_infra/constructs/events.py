@@ -20,7 +20,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from rebound import resources as r
-from rebound.domain.ids import task_rule_name
+from rebound.domain.ids import task_rule_name, workstream_rule_name
 
 RULE_MAX_EVENT_AGE = Duration.hours(24)
 RULE_RETRY_ATTEMPTS = 185
@@ -95,13 +95,25 @@ class Events(Construct):
                     conditions={"ArnNotLike": {"aws:SourceArn": bus_rules_arn}},
                 )
             )
-        for queue in (queues[r.EXECUTION.logical], dead_letter_queue):
-            queue.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid="EventTriggeredTaskRules",
-                    principals=[iam.ServicePrincipal("events.amazonaws.com")],
-                    actions=["sqs:SendMessage"],
-                    resources=[queue.queue_arn],
-                    conditions={"ArnLike": {"aws:SourceArn": self.task_rules_arn}},
+        # A workstream started by events has a rule of its own (ws-<id>) whose target is the
+        # escalation queue (its consumer starts the run) and whose DLQ is the control DLQ.
+        self.workstream_rules_arn = Stack.of(self).format_arn(
+            service="events",
+            resource="rule",
+            resource_name=f"{self.bus.event_bus_name}/{workstream_rule_name('*')}",
+        )
+        grants = (
+            ("EventTriggeredTaskRules", self.task_rules_arn, r.EXECUTION.logical),
+            ("EventTriggeredWorkstreamRules", self.workstream_rules_arn, r.ESCALATION.logical),
+        )
+        for sid, rules_arn, target in grants:
+            for queue in (queues[target], dead_letter_queue):
+                queue.add_to_resource_policy(
+                    iam.PolicyStatement(
+                        sid=sid,
+                        principals=[iam.ServicePrincipal("events.amazonaws.com")],
+                        actions=["sqs:SendMessage"],
+                        resources=[queue.queue_arn],
+                        conditions={"ArnLike": {"aws:SourceArn": rules_arn}},
+                    )
                 )
-            )

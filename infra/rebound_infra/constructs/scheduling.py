@@ -1,9 +1,11 @@
 """EventBridge Scheduler: the environment's schedule group and the role its schedules assume.
 
 Rebound creates the schedules at run time (task triggers and one-time ``at()`` retries longer than
-the queue's 15-minute delay); each targets the execution queue with this role, a retry policy and
-the Scheduler DLQ (``rebound.adapters.scheduler.ScheduleTarget``). The role can send to those two
-queues and nothing else, and only schedules of this account's group can assume it.
+the queue's 15-minute delay) with this role, a retry policy and the Scheduler DLQ
+(``rebound.adapters.scheduler.ScheduleTarget``); each targets the execution queue, except a
+workstream's (``ws-<id>``), which targets the escalation queue, whose consumer starts workstream
+runs. The role can send to those three queues and nothing else, and only schedules of this
+account's group can assume it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Scheduling(Construct):
         id: str,
         *,
         execution_queue: sqs.IQueue,
+        escalation_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
         retain: bool,
     ) -> None:
@@ -45,6 +48,7 @@ class Scheduling(Construct):
             ),
         )
         execution_queue.grant_send_messages(self.role)
+        escalation_queue.grant_send_messages(self.role)  # workstreams' schedules start their runs
         # Scheduler sends undeliverable invocations to the target's DLQ with the target's role.
         dead_letter_queue.grant_send_messages(self.role)
         acknowledge(

@@ -25,12 +25,15 @@ patch, each with its reason:
 10. **Local audit key** (``kms_material``): the audit chain's local KMS key has the same material
     every time the same environment provisions it, so a restart with ``--state-dir`` keeps the
     records' MACs checkable.
+11. **Item answers as JSON** (``answers``): ``GetItem``, ``Query``, ``Scan`` and ``BatchGetItem``
+    answer with one ``json.dumps`` instead of moto's walk of the output shape.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from rebound_local.motopatch.answers import _patch_answers
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
 from rebound_local.motopatch.event_routing import _patch_event_routing
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
@@ -77,6 +80,7 @@ def install() -> None:
         _patch_sqs_ledger()
         _patch_event_routing()
         _patch_kms_material()
+        _patch_answers()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

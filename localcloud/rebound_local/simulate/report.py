@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
-from rebound_local import billing, observe, reports
+from rebound_local import billing, budgets, observe, reports
 from rebound_local import invariants as inv
 from rebound_local.clock import VirtualClock
-from rebound_local.simulate.invariants import UNSETTLED, SimulationChecks, _on_time
+from rebound_local.simulate.invariants import UNSETTLED, SimulationChecks, _on_time, judge_workstreams
+from rebound_local.simulate.workstreams import checkpoint_counts, run_entries, workstream_items
 from rebound_local.stack import LocalStack
 from rebound_local.workers import RuntimeHung
 
@@ -79,6 +80,7 @@ class SimulationReport(SimulationChecks):
         slots = [
             i for i in observe.table_items(cloud, s.table("control")) if str(i["pk"]).startswith("slots#")
         ]
+        workstream_runs, checkpoints_kept = workstream_items(stack)
         world = inv.World(
             runs=runs,
             orders=orders,
@@ -91,8 +93,19 @@ class SimulationReport(SimulationChecks):
             ended_at=clock.now(),
             dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
             check_mac=stack.deps.store.audit_keys.check,
+            workstream_runs=workstream_runs,
         )
         invariants = inv.judge(world)
+        if self.loaded.workstreams:
+            invariants.update(
+                judge_workstreams(
+                    workstream_runs,
+                    chains,
+                    {str(run["run_id"]): run for run in runs},
+                    {r.id: r.max_holders for r in self.loaded.resources},
+                    self.workstream_fires,
+                )
+            )
         invariants["no_message_lost"] = self._no_message_lost(stack)
         invariants["at_most_one_live_message_per_run"] = self.live.invariant()
         windows = {
@@ -142,6 +155,11 @@ class SimulationReport(SimulationChecks):
             "dispatch_latency": latency,
             "messages": self._message_summary(stack),
             "async_reports": reports.async_section(stack, chains),
+            "collisions": reports.collisions_section(chains),
+            "target_budgets": budgets.section(runs, orders, chains, stack.targets.calls),
+            "workstream_runs": run_entries(workstream_runs, checkpoints_kept),
+            "checkpoints": checkpoint_counts(workstream_runs, checkpoints_kept),
+            "operations": self.operations,
             "invariants": {name: held.to_json() for name, held in invariants.items()},
             "metrics": stack.metrics.snapshot(),
             "aws_calls": stack.aws_calls.snapshot(),

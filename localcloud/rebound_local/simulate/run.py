@@ -13,27 +13,31 @@ import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.timefmt import iso
 from rebound.ops.tasks import TaskOps
-from rebound_local import hostile, motopatch, observe
+from rebound.ops.workstreams import WorkstreamOps
+from rebound_local import budgets, hostile, motopatch, observe
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import LoadedScenario
+from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation
 from rebound_local.simulate.invariants import UNSETTLED
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
 from rebound_local.simulate.sabotage import SimulationSabotage
+from rebound_local.simulate.workstreams import operate, workstream_items
 from rebound_local.stack import Faults, LocalStack, start_local
 from rebound_local.workers import RuntimeHung
 
 log = logging.getLogger("rebound_local.simulate")
 
 SETTLE_STEP = timedelta(minutes=1)
+T = TypeVar("T", bound=Any)
 
 
 Progress = Callable[[str, datetime], None]
@@ -69,6 +73,10 @@ class Simulation(SimulationSabotage, SimulationReport):
         self.window_start: tuple[datetime, dict[str, float], int] | None = None
         """When the window began (after the tasks were applied): the clock, the meter, messages sent."""
         self.live = LiveCarriers("", self._read_run)
+        self.workstream_fires: list[Fire] = []
+        """Every start a workstream's schedule delivered (its id, its fire's time)."""
+        self.operations: list[dict[str, Any]] = []
+        """What the scenario's operator did (``operations``), one entry each."""
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
@@ -105,6 +113,10 @@ class Simulation(SimulationSabotage, SimulationReport):
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
+            if self.loaded.workstreams or self.loaded.resources:  # as `rebound tasks apply` does
+                WorkstreamOps(stack.deps, "simulator").register(
+                    ending_with(self.loaded.workstreams, sc.end), self.loaded.resources
+                )
             hostile.activate(stack.moto_faults)
             self.window_start = (clock.now(), stack.meter.snapshot(), sum(self.ledger.sent.values()))
             self.timing["startup_s"] = time.monotonic() - started
@@ -156,25 +168,40 @@ class Simulation(SimulationSabotage, SimulationReport):
                 message = {}
             if message.get("kind") == "fire":
                 self.fires.append(Fire(str(message["task_id"]), str(message["scheduled_time"])))
+            elif message.get("detail-type") == WORKSTREAM_START:
+                detail = message["detail"]
+                self.workstream_fires.append(
+                    Fire(str(detail["workstream_id"]), str(detail["scheduled_time"]))
+                )
             if self._drops_left > 0 and arn.endswith(":" + execution_queue):
                 self._drop_last(stack, execution_queue)
 
         engine.deliver = watched
 
     def _run_window(self, stack: LocalStack, clock: VirtualClock) -> None:
+        """Run the window; the injected messages and the operator's actions happen at their times
+        (in the order the scenario lists them when two share a time)."""
         sc = self.scenario
         runtime = stack.runtime
-        injections = sorted(sc.messages, key=lambda m: m.at)
+        timeline: list[tuple[float, int, InjectedMessage | Operation]] = sorted(
+            [(m.at, i, m) for i, m in enumerate(sc.messages)]
+            + [(o.at, len(sc.messages) + i, o) for i, o in enumerate(sc.operations)],
+            key=lambda entry: (entry[0], entry[1]),
+        )
         on_step = self._on_step(clock)
-        for injected in injections:
-            when = sc.start + timedelta(seconds=injected.at)
+        for at, _, what in timeline:
+            when = sc.start + timedelta(seconds=at)
             if when > clock.now():
                 runtime.run_virtual(min(when, sc.end), on_step=on_step)
-            if when <= sc.end:
-                ref = stack.settings.queue(injected.queue)
-                stack.cloud.client("sqs").send_message(
-                    QueueUrl=ref.url, MessageBody=injected.body, DelaySeconds=injected.delay_s
-                )
+            if when > sc.end:
+                continue
+            if isinstance(what, Operation):
+                self.operations.append(operate(stack.deps, what))
+                continue
+            ref = stack.settings.queue(what.queue)
+            stack.cloud.client("sqs").send_message(
+                QueueUrl=ref.url, MessageBody=what.body, DelaySeconds=what.delay_s
+            )
         runtime.run_virtual(sc.end, on_step=on_step)
 
     def _on_step(self, clock: VirtualClock) -> Callable[[], None] | None:
@@ -216,7 +243,22 @@ class Simulation(SimulationSabotage, SimulationReport):
         workers = stack.runtime.sim_workers
         if workers is not None and workers.pending():  # a late report still to come
             return False
+        if self._targets_not_healthy(stack):  # a target's work order still to close
+            return False
+        if self.loaded.workstreams and any(run["state"] == "running" for run in workstream_items(stack)[0]):
+            return False  # a step still to start (waiting for a resource: the sweeper polls it)
         return observe.schedule_counts(stack.cloud).one_time == 0
+
+    def _targets_not_healthy(self, stack: LocalStack) -> bool:
+        """Whether a target is still listed unhealthy or recovering (retry budgets per target):
+        the sweeper still owes it its close, which resolves its work order."""
+        from rebound.engine.target_budgets import INDEX_KEY
+
+        try:
+            item = stack.deps.store.get_key(INDEX_KEY)
+        except Exception:  # a hostile throttle: look again at the next step
+            return True
+        return bool(item and json.loads(item["body"]).get("targets"))
 
     def _read_run(self, run_id: str) -> dict[str, Any] | None:
         """The run as moto holds it now (called from inside moto, under its lock)."""
@@ -230,9 +272,9 @@ class Simulation(SimulationSabotage, SimulationReport):
         return observe.decode_item(item) if item is not None else None
 
 
-def ending_with(tasks: list[Any], end: datetime) -> list[Any]:
-    """The scenario's tasks with their recurring schedules ending with its window (Scheduler's
-    EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
+def ending_with(tasks: list[T], end: datetime) -> list[T]:
+    """The scenario's tasks (or workstreams) with their recurring schedules ending with its window
+    (Scheduler's EndDate): in the settle phase no fire is due, so the run ledger expects none either."""
     out = []
     for task in tasks:
         spec = task.schedule
@@ -249,8 +291,13 @@ def run_simulate(
     seed: int | None = None,
     transport: str = "direct",
     quiet: bool = False,
+    compare_budgets: bool = False,
 ) -> int:
-    """The ``rebound local simulate`` command: run, write the report, print the verdict. Exit code."""
+    """The ``rebound local simulate`` command: run, write the report, print the verdict. Exit code.
+
+    ``compare_budgets``: run the scenario a second time with every task's retry budget off, put
+    both runs' ``target_budgets`` sections in the report (``compare_budgets``) and print them side
+    by side. The verdict is the first run's (with budgets, as the scenario says)."""
     from rich.console import Console
 
     from rebound_local.scenario import load_scenario
@@ -276,6 +323,20 @@ def run_simulate(
             console.print(f"  {phase}: schedule time {now:%Y-%m-%d %H:%M}", end="\r")
 
     result = Simulation(loaded, seed=seed, transport=transport, log_file=log_file, progress=progress).run()
+    if compare_budgets:
+        if not quiet:
+            console.print("Simulating it again with every retry budget turned off")
+        off = Simulation(
+            budgets.without_budgets(loaded),
+            seed=seed,
+            transport=transport,
+            log_file=log_file,
+            progress=progress,
+        ).run()
+        compared = budgets.comparison(result.report["target_budgets"], off.report["target_budgets"])
+        result.report["compare_budgets"] = compared
     write_report(result.report, report_path)
-
-    return print_verdict(console, result, report_path)
+    code = print_verdict(console, result, report_path)
+    if compare_budgets:
+        budgets.print_comparison(console, result.report["compare_budgets"])
+    return code

@@ -7,6 +7,7 @@ and add to them.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers
@@ -23,8 +24,10 @@ class SimulationState:
     ledger: MessageLedger
     live: LiveCarriers
     fires: list[Fire]
+    workstream_fires: list[Fire]
     dropped: list[dict[str, str]]
     tampered: list[str]
     sabotaged: dict[str, list[str]]
+    operations: list[dict[str, Any]]
     window_start: tuple[datetime, dict[str, float], int] | None
     _drops_left: int

@@ -13,8 +13,26 @@
   }
 
   /* ---------------------------------------------------------------- overview */
-  const DLQ_SAMPLES = 90;
-  const dlqDepths = [];
+  /* The DLQ chart: its history bucket by bucket from the DLQ's record (GET /dlq/history, read again
+     once a bucket has passed), then the live depth from the queue's attributes as its last point. */
+  const WINDOW_NAMES = { "1h": "last hour", "24h": "last 24 hours" };
+  let dlqWindow = "1h";
+  let dlqHistory = null;
+  let dlqHistoryAt = 0;
+  async function dlqChart(live) {
+    if (!dlqHistory || dlqHistory.window !== dlqWindow || Date.now() - dlqHistoryAt >= dlqHistory.bucket_s * 1000) {
+      dlqHistory = await api("GET", "/dlq/history" + query({ window: dlqWindow }));
+      dlqHistoryAt = Date.now();
+    }
+    const hist = dlqHistory;
+    const name = WINDOW_NAMES[hist.window] || hist.window;
+    Rb.lineChart($("dlq-chart"), [...hist.points.map((p) => p.depth), live], name.replace("last ", "") + " ago", "now");
+    $("dlq-window-name").textContent = name;
+    const highest = Math.max(hist.start_depth, ...hist.points.map((p) => p.peak));
+    $("dlq-chart-text").textContent = `DLQ depth now ${live}. Over the ${name}: ${hist.start_depth} at the start, ` +
+      `highest ${highest}, ${hist.arrived} arrived, ${hist.left} left (from the DLQ's record, ` +
+      `${Math.round(hist.bucket_s / 60)} min per point${hist.complete ? "" : "; INCOMPLETE: reading stopped at its limit"}).`;
+  }
   function age(seconds) {
     if (seconds === null || seconds === undefined) return "unknown";
     if (seconds < 120) return `${Math.round(seconds)} s`;
@@ -22,6 +40,15 @@
     return `${Math.round(seconds / 3600)} h`;
   }
   Rb.views.overview = {
+    init() {
+      for (const button of document.querySelectorAll(".dlq-window")) {
+        button.addEventListener("click", () => {
+          dlqWindow = button.dataset.window;
+          for (const other of document.querySelectorAll(".dlq-window")) other.setAttribute("aria-pressed", String(other === button));
+          Rb.refresh(false);
+        });
+      }
+    },
     async refresh() {
       const queues = await api("GET", "/queues");
       fill($("queues").tBodies[0], queues.map((q) => h("tr", {},
@@ -32,14 +59,6 @@
         h("td", {}, q.oldest_age_s === null ? (q.total ? "unknown (no reading)" : "empty") : `${age(q.oldest_age_s)} (${q.age_source})`),
         h("td", {}, q.purpose),
       )), "no queues", 7);
-      const dlq = queues.find((q) => q.queue === "dlq");
-      if (dlq) {
-        dlqDepths.push(dlq.total);
-        if (dlqDepths.length > DLQ_SAMPLES) dlqDepths.shift();
-        Rb.lineChart($("dlq-chart"), dlqDepths, `${dlqDepths.length} samples`, "now");
-        $("dlq-chart-text").textContent = `DLQ depth now ${dlq.total}; lowest ${Math.min(...dlqDepths)}, highest ` +
-          `${Math.max(...dlqDepths)} over the last ${dlqDepths.length} update(s).`;
-      }
       const r = await api("GET", "/runs/recovery" + query({ at_most: RECOVERY_AT_MOST }));
       const shown = (n) => (n > r.at_most ? `more than ${r.at_most}` : String(n));
       fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
@@ -66,6 +85,9 @@
           h("td", { class: late ? "bad" : "ok" }, o.state !== "open" ? "acknowledged" : late ? "OVER target: unacknowledged > 5 min" : "within target"),
           h("td", {}, o.reason));
       }), "no open work orders", 6);
+      /* last: the tables above are filled before the chart's history is read */
+      const dlq = queues.find((q) => q.queue === "dlq");
+      if (dlq) await dlqChart(dlq.total);
     },
   };
 
@@ -157,6 +179,7 @@
     openRunId = runId;
     Rb.show("runs", false);
   }
+  Rb.openRun = openRun; /* the workstreams view opens a step's task run here */
   const RUNS_PAGE = 50;
   let runsAfter = null;
   let runsNext = null;
@@ -239,7 +262,7 @@
           } catch (error) { say(`${verb} failed: ${error.message}`, "bad"); }
           await Rb.refresh(false);
         };
-        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.severity),
+        return h("tr", {}, h("td", {}, o.work_order_id), h("td", {}, o.state), h("td", {}, o.level ? `${o.severity}, level ${o.level}` : o.severity),
           h("td", {}, o.run_id || o.task_id || ""), h("td", {}, ago(o.opened_at)), h("td", {}, o.reason),
           h("td", {}, o.state === "open" ? h("button", { type: "button", onclick: post("ack", () => ({ note: "from the console" })) }, "Acknowledge") : null,
             o.state !== "resolved" ? [" ", resolution, " ", h("button", { type: "button",
@@ -286,6 +309,7 @@
       return h("div", {}, h("label", { for: `pf-${k}` }, k), inputs[k], h("div", { id: `pf-${k}-error`, class: "field-error" }));
     });
     const result = h("p", { id: "policy-result", "aria-live": "polite" });
+    const whatIf = h("div", { id: "policy-whatif", "aria-live": "polite" });
     const changes = () => Object.fromEntries(Object.entries(inputs).filter(([k, el]) => el.value !== (p[k] === null ? "" : encode(p[k])))
       .map(([k, el]) => [k, decode(el.value.trim(), p[k])]));
     const submit = (dryRun) => async (event) => {
@@ -299,6 +323,7 @@
         result.className = "ok";
         result.textContent = dryRun ? `Diff against v${out.change.from_version}: ${diff}` :
           `Saved ${p.name} as version ${out.policy.version} (${diff}). The next retry uses it.`;
+        if (dryRun) await showWhatIf(p.name, wanted, whatIf);
         if (!dryRun) { say(result.textContent, "ok"); await Rb.refresh(false); }
       } catch (error) {
         const data = error.data || {};
@@ -315,8 +340,8 @@
       }
     };
     const form = h("form", { id: "policy-form", "aria-label": `Policy ${p.name}` }, h("div", { class: "row" }, fields),
-      h("div", { class: "row" }, h("button", { type: "button", onclick: submit(true) }, "Show diff"),
-        h("button", { type: "submit", class: "primary" }, "Save new version")), result);
+      h("div", { class: "row" }, h("button", { type: "button", onclick: submit(true) }, "Show diff and what-if"),
+        h("button", { type: "submit", class: "primary" }, "Save new version")), result, whatIf);
     form.addEventListener("submit", submit(false));
     const ordered = (d.versions || []).slice().sort((a, b) => a.version - b.version);
     const versions = ordered.map((v, i) => ({ ...v, change: specDiff(i ? ordered[i - 1].spec : null, v.spec) })).reverse();
@@ -329,6 +354,34 @@
           h("td", {}, v.updated_by || ""), h("td", {}, h("code", {}, v.change)))) :
           h("tr", {}, h("td", { colspan: 4 }, "No stored versions: the policy is as configured.")))));
     $("policy-detail").hidden = false;
+  }
+
+  /* The proposed values replayed over the last 7 days' recorded failures (POST /policies/{name}/whatif),
+     the same figures as `rebound policies whatif`. */
+  const WHATIF_ROWS = [
+    ["Runs with a failure", "runs"], ["Would have recovered", "recovered"],
+    ["Would have dead-lettered", "dead_lettered"], ["Retries (messages)", "retries"],
+    ["Retries per hour", "retries_per_hour"], ["Retries in the busiest hour", "peak_retries_per_hour"],
+    ["Time to recovery p50 (s)", "recovery_p50_s"], ["Time to recovery p99 (s)", "recovery_p99_s"],
+    ["Cost ($)", "cost_usd"],
+  ];
+  async function showWhatIf(name, wanted, into) {
+    into.replaceChildren(h("p", {}, "Replaying the last 7 days' failures…"));
+    try {
+      const r = await api("POST", `/policies/${encodeURIComponent(name)}/whatif`, { changes: wanted, since: "7d" });
+      const cell = (v) => h("td", {}, v === null || v === undefined ? "–" : String(v));
+      into.replaceChildren(
+        h("h4", {}, `What-if: ${r.since} to ${r.until}`),
+        h("table", { id: "policy-whatif-table" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, ""), h("th", { scope: "col" }, "Current"),
+            h("th", { scope: "col" }, "Proposed"))),
+          h("tbody", {}, WHATIF_ROWS.map(([label, key]) =>
+            h("tr", { "data-key": key }, h("th", { scope: "row" }, label), cell(r.current[key]), cell(r.proposed[key]))))),
+        h("p", {}, `Added cost over the window: ${r.added_cost_usd >= 0 ? "+" : ""}${r.added_cost_usd} $`),
+        ...r.notes.map((n) => h("p", { class: "note" }, n)));
+    } catch (error) {
+      into.replaceChildren(h("p", { class: "bad" }, `What-if not available: ${error.message}`));
+    }
   }
 
   /* ---------------------------------------------------------------- delivery retries */

@@ -1,8 +1,9 @@
 """The DLQ's record on DynamoDB (``rebound.resources.DLQ_MESSAGES``), mixed into ``DynamoStore``.
 
-Lists are a ``Query`` on ``by_status`` (partition ``in_dlq``) or, for one task, on the sparse
-``by_task``, both ordered by ``dlq_at``: ``--since``/``--until`` bound the key, tenant and error
-code filter, and a page resumes from its cursor (``ExclusiveStartKey``). Never a scan.
+Lists are a ``Query`` on ``by_status`` (partition ``in_dlq``, or the status a message left with)
+or, for one task, on the sparse ``by_task``, both ordered by ``dlq_at``: ``--since``/``--until``
+bound the key, tenant, error code and ``changed_since`` filter, and a page resumes from its cursor
+(``ExclusiveStartKey``). Never a scan.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from rebound.adapters import dlq_items as rec
 from rebound.adapters.dynamo.codec import to_item
 from rebound.domain.timefmt import iso
-from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqStatus
+from rebound.engine.ports import DlqEntry, DlqPage, DlqQuery, DlqSpanPage, DlqStatus
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -53,11 +54,23 @@ class DynamoDlqRecord:
         return {entry.message_id: entry for entry in entries}
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
-        """Recorded messages still in the DLQ, oldest first: a query on an index, never a scan."""
+        """Recorded messages in ``query.status``, oldest first: a query on an index, never a scan
+        (``changed_since`` filters what the query reads: the partition of a status holds what
+        left that way in the last ``KEEP_AFTER_LEAVING``)."""
+        return rec.page(self._dlq_query(query, "list the DLQ's record"), query.limit)
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        """As ``dlq_entries``, reading only what a span needs of each item (``ProjectionExpression``)."""
+        items = self._dlq_query(query, "read the DLQ's record over time", rec.SPAN_ATTRIBUTES)
+        return rec.span_page(items, query.limit)
+
+    def _dlq_query(
+        self, query: DlqQuery, what: str, attributes: tuple[str, ...] | None = None
+    ) -> list[dict[str, Any]]:
         if query.task_id is not None:
             index, partition = rec.BY_TASK, ("dlq_task", query.task_id)
         else:
-            index, partition = rec.BY_STATUS, ("status", DlqStatus.IN_DLQ.value)
+            index, partition = rec.BY_STATUS, ("status", query.status.value)
         condition = "#p = :p"
         values: dict[str, Any] = {":p": partition[1]}
         low, high = rec.key_range(query.since, query.until)
@@ -73,22 +86,29 @@ class DynamoDlqRecord:
             if value is not None:
                 filters.append(f"{attribute} = :{attribute}")
                 values[f":{attribute}"] = value
+        if query.changed_since is not None:
+            filters.append("changed_at >= :changed")
+            values[":changed"] = iso(query.changed_since)
         if query.present_at is not None:
             filters.append("expires_at > :now")
             values[":now"] = int(query.present_at.timestamp())
+        names = {"#p": partition[0]}
         kwargs: dict[str, Any] = {
             "IndexName": index,
             "KeyConditionExpression": condition,
-            "ExpressionAttributeNames": {"#p": partition[0]},
             "ExpressionAttributeValues": to_item(values),
             "Limit": query.limit + 1,
             "max_items": query.limit + 1,
         }
+        if attributes is not None:
+            names.update({f"#a{n}": name for n, name in enumerate(attributes)})
+            kwargs["ProjectionExpression"] = ", ".join(f"#a{n}" for n in range(len(attributes)))
+        kwargs["ExpressionAttributeNames"] = names
         if filters:
             kwargs["FilterExpression"] = " AND ".join(filters)
         if query.after is not None:
             kwargs["ExclusiveStartKey"] = to_item(rec.cursor_key(query.after, partition))
-        return rec.page(list(self._query(rec.TABLE, "list the DLQ's record", **kwargs)), query.limit)
+        return list(self._query(rec.TABLE, what, **kwargs))
 
     def mark_dlq_entries(
         self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str

@@ -56,8 +56,10 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         rng: random.Random | None = None,
         *,
         audit_keys: AuditKeys,
+        published: frozenset[str] | None = None,
     ) -> None:
         self.client = client
+        self.published = published
         self.audit_keys = audit_keys
         """Keys every audit record this store writes (``rebound.domain.audit``)."""
         self.tables = dict(tables)
@@ -296,6 +298,28 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         for data in self._scan("runs", "scan runs"):
             yield Run.model_validate(data)
 
+    def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
+        items, cursor = self._scan_page("runs", "run_id", limit, after)
+        return [Run.model_validate(d) for d in items], cursor
+
+    def scan_work_orders_page(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[WorkOrder], str | None]:
+        items, cursor = self._scan_page("workorders", "work_order_id", limit, after)
+        return [WorkOrder.model_validate(d) for d in items], cursor
+
+    def _scan_page(
+        self, table: str, key: str, limit: int, after: str | None
+    ) -> tuple[list[dict[str, Any]], str | None]:
+        """One page of a scan, resumed after the item keyed ``after`` (a scan resumes from any
+        key of the table, ``ExclusiveStartKey``); strongly consistent, like every read before a write."""
+        kwargs: dict[str, Any] = {"TableName": self.tables[table], "Limit": limit, "ConsistentRead": True}
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = {key: {"S": after}}
+        resp = self._call(f"scan {table}", self.client.scan, **kwargs)
+        last = resp.get("LastEvaluatedKey")
+        return [from_item(item) for item in resp.get("Items", [])], (str(last[key]["S"]) if last else None)
+
     # --- audit ------------------------------------------------------------------------------
     def audit_trail(self, subject: str) -> list[AuditRecord]:
         items = self._query(
@@ -427,6 +451,10 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
 
     def get_key(self, key: str) -> dict[str, Any] | None:
         return self._get(CONTROL, {"pk": key})
+
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The records that exist among ``keys`` (BatchGetItem, 100 keys a call)."""
+        return {str(data["pk"]): data for data in self._batch_get(CONTROL, "pk", keys)}
 
     def release_key(self, key: str) -> None:
         self._call(

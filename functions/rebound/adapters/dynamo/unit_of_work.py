@@ -9,7 +9,7 @@ What is staged, and under which label, is ``rebound.adapters.staging``; how, is 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -121,6 +121,40 @@ class UnitOfWork(StagingUnitOfWork):
             names={"#exp": slot_expiry_attribute(run_id)},
         )
 
+    def enter_slot_many(
+        self, key: str, cap: int, run_ids: Sequence[str], until: datetime, label: str
+    ) -> None:
+        """Enter several holders in one update; the transaction fails (its label among the failed)
+        unless the slot has room for all of them beside those inside now."""
+        names = {f"#exp{i}": slot_expiry_attribute(run_id) for i, run_id in enumerate(run_ids)}
+        expiries = ", ".join(f"{name} = :until" for name in names)
+        self.update(
+            CONTROL,
+            {"pk": key},
+            f"ADD holders :runs SET cap = :cap, {expiries}",
+            label,
+            condition="attribute_not_exists(holders) OR size(holders) <= :room",
+            values={
+                ":runs": set(run_ids),
+                ":cap": cap,
+                ":room": cap - len(run_ids),
+                ":until": int(until.timestamp()),
+            },
+            names=names,
+        )
+
+    def leave_slot_many(self, key: str, run_ids: Sequence[str]) -> None:
+        """Several holders leave in one update (leaving a slot not held changes nothing)."""
+        names = {f"#exp{i}": slot_expiry_attribute(run_id) for i, run_id in enumerate(run_ids)}
+        self.update(
+            CONTROL,
+            {"pk": key},
+            f"DELETE holders :runs REMOVE {', '.join(names)}",
+            f"leave {key}",
+            values={":runs": set(run_ids)},
+            names=names,
+        )
+
     def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None:
         """Remove a holder whose expiry has passed; the transaction fails if it has not (or it is gone)."""
         self.update(
@@ -152,6 +186,25 @@ class UnitOfWork(StagingUnitOfWork):
             label,
             values={":zero": 0, ":one": 1},
         )
+
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite ``consecutive`` (and ``last_run``) of a streak counter; ``streak`` stays."""
+        if last_run is None:
+            self.update(
+                CONTROL,
+                {"pk": key},
+                "SET consecutive = :n REMOVE last_run",
+                label,
+                values={":n": consecutive},
+            )
+        else:
+            self.update(
+                CONTROL,
+                {"pk": key},
+                "SET consecutive = :n, last_run = :run",
+                label,
+                values={":n": consecutive, ":run": last_run},
+            )
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None:
         """A new version of a named policy; the transaction fails if that version exists already."""

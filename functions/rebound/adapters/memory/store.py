@@ -38,6 +38,7 @@ from rebound.engine.ports import (
     DlqEntry,
     DlqPage,
     DlqQuery,
+    DlqSpanPage,
     DlqStatus,
     RunPage,
     parse_run_cursor,
@@ -68,8 +69,10 @@ class MemoryStore(StagingStore):
         event_source: str = "rebound",
         on_failed_commit: Callable[[], None] | None = None,
         audit_keys: AuditKeys | None = None,
+        published: frozenset[str] | None = None,
     ) -> None:
         self.event_source = event_source
+        self.published = published
         self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
         """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
@@ -179,6 +182,24 @@ class MemoryStore(StagingStore):
         for data in self._all("runs"):
             yield Run.model_validate(data)
 
+    def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
+        items, cursor = self._page("runs", "run_id", limit, after)
+        return [Run.model_validate(d) for d in items], cursor
+
+    def scan_work_orders_page(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[WorkOrder], str | None]:
+        items, cursor = self._page("workorders", "work_order_id", limit, after)
+        return [WorkOrder.model_validate(d) for d in items], cursor
+
+    def _page(self, table: str, key: str, limit: int, after: str | None) -> tuple[list[Item], str | None]:
+        """A scan's page in key order (DynamoDB's is in hash order: callers rely on neither)."""
+        items = sorted(
+            self._all(table, lambda d: after is None or str(d[key]) > after), key=lambda d: str(d[key])
+        )
+        page = items[:limit]
+        return page, (str(page[-1][key]) if len(items) > limit else None)
+
     # --- audit ------------------------------------------------------------------------------
     def audit_trail(self, subject: str) -> list[AuditRecord]:
         items = self._all("audit", lambda d: d["subject"] == subject)
@@ -243,6 +264,10 @@ class MemoryStore(StagingStore):
     def get_key(self, key: str) -> dict[str, Any] | None:
         return self._read("control", key)
 
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        found = {key: self._read("control", key) for key in dict.fromkeys(keys)}
+        return {key: data for key, data in found.items() if data is not None}
+
     def release_key(self, key: str) -> None:
         with self._lock:
             self._tables["control"].pop(key, None)
@@ -286,8 +311,15 @@ class MemoryStore(StagingStore):
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
         """The ``by_task`` (sparse) or ``by_status`` index: by ``dlq_at``, bounds included."""
+        return rec.page(self._dlq_listed(query), query.limit)
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        return rec.span_page(self._dlq_listed(query), query.limit)
+
+    def _dlq_listed(self, query: DlqQuery) -> list[Item]:
         low, high = rec.key_range(query.since, query.until)
         now = int(query.present_at.timestamp()) if query.present_at is not None else None
+        changed = iso(query.changed_since) if query.changed_since is not None else None
 
         def listed(d: Item) -> bool:
             key = d.get("dlq_at")
@@ -296,7 +328,7 @@ class MemoryStore(StagingStore):
                 and (
                     d.get("dlq_task") == query.task_id
                     if query.task_id is not None
-                    else d["status"] == DlqStatus.IN_DLQ.value
+                    else d["status"] == query.status.value
                 )
                 and (low is None or key >= low)
                 and (high is None or key <= high)
@@ -304,10 +336,11 @@ class MemoryStore(StagingStore):
                 and (query.tenant is None or d.get("tenant") == query.tenant)
                 and (query.error_code is None or d.get("error_code") == query.error_code)
                 and (now is None or d["expires_at"] > now)
+                and (changed is None or str(d.get("changed_at") or "") >= changed)
             )
 
         items = sorted(self._all(rec.TABLE, listed), key=lambda d: str(d["dlq_at"]))
-        return rec.page(items[: query.limit + 1], query.limit)
+        return items[: query.limit + 1]
 
     def mark_dlq_entries(
         self, message_ids: list[str], status: DlqStatus, *, at: datetime, actor: str

@@ -7,7 +7,7 @@ how it writes the item, as a DynamoDB transaction item does.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -76,6 +76,33 @@ class MemoryUnitOfWork(StagingUnitOfWork):
         """Leave a slot (leaving a slot not held changes nothing)."""
         self._update(key, f"leave {key}", _without(run_id))
 
+    def enter_slot_many(
+        self, key: str, cap: int, run_ids: Sequence[str], until: datetime, label: str
+    ) -> None:
+        """Enter several holders in one write; the commit fails unless the slot has room for all
+        of them beside those inside now."""
+
+        def room(item: Item | None) -> bool:
+            held = (item or {}).get("holders")
+            return held is None or len(held) <= cap - len(run_ids)
+
+        def enter(item: Item) -> None:
+            item["holders"] = sorted({*item.get("holders", ()), *run_ids})
+            item["cap"] = cap
+            for run_id in run_ids:
+                item[slot_expiry_attribute(run_id)] = int(until.timestamp())
+
+        self._update(key, label, enter, room)
+
+    def leave_slot_many(self, key: str, run_ids: Sequence[str]) -> None:
+        """Several holders leave in one write (leaving a slot not held changes nothing)."""
+
+        def leave(item: Item) -> None:
+            for run_id in run_ids:
+                _without(run_id)(item)
+
+        self._update(key, f"leave {key}", leave)
+
     def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None:
         """Remove a holder whose expiry has passed; the commit fails if it has not (or it is gone)."""
 
@@ -103,6 +130,18 @@ class MemoryUnitOfWork(StagingUnitOfWork):
             item["streak"] = item.get("streak", 0) + 1
 
         self._update(key, label, end)
+
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite ``consecutive`` (and ``last_run``) of a streak counter; ``streak`` stays."""
+
+        def rewrite(item: Item) -> None:
+            item["consecutive"] = consecutive
+            if last_run is None:
+                item.pop("last_run", None)
+            else:
+                item["last_run"] = last_run
+
+        self._update(key, label, rewrite)
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None:
         """A new version of a named policy; the commit fails if that version exists already."""

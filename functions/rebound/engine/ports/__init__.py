@@ -45,6 +45,8 @@ from rebound.engine.ports.store import (
     DlqEntry,
     DlqPage,
     DlqQuery,
+    DlqSpan,
+    DlqSpanPage,
     DlqStatus,
     RunPage,
     Store,
@@ -68,6 +70,8 @@ from rebound.engine.ports.transport import (
     Schedules,
     SentMessage,
     StreamRange,
+    Synced,
+    SyncResult,
 )
 
 __all__ = [
@@ -91,6 +95,8 @@ __all__ = [
     "DlqEntry",
     "DlqPage",
     "DlqQuery",
+    "DlqSpan",
+    "DlqSpanPage",
     "DlqStatus",
     "Fanout",
     "Metrics",
@@ -112,6 +118,8 @@ __all__ = [
     "SequentialFanout",
     "Store",
     "StreamRange",
+    "SyncResult",
+    "Synced",
     "SystemClock",
     "Targets",
     "ThreadFanout",

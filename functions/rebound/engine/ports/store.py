@@ -3,7 +3,7 @@ the record of the DLQ's messages, and the unit of work that changes them in one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -62,11 +62,14 @@ class DlqEntry:
 
 @dataclass(frozen=True)
 class DlqQuery:
-    """Which recorded messages still in the DLQ to list: oldest first, ``limit`` at a time.
+    """Which recorded messages to list: oldest first, ``limit`` at a time.
 
-    Filters: ``task_id``, ``tenant``, ``error_code``; ``since``/``until`` bound ``DlqEntry.at``
-    (both included). ``present_at`` leaves out messages the queue's retention has dropped by then.
-    ``after`` is the ``cursor`` of the page before."""
+    ``status`` is where they are: still in the DLQ (the default), or how they left. Filters:
+    ``task_id`` (only with ``in_dlq``: ``by_task`` holds only what is in the DLQ), ``tenant``,
+    ``error_code``; ``since``/``until`` bound ``DlqEntry.at`` (both included); ``changed_since``
+    keeps messages whose status changed at or after it (those that left since). ``present_at``
+    leaves out messages the queue's retention has dropped by then. ``after`` is the ``cursor`` of
+    the page before."""
 
     task_id: str | None = None
     tenant: str | None = None
@@ -76,11 +79,41 @@ class DlqQuery:
     present_at: datetime | None = None
     limit: int = 100
     after: str | None = None
+    status: DlqStatus = DlqStatus.IN_DLQ
+    changed_since: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if self.task_id is not None and self.status is not DlqStatus.IN_DLQ:
+            raise ValidationFailed(
+                f"task_id: a task's messages are listed only while in the DLQ, not {self.status.value}",
+                key_path="task_id",
+            )
 
 
 @dataclass(frozen=True)
 class DlqPage:
     entries: list[DlqEntry]
+    cursor: str | None
+    """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
+
+
+@dataclass(frozen=True)
+class DlqSpan:
+    """When a recorded message arrived in the DLQ and how long it stayed: what the DLQ's depth over
+    time needs of its record, and no more (``Store.dlq_spans`` reads only these attributes)."""
+
+    arrived: datetime
+    """``DlqEntry.at``."""
+    status: DlqStatus
+    changed_at: datetime | None
+    """When it left (``None`` while it is in the DLQ)."""
+    expires_at: datetime
+    """While it is in the DLQ: when the queue's retention drops it."""
+
+
+@dataclass(frozen=True)
+class DlqSpanPage:
+    spans: list[DlqSpan]
     cursor: str | None
     """Pass as ``DlqQuery.after`` for the next page; ``None`` when this page is the last."""
 
@@ -125,7 +158,11 @@ class UnitOfWork(Protocol):
         action: str,
         evidence: dict[str, Any] | None = None,
         from_state: RunState | None = None,
-    ) -> Run: ...
+        head: tuple[int, str] | None = None,
+    ) -> Run:
+        """Stage ``after`` (guarded by ``before`` as stored) and its audit record, appended after
+        ``head`` when given (a repair of a stale head), else after ``before``'s."""
+        ...
 
     def touch_run(self, before: Run, after: Run) -> Run: ...
 
@@ -136,6 +173,7 @@ class UnitOfWork(Protocol):
         *,
         action: str,
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> WorkOrder: ...
 
     def append_audit(
@@ -155,11 +193,27 @@ class UnitOfWork(Protocol):
 
     def leave_slot(self, key: str, run_id: str) -> None: ...
 
+    def enter_slot_many(
+        self, key: str, cap: int, run_ids: Sequence[str], until: datetime, label: str
+    ) -> None:
+        """Enter several holders into one slot in one write (a transaction may write an item only
+        once); the commit fails if the slot has no room for all of them."""
+        ...
+
+    def leave_slot_many(self, key: str, run_ids: Sequence[str]) -> None:
+        """Several holders leave one slot in one write."""
+        ...
+
     def reap_slot_holder(self, key: str, run_id: str, now: datetime) -> None: ...
 
     def count_streak(self, key: str, run_id: str, label: str) -> None: ...
 
     def end_streak(self, key: str, label: str) -> None: ...
+
+    def set_streak(self, key: str, consecutive: int, last_run: str | None, label: str) -> None:
+        """Rewrite a streak counter's ``consecutive`` (and ``last_run``), keeping ``streak``
+        (the streaks ended, which names their work orders): the SLA report's rebuild."""
+        ...
 
     def add_policy_version(self, name: str, version: int, data: Mapping[str, Any]) -> None: ...
 
@@ -206,6 +260,7 @@ class Store(Protocol):
         action: str,
         schedule_names: tuple[str, ...] = (),
         evidence: dict[str, Any] | None = None,
+        head: tuple[int, str] | None = None,
     ) -> StoredTask: ...
 
     # runs
@@ -254,6 +309,11 @@ class Store(Protocol):
 
     def scan_runs(self) -> Iterator[Run]: ...
 
+    def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
+        """Up to ``limit`` runs of a scan of the whole table, from ``after`` (the cursor of the
+        page before); the cursor of the next page, ``None`` after the last."""
+        ...
+
     # audit
     def audit_trail(self, subject: str) -> list[AuditRecord]: ...
 
@@ -275,6 +335,12 @@ class Store(Protocol):
         """Work orders (in ``state``; opened at or after ``opened_since``), oldest first."""
         ...
 
+    def scan_work_orders_page(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> tuple[list[WorkOrder], str | None]:
+        """Up to ``limit`` work orders of a scan of the whole table, as ``scan_runs_page``."""
+        ...
+
     # control records: idempotency keys, watermarks, heartbeats, slots, counters
     def claim_key(
         self, key: str, at: datetime, ttl: timedelta, data: Mapping[str, Any] | None = None
@@ -283,6 +349,10 @@ class Store(Protocol):
     def put_key(self, key: str, data: Mapping[str, Any]) -> None: ...
 
     def get_key(self, key: str) -> dict[str, Any] | None: ...
+
+    def get_keys(self, keys: list[str]) -> dict[str, dict[str, Any]]:
+        """The records that exist among ``keys``, by key (read 100 at a time)."""
+        ...
 
     def release_key(self, key: str) -> None: ...
 
@@ -308,7 +378,13 @@ class Store(Protocol):
     def get_dlq_entries(self, message_ids: list[str]) -> dict[str, DlqEntry]: ...
 
     def dlq_entries(self, query: DlqQuery) -> DlqPage:
-        """Recorded messages still in the DLQ (``in_dlq``), oldest first: a query, never a scan."""
+        """Recorded messages in ``query.status`` (still in the DLQ, or how they left), oldest
+        first: a query, never a scan."""
+        ...
+
+    def dlq_spans(self, query: DlqQuery) -> DlqSpanPage:
+        """What ``dlq_entries`` would list, as spans only (arrival, status, departure, expiry): the
+        same query, reading a few attributes of each item instead of the whole message."""
         ...
 
     def mark_dlq_entries(

@@ -3,7 +3,7 @@ EventBridge Scheduler, the event bus, and the outbox stream read again."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -127,6 +127,23 @@ class Queues(Protocol):
 
 
 # ------------------------------------------------------------------ schedules, bus, streams
+@dataclass(frozen=True)
+class Synced:
+    """What a sync verified of a recurring schedule: the fingerprint of the request that writes it
+    and the schedule's ``LastModificationDate`` (ISO) when it held exactly that."""
+
+    fingerprint: str
+    modified: str
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    outcome: str
+    """``created``, ``updated`` or ``unchanged``."""
+    synced: Synced | None
+    """What the next sync may trust; None when it could not be verified."""
+
+
 class Schedules(Protocol):
     """EventBridge Scheduler: one-time schedules (retries) and recurring ones (task schedules)."""
 
@@ -143,7 +160,31 @@ class Schedules(Protocol):
         window_minutes: int | None = None,
         description: str = "",
         end: datetime | None = None,
+        queue_arn: str | None = None,
     ) -> str: ...
+
+    def sync_recurring(
+        self,
+        name: str,
+        expression: str,
+        timezone: str,
+        payload: dict[str, Any],
+        *,
+        enabled: bool = True,
+        window_minutes: int | None = None,
+        description: str = "",
+        end: datetime | None = None,
+        known: Synced | None = None,
+        listing: Mapping[str, str] | None = None,
+        pace: Callable[[], None] = ...,
+    ) -> SyncResult:
+        """``put_recurring`` that skips the read where ``known`` and ``listing`` show the schedule
+        is as wanted, and reports what it verified (``rebound.adapters.scheduler``)."""
+        ...
+
+    def listing(self, prefix: str, pace: Callable[[], None] = ...) -> dict[str, str]:
+        """Name -> ``LastModificationDate`` of every schedule whose name starts with ``prefix``."""
+        ...
 
     def delete(self, name: str) -> bool: ...
 
@@ -175,7 +216,12 @@ class Bus(Protocol):
         *,
         enabled: bool,
         description: str = "",
-    ) -> str: ...
+        starts: str = "task",
+    ) -> str:
+        """A rule whose target is ``queue_arn``, turning each matched event into an execution
+        message for task ``task_id``; with ``starts="workstream"``, into the message that starts a
+        run of workstream ``task_id`` (``rebound.domain.schedules.WORKSTREAM_START``)."""
+        ...
 
     def get_rule(self, name: str) -> dict[str, Any] | None: ...
 

@@ -8,10 +8,12 @@
 - ``redrive``: moving messages back to the execution queue as replays, exactly once under
   interruption (the argument is in its docstring), with its report and progress items.
 - ``archive``: archiving DLQ messages into the archive port (redriving from it reads it as a source).
+- ``history``: the DLQ's depth over time, from the arrivals and departures its record holds.
 - ``operations``: ``DlqOps``, the operations both the CLI and the ops API call.
 """
 
 from rebound.ops.dlq.archive import ArchiveReport
+from rebound.ops.dlq.history import WINDOWS, DepthHistory, DepthPoint
 from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail
 from rebound.ops.dlq.operations import DlqOps, FoundPage
 from rebound.ops.dlq.redrive import (
@@ -35,7 +37,10 @@ __all__ = [
     "REDRIVE_VISIBILITY_S",
     "RESUMED",
     "SKIPPED",
+    "WINDOWS",
     "ArchiveReport",
+    "DepthHistory",
+    "DepthPoint",
     "DlqFilter",
     "DlqMessage",
     "DlqOps",

@@ -3,7 +3,8 @@
 It reads through the engine's ports only (``deps.queues.batches()``, ``deps.archive``,
 ``deps.store``). Reading never hides a message: ``find`` and ``show`` read the DLQ's record
 (``Store.dlq_entries``, a query ordered by time, with a cursor; ``rebound.engine.dlq_record``),
-``depth`` the queue's attributes; neither receives. ``redrive`` (a dry run reads the record)
+``depth`` the queue's attributes, ``history`` the depth over time from the record's arrivals and
+departures; none of them receives. ``redrive`` (a dry run reads the record)
 hands each batch to a ``RedrivePass`` and ``archive_messages`` to an ``ArchivePass``; only they
 receive from the queue, to move or delete, and they mark the record for what they removed.
 """
@@ -28,6 +29,7 @@ from rebound.engine.ports import (
 )
 from rebound.ops.common import when
 from rebound.ops.dlq.archive import ArchivePass, ArchiveReport
+from rebound.ops.dlq.history import DepthHistory, depth_history
 from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail, from_entry, from_stored
 from rebound.ops.dlq.redrive import RedriveItem, RedrivePass, RedriveReport
 from rebound.ops.dlq.sources import (
@@ -124,6 +126,11 @@ class DlqOps:
                 break
             after = page.cursor
         return found
+
+    def history(self, window: str) -> DepthHistory:
+        """The DLQ's depth over ``window`` (``1h``, ``24h``), bucket by bucket, from its record:
+        arrivals and departures, nothing received (``rebound.ops.dlq.history``)."""
+        return depth_history(self.store, self.deps.clock.now(), window)
 
     def find(self, filters: DlqFilter, *, limit: int | None = None, archived: bool = False) -> list[Examined]:
         """Matching messages, oldest first: in the DLQ (its record, page by page), or in the archive."""

@@ -1,0 +1,58 @@
+"""Routes for the pre-flight dry run of a task document and the SLA report (with its rebuild)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from pydantic import BaseModel, Field
+
+from rebound.api.app import Api
+from rebound.ops.preflight import PreflightOps, parse_window
+from rebound.ops.sla_report import SlaReportOps
+
+
+class Dryrun(BaseModel):
+    document: dict[str, Any] = Field(description="a task document as a task file holds it (tasks, tenants)")
+    window: str = Field(default="24h", max_length=16, description="how far ahead to look (1m to 7d)")
+
+
+class Rebuild(BaseModel):
+    since: str = Field(default="7d", max_length=40, description="a duration ago (7d) or a timestamp")
+    tenant: str | None = Field(default=None, max_length=48, description="only this tenant's tasks")
+
+
+def register(api: Api) -> None:
+    app = api.app
+
+    @app.post("/tasks/dryrun", summary="Pre-flight a task document: fires, quota headroom, conflicts")
+    def dryrun(body: Dryrun) -> dict[str, Any]:
+        api.allow("tasks:read")
+        ops = PreflightOps(api.deps())
+        document = ops.parse(body.document)
+        for task in document.tasks:
+            api.allow("tasks:read", task.tenant)
+        return ops.dryrun(document, parse_window(body.window)).as_dict()
+
+    @app.get("/sla/report", summary="On time, missed fires, SLA breaches and start delays by task and tenant")
+    def sla_report(
+        since: Annotated[str, Query(max_length=40, description="a duration ago (7d) or a timestamp")] = "7d",
+        tenant: Annotated[str | None, Query(max_length=48, description="only this tenant's tasks")] = None,
+        task_id: Annotated[str | None, Query(max_length=48, description="only this task")] = None,
+    ) -> dict[str, Any]:
+        if task_id is not None:
+            task_id = api.task_key(task_id)
+            api.allow_task("sla:read", task_id)
+            api.allow("sla:read", tenant)
+        else:
+            _, tenant = api.tenant_filter("sla:read", tenant)
+        return SlaReportOps(api.deps()).report(since, tenant=tenant, task_id=task_id).as_dict()
+
+    @app.post("/sla/rebuild", summary="Recompute the SLA figures from the runs and rewrite the SLA counters")
+    def sla_rebuild(body: Rebuild) -> dict[str, Any]:
+        caller = api.allow_shared("sla:rebuild", body.tenant)  # every tenant's: an administrator
+        return (
+            SlaReportOps(api.deps(), caller.actor)
+            .report(body.since, tenant=body.tenant, rebuild=True)
+            .as_dict()
+        )

@@ -1,0 +1,129 @@
+"""Workstreams in a simulation: registering the scenario's, an operator acting on them at the times
+the scenario says, and their runs as the report shows them.
+
+The scenario's workstreams and resources are registered as ``rebound tasks apply`` registers a task
+file's (``TaskOps.apply_workstreams``). Its ``operations`` are carried out through
+``rebound.ops.workstreams.WorkstreamOps``, as the CLI's ``rebound workstreams ...`` does, under the
+same hostile cloud as everything else: an operator whose command failed on a throttle or a
+conflict runs it again (at most ``OPERATOR_TRIES`` times); a refusal (a rollback with nothing to
+roll back) is reported, not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from typing import Any
+
+from rebound.domain.errors import DomainError, OperationalError
+from rebound.domain.timefmt import iso
+from rebound.engine.deps import Deps
+from rebound.ops.workstreams import WorkstreamOps
+from rebound_local import observe
+from rebound_local.scenario import Operation
+from rebound_local.stack import LocalStack
+
+log = logging.getLogger(__name__)
+
+OPERATOR = "simulated-operator"
+OPERATOR_TRIES = 5
+RUN_PREFIX = "ws#run#"
+CHECKPOINT_PREFIX = "ws#cp#"
+
+
+def operate(deps: Deps, operation: Operation) -> dict[str, Any]:
+    """Carry out one operation; the report's entry for it (what it did, or why it was refused)."""
+    ops = WorkstreamOps(deps, actor=OPERATOR)
+    entry: dict[str, Any] = {
+        "at": iso(deps.clock.now()),
+        "workstream": operation.workstream,
+        "op": operation.op,
+    }
+    if operation.step is not None:
+        entry["step"] = operation.step
+    if operation.to is not None:
+        entry["to"] = operation.to
+    last: Exception | None = None
+    for tries in range(1, OPERATOR_TRIES + 1):
+        try:
+            entry.update(_carry_out(ops, operation), ok=True, tries=tries)
+            return entry
+        except DomainError as exc:  # refused: the operator reads why, and does not insist
+            entry.update(ok=False, tries=tries, error=f"{exc.code}: {exc.message}")
+            return entry
+        except OperationalError as exc:  # throttled or contended: the operator runs it again
+            last = exc
+    entry.update(ok=False, tries=OPERATOR_TRIES, error=f"gave up: {last}")
+    log.warning("a scenario operation failed %d times", OPERATOR_TRIES, extra={"entry": entry})
+    return entry
+
+
+def _carry_out(ops: WorkstreamOps, operation: Operation) -> dict[str, Any]:
+    if operation.op == "start":
+        return {"run_id": ops.run(operation.workstream).run_id}
+    run_id = ops.show(operation.workstream).run_id
+    if operation.op == "retry":
+        return {"run_id": run_id, "new_run": ops.retry(run_id).run_id}
+    if operation.op == "rollback":
+        _, progress = ops.rollback(run_id, operation.to)
+        return {"run_id": run_id, "not_rolled_back": progress.not_rolled_back, "cancelled": progress.cancel}
+    if operation.op == "resume":
+        _, progress = ops.resume(run_id, operation.step)
+    elif operation.op == "retry_failed":
+        _, progress = ops.retry_failed(run_id)
+    elif operation.op == "skip":
+        _, progress = ops.skip(run_id, str(operation.step), operation.reason)
+    else:
+        _, progress = ops.cancel_step(run_id, str(operation.step), operation.reason)
+    return {"run_id": run_id, "started": [s.step for s in progress.start]}
+
+
+def workstream_items(stack: LocalStack) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every workstream run as stored (its body), and how many checkpoints each still keeps."""
+    runs: list[dict[str, Any]] = []
+    kept: dict[str, int] = defaultdict(int)
+    for item in observe.table_items(stack.cloud, stack.settings.table("control")):
+        pk = str(item["pk"])
+        if pk.startswith(RUN_PREFIX):
+            runs.append(json.loads(item["body"]))
+        elif pk.startswith(CHECKPOINT_PREFIX):
+            kept[json.loads(item["body"])["run_id"]] += 1
+    runs.sort(key=lambda run: (str(run["started_at"]), str(run["run_id"])))
+    return runs, dict(kept)
+
+
+def run_entries(runs: list[dict[str, Any]], kept: dict[str, int]) -> list[dict[str, Any]]:
+    """The report's ``workstream_runs``."""
+    return [
+        {
+            "workstream_id": run["workstream_id"],
+            "run_id": run["run_id"],
+            "state": run["state"],
+            "checkpoints": {
+                "taken": int(run.get("checkpoint_version", 0)),
+                "kept": kept.get(run["run_id"], 0),
+            },
+            "steps": [
+                {
+                    "step": step["step"],
+                    "task_id": step["task_id"],
+                    "run_id": step.get("run_id"),
+                    "state": step["state"],
+                    "started_at": step.get("started_at"),
+                    "ended_at": step.get("ended_at"),
+                }
+                for step in run["steps"]
+            ],
+        }
+        for run in runs
+    ]
+
+
+def checkpoint_counts(runs: list[dict[str, Any]], kept: dict[str, int]) -> dict[str, int]:
+    """The report's ``checkpoints``: taken over every run, and still kept (the last 100 of each)."""
+    return {
+        "runs": len(runs),
+        "taken": sum(int(run.get("checkpoint_version", 0)) for run in runs),
+        "kept": sum(kept.values()),
+    }
