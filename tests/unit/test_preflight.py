@@ -56,11 +56,11 @@ def test_two_tasks_of_one_mutex_group_firing_together_are_warned_each_hour_with_
     assert len(mutex) == 24  # one span an hour over 24 h, none between
     first = mutex[0]
     assert first.at == START + timedelta(hours=1)  # the first fire after now (09:00)
-    assert first.tasks == ("a", "b")
-    assert set(first.runs) == {scheduled_run_id(t, first.at) for t in ("a", "b")}
+    assert first.tasks == ("acme.a", "acme.b")  # task keys: <tenant>.<id>
+    assert set(first.runs) == {scheduled_run_id(t, first.at) for t in ("acme.a", "acme.b")}
     assert first.detail["longest_wait_s"] == pytest.approx(160.0)  # b waits for a: 120 s + slack + a poll
     assert first.severity == "warning"
-    assert "mutex group ledger" in first.message and "a, b" in first.message
+    assert "mutex group acme.ledger" in first.message and "acme.a, acme.b" in first.message
     assert {t.task_id: t.fires for t in report.tasks} == {"a": 24, "b": 24}
 
 
@@ -78,7 +78,7 @@ def test_a_jitter_window_makes_a_run_reach_the_next_task_of_its_group(world: Mem
     report = dryrun(world, {"tasks": [jittered, hourly("b", 5, 60, mutex_group="m")]})
     mutex = [w for w in report.warnings if w.kind == "mutex"]
     assert mutex and mutex[0].at == START + timedelta(hours=1, minutes=5)
-    assert mutex[0].tasks == ("a", "b")
+    assert mutex[0].tasks == ("acme.a", "acme.b")
 
 
 def test_a_wait_past_mutex_max_wait_is_high_and_past_max_wait_says_dead_letter(world: MemoryWorld) -> None:
@@ -107,7 +107,7 @@ def test_a_task_longer_than_its_interval_collides_with_itself_as_its_overlap_pol
     }
     report = dryrun(world, {"tasks": [slow]}, "1h")
     overlap = [w for w in report.warnings if w.kind == "overlap"]
-    assert overlap and overlap[0].tasks == ("slow",)
+    assert overlap and overlap[0].tasks == ("acme.slow",)
     assert "skips the later run" in overlap[0].message
 
     quick = {**slow, "target": {"type": "sim", "behavior": {"duration_s": 60}}}
@@ -125,7 +125,7 @@ def test_a_tenant_over_its_quota_is_warned_and_its_headroom_goes_negative(world:
     assert quota.peak_at == START + timedelta(hours=1)
     assert quota.timeline[0] == (START + timedelta(hours=1), -1)
     warned = [w for w in report.warnings if w.kind == "tenant_quota"]
-    assert len(warned) == 3 and warned[0].tasks == ("a", "b", "c")
+    assert len(warned) == 3 and warned[0].tasks == ("acme.a", "acme.b", "acme.c")
 
     roomy = {**document, "tenants": {"acme": {"max_concurrent_runs": 3}}}
     report = dryrun(world, roomy, "3h")
@@ -134,12 +134,13 @@ def test_a_tenant_over_its_quota_is_warned_and_its_headroom_goes_negative(world:
 
 
 def test_a_deployed_task_the_file_does_not_name_still_collides_with_it(world: MemoryWorld) -> None:
-    register(world.deps, task("old", schedule={"cron": "0 * * * *"}, mutex_group="m", timeout_s=200))
+    deployed = task("old", schedule={"cron": "0 * * * *"}, mutex_group="m", timeout_s=200).qualified()
+    register(world.deps, deployed)  # as a file registers it: acme.old, in acme's group m
     report = dryrun(world, {"tasks": [hourly("new", mutex_group="m")]}, "2h")
     sources = {t.task_id: t.source for t in report.tasks}
-    assert sources == {"new": "file", "old": "deployed"}
+    assert sources == {"acme.new": "file", "acme.old": "deployed"}
     mutex = [w for w in report.warnings if w.kind == "mutex"]
-    assert mutex and mutex[0].tasks == ("new", "old")
+    assert mutex and mutex[0].tasks == ("acme.new", "acme.old")
 
 
 def test_an_observed_duration_replaces_the_timeout_of_a_deployed_task(world: MemoryWorld) -> None:
@@ -163,7 +164,7 @@ def test_a_paused_task_that_would_release_many_fires_at_once_is_a_catch_up_storm
     report = dryrun(world, {"tasks": [catching]}, "12h")
     storm = next(w for w in report.warnings if w.kind == "catch_up_storm")
     assert storm.at == START + timedelta(hours=12)
-    assert storm.tasks == ("nightly",)
+    assert storm.tasks == ("acme.nightly",)
     assert storm.detail["released"] == 12
     assert storm.severity == "high"  # twice the default threshold of 5
 
@@ -206,7 +207,7 @@ def test_workstream_steps_holding_one_resource_are_warned_where_they_overlap(wor
     }
     report = dryrun(world, document)
     resource = [w for w in report.warnings if w.kind == "resource"]
-    assert len(resource) == 1 and resource[0].tasks == ("load-a", "load-b")
+    assert len(resource) == 1 and resource[0].tasks == ("acme.load-a", "acme.load-b")
     assert resource[0].at == parse_utc("2026-03-08T02:01:00Z")
 
 

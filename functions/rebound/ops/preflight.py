@@ -442,7 +442,7 @@ def _workstream_windows(
                     break  # a cycle: the loader refuses it; nothing more to predict
                 for step in ready:
                     pending.remove(step)
-                    task = tasks.get(step.task)
+                    task = tasks.get(step.task_id)
                     if task is None:
                         ends[step.task] = fire
                         continue
@@ -696,7 +696,7 @@ class PreflightOps:
         planning = self.deps.policies.book.planning
         observed: dict[str, float] = {}
         if planning.conflicts.expected_duration == "observed":
-            steps = {step.task for ws in document.workstreams for step in ws.steps}
+            steps = {step.task_id for ws in document.workstreams for step in ws.steps}
             pooled = [
                 pl.task.id
                 for pl in planned
