@@ -61,7 +61,7 @@ def test_two_tasks_of_one_mutex_group_firing_together_are_warned_each_hour_with_
     assert first.detail["longest_wait_s"] == pytest.approx(160.0)  # b waits for a: 120 s + slack + a poll
     assert first.severity == "warning"
     assert "mutex group acme.ledger" in first.message and "acme.a, acme.b" in first.message
-    assert {t.task_id: t.fires for t in report.tasks} == {"a": 24, "b": 24}
+    assert {t.task_id: t.fires for t in report.tasks} == {"acme.a": 24, "acme.b": 24}
 
 
 def test_runs_of_a_mutex_group_that_never_meet_are_not_warned(world: MemoryWorld) -> None:
