@@ -158,6 +158,16 @@ class App:
         """Refuse (exit 7, audited) unless the operator may do ``action`` on ``tenant``."""
         self.guard.check(action, tenant)
 
+    def task_key(self, task_id: str | None) -> str | None:
+        """The key of the task ``--task`` names: a short id (``nightly``) that exactly one task the
+        operator may see has becomes its ``<tenant>.<id>``; one several tenants share is refused
+        with their keys (exit 2)."""
+        if not task_id:
+            return task_id
+        from rebound.ops.access import task_key
+
+        return task_key(self.deps.store, task_id, self.guard, field="--task")
+
     @property
     def sleep(self) -> Callable[[float], None]:
         import time

@@ -36,12 +36,11 @@ def api(deps: Deps) -> Any:
     wiring.use(None)
 
 
-def globex_dead_letter(deps: Deps) -> str:
-    register(
-        deps, task("gjob", tenant="globex", target={"type": "sim", "behavior": {"terminal_error": "NOPE"}})
-    )
-    Executor(deps).process(QueueMessage("g-fire", json.dumps(fire("gjob"))), 120)
-    run_id = "gjob:20260307T090000Z"
+def globex_dead_letter(deps: Deps, task_id: str = "gjob") -> str:
+    failing = {"type": "sim", "behavior": {"terminal_error": "NOPE"}}
+    register(deps, task(task_id, tenant="globex", target=failing))
+    Executor(deps).process(QueueMessage(f"fire-{task_id}", json.dumps(fire(task_id))), 120)
+    run_id = f"{task_id}:20260307T090000Z"
     assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
     return run_id
 
@@ -88,3 +87,47 @@ def test_a_caller_with_no_tenant_may_not_even_list(api: Any, deps: Deps) -> None
     status, _ = call(api, "PUT", "/policies/default", {"changes": {"max_attempts": 9}}, caller=BOB)
     assert status == 403  # retry policies are every tenant's: administrators only
     assert refusals(deps, "*") == [(NOBODY, "tasks:read"), (BOB, "policies:write")]
+
+
+def test_a_short_task_id_names_the_one_task_the_caller_may_see(api: Any, deps: Deps) -> None:
+    [acme_run] = dead_letters(deps, 1, "acme.job")
+    globex_run = globex_dead_letter(deps, "globex.job")
+    assert ok(api, "GET", "/tasks/job", caller=BOB)["task"]["id"] == "globex.job"
+    assert [r["run_id"] for r in ok(api, "GET", "/runs", query={"task_id": "job"}, caller=BOB)] == [
+        globex_run
+    ]
+    messages = ok(api, "GET", "/dlq", query={"task_id": "job"}, caller=BOB)["messages"]
+    assert [m["run_id"] for m in messages] == [globex_run]
+    report = ok(api, "GET", "/sla/report", query={"task_id": "job", "since": "30d"}, caller=BOB)
+    assert [t["name"] for t in report["tasks"]] == ["globex.job"]
+    status, body = call(api, "GET", "/runs", query={"task_id": "job"}, caller=ROOT)  # sees both tenants
+    assert status == 400 and "acme.job, globex.job" in body["message"] and "TENANT.ID" in body["message"]
+    assert call(api, "GET", "/dlq", query={"task_id": "job"}, caller=ROOT)[0] == 400
+    by_key = ok(api, "GET", "/runs", query={"task_id": "acme.job"}, caller=ROOT)
+    assert [r["run_id"] for r in by_key] == [acme_run]
+    status, _ = call(api, "GET", "/runs", query={"task_id": "acme.job"}, caller=BOB)
+    assert status == 403 and refusals(deps, "acme") == [(BOB, "runs:read")]
+
+
+def test_state_checks_are_for_administrators_and_a_runs_restore_for_its_tenant(api: Any, deps: Deps) -> None:
+    [acme_run] = dead_letters(deps, 1)
+    globex_run = globex_dead_letter(deps)
+    assert call(api, "POST", "/state/check", {}, caller=BOB)[0] == 403  # reads every tenant's items
+    assert call(api, "POST", "/state/repair", {"dry_run": True}, caller=BOB)[0] == 403
+    assert ok(api, "POST", "/state/check", {}, caller=ROOT)["differences"] == []
+    assert call(api, "POST", f"/runs/{acme_run}/restore", {"dry_run": True}, caller=BOB)[0] == 403
+    assert ok(api, "POST", f"/runs/{globex_run}/restore", {"dry_run": True}, caller=BOB)["differences"] == []
+    assert refusals(deps, "*") == [(BOB, "state:check"), (BOB, "state:check")]
+    assert refusals(deps, "acme") == [(BOB, "runs:read")]
+
+
+def test_work_orders_list_only_the_callers_tenants(api: Any, deps: Deps) -> None:
+    [acme_run] = dead_letters(deps, 1)
+    globex_dead_letter(deps)
+    opened = {"severity": "high", "reason": "by hand"}
+    ok(api, "POST", "/workorders", {**opened, "run_id": acme_run}, caller=ROOT)
+    ok(api, "POST", "/workorders", {**opened, "task_id": "gjob"}, caller=BOB)
+    assert call(api, "POST", "/workorders", {**opened, "run_id": acme_run}, caller=BOB)[0] == 403
+    everyone = ok(api, "GET", "/workorders", caller=ROOT)
+    assert sorted(o["tenant"] for o in everyone) == ["acme", "globex"]
+    assert [o["tenant"] for o in ok(api, "GET", "/workorders", caller=BOB)] == ["globex"]

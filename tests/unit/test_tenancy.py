@@ -23,7 +23,7 @@ from rebound.domain.models import HttpTarget, TargetRules, Task, TenantSettings
 from rebound.domain.schedules import planned_schedules
 from rebound.domain.tenancy import qualify, secret_problem, short_id, tenant_of, tenant_of_run
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.ops.access import TenantAccess, Tenants, identity_keys
+from rebound.ops.access import TenantAccess, Tenants, find_task, identity_keys, task_key
 from rebound.ops.tasks import TaskOps
 from rebound.targets.base import Invocation
 from rebound.targets.http_target import SECRET_REFUSED, HttpInvoker
@@ -353,6 +353,31 @@ def test_task_operations_show_and_change_only_the_callers_tenants() -> None:
     admin = TaskOps(world.deps, "root", guard=Gate(caller("*"), TenantAccess(world.deps)))
     with pytest.raises(ValidationFailed, match="names several tenants' tasks"):
         admin.get("nightly")
+
+
+def test_a_short_id_names_the_one_task_the_caller_sees_and_several_are_refused_with_their_keys() -> None:
+    world = memory_deps()
+    register(
+        world.deps,
+        *tasks_of(
+            "tasks:\n"
+            "  - {id: nightly, tenant: acme, schedule: {cron: '0 2 * * *'}, target: {type: sim}}\n"
+            "  - {id: nightly, tenant: globex, schedule: {cron: '0 3 * * *'}, target: {type: sim}}\n"
+            "  - {id: weekly, tenant: globex, schedule: {cron: '0 3 * * 1'}, target: {type: sim}}\n"
+        ),
+    )
+    store, acme = world.store, Gate(caller("acme"), TenantAccess(world.deps))
+    assert task_key(store, "nightly", acme) == "acme.nightly"
+    assert task_key(store, "weekly", acme) == "weekly"  # globex's: not seen, so nothing matches
+    assert find_task(store, "weekly", acme) is None
+    assert task_key(store, "weekly") == "globex.weekly"
+    assert task_key(store, "globex.nightly", acme) == "globex.nightly"  # a key is taken as given
+    with pytest.raises(ValidationFailed) as refused:
+        task_key(store, "nightly", field="--task")
+    assert refused.value.message == (
+        "--task: task id 'nightly' names several tenants' tasks (acme.nightly, globex.nightly); "
+        "give TENANT.ID"
+    )
 
 
 def test_on_aws_each_tenants_secrets_are_read_as_that_tenant() -> None:

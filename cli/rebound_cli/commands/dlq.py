@@ -40,7 +40,7 @@ def _filters(app: App, kwargs: dict[str, Any]) -> DlqFilter:
     now = app.deps.clock.now()
     since, until = kwargs.pop("since"), kwargs.pop("until")
     return DlqFilter(
-        task_id=kwargs.pop("task_id"),
+        task_id=app.task_key(kwargs.pop("task_id")),
         tenant=kwargs.pop("tenant"),
         error_code=kwargs.pop("error_code"),
         since=parse_when(since, now) if since else None,

@@ -60,7 +60,7 @@ def list_runs(
     """
     now = app.deps.clock.now()
     found = app.runs().find(
-        task_id=task_id,
+        task_id=app.task_key(task_id),
         state=RunState(status) if status else None,
         since=parse_when(since, now) if since else None,
         until=parse_when(until, now, option="--until") if until else None,
@@ -280,7 +280,7 @@ def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, 
     """
     ops = app.runs(writer=True)
     start = parse_when(since, app.deps.clock.now()) if since else None
-    chosen = ops.failed_runs(task_id=task_id, since=start)
+    chosen = ops.failed_runs(task_id=app.task_key(task_id), since=start)
     if not chosen:
         out.emit(app, [], lambda: out.say("no dead-lettered runs match"))
         return

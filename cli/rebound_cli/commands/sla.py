@@ -123,7 +123,7 @@ def report(app: App, since: str, tenant: str | None, task_id: str | None, rebuil
     if rebuild:
         out.confirm("Rewrite the SLA counters from the run ledger?", yes)
     ops = SlaReportOps(app.deps, app.actor if rebuild else "sla-report")
-    found = ops.report(since, tenant=tenant, task_id=task_id, rebuild=rebuild, option="--since")
+    found = ops.report(since, tenant=tenant, task_id=app.task_key(task_id), rebuild=rebuild, option="--since")
     data = found.as_dict()
     out.emit(app, data, lambda: _render(found, data))
     total = data["total"]

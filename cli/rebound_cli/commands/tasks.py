@@ -346,7 +346,7 @@ def show(app: App, task_id: str) -> None:
     view = data["task"]
 
     def render() -> None:
-        out.fields(f"task {task_id}", list(view.items()))
+        out.fields(f"task {detail.stored.task.id}", list(view.items()))
         out.fields(
             "definition",
             [("target", data["definition"]["target"]), ("payload", data["definition"].get("payload"))],
@@ -384,7 +384,7 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
             "skipped": caught.skipped,
             "released": caught.delivered,
         }
-    summary = f"task {task_id} is {stored.task.state.value} (version {stored.version})"
+    summary = f"task {stored.task.id} is {stored.task.state.value} (version {stored.version})"
     if caught is not None:
         summary += (
             f"; catch-up ran {len(caught.caught_up)} and skipped {len(caught.skipped)} missed fire(s), "
@@ -414,7 +414,7 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
     run_id = app.tasks(writer=True).run_now(task_id, token)
     out.emit(
         app,
-        {"run_id": run_id, "task_id": task_id},
+        {"run_id": run_id, "task_id": run_id.partition(":")[0]},  # the task's key
         lambda: out.say(f"run {run_id} queued; follow it with: rebound runs show {run_id}"),
     )
 

@@ -51,7 +51,7 @@ def list_orders(
     """
     found = app.workorders().find(
         state=WorkOrderState(state) if state else None,
-        task_id=task_id,
+        task_id=app.task_key(task_id),
         severity=Severity(severity) if severity else None,
         level=level,
     )
