@@ -158,6 +158,37 @@ class App:
         """Refuse (exit 7, audited) unless the operator may do ``action`` on ``tenant``."""
         self.guard.check(action, tenant)
 
+    def check_run(self, action: str, run_id: str) -> None:
+        """Refuse (exit 7, audited) unless the operator may do ``action`` on run ``run_id``'s tenant."""
+        from rebound.ops.access import check_run
+
+        check_run(self.guard, self.deps.store, action, run_id)
+
+    def check_task(self, action: str, task_id: str | None) -> None:
+        """Refuse unless the operator may do ``action`` on the tenant of the task ``task_id`` names
+        (none: the operator needs a tenant, and lists are filtered with ``sees``)."""
+        from rebound.ops.access import check_task
+
+        check_task(self.guard, self.deps.store, action, task_id)
+
+    def check_shared(self, action: str, tenant: str | None) -> None:
+        """A thing of ``tenant`` or, with none, the environment's: read by any tenant, changed by an
+        administrator."""
+        from rebound.ops.access import check_shared
+
+        check_shared(self.guard, action, tenant)
+
+    def bound_tenant(self, action: str, tenant: str | None) -> str | None:
+        """The tenant a filtered command is about: ``--tenant`` (checked), else the operator's one
+        tenant; an administrator may leave it out, anyone else with several tenants must name one."""
+        from rebound.ops.access import bound_tenant
+
+        return bound_tenant(self.guard, action, tenant, field="--tenant")
+
+    def sees(self, tenant: str | None) -> bool:
+        """Whether a list shows the operator a thing of ``tenant`` (one of no tenant: always)."""
+        return tenant is None or self.guard.sees(tenant)
+
     def task_key(self, task_id: str | None) -> str | None:
         """The key of the task ``--task`` names: a short id (``nightly``) that exactly one task the
         operator may see has becomes its ``<tenant>.<id>``; one several tenants share is refused

@@ -36,12 +36,15 @@ def filter_options(fn: F) -> F:
     return fn
 
 
-def _filters(app: App, kwargs: dict[str, Any]) -> DlqFilter:
+def _filters(app: App, kwargs: dict[str, Any], action: str) -> DlqFilter:
+    """The filters given, once the operator may do ``action`` on their tenant: ``--tenant``, or
+    the operator's one tenant (``App.bound_tenant``)."""
     now = app.deps.clock.now()
     since, until = kwargs.pop("since"), kwargs.pop("until")
+    tenant = app.bound_tenant(action, kwargs.pop("tenant"))
     return DlqFilter(
         task_id=app.task_key(kwargs.pop("task_id")),
-        tenant=kwargs.pop("tenant"),
+        tenant=tenant,
         error_code=kwargs.pop("error_code"),
         since=parse_when(since, now) if since else None,
         until=parse_when(until, now, option="--until") if until else None,
@@ -90,7 +93,7 @@ def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, *
     (explicit|redrive_policy|refused), kind, dead_lettered_at, sent_at, receive_count, attempts,
     archive_status, run_state, work_order_id.
     """
-    filters = _filters(app, kwargs)
+    filters = _filters(app, kwargs, "dlq:read")
     following = None
     if archived:
         if cursor is not None:
@@ -139,6 +142,7 @@ def show(app: App, message_id: str) -> None:
     """
     detail = app.dlq().show(message_id)
     data = detail.as_dict()
+    app.check_shared("dlq:read", data.get("tenant"))
     out.emit(app, data, lambda: out.fields(f"message {message_id}", sorted(data.items())))
 
 
@@ -162,6 +166,7 @@ def history(app: App, window: str) -> None:
     JSON fields: window, since, until, bucket_s, start_depth, points[] (at, depth, peak, arrived,
     left), arrived, left, read, complete (false when reading stopped at its limit), source.
     """
+    app.check("dlq:read")  # counts only, no tenant's messages
     found = app.dlq().history(window).as_dict()
 
     def render() -> None:
@@ -221,7 +226,7 @@ def redrive(
     outcomes{outcome: count}, moved, failed, sqs_requests, items[] (message_id, run_id, task_id,
     outcome: moved|resumed|cleaned-up|duplicate-removed|skipped|failed|would-..., detail).
     """
-    filters = _filters(app, kwargs)
+    filters = _filters(app, kwargs, "dlq:redrive")
     ops = app.dlq(writer=not dry_run)
     if not dry_run:
         out.confirm("Redrive the matching DLQ messages?", yes)
@@ -301,6 +306,7 @@ def job(app: App, job_id: str, follow: bool, interval: float) -> None:
     """
     continuations = _Continuations()
     jobs = RedriveJobs(app.dlq(), continuations)
+    app.check_shared("dlq:read", (jobs.get(job_id).filters or {}).get("tenant"))
     found = jobs.poll(job_id) if follow else jobs.get(job_id)
     if follow and not found.done:
         with out.progress(f"redrive job {job_id}", total=found.total or None) as advance:
@@ -348,7 +354,7 @@ def archive(
 
     JSON fields: examined, matched, archived, already_archived, deleted, failed{message_id: why}.
     """
-    filters = _filters(app, kwargs)
+    filters = _filters(app, kwargs, "dlq:archive")
     ops = app.dlq(writer=True)
     if delete:
         out.confirm("Archive the matching messages and remove them from the DLQ?", yes)

@@ -40,6 +40,7 @@ def list_policies(app: App) -> None:
     JSON: a list of policies: name, version, max_attempts, base_delay, multiplier, max_delay,
     max_age, jitter, retryable_errors, terminal_errors, severity, runbook_url (durations in seconds).
     """
+    app.check("policies:read")
     found = app.policies().find()
     views = [policy_view(p) for p in found]
     out.emit(
@@ -66,6 +67,7 @@ def show(app: App, name: str) -> None:
     JSON fields: policy (as in `policies list`), source, versions[] (version, updated_at,
     updated_by, spec), audit[] (seq, at, actor, action, evidence), audit_verified.
     """
+    app.check("policies:read")
     detail = app.policies().show(name)
     data = detail.as_dict()
 
@@ -113,6 +115,7 @@ def set_policy(
     JSON fields: name, from_version, to_version, changes, diff{key: {from, to}}, stored; with
     --whatif also whatif (as `policies whatif` prints it).
     """
+    app.check("policies:write")  # retry policies are every tenant's: administrators only
     ops = app.policies(writer=not dry_run)
     changes = parse_assignments(assignments)
     change = ops.plan(name, changes)
@@ -191,5 +194,6 @@ def whatif(app: App, name: str, assignments: tuple[str, ...], since: str) -> Non
     dead_lettered, retries, retries_per_hour, peak_retries_per_hour, recovery_p50_s,
     recovery_p99_s, cost_usd), added_cost_usd, notes.
     """
+    app.check("policies:read")
     report = app.policies().whatif(name, parse_assignments(assignments), whatif_window(since))
     out.emit(app, report.model_dump(mode="json"), lambda: render_whatif(report))

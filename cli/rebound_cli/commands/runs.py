@@ -58,15 +58,17 @@ def list_runs(
     JSON: a list of runs: run_id, task_id, tenant, state, trigger, scheduled_for, attempt,
     attempts_in_budget, last_error_code, next_retry_at, dead_lettered_at, work_order_id, updated_at.
     """
+    task_id = app.task_key(task_id)
+    app.check_task("runs:read", task_id)
     now = app.deps.clock.now()
     found = app.runs().find(
-        task_id=app.task_key(task_id),
+        task_id=task_id,
         state=RunState(status) if status else None,
         since=parse_when(since, now) if since else None,
         until=parse_when(until, now, option="--until") if until else None,
         limit=limit,
     )
-    views = [run_view(r) for r in found]
+    views = [run_view(r) for r in found if app.sees(r.tenant)]
     out.emit(
         app,
         views,
@@ -109,6 +111,7 @@ def show(app: App, run_id: str, no_dlq: bool) -> None:
     JSON fields: run (the stored run), timeline[] (at, source: trigger|run|workorder|dlq, action,
     actor, state, detail), work_order, dlq_message, audit (ok, records, detail).
     """
+    app.check_run("runs:read", run_id)
     timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq)
 
     def render() -> None:
@@ -175,6 +178,7 @@ def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None
 
     JSON fields: run_id, action (replayed|resent|dispatched), state, detail, overrides.
     """
+    app.check_run("runs:retry", run_id)
     outcome = app.runs(writer=True).retry(
         run_id, timeout_s=timeout_s, max_attempts=max_attempts, reason=reason
     )
@@ -182,6 +186,7 @@ def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None
 
 
 def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
+    app.check_run(f"runs:{verb}", run_id)
     ops = app.runs(writer=True)
     out.confirm(f"{verb.capitalize()} run {run_id}? It will not run again.", yes)
     run = ops.skip(run_id, reason) if verb == "skip" else ops.cancel(run_id, reason)
@@ -251,6 +256,7 @@ def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> Non
 
     JSON: as in `state check`.
     """
+    app.check_run("runs:read" if dry_run else "runs:restore", run_id)
     if not dry_run:
         out.confirm(f"Write run {run_id} back as its audit chain says?", yes)
     report = app.state(writer=not dry_run).restore_run(run_id, dry_run=dry_run, reason=reason)
@@ -278,9 +284,11 @@ def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, 
 
     JSON: a list of run_id, action (replayed|failed), state, detail, overrides.
     """
+    task_id = app.task_key(task_id)
+    app.check_task("runs:retry", task_id)
     ops = app.runs(writer=True)
     start = parse_when(since, app.deps.clock.now()) if since else None
-    chosen = ops.failed_runs(task_id=app.task_key(task_id), since=start)
+    chosen = [r for r in ops.failed_runs(task_id=task_id, since=start) if app.sees(r.tenant)]
     if not chosen:
         out.emit(app, [], lambda: out.say("no dead-lettered runs match"))
         return

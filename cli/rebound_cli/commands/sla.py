@@ -120,10 +120,16 @@ def report(app: App, since: str, tenant: str | None, task_id: str | None, rebuil
     start_delay_p50_s, start_delay_p99_s, start_delay_met, sla_breaches{start_delay, duration},
     breaching_runs), counters[] (task_id, before, after, rewritten).
     """
+    task_id = app.task_key(task_id)
     if rebuild:
+        app.check_shared("sla:rebuild", tenant)  # without --tenant, every tenant's: an administrator
         out.confirm("Rewrite the SLA counters from the run ledger?", yes)
+    elif task_id is not None:
+        app.check_task("sla:read", task_id)
+    else:
+        tenant = app.bound_tenant("sla:read", tenant)
     ops = SlaReportOps(app.deps, app.actor if rebuild else "sla-report")
-    found = ops.report(since, tenant=tenant, task_id=app.task_key(task_id), rebuild=rebuild, option="--since")
+    found = ops.report(since, tenant=tenant, task_id=task_id, rebuild=rebuild, option="--since")
     data = found.as_dict()
     out.emit(app, data, lambda: _render(found, data))
     total = data["total"]

@@ -50,6 +50,7 @@ def render_report(report: StateReport) -> None:
 
 
 def _pass(app: App, *, repair: bool, dry_run: bool = False, reason: str = "") -> StateReport:
+    app.check("state:repair" if repair and not dry_run else "state:check")  # every tenant's: administrators
     ops = app.state(writer=repair and not dry_run)
     with out.progress("items checked", total=None) as advance:
         if not repair:

@@ -197,7 +197,7 @@ def apply(
     ops = app.tasks(writer=not dry_run, rate=rate)
     document = ops.load_document(path)
     changes = ops.plan(document.tasks, allow_past=allow_past)
-    ws_ops = WorkstreamOps(ops.deps, ops.actor)
+    ws_ops = WorkstreamOps(ops.deps, ops.actor, ops.guard)
     ws_changes = ws_ops.plan(document.workstreams, document.resources)
     plan = [change_view(c) for c in changes]
     ws_plan = [definition_change_view(c) for c in ws_changes]

@@ -23,6 +23,13 @@ def workorders() -> None:
     """
 
 
+def _check(app: App, action: str, work_order_id: str) -> None:
+    """Refuse unless the operator may do ``action`` on the work order's tenant (one of no tenant,
+    such as a health finding's, is the environment's: ``App.check_shared``)."""
+    order = app.deps.store.get_work_order(work_order_id)
+    app.check_shared(action, order.tenant if order is not None else None)
+
+
 @workorders.command("list")
 @click.option("--state", type=click.Choice([s.value for s in WorkOrderState]), help="only in this state")
 @click.option("--task", "task_id", help="only this task's work orders")
@@ -49,6 +56,7 @@ def list_orders(
     error_code, attempts, opened_at, acknowledged_at, acknowledged_by, resolved_at, resolved_by,
     resolution, runbook_url, notified{channel: delivered|failed}.
     """
+    app.check("workorders:read")
     found = app.workorders().find(
         state=WorkOrderState(state) if state else None,
         task_id=app.task_key(task_id),
@@ -56,7 +64,7 @@ def list_orders(
         level=level,
     )
     now = app.deps.clock.now()
-    views = [work_order_view(o, now) for o in found]
+    views = [work_order_view(o, now) for o in found if app.sees(o.tenant)]
     out.emit(
         app,
         views,
@@ -94,6 +102,7 @@ def show(app: App, work_order_id: str) -> None:
     JSON fields: as in `workorders list`, plus note, deliveries[], run_state, audit[] (seq, at,
     actor, action, from_state, to_state, evidence), audit_verified.
     """
+    _check(app, "workorders:read", work_order_id)
     detail = app.workorders().show(work_order_id)
     data = detail.as_dict()
 
@@ -134,6 +143,7 @@ def ack(app: App, work_order_id: str, note: str) -> None:
 
     JSON: the work order, as in `workorders list`.
     """
+    _check(app, "workorders:ack", work_order_id)
     order, changed = app.workorders(writer=True).ack(work_order_id, note)
     out.emit(
         app,
@@ -169,6 +179,7 @@ def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool)
 
     JSON: the work order, as in `workorders list`.
     """
+    _check(app, "workorders:resolve", work_order_id)
     out.confirm(f"Resolve work order {work_order_id} as {resolution}?", yes)
     order = app.workorders(writer=True).resolve(work_order_id, Resolution(resolution), note)
     out.emit(

@@ -15,8 +15,12 @@ from rebound_cli import output as out
 from rebound_cli.context import App
 
 
-def _ops(app: App, writer: bool = False) -> WorkstreamOps:
-    return WorkstreamOps(app.deps, app.actor if writer else "reader")
+def _ops(app: App, action: str, ref: str | None = None, writer: bool = False) -> WorkstreamOps:
+    """The operations, once the operator may do ``action`` on the tenant of the workstream (run)
+    ``ref`` names; with none, the operator needs a tenant and lists are filtered (``App.sees``)."""
+    reader = WorkstreamOps(app.deps, "reader", app.guard)
+    app.check(action, reader.tenant_of(ref) if ref is not None else None)
+    return WorkstreamOps(app.deps, app.actor, app.guard) if writer else reader
 
 
 def _show_change(app: App, run: wr.WorkstreamRun, progress: wr.Progress, done: str) -> None:
@@ -63,7 +67,7 @@ def apply(app: App, path: Path) -> None:
     Example:
       rebound workstreams apply config/demo/workstream.yaml
     """
-    result = _ops(app, writer=True).apply(path)
+    result = _ops(app, "workstreams:read", writer=True).apply(path)
 
     def human() -> None:
         names = ", ".join(result["workstreams"]) or "none"
@@ -86,7 +90,7 @@ def list_workstreams(app: App) -> None:
     Example:
       rebound workstreams list --output json
     """
-    rows = _ops(app).overview()
+    rows = [r for r in _ops(app, "workstreams:read").overview() if app.sees(r["tenant"])]
     out.emit(
         app,
         rows,
@@ -132,7 +136,7 @@ def show(app: App, ref: str, fmt: str | None) -> None:
     \b
     JSON (--output json): the run with each step's state, task run, tries and times.
     """
-    run = _ops(app).show(ref)
+    run = _ops(app, "workstreams:read", ref).show(ref)
     if fmt == "json" or (fmt is None and app.json):
         out.emit_json(run_view(run))
     else:
@@ -150,7 +154,7 @@ def run(app: App, workstream_id: str, token: str | None) -> None:
     Example:
       rebound workstreams run nightly-ledger
     """
-    started = _ops(app, writer=True).run(workstream_id, token)
+    started = _ops(app, "workstreams:run", workstream_id, writer=True).run(workstream_id, token)
     out.emit(app, run_view(started), lambda: click.echo(render(started), nl=False))
 
 
@@ -164,7 +168,7 @@ def retry(app: App, run_id: str) -> None:
     Example:
       rebound workstreams retry RUN_ID
     """
-    new = _ops(app, writer=True).retry(run_id)
+    new = _ops(app, "workstreams:retry", run_id, writer=True).retry(run_id)
     out.emit(app, run_view(new), lambda: click.echo(render(new), nl=False))
 
 
@@ -178,7 +182,7 @@ def retry_failed(app: App, run_id: str) -> None:
     Example:
       rebound workstreams retry-failed RUN_ID
     """
-    after, progress = _ops(app, writer=True).retry_failed(run_id)
+    after, progress = _ops(app, "workstreams:retry", run_id, writer=True).retry_failed(run_id)
     _show_change(app, after, progress, f"retrying the failed steps of {run_id}")
 
 
@@ -193,7 +197,7 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
     Example:
       rebound workstreams resume RUN_ID --from transform
     """
-    after, progress = _ops(app, writer=True).resume(run_id, from_step)
+    after, progress = _ops(app, "workstreams:resume", run_id, writer=True).resume(run_id, from_step)
     _show_change(app, after, progress, f"resumed {run_id}" + (f" from {from_step}" if from_step else ""))
 
 
@@ -212,7 +216,7 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
       rebound workstreams rollback RUN_ID --to 3 --yes
     """
     out.confirm(f"Roll back {run_id} to checkpoint {to if to is not None else '(previous)'}?", yes)
-    after, progress = _ops(app, writer=True).rollback(run_id, to)
+    after, progress = _ops(app, "workstreams:rollback", run_id, writer=True).rollback(run_id, to)
     _show_change(
         app, after, progress, f"rolled back {run_id}; resume it with `rebound workstreams resume {run_id}`"
     )
@@ -230,7 +234,7 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
     Example:
       rebound workstreams skip RUN_ID report --reason "report server retired"
     """
-    after, progress = _ops(app, writer=True).skip(run_id, step, reason)
+    after, progress = _ops(app, "workstreams:skip", run_id, writer=True).skip(run_id, step, reason)
     _show_change(app, after, progress, f"skipped {step}")
 
 
@@ -246,7 +250,7 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
     Example:
       rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen"
     """
-    after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
+    after, progress = _ops(app, "workstreams:cancel", run_id, writer=True).cancel_step(run_id, step, reason)
     _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
 
 
@@ -262,7 +266,7 @@ def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
     Example:
       rebound workstreams remove-dependency RUN_ID report load
     """
-    after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
+    after, progress = _ops(app, "workstreams:edit", run_id, writer=True).remove_dependency(run_id, step, need)
     _show_change(app, after, progress, f"{step} no longer needs {need}")
 
 
@@ -280,7 +284,7 @@ def checkpoints(app: App, run_id: str) -> None:
     Example:
       rebound workstreams checkpoints RUN_ID
     """
-    found = _ops(app).checkpoints(run_id)
+    found = _ops(app, "workstreams:read", run_id).checkpoints(run_id)
     data: list[dict[str, Any]] = [c.model_dump(mode="json") for c in found]
     out.emit(
         app,
@@ -325,7 +329,7 @@ def list_resources(app: App) -> None:
     Example:
       rebound resources list
     """
-    rows = _ops(app).resources()
+    rows = _ops(app, "resources:read").resources()
     out.emit(
         app,
         rows,
@@ -349,5 +353,5 @@ def set_limit(app: App, resource: str, max_holders: int) -> None:
     Example:
       rebound resources set-limit warehouse-write 2
     """
-    limits = _ops(app, writer=True).set_limit(resource, max_holders)
+    limits = _ops(app, "resources:write", writer=True).set_limit(resource, max_holders)
     out.emit(app, limits, lambda: out.say(f"{resource}: at most {limits[resource]} holders"))

@@ -19,10 +19,9 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from rebound.api.auth import Caller, Gate, caller_of
 from rebound.config.loader import problem
-from rebound.domain.errors import ReboundError, ValidationFailed
-from rebound.domain.tenancy import ALL_TENANTS
+from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
-from rebound.ops.access import TenantAccess, find_task, task_key
+from rebound.ops.access import TenantAccess, bound_tenant, check_run, check_shared, check_task, task_key
 from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
@@ -54,15 +53,15 @@ class Api:
     def allow_run(self, action: str, run_id: str) -> Caller:
         """The caller, once allowed ``action`` on the tenant of run ``run_id`` as stored (an
         unknown run is left to the operation, which answers 404)."""
-        run = self.deps().store.get_run(run_id)
-        return self.allow(action, run.tenant if run is not None else None)
+        gate = self.gate()
+        check_run(gate, self.deps().store, action, run_id)
+        return gate.caller
 
     def allow_task(self, action: str, task_id: str | None) -> Caller:
         """The caller, once allowed ``action`` on the tenant of task ``task_id`` as stored (none
         named: on no tenant, and the answer is filtered to the caller's tenants)."""
         gate = self.gate()
-        stored = find_task(self.deps().store, task_id, gate) if task_id else None
-        gate.check(action, stored.task.tenant if stored is not None else None)
+        check_task(gate, self.deps().store, action, task_id)
         return gate.caller
 
     def task_key(self, task_id: str | None) -> str | None:
@@ -73,23 +72,14 @@ class Api:
     def allow_shared(self, action: str, tenant: str | None) -> Caller:
         """A thing of ``tenant``, or, with none (a health work order), the environment's own:
         reading it needs any tenant, changing it an administrator."""
-        reading = action.endswith(":read")
-        return self.allow(action, tenant if tenant is not None or reading else ALL_TENANTS)
+        gate = self.gate()
+        check_shared(gate, action, tenant)
+        return gate.caller
 
     def tenant_filter(self, action: str, tenant: str | None) -> tuple[Caller, str | None]:
-        """The tenant a filtered request is about: the one given (checked), else for a caller with
-        exactly one tenant that one; an administrator may leave it out (every tenant), anyone else
-        with several tenants must name one."""
+        """The tenant a filtered request is about (``rebound.ops.access.bound_tenant``)."""
         gate = self.gate()
-        tenants = gate.caller.tenants
-        if tenant is None and not tenants.admin:
-            gate.check(action)  # a caller with no tenant is refused (and that is audited)
-            if len(tenants.names) != 1:
-                held = ", ".join(tenants.as_list())
-                raise ValidationFailed(f"tenant: name one of your tenants ({held})", field="tenant")
-            (tenant,) = tenants.names
-        gate.check(action, tenant)
-        return gate.caller, tenant
+        return gate.caller, bound_tenant(gate, action, tenant)
 
 
 def _error(status: int, body: dict[str, Any]) -> Response[str]:

@@ -109,3 +109,6 @@ class Gate:
 
     def sees(self, tenant: str) -> bool:
         return self.caller.tenants.covers(tenant)
+
+    def held(self) -> Tenants:
+        return self.caller.tenants

@@ -44,11 +44,7 @@ def register(api: Api) -> None:
         ``ref`` names; with none, lists are filtered to the caller's tenants."""
         if ref is None:
             return WorkstreamOps(api.deps(), api.allow(action).actor)
-        reader = WorkstreamOps(api.deps(), "reader")
-        if ref in reader.engine.ids():
-            tenant = reader.engine.definition(ref)[0].tenant
-        else:
-            tenant = reader.engine.get_run(ref).tenant
+        tenant = WorkstreamOps(api.deps(), "reader").tenant_of(ref)
         return WorkstreamOps(api.deps(), api.allow(action, tenant).actor)
 
     def changed(result: tuple[wr.WorkstreamRun, wr.Progress]) -> dict[str, Any]:
@@ -72,7 +68,7 @@ def register(api: Api) -> None:
         limit: Annotated[int, Query(ge=1, le=RECENT_RUNS, description="at most this many")] = 20,
     ) -> list[dict[str, Any]]:
         """Its latest runs (the workstream keeps the ids of its last ``RECENT_RUNS``), each read by key."""
-        reader = ops("workstreams:read")
+        reader = ops("workstreams:read", workstream_id)
         return [run_view(reader.show(run_id)) for run_id in reader.runs(workstream_id)[:limit]]
 
     @app.post("/workstreams/<workstream_id>/run", summary="Start a run of a workstream")

@@ -15,13 +15,14 @@ from typing import Any
 
 from rebound.config.loader import load_task_document
 from rebound.domain import workstream_runs as wr
-from rebound.domain.errors import ValidationFailed
+from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import workstream_rule_name
 from rebound.domain.schedules import planned_workstream_schedules, workstream_start_payload
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
+from rebound.ops.access import UNGUARDED, Guard
 from rebound.ops.tasks import Change, definition_diff
 from rebound.ops.throttle import Backoff
 from rebound.targets.safety import self_trigger_problem
@@ -178,10 +179,18 @@ def _mermaid_id(name: str) -> str:
 
 
 class WorkstreamOps:
-    def __init__(self, deps: Deps, actor: str) -> None:
+    def __init__(self, deps: Deps, actor: str, guard: Guard = UNGUARDED) -> None:
         self.deps = deps
         self.actor = actor
         self.engine = Workstreams(deps, actor)
+        self.guard = guard
+        """Asked before a workstream of a tenant or a shared resource's limit is registered."""
+
+    def tenant_of(self, ref: str) -> str:
+        """The tenant of the workstream, or of the workstream run, ``ref`` names."""
+        if ref in self.engine.ids():
+            return self.engine.definition(ref)[0].tenant
+        return self.engine.get_run(ref).tenant
 
     # --------------------------------------------------------------------------- definitions
     def apply(self, path: Path | str) -> dict[str, Any]:
@@ -225,6 +234,7 @@ class WorkstreamOps:
         for workstream in workstreams:
             self.validate(workstream)
         previous = {w.id: self._stored(w.id) for w in workstreams}
+        self._check_owners(workstreams, resources, previous)
         changed = self.engine.register(workstreams, resources) if workstreams or resources else []
         backoff = backoff or Backoff()
         schedules = rules = 0
@@ -239,6 +249,28 @@ class WorkstreamOps:
             "schedules_written": schedules,
             "rules_written": rules,
         }
+
+    def _check_owners(
+        self,
+        workstreams: list[Workstream],
+        resources: list[ResourceSpec],
+        previous: Mapping[str, Workstream | None],
+    ) -> None:
+        """Registering a workstream needs its tenant and never takes another tenant's workstream
+        of the same id; a resource's limit is every tenant's, so changing one needs an administrator."""
+        for workstream in workstreams:
+            self.guard.check("workstreams:register", workstream.tenant)
+            stored = previous[workstream.id]
+            if stored is not None and stored.tenant != workstream.tenant:
+                raise Conflict(
+                    f"workstream {workstream.id} belongs to tenant {stored.tenant!r}; a workstream of "
+                    f"tenant {workstream.tenant!r} cannot change it (give it another id)",
+                    workstream_id=workstream.id,
+                    tenant=stored.tenant,
+                )
+        limits = self.engine.resources()
+        if any(limits.get(r.id) != r.max_holders for r in resources):
+            self.guard.check("resources:write")
 
     def validate(self, workstream: Workstream) -> None:
         """Refuse a start the environment cannot carry out, naming the workstream and the field."""
