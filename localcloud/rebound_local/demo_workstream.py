@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from rebound.domain.models import SimBehavior, SimTarget
+from rebound.domain.tenancy import short_id
 from rebound.domain.workstream_runs import WorkstreamRun, WorkstreamState
 from rebound.ops.tasks import TaskOps
 from rebound.ops.workstreams import WorkstreamOps, render
@@ -48,7 +49,7 @@ def run_workstream_demo(console: Console, stack: LocalStack, file: Path = DEMO_W
         f"[bold]{failed.state.value}[/bold] with a critical work order"
     )
 
-    fixed = next(t for t in document.tasks if t.id == "ledger-transform")
+    fixed = next(t for t in document.tasks if short_id(t.id) == "ledger-transform")
     fixed = fixed.model_copy(update={"target": SimTarget(type="sim", behavior=SimBehavior(ok=True))})
     tasks.apply(tasks.plan([fixed]))
     console.print("  the operator fixes ledger-transform's target, then rolls back to checkpoint 1:")

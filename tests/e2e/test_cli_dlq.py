@@ -40,7 +40,7 @@ TASKS: list[dict[str, Any]] = [
         "target": {"type": "sim", "behavior": {"terminal_error": "BAD_INPUT"}},
     },
 ]
-SUCCEEDED_FIRE = {"v": 1, "kind": "fire", "task_id": "heartbeat", "scheduled_time": "2026-03-07T09:00:00Z"}
+SUCCEEDED_FIRE = {"v": 1, "kind": "fire", "task_id": "acme.heartbeat", "scheduled_time": "2026-03-07T09:00:00Z"}
 
 
 @pytest.fixture(scope="module")
@@ -76,16 +76,16 @@ def test_list_shows_every_message_with_its_run_and_filters(local_cloud: Cloud) -
     by_arrival: dict[str, list[dict[str, Any]]] = {}
     for m in listed:
         by_arrival.setdefault(m["arrival"], []).append(m)
-    assert {m["task_id"] for m in by_arrival["explicit"]} == {"ledger", "billing"}
+    assert {m["task_id"] for m in by_arrival["explicit"]} == {"acme.ledger", "globex.billing"}
     assert all(m["run_state"] == "dead_lettered" and m["work_order_id"] for m in by_arrival["explicit"])
     (refused,) = by_arrival["refused"]
     assert refused["run_id"] is None and refused["error_code"] == "INVALID_MESSAGE"
     (crash,) = by_arrival["redrive_policy"]
-    assert crash["run_id"] == "heartbeat:20260307T090000Z" and crash["run_state"] == "succeeded"
+    assert crash["run_id"] == "acme.heartbeat:20260307T090000Z" and crash["run_state"] == "succeeded"
     assert [m["sent_at"] for m in listed] == sorted(m["sent_at"] for m in listed)
 
     billing = local_cloud.json("dlq", "list", "--tenant", "globex")
-    assert billing and {m["task_id"] for m in billing} == {"billing"}
+    assert billing and {m["task_id"] for m in billing} == {"globex.billing"}
     coded = local_cloud.json("dlq", "list", "--error-code", "BAD_INPUT")
     assert {m["message_id"] for m in coded} == {m["message_id"] for m in billing}
     early = local_cloud.json("dlq", "list", "--task", "billing", "--until", "2026-03-07T09:05:00Z")
@@ -93,7 +93,7 @@ def test_list_shows_every_message_with_its_run_and_filters(local_cloud: Cloud) -
     assert len(early) + len(late) == len(billing) and early and late
 
     table = local_cloud.ok("dlq", "list", "--task", "ledger")
-    assert "ledger:" in table.stdout
+    assert "acme.ledger:" in table.stdout
 
 
 def test_list_pages_with_the_cursor_it_prints(local_cloud: Cloud) -> None:
@@ -127,10 +127,10 @@ def test_dry_run_says_what_would_happen_and_changes_nothing(local_cloud: Cloud) 
     report = local_cloud.json("dlq", "redrive", "--dry-run")
 
     outcomes = {i["run_id"]: (i["outcome"], i["detail"]) for i in report["items"]}
-    assert outcomes["heartbeat:20260307T090000Z"] == ("skipped", "run already succeeded")
+    assert outcomes["acme.heartbeat:20260307T090000Z"] == ("skipped", "run already succeeded")
     assert outcomes[None][0] == "skipped" and "names no run" in outcomes[None][1]
     would = [i for i in report["items"] if i["outcome"] == "would-move"]
-    assert {i["task_id"] for i in would} == {"ledger", "billing"}
+    assert {i["task_id"] for i in would} == {"acme.ledger", "globex.billing"}
     assert local_cloud.runs() == before
     assert len(local_cloud.json("dlq", "list")) == report["examined"]
 
@@ -154,8 +154,8 @@ def test_redrive_filters_canaries_and_audits_every_move(local_cloud: Cloud) -> N
         assert record.action == "replayed" and record.actor == OPERATOR
         assert record.evidence["dlq_message_id"] == message_id and record.evidence["via"] == "redrive-dlq"
     remaining = local_cloud.json("dlq", "list")
-    assert "ledger" not in {m["task_id"] for m in remaining}
-    assert {m["task_id"] for m in remaining} >= {"billing", "heartbeat"}
+    assert "acme.ledger" not in {m["task_id"] for m in remaining}
+    assert {m["task_id"] for m in remaining} >= {"globex.billing", "acme.heartbeat"}
 
 
 def test_a_second_message_of_the_same_run_is_removed_without_a_second_budget(local_cloud: Cloud) -> None:
@@ -176,7 +176,7 @@ def test_a_second_message_of_the_same_run_is_removed_without_a_second_budget(loc
     assert sorted(i["outcome"] for i in mine) == ["duplicate-removed", "moved"]
     trail = local_cloud.deps.store.audit_trail(f"run#{message['run_id']}")
     assert [r.action for r in trail].count("replayed") == 1
-    assert {m["task_id"] for m in local_cloud.json("dlq", "list")} == {"heartbeat", None}
+    assert {m["task_id"] for m in local_cloud.json("dlq", "list")} == {"acme.heartbeat", None}
 
 
 def test_archive_keeps_messages_and_redrives_from_the_archive(local_cloud: Cloud) -> None:

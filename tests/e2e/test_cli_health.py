@@ -22,8 +22,8 @@ from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 
 pytestmark = pytest.mark.e2e
 base = cloud_fixture(name="base")
-SLOW_RUN = "slow:20260307T090000Z"
-ONCE_RUN = "once:20260307T090000Z"
+SLOW_RUN = "acme.slow:20260307T090000Z"
+ONCE_RUN = "acme.once:20260307T090000Z"
 
 TASKS: list[dict[str, Any]] = [
     {  # retries 20 minutes apart (one-time schedules)

@@ -16,8 +16,8 @@ from rebound.adapters.dynamo import from_item, to_item
 pytestmark = pytest.mark.e2e
 base = cloud_fixture(name="base")
 OPERATOR = "arn:aws:sts::123456789012:user/moto"
-LEDGER_RUN = "export-ledger:20260307T090500Z"
-PAYMENT_RUN = "payments:20260307T090000Z"
+LEDGER_RUN = "globex.export-ledger:20260307T090500Z"
+PAYMENT_RUN = "acme.payments:20260307T090000Z"
 
 TASKS: list[dict[str, Any]] = [
     {

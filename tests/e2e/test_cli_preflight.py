@@ -50,12 +50,12 @@ def test_dryrun_warns_with_the_instant_and_the_tasks_and_changes_nothing(
         first_hour += timedelta(hours=1)
     expected = [iso(first_hour + timedelta(hours=n)) for n in range(3)]
     assert [w["at"] for w in mutex] == expected  # each hour, as the second load arrives
-    assert all(w["tasks"] == ["pf-invoices", "pf-orders"] for w in mutex)
-    assert {t["task_id"]: t["fires"] for t in data["tasks"]} == {"pf-orders": 3, "pf-invoices": 3}
-    assert preflight_cloud.deps.store.get_task("pf-orders") is None
+    assert all(w["tasks"] == ["acme.pf-invoices", "acme.pf-orders"] for w in mutex)
+    assert {t["task_id"]: t["fires"] for t in data["tasks"]} == {"acme.pf-orders": 3, "acme.pf-invoices": 3}
+    assert preflight_cloud.deps.store.get_task("acme.pf-orders") is None
 
     table = preflight_cloud.ok("tasks", "dryrun", "-f", path, "--window", "3h").output
-    assert f"{expected[0]} mutex: mutex group warehouse" in table
+    assert f"{expected[0]} mutex: mutex group acme.warehouse" in table
     assert "3 pre-flight warning(s)" in table
     assert preflight_cloud.cli("tasks", "dryrun", "-f", path, "--fail-on-warnings").exit_code == 3
 
@@ -68,11 +68,11 @@ def test_apply_shows_the_warnings_and_refuses_only_when_told(preflight_cloud: Cl
     refused = preflight_cloud.cli("-o", "json", "tasks", "apply", "-f", path, "--fail-on-warnings")
     assert refused.exit_code == 3
     assert json.loads(refused.stdout)["applied"] is None
-    assert preflight_cloud.deps.store.get_task("ap-orders") is None
+    assert preflight_cloud.deps.store.get_task("acme.ap-orders") is None
 
     applied = preflight_cloud.ok("tasks", "apply", "-f", path, "--yes")
-    assert "mutex group warehouse" in applied.output and "applied: 2 created" in applied.output
-    assert preflight_cloud.deps.store.get_task("ap-orders") is not None
+    assert "mutex group acme.warehouse" in applied.output and "applied: 2 created" in applied.output
+    assert preflight_cloud.deps.store.get_task("acme.ap-orders") is not None
 
     quiet = preflight_cloud.json("tasks", "apply", "-f", path, "--no-preflight")
     assert quiet["preflight"] is None
@@ -95,25 +95,25 @@ def test_sla_report_from_the_runs_and_a_rebuild_of_the_counters(
 
     data = preflight_cloud.json("sla", "report", "--since", "30m", "--tenant", "globex")
     rows = {t["name"]: t for t in data["tasks"]}
-    assert set(rows) == {"sla-fine", "sla-slow"}
-    slow_row = rows["sla-slow"]
+    assert set(rows) == {"globex.sla-fine", "globex.sla-slow"}
+    slow_row = rows["globex.sla-slow"]
     assert slow_row["scheduled"] == slow_row["on_time"] == 3  # every run started on time
     assert slow_row["sla_breaches"]["duration"] == 3 and slow_row["breaching_runs"] == 3
-    assert rows["sla-fine"]["sla_breaches"] == {"start_delay": 0, "duration": 0}
+    assert rows["globex.sla-fine"]["sla_breaches"] == {"start_delay": 0, "duration": 0}
     assert data["tenants"][0]["name"] == "globex" and data["tenants"][0]["on_time_percent"] == 100.0
 
     deps = preflight_cloud.deps
     uow = deps.store.unit_of_work("test", preflight_cloud.clock.now())
-    uow.set_streak(counter_key("sla-slow"), 0, None, "sla counter sla-slow")  # a counter gone wrong
+    uow.set_streak(counter_key("globex.sla-slow"), 0, None, "sla counter globex.sla-slow")  # a counter gone wrong
     uow.commit()
     rebuilt = preflight_cloud.json(
         "sla", "report", "--since", "30m", "--tenant", "globex", "--rebuild", "--yes"
     )
     assert rebuilt["source"] == "rebuilt"
     counters = {c["task_id"]: c for c in rebuilt["counters"]}
-    assert counters["sla-slow"] == {"task_id": "sla-slow", "before": 0, "after": 3, "rewritten": True}
-    assert (deps.store.get_key(counter_key("sla-slow")) or {})["consecutive"] == 3
-    assert [r.action for r in deps.store.audit_trail(counter_subject("sla-slow"))] == ["sla-counter-rebuilt"]
+    assert counters["globex.sla-slow"] == {"task_id": "globex.sla-slow", "before": 0, "after": 3, "rewritten": True}
+    assert (deps.store.get_key(counter_key("globex.sla-slow")) or {})["consecutive"] == 3
+    assert [r.action for r in deps.store.audit_trail(counter_subject("globex.sla-slow"))] == ["sla-counter-rebuilt"]
 
     table = preflight_cloud.ok("sla", "report", "--since", "30m", "--tenant", "globex").output
     assert "by task" in table and "sla-slow" in table

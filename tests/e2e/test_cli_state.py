@@ -17,7 +17,7 @@ from rebound.domain.ids import run_subject
 pytestmark = pytest.mark.e2e
 local_cloud_base = cloud_fixture(name="local_cloud_base")
 OPERATOR = "arn:aws:sts::123456789012:user/moto"
-RUN = "export-ledger:20260307T090500Z"
+RUN = "globex.export-ledger:20260307T090500Z"
 
 
 @pytest.fixture(scope="module")

@@ -46,11 +46,11 @@ def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     )
 
     dry = local_cloud.ok("tasks", "apply", "-f", str(file), "--dry-run")
-    assert "+ nightly (acme) create" in dry.stdout and "3 to create, 0 to update, 0 unchanged" in dry.stdout
+    assert "+ acme.nightly (acme) create" in dry.stdout and "3 to create, 0 to update, 0 unchanged" in dry.stdout
     assert local_cloud.json("tasks", "list") == []
 
     applied = local_cloud.json("tasks", "apply", "-f", str(file))
-    assert sorted(applied["applied"]["created"]) == ["hourly", "nightly", "on-order"]
+    assert sorted(applied["applied"]["created"]) == ["acme.hourly", "acme.nightly", "acme.on-order"]
     assert applied["applied"]["schedules_written"] == 2
     assert applied["applied"]["rules_written"] == 1  # the event-triggered task's rule on the bus
 
@@ -71,7 +71,7 @@ def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
     shown = local_cloud.json("tasks", "show", "nightly")
     assert shown["task"]["timeout_s"] == 45 and shown["task"]["version"] == 2
-    trail = local_cloud.deps.store.audit_trail("task#nightly")
+    trail = local_cloud.deps.store.audit_trail("task#acme.nightly")
     assert [r.action for r in trail] == ["registered", "updated"]
     assert trail[-1].actor == "arn:aws:sts::123456789012:user/moto"  # the operator's STS identity
     assert trail[-1].evidence["diff"] == {"timeout_s": [30, 45]}
@@ -97,13 +97,13 @@ def test_pause_and_resume_follow_through_to_the_schedules(local_cloud: Cloud) ->
     paused = local_cloud.json("tasks", "show", "nightly")
     assert paused["task"]["state"] == "paused"
     assert [s["state"] for s in paused["schedules"]] == ["DISABLED"]
-    assert [t["id"] for t in local_cloud.json("tasks", "list", "--state", "paused")] == ["nightly"]
+    assert [t["id"] for t in local_cloud.json("tasks", "list", "--state", "paused")] == ["acme.nightly"]
 
     local_cloud.ok("tasks", "resume", "nightly")
     resumed = local_cloud.json("tasks", "show", "nightly")
     assert resumed["task"]["state"] == "active" and resumed["schedules"][0]["state"] == "ENABLED"
     assert resumed["schedules"][0]["drift"] is None
-    actions = [r.action for r in local_cloud.deps.store.audit_trail("task#nightly")]
+    actions = [r.action for r in local_cloud.deps.store.audit_trail("task#acme.nightly")]
     assert actions[-2:] == ["paused", "resumed"]
 
 
@@ -201,7 +201,7 @@ def test_bulk_apply_paces_scheduler_calls_and_backs_off_when_throttled(
     assert "applying" in result.stderr  # the progress bar
     bulk = local_cloud.json("tasks", "list", "--tenant", "bulk")
     assert len(bulk) == count and all(t["schedule_names"] == [f"task-{t['id']}"] for t in bulk)
-    assert all(local_cloud.deps.schedules.get(f"task-bulk-{i:04d}") for i in range(0, count, 37))
+    assert all(local_cloud.deps.schedules.get(f"task-bulk.bulk-{i:04d}") for i in range(0, count, 37))
 
 
 def test_run_now_queues_a_manual_run_and_refuses_unknown_or_paused_tasks(
@@ -209,7 +209,7 @@ def test_run_now_queues_a_manual_run_and_refuses_unknown_or_paused_tasks(
 ) -> None:
     local_cloud.ok("tasks", "apply", "-f", str(write(tmp_path / "t.yaml", task("adhoc"))), "--yes")
     queued = local_cloud.json("tasks", "run", "adhoc")
-    assert queued["task_id"] == "adhoc" and queued["run_id"].startswith("adhoc:manual-")
+    assert queued["task_id"] == "acme.adhoc" and queued["run_id"].startswith("acme.adhoc:manual-")
     messages = local_cloud.deps.queues.client.receive_message(
         QueueUrl=local_cloud.deps.settings.queue("execution").url, MaxNumberOfMessages=10
     ).get("Messages", [])
@@ -236,7 +236,7 @@ def test_a_past_one_time_at_needs_allow_past(local_cloud: Cloud, tmp_path: Path)
     assert "--allow-past" in refused.stderr
 
     applied = local_cloud.json("tasks", "apply", "-f", str(path), "--allow-past")
-    assert applied["applied"]["created"] == ["backfill-once"]
+    assert applied["applied"]["created"] == ["acme.backfill-once"]
 
 
 def test_a_target_inside_the_network_is_refused_at_apply(local_cloud: Cloud, tmp_path: Path) -> None:
