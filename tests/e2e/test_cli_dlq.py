@@ -40,7 +40,12 @@ TASKS: list[dict[str, Any]] = [
         "target": {"type": "sim", "behavior": {"terminal_error": "BAD_INPUT"}},
     },
 ]
-SUCCEEDED_FIRE = {"v": 1, "kind": "fire", "task_id": "acme.heartbeat", "scheduled_time": "2026-03-07T09:00:00Z"}
+SUCCEEDED_FIRE = {
+    "v": 1,
+    "kind": "fire",
+    "task_id": "acme.heartbeat",
+    "scheduled_time": "2026-03-07T09:00:00Z",
+}
 
 
 @pytest.fixture(scope="module")

@@ -104,16 +104,25 @@ def test_sla_report_from_the_runs_and_a_rebuild_of_the_counters(
 
     deps = preflight_cloud.deps
     uow = deps.store.unit_of_work("test", preflight_cloud.clock.now())
-    uow.set_streak(counter_key("globex.sla-slow"), 0, None, "sla counter globex.sla-slow")  # a counter gone wrong
+    uow.set_streak(
+        counter_key("globex.sla-slow"), 0, None, "sla counter globex.sla-slow"
+    )  # a counter gone wrong
     uow.commit()
     rebuilt = preflight_cloud.json(
         "sla", "report", "--since", "30m", "--tenant", "globex", "--rebuild", "--yes"
     )
     assert rebuilt["source"] == "rebuilt"
     counters = {c["task_id"]: c for c in rebuilt["counters"]}
-    assert counters["globex.sla-slow"] == {"task_id": "globex.sla-slow", "before": 0, "after": 3, "rewritten": True}
+    assert counters["globex.sla-slow"] == {
+        "task_id": "globex.sla-slow",
+        "before": 0,
+        "after": 3,
+        "rewritten": True,
+    }
     assert (deps.store.get_key(counter_key("globex.sla-slow")) or {})["consecutive"] == 3
-    assert [r.action for r in deps.store.audit_trail(counter_subject("globex.sla-slow"))] == ["sla-counter-rebuilt"]
+    assert [r.action for r in deps.store.audit_trail(counter_subject("globex.sla-slow"))] == [
+        "sla-counter-rebuilt"
+    ]
 
     table = preflight_cloud.ok("sla", "report", "--since", "30m", "--tenant", "globex").output
     assert "by task" in table and "sla-slow" in table

@@ -73,8 +73,8 @@ def test_redrive_of_1000_messages_survives_an_interruption_exactly_once(
                         {
                             "v": 1,
                             "kind": "manual",
-                            "task_id": "bulk",
-                            "run_id": f"bulk:m{start + i:04d}",
+                            "task_id": "acme.bulk",
+                            "run_id": f"acme.bulk:m{start + i:04d}",
                             "requested_at": "2026-03-07T09:00:00Z",
                         }
                     ),
@@ -138,6 +138,8 @@ def test_redrive_of_1000_messages_survives_an_interruption_exactly_once(
     runs = local_cloud.runs()
     assert {r.state for r in runs.values()} == {RunState.SUCCEEDED}
     assert {(r.attempt, r.budget_start) for r in runs.values()} == {(2, 1)}
-    calls = Counter((c.run_id, c.attempt) for c in local_cloud.stack.targets.calls if c.task_id == "bulk")
+    calls = Counter(
+        (c.run_id, c.attempt) for c in local_cloud.stack.targets.calls if c.task_id == "acme.bulk"
+    )
     assert set(calls.values()) == {1} and len(calls) == 2 * RUNS
     assert queue_bodies(local_cloud, "dlq") == []

@@ -46,7 +46,9 @@ def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     )
 
     dry = local_cloud.ok("tasks", "apply", "-f", str(file), "--dry-run")
-    assert "+ acme.nightly (acme) create" in dry.stdout and "3 to create, 0 to update, 0 unchanged" in dry.stdout
+    assert (
+        "+ acme.nightly (acme) create" in dry.stdout and "3 to create, 0 to update, 0 unchanged" in dry.stdout
+    )
     assert local_cloud.json("tasks", "list") == []
 
     applied = local_cloud.json("tasks", "apply", "-f", str(file))

@@ -59,7 +59,7 @@ def test_each_collision_of_the_day_was_warned_and_the_quiet_tasks_were_not(tmp_p
 
     predicted = scenario_preflight(load_scenario(path))
     warned = {task for w in predicted.warnings for task in w.tasks}
-    assert warned == {"load-a", "load-b", "sync"}  # archive's runs never meet
+    assert warned == {"acme.load-a", "acme.load-b", "acme.sync"}  # archive's runs never meet
     assert [(w.kind, w.at.strftime("%H:%M")) for w in predicted.warnings if w.kind == "mutex"] == [
         ("mutex", "00:01"),
         ("mutex", "01:01"),

@@ -201,7 +201,9 @@ def test_a_task_registered_through_the_cli_fires(up: UpProcess, tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr
 
     def succeeded() -> list[dict[str, Any]]:
-        return [r for r in _scan(up, "runs") if r["task_id"] == "up-heartbeat" and r["state"] == "succeeded"]
+        return [
+            r for r in _scan(up, "runs") if r["task_id"] == "acme.up-heartbeat" and r["state"] == "succeeded"
+        ]
 
     _eventually(lambda: len(succeeded()) >= 2, timeout=60)
 
@@ -209,7 +211,7 @@ def test_a_task_registered_through_the_cli_fires(up: UpProcess, tmp_path: Path) 
 def test_ctrl_c_stops_cleanly_and_a_restart_keeps_the_task_and_its_runs(
     up: UpProcess, state_dir: Path
 ) -> None:
-    runs_before = {r["run_id"] for r in _scan(up, "runs") if r["task_id"] == "up-heartbeat"}
+    runs_before = {r["run_id"] for r in _scan(up, "runs") if r["task_id"] == "acme.up-heartbeat"}
     orders_before = {o["work_order_id"] for o in _scan(up, "workorders")}
 
     assert up.interrupt() == 0, "\n".join(up.lines[-20:])
@@ -220,14 +222,14 @@ def test_ctrl_c_stops_cleanly_and_a_restart_keeps_the_task_and_its_runs(
     try:
         assert any(line.startswith("restored from") for line in again.lines)
         tasks = {t["task_id"] for t in _scan(again, "tasks")}
-        assert "up-heartbeat" in tasks
-        runs_after = {r["run_id"] for r in _scan(again, "runs") if r["task_id"] == "up-heartbeat"}
+        assert "acme.up-heartbeat" in tasks
+        runs_after = {r["run_id"] for r in _scan(again, "runs") if r["task_id"] == "acme.up-heartbeat"}
         assert runs_before <= runs_after
         assert orders_before <= {o["work_order_id"] for o in _scan(again, "workorders")}
 
         # The restored schedule keeps firing.
         def more_runs() -> bool:
-            current = {r["run_id"] for r in _scan(again, "runs") if r["task_id"] == "up-heartbeat"}
+            current = {r["run_id"] for r in _scan(again, "runs") if r["task_id"] == "acme.up-heartbeat"}
             return len(current - runs_before) >= 1
 
         _eventually(more_runs, timeout=60)

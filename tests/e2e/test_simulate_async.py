@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rebound.domain.tenancy import short_id
 from support import REPO, simulate
 
 pytestmark = pytest.mark.e2e
@@ -26,7 +27,7 @@ def attempts(report: dict[str, Any], task_id: str) -> list[tuple[str, str | None
     return [
         (a["outcome"], a["error_code"])
         for run in report["runs"]
-        if run["task_id"] == task_id
+        if short_id(run["task_id"]) == task_id
         for a in run["attempts"]
     ]
 
@@ -41,7 +42,7 @@ def test_every_invariant_holds_with_hostile_faults_on(report: dict[str, Any]) ->
 
 def test_healthy_jobs_of_one_to_three_hours_succeed_by_reporting(report: dict[str, Any]) -> None:
     assert set(attempts(report, "export-healthy")) == {("succeeded", None)}
-    [backup] = [r for r in report["runs"] if r["task_id"] == "backup-long"]
+    [backup] = [r for r in report["runs"] if short_id(r["task_id"]) == "backup-long"]
     assert backup["final_state"] == "succeeded"
     [attempt] = backup["attempts"]
     assert attempt["ended_at"] > "2026-03-07T03:09"  # 2 h 40 min after it started, not at once
@@ -51,7 +52,7 @@ def test_a_job_that_stops_heartbeating_times_out_and_is_retried_then_dead_letter
     report: dict[str, Any],
 ) -> None:
     assert attempts(report, "etl-stops-heartbeating") == [("timeout", "HEARTBEAT_TIMEOUT")] * 2
-    [run] = [r for r in report["runs"] if r["task_id"] == "etl-stops-heartbeating"]
+    [run] = [r for r in report["runs"] if short_id(r["task_id"]) == "etl-stops-heartbeating"]
     assert run["final_state"] == "dead_lettered" and run["work_order_id"]
 
 
@@ -65,7 +66,7 @@ def test_a_job_past_its_max_duration_times_out_breaches_the_sla_and_its_late_com
 
 def test_duplicate_completions_end_in_one_outcome_and_are_refused_as_used(report: dict[str, Any]) -> None:
     assert set(attempts(report, "batch-duplicates")) == {("succeeded", None)}
-    runs = [r for r in report["runs"] if r["task_id"] == "batch-duplicates"]
+    runs = [r for r in report["runs"] if short_id(r["task_id"]) == "batch-duplicates"]
     # each reported its completion three times (duplicate_completions: 2), and the bus delivered
     # each report three times (duplicate_delivery: 3): all but one per attempt refused as used
     assert report["async_reports"]["sent"]["rebound.task.completed"] >= 3 * len(runs)
