@@ -43,7 +43,7 @@ def test_the_dry_run_route_warns_of_a_mutex_conflict_and_registers_nothing(api: 
     document = {"tasks": [hourly("a", mutex_group="m"), hourly("b", mutex_group="m")], "tenants": {}}
     data = ok(api, "POST", "/tasks/dryrun", {"document": document, "window": "3h"})
     mutex = [w for w in data["warnings"] if w["kind"] == "mutex"]
-    assert len(mutex) == 3 and mutex[0]["tasks"] == ["a", "b"]
+    assert len(mutex) == 3 and mutex[0]["tasks"] == ["acme.a", "acme.b"]
     assert mutex[0]["at"] == "2026-03-07T10:00:00.000Z"
     assert data["fires_total"] == 6
     assert deps.store.list_tasks() == []  # nothing registered
