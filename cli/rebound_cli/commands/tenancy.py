@@ -45,6 +45,11 @@ def _change(app: App, action: str, identity: str, names: tuple[str, ...]) -> Non
 def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
     """Let IDENTITY act on TENANT... (`*`: every tenant, an administrator).
 
+    \b
+    Examples:
+      rebound tenants grant arn:aws:iam::111122223333:role/AcmeOperators acme
+      rebound tenants grant arn:aws:iam::111122223333:user/alice acme globex
+
     JSON fields: identity, tenants (its grants after the change).
     """
     _change(app, "tenants:grant", identity, names)
@@ -57,6 +62,10 @@ def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
 def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
     """Take TENANT... away from IDENTITY's grants (the environment's `identities:` stay).
 
+    \b
+    Examples:
+      rebound tenants revoke arn:aws:iam::111122223333:role/AcmeOperators acme
+
     JSON fields: identity, tenants (its grants after the change).
     """
     _change(app, "tenants:revoke", identity, names)
@@ -67,6 +76,11 @@ def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
 @click.pass_obj
 def show(app: App, identity: str) -> None:
     """The tenants IDENTITY may act on: its grants and the environment's `identities:`.
+
+    \b
+    Examples:
+      rebound tenants show arn:aws:iam::111122223333:role/AcmeOperators
+      rebound -o json tenants show arn:aws:iam::111122223333:user/alice | jq -r '.effective[]'
 
     JSON fields: identity, granted, effective.
     """
@@ -87,7 +101,13 @@ def show(app: App, identity: str) -> None:
 
 @click.group()
 def migrate() -> None:
-    """One-time migrations of stored data (administrators only)."""
+    """One-time migrations of stored data (administrators only).
+
+    \b
+    Examples:
+      rebound migrate tenancy --dry-run
+      rebound migrate tenancy
+    """
 
 
 @migrate.command("tenancy")
