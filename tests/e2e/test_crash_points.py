@@ -75,12 +75,12 @@ BASE: dict[str, Any] = {
         {
             "at": "10m",
             "queue": "dlq",
-            "body": '{"v": 1, "kind": "fire", "task_id": "steady", "scheduled_time": "2026-11-01T04:20:00Z"}',
+            "body": '{"v": 1, "kind": "fire", "task_id": "acme.steady", "scheduled_time": "2026-11-01T04:20:00Z"}',
         },
         {
             "at": "50m",
             "queue": "execution",
-            "body": '{"v": 1, "kind": "replay", "run_id": "broken:20261101T050000Z"}',
+            "body": '{"v": 1, "kind": "replay", "run_id": "acme.broken:20261101T050000Z"}',
         },
     ],
 }
