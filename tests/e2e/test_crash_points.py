@@ -11,6 +11,7 @@ wrong; their scenario adds that first crash too, or the fault that causes it.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +76,9 @@ BASE: dict[str, Any] = {
         {
             "at": "10m",
             "queue": "dlq",
-            "body": '{"v": 1, "kind": "fire", "task_id": "acme.steady", "scheduled_time": "2026-11-01T04:20:00Z"}',
+            "body": json.dumps(
+                {"v": 1, "kind": "fire", "task_id": "acme.steady", "scheduled_time": "2026-11-01T04:20:00Z"}
+            ),
         },
         {
             "at": "50m",
