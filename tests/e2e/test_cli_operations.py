@@ -169,7 +169,7 @@ def test_health_exits_non_zero_until_the_problems_are_handled(local_cloud: Cloud
     # A schedule disabled behind Rebound's back, and a retry dispatch that went to the Scheduler DLQ.
     scheduler = boto3.client("scheduler")
     group = local_cloud.stack.settings.schedule_group
-    live = scheduler.get_schedule(Name="task-flaky", GroupName=group)
+    live = scheduler.get_schedule(Name="task-acme.flaky", GroupName=group)
     keep = (
         "Name",
         "GroupName",
@@ -187,7 +187,8 @@ def test_health_exits_non_zero_until_the_problems_are_handled(local_cloud: Cloud
     assert broken.exit_code == 3
     checks = {c["name"]: c for c in json.loads(broken.stdout)["checks"]}
     assert checks["disabled_schedules"]["status"] == "fail"
-    assert checks["disabled_schedules"]["details"] == ["task-flaky: DISABLED (task flaky is active)"]
+    disabled = checks["disabled_schedules"]["details"]
+    assert disabled == ["task-acme.flaky: DISABLED (task acme.flaky is active)"]
     assert checks["failed_retry_executions"]["status"] == "fail"
     assert checks["failed_retry_executions"]["summary"] == "scheduler DLQ holds 1, control DLQ holds 0"
 
