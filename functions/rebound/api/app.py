@@ -71,6 +71,7 @@ def build_app(
         routes_settings,
         routes_sla,
         routes_state,
+        routes_targets,
         routes_tasks,
         routes_workstreams,
     )
@@ -123,6 +124,7 @@ def build_app(
         routes_workstreams,
         routes_sla,
         routes_state,
+        routes_targets,
     ):
         module.register(api)
     return app
