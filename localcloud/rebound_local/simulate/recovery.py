@@ -78,7 +78,7 @@ class Recover:
             except ReboundError as exc:  # throttled or contended: the operator runs it again
                 self.errors.append(f"{exc.code}: {exc.message}")
         entry.update(
-            ok=finished,
+            ok=finished and not self.redriven[FAILED],
             tries=tries,
             runs=sorted(self.done),
             refused=dict(sorted(self.refused.items())),
@@ -123,11 +123,15 @@ class Recover:
         return not failed
 
     def _redrive(self) -> bool:
+        """One pass. A message it could not move stays in the DLQ, held until its visibility
+        runs out, so a second pass at the same moment would not see it: it is reported (the
+        entry is not ``ok``), as ``rebound dlq redrive`` exits 1, for a later redrive."""
         task = None if self.recovery.task == "*" else self.recovery.task
         report = DlqOps(self.deps, OPERATOR, wait_s=0).redrive(DlqFilter(task_id=task))
         self.redriven.update(report.outcomes)
         self.done += [i.run_id for i in report.items if i.outcome in (MOVED, RESUMED) and i.run_id]
-        return not report.outcomes[FAILED]
+        self.refused.update({i.run_id or i.message_id: i.detail for i in report.items if i.outcome == FAILED})
+        return True
 
     def _close(self, close: Callable[[str, str], Run]) -> bool:
         failed = False
