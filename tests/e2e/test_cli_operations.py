@@ -209,6 +209,8 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
     subjects = {r["subject"].split("#")[0] for r in everything}
     assert {"run", "task", "workorder", "policy"} <= subjects and all(r["ok"] for r in everything)
     assert local_cloud.cli("audit", "verify").exit_code == 2  # neither a subject nor --all
+    shown = local_cloud.ok("audit", "verify", "--all")  # a bar of chains verified, out of all of them
+    assert "chains verified" in shown.stderr and f"{len(everything)}/{len(everything)}" in shown.stderr
 
     # Someone edits a record of the payments run's trail, and the stored run of the ledger run.
     ddb = boto3.client("dynamodb")

@@ -29,8 +29,10 @@ def test_the_segmented_pass_agrees_with_verifying_each_subject(deps: Deps) -> No
     populate(deps, 15)
     ops = AuditOps(deps)
     seen = []
-    results = ops.verify_all(progress=seen.append, segments=4)
-    assert [r.subject for r in results] == ops.subjects() and seen == results
+    totals: list[int] = []
+    results = ops.verify_all(progress=seen.append, segments=4, on_total=totals.append)
+    assert [r.subject for r in results] == ops.subjects() and totals == [len(results)]
+    assert sorted(seen, key=lambda r: r.subject) == results  # each heard once, as it was decided
     assert results == [ops.verify(subject) for subject in ops.subjects()]
     assert all(r.ok for r in results)
 
@@ -51,3 +53,37 @@ def test_a_broken_chain_and_a_run_that_differs_from_its_trail_are_reported(
     assert not results["msg#m1"].ok and not results["run#r04"].ok
     assert "task_id" in results["run#r04"].mismatched
     assert sum(1 for r in results.values() if not r.ok) == 2
+
+
+def test_chains_split_across_scan_pages_verify_and_a_tampered_one_is_still_caught(
+    deps: Deps, aws: boto3.session.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of two items: every chain of more than two records, and the runs, arrive over
+    several pages of their segment, and a segment's pages end mid-chain."""
+    populate(deps, 6)
+    for n in range(3):  # msg#long gets a chain of three records
+        uow = deps.store.unit_of_work("executor", START)
+        uow.append_audit("msg#long", action="noted", evidence={"n": n})
+        uow.commit()
+    scan = deps.store.client.scan  # type: ignore[attr-defined]
+    pages: list[int] = []
+
+    def small_pages(**kwargs: object) -> object:
+        answer = scan(**{**kwargs, "Limit": 2})
+        pages.append(len(answer["Items"]))
+        return answer
+
+    monkeypatch.setattr(deps.store.client, "scan", small_pages)  # type: ignore[attr-defined]
+    ops = AuditOps(deps)
+    results = ops.verify_all(segments=2)
+    assert len(pages) > len(results) // 2 and max(pages) == 2
+    assert results == [ops.verify(subject) for subject in ops.subjects()] and all(r.ok for r in results)
+    assert next(r for r in results if r.subject == "msg#long").records == 3
+
+    client = aws.client("dynamodb")
+    table = deps.settings.table("audit")
+    key = {"subject": {"S": "msg#long"}, "seq": {"N": "2"}}
+    item = client.get_item(TableName=table, Key=key)["Item"]
+    client.put_item(TableName=table, Item={**item, "doc": {"S": item["doc"]["S"].replace('"n":1', '"n":7')}})
+    broken = {r.subject: r for r in ops.verify_all(segments=2)}["msg#long"]
+    assert not broken.ok and "seq 2 was altered" in broken.detail

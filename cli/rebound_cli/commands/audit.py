@@ -48,8 +48,9 @@ def verify(app: App, subject: str | None, check_all: bool) -> None:
     if subject:
         results = [ops.verify(subject)]
     else:
-        with out.progress("verifying", total=None) as advance:
-            results = ops.verify_all(progress=lambda _r: advance(1))
+        # The bar's total is the number of chains, known once every scan segment is in.
+        with out.progress("chains verified", total=None) as advance:
+            results = ops.verify_all(progress=lambda _r: advance(1), on_total=advance.set_total)
     broken = [r for r in results if not r.ok]
     unkeyed = [r for r in results if r.ok and r.unkeyed]
 
