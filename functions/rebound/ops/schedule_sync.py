@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from rebound.engine.ports import Store, Synced
+from rebound.engine.ports import Listed, Store, Synced
 
 SYNC_PREFIX = "schedule-sync#"
 LIST_ABOVE = 25
@@ -30,7 +30,7 @@ LIST_ABOVE = 25
 class SyncView:
     """The listing (None: none made) and the verified records of the schedules an apply writes."""
 
-    listing: dict[str, str] | None = None
+    listing: dict[str, Listed] | None = None
     known: dict[str, Synced] = field(default_factory=dict)
 
     @classmethod
@@ -38,7 +38,7 @@ class SyncView:
         cls,
         store: Store,
         names: Iterable[str],
-        listing: Callable[[str], dict[str, str]],
+        listing: Callable[[str], dict[str, Listed]],
     ) -> SyncView:
         """``listing(prefix)`` lists the group's schedules under ``prefix`` (the names' common one)."""
         wanted = list(dict.fromkeys(names))
