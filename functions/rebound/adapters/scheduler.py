@@ -190,7 +190,7 @@ class Schedules:
                 raise translate(exc, "list schedules") from exc
             for item in page.get("Schedules", []):
                 out[item["Name"]] = Listed(
-                    _modified(dict(item)), item.get("State", ""), item.get("Target", {}).get("Arn", "")
+                    _modified(dict(item)), item.get("State", "?"), item.get("Target", {}).get("Arn", "")
                 )
             token = page.get("NextToken")
             if not token:
@@ -214,17 +214,7 @@ class Schedules:
 
     def states(self, prefix: str) -> dict[str, str]:
         """Every schedule of the group whose name starts with ``prefix``: name -> state."""
-        out: dict[str, str] = {}
-        try:
-            pages = self.client.get_paginator("list_schedules").paginate(
-                GroupName=self.group, NamePrefix=prefix
-            )
-            for page in pages:
-                for item in page.get("Schedules", []):
-                    out[str(item["Name"])] = str(item.get("State", "?"))
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, "list schedules") from exc
-        return out
+        return {name: listed.state for name, listed in self.listing(prefix).items()}
 
 
 def _same(current: Mapping[str, Any], args: Mapping[str, Any]) -> bool:
