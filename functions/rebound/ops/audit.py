@@ -7,6 +7,10 @@ hash alone would verify. Records written before the chain was keyed verify by ha
 reported as unkeyed. For a run, rebuilding it from
 its records (``rebound.domain.audit.rebuild_run``) must also reproduce the stored run: a field
 that differs means the run was written without its audit record.
+
+Verifying only reads: the audit table, the runs, and the day keys. A writer's keys derive a day's
+key with ``GenerateMac``; an auditor's (``keys``, a ``VerifyingAuditKeys``) take the day keys a
+writer exported (for ``day_labels``) and confirm each with ``VerifyMac``.
 """
 
 from __future__ import annotations
@@ -14,21 +18,26 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 from typing import Any
 
 from rebound.domain.audit import (
     AuditFields,
     CheckMac,
+    mac_label,
     stored_run_mismatches,
     trail_mismatches,
     verify_chain,
     verify_fields,
 )
-from rebound.domain.errors import NotFound
+from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import RUN_PREFIX, run_subject
 from rebound.domain.models import AuditRecord, Run
 from rebound.engine.deps import Deps
+from rebound.engine.ports import AuditKeys
 
+MAX_EXPORTED_DAYS = 3660
+"""The most day keys one ``day_keys`` export derives (one ``GenerateMac`` each): ten years."""
 AUDIT_SEGMENTS = 8
 """Parallel scan segments ``verify_all`` reads the audit table in (one thread each)."""
 
@@ -63,9 +72,33 @@ class AuditResult:
 
 
 class AuditOps:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, keys: AuditKeys | None = None) -> None:
+        """``keys`` checks the MACs: the store's own (a writer's) unless given (an auditor's)."""
         self.deps = deps
         self.store = deps.store
+        self.keys = keys or deps.store.audit_keys
+
+    def day_labels(self, since: date, until: date) -> list[str]:
+        """The labels of the days ``since`` to ``until`` (inclusive) whose keys a writer may hand
+        an auditor (``rebound.adapters.audit_keys.day_keys_document``): never a day after today,
+        whose key would sign records not yet written."""
+        today = self.deps.clock.now().date()
+        if until > today:
+            raise ValidationFailed(
+                f"until {until.isoformat()} is after today ({today.isoformat()}): a later day's key "
+                "would sign records not written yet",
+                key_path="until",
+            )
+        if since > until:
+            raise ValidationFailed(
+                f"since {since.isoformat()} is after until {until.isoformat()}", key_path="since"
+            )
+        days = (until - since).days + 1
+        if days > MAX_EXPORTED_DAYS:
+            raise ValidationFailed(
+                f"{days} days asked for: at most {MAX_EXPORTED_DAYS} per export", key_path="since"
+            )
+        return [mac_label((since + timedelta(days=n)).isoformat()) for n in range(days)]
 
     def verify(self, target: str) -> AuditResult:
         """Verify one subject: a run id, or a full subject such as ``workorder#wo-...``."""
@@ -95,7 +128,7 @@ class AuditOps:
         like a mismatch: every subject that fails in the bulk pass is verified again on its own
         (with models, as ``verify`` does), and only that result is reported.
         """
-        check = self.store.audit_keys.check
+        check = self.keys.check
         results: list[AuditResult] = []
         runs: dict[str, dict[str, Any]] = {}
         waiting: dict[str, list[AuditFields]] = {}
@@ -145,7 +178,7 @@ class AuditOps:
 
     def _judge(self, subject: str, trail: list[AuditRecord], run: Callable[[], Run | None]) -> AuditResult:
         """The verdict on one subject's trail (for a run, ``run`` reads the stored run)."""
-        check = verify_chain(subject, trail, self.store.audit_keys.check)
+        check = verify_chain(subject, trail, self.keys.check)
         if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
             return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
         stored = run()
