@@ -28,9 +28,11 @@ from rebound.engine.policies import PolicyService
 from rebound.engine.ports import (
     BusEvent,
     Channel,
+    Listed,
     PeekedMessage,
     QueueBatches,
     QueueCounts,
+    RecurringSchedule,
     SentMessage,
     SequentialFanout,
     Synced,
@@ -161,51 +163,41 @@ class FakeSchedules:
         self.one_time[name] = (when, payload)
         return True
 
-    def put_recurring(
-        self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
-        *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
-        queue_arn: str | None = None,
-    ) -> str:
+    def put_recurring(self, schedule: RecurringSchedule, pace: Callable[[], None] = lambda: None) -> str:
         wanted = {
-            "Name": name,
-            "ScheduleExpression": expression,
-            "ScheduleExpressionTimezone": timezone,
-            "State": "ENABLED" if enabled else "DISABLED",
-            "Target": {"Input": json.dumps(payload), **({"Arn": queue_arn} if queue_arn else {})},
+            "Name": schedule.name,
+            "ScheduleExpression": schedule.expression,
+            "ScheduleExpressionTimezone": schedule.timezone,
+            "State": "ENABLED" if schedule.enabled else "DISABLED",
+            "Target": {
+                "Input": json.dumps(dict(schedule.payload)),
+                **({"Arn": schedule.queue_arn} if schedule.queue_arn else {}),
+            },
         }
-        before = self.recurring.get(name)
+        before = self.recurring.get(schedule.name)
         if before is not None and {k: v for k, v in before.items() if k != "LastModificationDate"} == wanted:
             return "unchanged"
         self.changes += 1
-        self.recurring[name] = {**wanted, "LastModificationDate": str(self.changes)}
+        self.recurring[schedule.name] = {**wanted, "LastModificationDate": str(self.changes)}
         return "created" if before is None else "updated"
 
     def sync_recurring(
         self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
+        schedule: RecurringSchedule,
         *,
         known: Synced | None = None,
-        listing: Mapping[str, str] | None = None,
+        listing: Mapping[str, Listed] | None = None,
         pace: Callable[[], None] = lambda: None,
-        **options: Any,
     ) -> SyncResult:
         """Reads every schedule (no skipping): the fake keeps no fingerprints."""
-        outcome = self.put_recurring(name, expression, timezone, payload, **options)
-        return SyncResult(outcome, None)
+        return SyncResult(self.put_recurring(schedule), None)
 
-    def listing(self, prefix: str, pace: Callable[[], None] = lambda: None) -> dict[str, str]:
-        return {n: s["LastModificationDate"] for n, s in self.recurring.items() if n.startswith(prefix)}
+    def listing(self, prefix: str, pace: Callable[[], None] = lambda: None) -> dict[str, Listed]:
+        return {
+            n: Listed(s["LastModificationDate"], s["State"], s["Target"].get("Arn", ""))
+            for n, s in self.recurring.items()
+            if n.startswith(prefix)
+        }
 
     def delete(self, name: str) -> bool:
         return self.recurring.pop(name, None) is not None or self.one_time.pop(name, None) is not None

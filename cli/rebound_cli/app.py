@@ -18,6 +18,7 @@ from rebound_cli.commands.runs import runs
 from rebound_cli.commands.sla import sla
 from rebound_cli.commands.slo import slo
 from rebound_cli.commands.state import state
+from rebound_cli.commands.targets import targets
 from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.tenancy import migrate, tenants
 from rebound_cli.commands.workorders import workorders
@@ -123,6 +124,7 @@ for group in (
     resources,
     notifications,
     policies,
+    targets,
     health,
     slo,
     sla,

@@ -258,10 +258,26 @@ class App:
 
         return HealthOps(self.deps, oldest_age=self._oldest_age, dlq=self.dlq())
 
-    def audit(self) -> AuditOps:
+    def audit(self, day_keys: Path | None = None) -> AuditOps:
+        """The audit checks; with ``day_keys`` (a file a writer exported with ``rebound audit
+        day-keys``), as an auditor: MACs checked with those keys, each confirmed by KMS
+        ``VerifyMac``, never ``GenerateMac``."""
         from rebound.ops.audit import AuditOps
 
-        return AuditOps(self.deps)
+        if day_keys is None:
+            return AuditOps(self.deps)
+        from rebound.adapters.audit_keys import VerifyingAuditKeys, read_day_keys
+
+        try:
+            document = json.loads(day_keys.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValidationFailed(
+                f"{day_keys}: cannot read a day-keys document ({exc})", key_path="--day-keys"
+            ) from exc
+        supplied = read_day_keys(document, str(day_keys))
+        key_id = self.settings.audit_key_id or ""
+        keys = VerifyingAuditKeys(self.client("kms"), key_id, supplied, source=str(day_keys))
+        return AuditOps(self.deps, keys)
 
     def state(self, *, writer: bool = False) -> StateOps:
         from rebound.ops.state import StateOps

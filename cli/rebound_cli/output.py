@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rebound_cli.context import App
@@ -99,9 +99,23 @@ def confirm(prompt: str, yes: bool) -> None:
     click.confirm(prompt, abort=True, err=True)
 
 
+class Advance:
+    """``advance(n)`` moves a progress bar on by ``n``; ``advance.set_total(n)`` gives a bar
+    started without a total (a count learnt on the way) its total."""
+
+    def __init__(self, bar: Progress, task: TaskID) -> None:
+        self._bar, self._task = bar, task
+
+    def __call__(self, n: int = 1) -> None:
+        self._bar.advance(self._task, n)
+
+    def set_total(self, total: int) -> None:
+        self._bar.update(self._task, total=total)
+
+
 @contextmanager
-def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr; yields ``advance(n)``."""
+def progress(label: str, total: int | None) -> Iterator[Advance]:
+    """A progress bar on stderr; yields ``advance(n)`` (an ``Advance``)."""
     with Progress(
         TextColumn(label),
         BarColumn(),
@@ -110,9 +124,4 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[int], None]]:
         console=stderr(),
         transient=False,
     ) as bar:
-        task = bar.add_task(label, total=total)
-
-        def advance(n: int = 1) -> None:
-            bar.advance(task, n)
-
-        yield advance
+        yield Advance(bar, bar.add_task(label, total=total))

@@ -141,11 +141,17 @@ class NotificationsConfig(_Model):
 ROLE_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$"
 
 
+PRINCIPAL_ARN = r"^arn:aws[a-z-]*:iam::\d{12}:(root|role/[\w+=,.@/-]+|user/[\w+=,.@/-]+)$"
+
+
 class AuditConfig(_Model):
     """Who besides the functions writes audit records: the roles operators run the CLI with
-    (its recovery commands write audit records, which needs the audit key's ``GenerateMac``)."""
+    (its recovery commands write audit records, which needs the audit key's ``GenerateMac``).
+    And who may assume the read-only auditor role (``rebound audit verify --day-keys``: reads and
+    ``VerifyMac`` only); none by default, and then the role is not created."""
 
     writer_roles: tuple[Annotated[str, Field(pattern=ROLE_ARN)], ...] = ()
+    auditor_principals: tuple[Annotated[str, Field(pattern=PRINCIPAL_ARN)], ...] = ()
 
 
 class VpcConfig(_Model):

@@ -20,6 +20,7 @@ from rebound.domain.models import TargetRules
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
+from rebound_infra.constructs.audit import Auditor, seal_audit_table
 from rebound_infra.constructs.events import Events
 from rebound_infra.constructs.functions import (
     ARCHITECTURE,
@@ -104,6 +105,7 @@ class ReboundStack(Stack):
         self.state = State(
             self, "State", retain=retain, deletion_protection=config.deletion_protection, key=key
         )
+        seal_audit_table(self.state.tables[r.AUDIT.logical], retain=retain)
         self.scheduling = Scheduling(
             self,
             "Scheduling",
@@ -260,6 +262,7 @@ class ReboundStack(Stack):
             self, "TenantSecrets", environment=config.name, reader=executor.role
         )
         executor.function.add_environment(r.ENV_TENANT_SECRETS_ROLE, self.tenant_secrets.role.role_arn)
+        self.auditor = self._auditor()
         # Every role in the stack is denied rewriting the audit table, whatever else grants it.
         for construct in self.node.find_all():
             if isinstance(construct, iam.Role):
@@ -268,6 +271,24 @@ class ReboundStack(Stack):
         CfnOutput(self, "OpsApiUrl", value=self.api.api.url)
         CfnOutput(self, "AlertsTopicArn", value=self.observability.topic.topic_arn)
         CfnOutput(self, "DashboardName", value=self.observability.dashboard.dashboard_name)
+
+    def _auditor(self) -> Auditor | None:
+        """The read-only auditor role, when ``audit.auditor_principals`` names who may assume it."""
+        principals = self.config.audit.auditor_principals
+        if not principals:
+            return None
+        auditor = Auditor(
+            self,
+            "Auditor",
+            environment=self.config.name,
+            principals=principals,
+            tables=self.state.tables,
+            resources_parameter=self.resources_parameter,
+        )
+        self.audit_key.allow_verifiers([auditor.role])
+        if self.data_key is not None:
+            self.data_key.allow_readers([auditor.role])
+        return auditor
 
     def _vpc(self) -> VpcPlacement | None:
         """The environment's optional VPC, from its ids (no lookup: synthesis stays offline)."""

@@ -116,6 +116,12 @@ class LocalCloud:
 
         return events_backends[ACCOUNT][REGION]
 
+    @staticmethod
+    def sns_backend() -> Any:
+        from moto.sns.models import sns_backends
+
+        return sns_backends[ACCOUNT][REGION]
+
 
 def reset_moto() -> None:
     """Forget every resource, in every service (between tests that share the process)."""

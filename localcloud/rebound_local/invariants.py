@@ -22,6 +22,14 @@ them asks the engine what happened: they judge what is there.
 - ``dlq_record_matches_the_queue``: the DLQ's record (``dlq_messages``, what ``rebound dlq list``
   reads) says ``in_dlq`` for exactly the messages the DLQ holds.
 - ``no_message_lost`` (judged in ``simulate`` from the message ledger).
+- ``work_orders_close_when_their_runs_recover``: every work order of a run that later succeeded
+  (a retry, redrive or replay), or that an operator skipped or cancelled, is resolved, with exactly
+  one ``resolved`` audit record: by the system (``escalation``, or the ``sweeper``), resolution
+  ``replayed``, for a success; by that operator, with their reason, for a skip or cancel. Every
+  channel the opening reached recorded a resolved notice, and the SNS topic itself (what moto
+  received) carried one for each. No order is resolved as ``replayed`` unless its run succeeded,
+  and no resolved notice goes out for an order that is not resolved. Its ``counts`` say how many
+  orders it checked, so a scenario can show it is not vacuous.
 - ``target_work_orders_close``: a target's work order (retry budgets per target, subject
   ``target#<target>#<episode>``) is resolved by the end, once nothing is held for the target, and
   no run names it: the held runs are released, not dead-lettered one by one.
@@ -53,11 +61,15 @@ class Invariant:
     ok: bool
     detail: str
     examples: list[Any] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    """What it checked, by kind, where a scenario must show it checked something."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"ok": self.ok, "detail": self.detail}
         if self.examples:
             out["examples"] = self.examples[:EXAMPLES]
+        if self.counts:
+            out["counts"] = dict(self.counts)
         return out
 
 
@@ -247,6 +259,15 @@ class DlqCopy:
     source_message_id: str | None
 
 
+@dataclass(frozen=True)
+class Notice:
+    """A message the alerts topic received about a work order (what SNS itself holds)."""
+
+    work_order_id: str
+    state: str
+    """``resolved`` for a resolved notice, ``opened`` for the opening."""
+
+
 @dataclass
 class World:
     """The end state the invariants judge."""
@@ -266,6 +287,8 @@ class World:
     """Checks the audit records' MACs (the local cloud's KMS key); ``None``: hashes only."""
     workstream_runs: list[dict[str, Any]] = field(default_factory=list)
     """The workstream runs as stored (their steps hold the resources' slots)."""
+    notices: list[Notice] | None = None
+    """What the alerts topic received about work orders; ``None``: not read (no SNS check)."""
 
 
 def judge(world: World) -> dict[str, Invariant]:
@@ -284,7 +307,118 @@ def judge(world: World) -> dict[str, Invariant]:
         "one_outcome_per_attempt": one_outcome_per_attempt(world.chains),
         "refused_reports_never_reopen_a_run": refused_reports_after_the_end(world.chains),
         "target_work_orders_close": target_orders_close(world.orders, world.runs),
+        "work_orders_close_when_their_runs_recover": recovered_orders_close(
+            world.runs, world.orders, world.chains, world.notices
+        ),
     }
+
+
+SYSTEM_RESOLVERS = frozenset({"escalation", "sweeper"})
+"""Who resolves the work order of a run that recovered: escalation (``task.recovered``), or the
+sweeper handling what escalation gave up on."""
+SYSTEM_ACTORS = frozenset(
+    {"executor", "ledger", "sweeper", "simulator", "escalation", "retry-scheduler", "workstreams"}
+)
+"""Actors that are Rebound itself, not an operator."""
+
+
+def _closing_record(chain: list[dict[str, Any]], state: str) -> dict[str, Any] | None:
+    """The operator's record that closed a run as ``state`` (skipped, cancelled), if one did."""
+    for record in reversed(chain):
+        if record["action"] == state:
+            return record if str(record.get("actor", "")) not in SYSTEM_ACTORS else None
+    return None
+
+
+def _delivered(order: dict[str, Any], key: str) -> set[str]:
+    return {str(d.get("channel")) for d in order.get(key) or [] if d.get("status") == "delivered"}
+
+
+def recovered_orders_close(
+    runs: list[dict[str, Any]],
+    orders: list[dict[str, Any]],
+    chains: dict[str, list[dict[str, Any]]],
+    notices: list[Notice] | None = None,
+) -> Invariant:
+    """A run's work order is resolved once its run recovered or an operator closed it: exactly
+    once, by the right actor, with the reason, and every channel that announced it heard it close."""
+    by_run = {str(run["run_id"]): run for run in runs}
+    sent = Counter((n.work_order_id, n.state) for n in notices or [])
+    counts: Counter[str] = Counter()
+    problems: list[str] = []
+    for order in orders:
+        subject = str(order.get("subject", ""))
+        run = by_run.get(subject.removeprefix("run#")) if subject.startswith("run#") else None
+        if run is None:
+            continue
+        order_id = str(order["work_order_id"])
+        state = str(run["state"])
+        closing = _closing_record(chains.get(f"run#{run['run_id']}", []), state)
+        if state == "succeeded":
+            resolvers, resolution, because = SYSTEM_RESOLVERS, "replayed", str(run["run_id"])
+        elif closing is not None:
+            actor = str(closing.get("actor"))
+            resolvers, resolution = frozenset({actor}), state
+            because = str((closing.get("evidence") or {}).get("reason") or "")
+        else:
+            if order.get("resolution") == "replayed" and order.get("state") == "resolved":
+                problems.append(f"{order_id}: resolved as replayed, but run {run['run_id']} is {state}")
+            continue
+        counts[state] += 1
+        problems += _resolution_problems(order, chains, resolvers, resolution, because)
+        announced = sent[(order_id, "opened")] or "sns" in _delivered(order, "deliveries")
+        if notices is not None and announced:
+            if sent[(order_id, "resolved")] < 1:
+                problems.append(f"{order_id}: the topic announced it, but received no resolved notice")
+            counts["duplicate_resolved_notices"] += max(0, sent[(order_id, "resolved")] - 1)
+    states = {str(o["work_order_id"]): o.get("state") for o in orders}
+    problems += [
+        f"{order_id}: a resolved notice went out, but the order is {states.get(order_id)}"
+        for (order_id, kind), _n in sent.items()
+        if kind == "resolved" and states.get(order_id) != "resolved"
+    ]
+    checked = sum(n for kind, n in counts.items() if kind != "duplicate_resolved_notices")
+    counts["checked"] = checked
+    if problems:
+        return Invariant(
+            False, f"{len(problems)} problem(s) with the {checked} orders of recovered runs", problems, counts
+        )
+    return Invariant(
+        True,
+        f"{checked} work order(s) of runs that recovered or an operator closed, each resolved once by "
+        f"the right actor with its reason, every channel told ({dict(counts)})",
+        counts=counts,
+    )
+
+
+def _resolution_problems(
+    order: dict[str, Any],
+    chains: dict[str, list[dict[str, Any]]],
+    resolvers: frozenset[str],
+    resolution: str,
+    because: str,
+) -> list[str]:
+    """What is wrong with one order's resolution: its state, its one ``resolved`` record (actor,
+    reason), and the channels that were told it opened but not that it closed."""
+    order_id = str(order["work_order_id"])
+    if order.get("state") != "resolved":
+        return [f"{order_id}: still {order.get('state')}, but its run {order.get('run_id')} is closed"]
+    out: list[str] = []
+    records = [r for r in chains.get(f"workorder#{order_id}", []) if r["action"] == "resolved"]
+    if len(records) != 1:
+        return [f"{order_id}: {len(records)} resolved audit records"]
+    record = records[0]
+    reason = str((record.get("evidence") or {}).get("reason") or "")
+    if record.get("actor") not in resolvers or order.get("resolved_by") != record.get("actor"):
+        out.append(f"{order_id}: resolved by {record.get('actor')!r}, expected one of {sorted(resolvers)}")
+    if order.get("resolution") != resolution:
+        out.append(f"{order_id}: resolution {order.get('resolution')!r}, expected {resolution!r}")
+    if not reason or because not in reason or order.get("resolve_reason") != reason:
+        out.append(f"{order_id}: the resolution's reason {reason!r} does not say {because!r}")
+    untold = _delivered(order, "deliveries") - _delivered(order, "resolve_deliveries")
+    if untold:
+        out.append(f"{order_id}: {', '.join(sorted(untold))} told it opened, never that it closed")
+    return out
 
 
 def target_orders_close(orders: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Invariant:

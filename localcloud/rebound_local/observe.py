@@ -87,6 +87,24 @@ def audit_chains(cloud: LocalCloud, settings: Settings) -> dict[str, list[dict[s
         return out
 
 
+def topic_notices(cloud: LocalCloud, topic_arn: str | None) -> list[tuple[str, str]]:
+    """What the alerts topic received about work orders, in order: (work order id, ``resolved``
+    for a resolved notice, else ``opened``), from each message's attributes."""
+    if not topic_arn:
+        return []
+    with motopatch.LOCK:
+        topic = cloud.sns_backend().topics.get(topic_arn)
+        sent = list(topic.sent_notifications) if topic is not None else []
+    out: list[tuple[str, str]] = []
+    for _message_id, _message, _subject, attributes, _group in sent:
+        attributes = attributes or {}
+        order = attributes.get("work_order_id", {}).get("Value")
+        if order:
+            state = attributes.get("state", {}).get("Value") or "opened"
+            out.append((str(order), str(state)))
+    return out
+
+
 def count_by_index(cloud: LocalCloud, table_name: str, index: str) -> dict[str, int]:
     """Items per partition value of a GSI (e.g. runs per state), from the query index patch."""
     with motopatch.LOCK:

@@ -10,10 +10,13 @@ task_groups:                       # many similar tasks: {n} in the id is 1..cou
 messages:                          # put raw messages on a queue, as any AWS client could
   - {at: 10m, queue: execution, body: "not json"}
 workstreams: [...]                 # and resources: [...], exactly as in a task file
-operations:                        # what an operator does to a workstream's latest run, and when
+operations:                        # what an operator does, and when: to a workstream's latest run,
   - {at: 5m, workstream: nightly, op: start}
   - {at: 2h, workstream: nightly, op: rollback, to: 1}
   - {at: 2h1m, workstream: nightly, op: resume}
+  - {at: 3h, replay: dead_lettered, task: "billing-*"}   # or to the dead-lettered runs of tasks
+  - {at: 3h, redrive: dlq, task: export-1}
+  - {at: 3h, skip: dead_lettered, task: "doomed-*", reason: "retired"}   # or cancel: dead_lettered
 settle: 2h                         # after the window: at most this long for retries to finish
 faults:
   duplicate_delivery: 3
@@ -38,6 +41,7 @@ expect:                            # scenario-specific invariants, judged with t
 sabotage:                          # test only: break an invariant on purpose
   drop_messages: 1
   tamper_audit_records: 1
+  reopen_work_orders: 1
 ```
 
 Errors name the file and the key path, as every config loader in Rebound does.
@@ -46,6 +50,7 @@ Errors name the file and the key path, as every config loader in Rebound does.
 from __future__ import annotations
 
 from datetime import datetime
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -53,7 +58,9 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -144,6 +151,9 @@ class Sabotage(_Strict):
     )
     remove_work_orders: int = Field(default=0, ge=0, description="dead letters whose work order is deleted")
     stale_heads: int = Field(default=0, ge=0, description="runs whose item names a wrong chain head")
+    reopen_work_orders: int = Field(
+        default=0, ge=0, description="resolved work orders of runs set back to open at the end"
+    )
 
 
 class Model(_Strict):
@@ -211,6 +221,68 @@ class Operation(_Strict):
         return self
 
 
+RECOVERY_ACTS = ("replay", "redrive", "skip", "cancel")
+
+
+class Recovery(_Strict):
+    """An operator's recovery of the dead-lettered runs of the tasks ``task`` names (a task id, or
+    a pattern such as ``billing-*``), each carried out as its CLI command does: ``replay`` them with
+    a fresh attempt budget (``rebound runs retry-failed``), ``redrive`` their DLQ messages
+    (``rebound dlq redrive``: one pass, ``--task`` unless ``task`` is ``*``, so a task id and not a
+    pattern), or ``skip`` or ``cancel`` each with ``reason`` (``rebound runs skip|cancel
+    --reason``). Only dead-lettered runs are acted on."""
+
+    at: Seconds = Field(description="offset from start")
+    replay: Literal["dead_lettered"] | None = None
+    redrive: Literal["dlq"] | None = None
+    skip: Literal["dead_lettered"] | None = None
+    cancel: Literal["dead_lettered"] | None = None
+    task: str = Field(default="*", min_length=1, description="a task id or a pattern (fnmatch)")
+    reason: str = Field(default="scenario operator", min_length=1)
+
+    @model_validator(mode="after")
+    def _one_act(self) -> Recovery:
+        acts = [act for act in RECOVERY_ACTS if getattr(self, act) is not None]
+        if len(acts) != 1:
+            raise ValueError(f"give exactly one of {', '.join(RECOVERY_ACTS)}; got {acts or 'none'}")
+        if not self.reason.strip():
+            raise ValueError("reason: say why, for the audit trail")
+        if self.redrive is not None and self.task != "*" and any(c in self.task for c in "*?["):
+            raise ValueError(
+                "a redrive takes a task id, or * for every task, as `rebound dlq redrive --task` does; "
+                f"not the pattern {self.task!r}"
+            )
+        return self
+
+    @property
+    def op(self) -> str:
+        return next(act for act in RECOVERY_ACTS if getattr(self, act) is not None)
+
+
+def _operation_kind(value: Any) -> str | None:
+    """Which kind of operation a scenario entry is: a workstream's (``workstream:``) or a recovery
+    of dead-lettered runs (``replay:``, ``redrive:``, ``skip:`` or ``cancel:``). The tags carry
+    brackets so that error key paths leave them out (``rebound.config.loader``)."""
+    if isinstance(value, (Operation, Recovery)):
+        return "operation[workstream]" if isinstance(value, Operation) else "operation[recovery]"
+    keys = set(value) if isinstance(value, dict) else set()
+    if "workstream" in keys and not keys & set(RECOVERY_ACTS):
+        return "operation[workstream]"
+    if keys & set(RECOVERY_ACTS) and "workstream" not in keys:
+        return "operation[recovery]"
+    return None
+
+
+AnyOperation = Annotated[
+    Annotated[Operation, Tag("operation[workstream]")] | Annotated[Recovery, Tag("operation[recovery]")],
+    Discriminator(
+        _operation_kind,
+        custom_error_type="operation_kind",
+        custom_error_message="give workstream: (with op:), or one of replay:, redrive:, skip:, cancel:",
+    ),
+]
+
+
 class Scenario(_Strict):
     start: UtcDatetime
     duration: Seconds
@@ -226,8 +298,9 @@ class Scenario(_Strict):
         default_factory=list, description="workstreams of the scenario's tasks, as in a task file"
     )
     resources: list[ResourceSpec] = Field(default_factory=list, description="as in a task file")
-    operations: list[Operation] = Field(
-        default_factory=list, description="an operator's actions on workstreams, at a time"
+    operations: list[AnyOperation] = Field(
+        default_factory=list,
+        description="an operator's actions, at a time: on workstreams, or recovering dead-lettered runs",
     )
     messages: list[InjectedMessage] = Field(default_factory=list)
     faults: Faults = Field(default_factory=Faults)
@@ -366,17 +439,28 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
             {t.id: t.tenant for t in tasks},
             file,
         )
-    _check_operations(scenario, workstreams, file)
+    _check_operations(scenario, workstreams, [t.id for t in tasks], file)
     return LoadedScenario(
         file=file, scenario=scenario, tasks=tasks, workstreams=workstreams, resources=resources
     )
 
 
-def _check_operations(scenario: Scenario, workstreams: list[Workstream], file: str) -> None:
-    """Each operation names a workstream of the scenario, and a step of it."""
+def _check_operations(
+    scenario: Scenario, workstreams: list[Workstream], task_ids: list[str], file: str
+) -> None:
+    """Each operation is in the window and names a workstream of the scenario and a step of it,
+    or (a recovery) a task of it."""
     by_id = {w.id: w for w in workstreams}
     for index, operation in enumerate(scenario.operations):
         where = f"operations[{index}]"
+        if operation.at > scenario.duration:
+            raise ConfigError(file, f"{where}.at", "after the end of the window (duration)")
+        if isinstance(operation, Recovery):
+            if not any(fnmatchcase(task_id, operation.task) for task_id in task_ids):
+                raise ConfigError(
+                    file, f"{where}.task", f"{operation.task!r} matches none of the scenario's tasks"
+                )
+            continue
         workstream = by_id.get(operation.workstream)
         if workstream is None:
             known = ", ".join(sorted(by_id)) or "none"
@@ -390,8 +474,6 @@ def _check_operations(scenario: Scenario, workstreams: list[Workstream], file: s
                 f"{where}.step",
                 f"workstream {workstream.id!r} has no step {operation.step!r}; its steps: {', '.join(steps)}",
             )
-        if operation.at > scenario.duration:
-            raise ConfigError(file, f"{where}.at", "after the end of the window (duration)")
 
 
 def _group_path(key_path: str, groups: list[dict[str, Any]]) -> str:

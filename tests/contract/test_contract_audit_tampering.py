@@ -1,6 +1,7 @@
 """``rebound audit verify`` catches each way of rewriting the trail by someone who can write the
 audit table but not use the audit key: an edited record, a deleted record, a record inserted with
-a recomputed (unkeyed) hash, a record moved between chains. Both stores: the DynamoDB store keys
+a recomputed (unkeyed) hash, a record moved between chains; one subject at a time and in the bulk
+pass of ``--all`` (``verify``, below). Both stores: the DynamoDB store keys
 its records with the local cloud's KMS HMAC key, the memory store with its local key.
 
 The tampering writes the table directly (``put_raw``/``delete_raw``), as an attacker with
@@ -23,6 +24,7 @@ from rebound.domain.audit import record_hash
 from rebound.domain.models import AuditRecord, RunState
 from rebound.engine.ports import Store
 from rebound.ops.audit import AuditOps, AuditResult
+from rebound.ops.audit import _judge_stored as judge_stored
 
 
 def rehash(item: dict[str, Any]) -> str:
@@ -31,7 +33,16 @@ def rehash(item: dict[str, Any]) -> str:
 
 
 def verify(store: Store, subject: str) -> AuditResult:
-    return AuditOps(SimpleNamespace(store=store)).verify(subject)  # type: ignore[arg-type]
+    """The verdict of ``audit verify SUBJECT``, after checking that ``audit verify --all`` reaches
+    it too, and that its bulk pass over the records as stored reaches it alone (a tampered chain
+    that pass let through would never be verified again)."""
+    ops = AuditOps(SimpleNamespace(store=store))  # type: ignore[arg-type]
+    single = ops.verify(subject)
+    trail = store.audit_segment(0, 1)[single.subject]
+    bulk = judge_stored(single.subject, trail, store.runs_segment(0, 1), store.audit_keys.check)
+    assert (bulk.ok, bulk.detail) == (single.ok, single.detail)
+    assert {r.subject: r for r in ops.verify_all(segments=3)}[single.subject] == single
+    return single
 
 
 def raw(store: Store, subject: str, seq: int) -> dict[str, Any]:
@@ -131,6 +142,15 @@ def test_a_record_moved_between_chains_is_caught(store: Store) -> None:
     put_raw(store, following)
     result = verify(store, "r2")
     assert not result.ok and "seq 2 has a MAC that does not verify" in result.detail
+
+
+def test_a_record_with_fractional_and_integral_float_evidence_verifies_in_both_passes(store: Store) -> None:
+    """The hash is over canonical JSON, where ``60.0`` is ``60``; the bulk pass hashes the record
+    as read in one serialization, so it must read it with the same numbers."""
+    uow = store.unit_of_work("executor", at(1))
+    uow.append_audit("msg#m1", action="waited", evidence={"delay_s": 60.0, "share": 0.25, "n": [1.0, 2.5]})
+    uow.commit()
+    assert verify(store, "msg#m1").ok
 
 
 def test_older_unkeyed_records_verify_by_hash_and_are_reported(store: Store) -> None:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from contract_support import at, create, new_run, new_work_order
 
-from rebound.domain.audit import GENESIS, verify_chain
+from rebound.domain.audit import GENESIS, verify_chain, verify_fields
 from rebound.domain.errors import Conflict
-from rebound.domain.models import RunState, TaskState, TenantSettings, WorkOrderState
+from rebound.domain.models import AuditRecord, Run, RunState, TaskState, TenantSettings, WorkOrderState
 from rebound.domain.stored import StoredTask
 from rebound.engine.ports import Store
 from support import START, task
@@ -136,8 +136,21 @@ def test_audit_segments_hold_every_subject_once_whole_and_in_order(store: Store)
     assert sorted(subjects) == store.audit_subjects()  # each subject in exactly one segment
     for part in parts:
         for subject, trail in part.items():
-            assert trail == store.audit_trail(subject)  # whole, in sequence order
-            assert verify_chain(subject, trail).ok
+            # whole, in sequence order, as stored: each the record's JSON form
+            assert [AuditRecord.model_validate(d) for d in trail] == store.audit_trail(subject)
+            assert verify_fields(subject, trail, store.audit_keys.check).ok
+
+
+def test_runs_segments_hold_every_run_once_as_stored(store: Store) -> None:
+    for n in range(9):
+        create(store, new_run(f"r{n}"))
+    parts = [store.runs_segment(n, 3) for n in range(3)]
+    ids = [run_id for part in parts for run_id in part]
+    assert sorted(ids) == [f"r{n}" for n in range(9)]  # each run in exactly one segment
+    runs = store.get_runs(ids)
+    for part in parts:
+        for run_id, stored in part.items():
+            assert Run.model_validate(stored) == runs[run_id]
 
 
 # ------------------------------------------------------------------------------ work orders

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
 import yaml
+from botocore.exceptions import ClientError
 from test_cli_harness import Cloud, cloud_fixture
 
 from rebound.adapters.dynamo import from_item, to_item
+from rebound_infra.constructs.audit import AUDITOR_READS
 
 pytestmark = pytest.mark.e2e
 base = cloud_fixture(name="base")
@@ -193,6 +196,85 @@ def test_health_exits_non_zero_until_the_problems_are_handled(local_cloud: Cloud
     assert checks["failed_retry_executions"]["summary"] == "scheduler DLQ holds 1, control DLQ holds 0"
 
 
+class AuditorRights:
+    """A botocore hook that lets through only what the auditor role may do (its template policy,
+    ``rebound_infra.constructs.audit``): read the audit and runs tables as ``AUDITOR_READS`` says,
+    read the resources parameter and call ``kms:VerifyMac``. Anything else is refused as IAM
+    would refuse it, and recorded."""
+
+    def __init__(self, cloud: Cloud) -> None:
+        tables = cloud.stack.settings.tables
+        self.allowed = {
+            (action.split(":")[1], tables[logical])
+            for logical, actions in AUDITOR_READS.items()
+            for action in actions
+        }
+        self.calls: list[str] = []
+        self.refused: list[str] = []
+
+    def __call__(self, params: dict[str, Any], model: Any, event_name: str, **_: Any) -> None:
+        service, operation = event_name.split(".")[1:3]
+        call = f"{service}:{operation}"
+        self.calls.append(call)
+        if service == "dynamodb":
+            names = list(params.get("RequestItems", {})) or [params.get("TableName")]
+            if all((operation, name) in self.allowed for name in names):
+                return
+        elif call in ("ssm:GetParameter", "kms:VerifyMac"):
+            return
+        self.refused.append(call)
+        raise ClientError(
+            {"Error": {"Code": "AccessDeniedException", "Message": f"auditor: {call}"}}, model.name
+        )
+
+
+def test_an_auditor_verifies_with_verify_mac_and_reads_only(local_cloud: Cloud, tmp_path: Path) -> None:
+    """A writer exports the day keys; with only the auditor's rights, ``audit verify --day-keys``
+    checks every chain, confirming each day key with VerifyMac and never calling GenerateMac; a
+    key altered in the file, or a day it lacks, is refused naming the day."""
+    keys = tmp_path / "keys.json"
+    exported = local_cloud.json("audit", "day-keys", "--since", "2026-03-01", "--out", str(keys))
+    today = local_cloud.clock.now().date().isoformat()
+    assert exported == {"file": str(keys), "days": exported["days"], "first": "2026-03-01", "last": today}
+    assert keys.stat().st_mode & 0o077 == 0  # readable by the writer only
+    labels = [entry["label"] for entry in json.loads(keys.read_text())["keys"]]
+    assert labels[0] == "rebound-audit/v1/2026-03-01" and labels[-1] == f"rebound-audit/v1/{today}"
+
+    rights = AuditorRights(local_cloud)
+    with local_cloud.hooked("before-parameter-build", rights):
+        everything = local_cloud.json("audit", "verify", "--all", "--day-keys", str(keys))
+        one = local_cloud.json("audit", "verify", LEDGER_RUN, "--day-keys", str(keys))
+    assert {"run", "task", "workorder"} <= {r["subject"].split("#")[0] for r in everything}
+    assert all(r["ok"] and r["keying"] == "keyed" for r in everything)
+    assert one[0]["ok"] and one[0]["detail"].endswith("the run rebuilds from its trail")
+    assert rights.refused == [] and "kms:VerifyMac" in rights.calls
+    assert "kms:GenerateMac" not in rights.calls
+    assert {c.split(":")[0] for c in rights.calls} == {"ssm", "dynamodb", "kms"}
+    # As an auditor, without the file, the MACs cannot be checked: GenerateMac is refused.
+    with local_cloud.hooked("before-parameter-build", rights):
+        unkeyed = local_cloud.cli("audit", "verify", LEDGER_RUN)
+    assert unkeyed.exit_code != 0 and "AccessDeniedException" in unkeyed.stderr
+    assert rights.refused == ["kms:GenerateMac"]
+
+    document = json.loads(keys.read_text())
+    day = document["keys"][-1]["label"]
+    document["keys"][-1]["key"] = "00" * 32
+    altered = tmp_path / "altered.json"
+    altered.write_text(json.dumps(document))
+    refused = local_cloud.cli("audit", "verify", "--all", "--day-keys", str(altered))
+    assert refused.exit_code == 2
+    assert f"the key given for {day} is not the audit key's" in " ".join(refused.stderr.split())
+    document["keys"] = document["keys"][:-1]
+    short = tmp_path / "short.json"
+    short.write_text(json.dumps(document))
+    missing = local_cloud.cli("audit", "verify", "--all", "--day-keys", str(short))
+    assert missing.exit_code == 2 and f"hold no key for {day}" in " ".join(missing.stderr.split())
+    ahead = local_cloud.cli(
+        "audit", "day-keys", "--since", today, "--until", "2099-01-01", "--out", str(keys)
+    )
+    assert ahead.exit_code == 2 and "after today" in ahead.stderr
+
+
 def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> None:
     one = local_cloud.json("audit", "verify", LEDGER_RUN)
     assert one == [
@@ -210,6 +292,8 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
     subjects = {r["subject"].split("#")[0] for r in everything}
     assert {"run", "task", "workorder", "policy"} <= subjects and all(r["ok"] for r in everything)
     assert local_cloud.cli("audit", "verify").exit_code == 2  # neither a subject nor --all
+    shown = local_cloud.ok("audit", "verify", "--all")  # a bar of chains verified, out of all of them
+    assert "chains verified" in shown.stderr and f"{len(everything)}/{len(everything)}" in shown.stderr
 
     # Someone edits a record of the payments run's trail, and the stored run of the ledger run.
     ddb = boto3.client("dynamodb")

@@ -1,7 +1,8 @@
-"""The security controls in the templates: the audit table denied to rewrites for every role, the
-audit HMAC key usable only by the writers, ``encryption: cmk`` putting every table, queue, log group
-and the alerts topic under one rotating key whose policy names exactly its users, and the optional
-VPC setting."""
+"""The security controls in the templates: the audit table denied to rewrites for every role and,
+by its resource policy, for every principal; the audit HMAC key usable only by the writers (and
+for VerifyMac alone by the optional auditor role); ``encryption: cmk`` putting every table, queue,
+log group and the alerts topic under one rotating key whose policy names exactly its users, and
+the optional VPC setting."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from infra_helpers import Synth, as_list, flatten, mentions, role_statements
+from infra_helpers import Synth, actions_on, as_list, flatten, mentions, role_statements
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
 from rebound_infra.app import ENVIRONMENTS_DIR_CONTEXT, build_app
 from rebound_infra.config import load_environment
+from rebound_infra.constructs.audit import AUDIT_SEALED, AUDITOR_READS, RETAINED_SEALED
 from rebound_infra.constructs.keys import ADMIN_ACTIONS
 from rebound_infra.permissions import AUDIT_REWRITES, needs_data_key, writes_audit
 
@@ -61,6 +63,46 @@ def test_every_role_in_the_stack_is_denied_rewriting_the_audit_table(synth: Synt
         ]
         assert denies, f"{role} has no Deny on the audit table"
         assert set(AUDIT_REWRITES) <= {a for st in denies for a in as_list(st["Action"])}
+
+
+def test_the_audit_tables_resource_policy_denies_every_principal_changing_a_record(
+    synth: Synth, env: str
+) -> None:
+    stack = synth.stacks[env]
+    tables = synth.resources(env, "AWS::DynamoDB::Table")
+    audit = tables[synth.logical_id(env, stack.state.tables[r.AUDIT.logical])]
+    [sealed] = audit["Properties"]["ResourcePolicy"]["PolicyDocument"]["Statement"]
+    assert sealed["Effect"] == "Deny" and sealed["Principal"] == {"AWS": "*"}
+    assert sealed["Resource"] == "*"  # in a table's own policy: that table
+    assert "Condition" not in sealed  # no principal, administrator or service is exempt
+    denied = set(as_list(sealed["Action"]))
+    assert set(AUDIT_REWRITES) <= denied
+    assert {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= denied
+    assert {"dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete", "dynamodb:UpdateTimeToLive"} <= denied
+    # Records are added with PutItem, and the table stays readable and backed up.
+    assert not {"dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem"} & denied
+    # A retained table can no longer be deleted without a policy change first; otherwise the
+    # stack's deletion removes it.
+    assert ("dynamodb:DeleteTable" in denied) is stack.config.retain_data
+    assert denied == set(AUDIT_SEALED) | (set(RETAINED_SEALED) if stack.config.retain_data else set())
+    # No TTL on the audit table: nothing is deleted by the service either.
+    assert "TimeToLiveSpecification" not in audit["Properties"]
+    others = [t for k, t in tables.items() if k != synth.logical_id(env, stack.state.tables[r.AUDIT.logical])]
+    assert others and all("ResourcePolicy" not in t["Properties"] for t in others)
+
+
+def test_nothing_a_role_of_the_stack_is_granted_on_the_audit_table_is_what_its_policy_denies(
+    synth: Synth, env: str
+) -> None:
+    """The resource policy breaks nothing the stack does: every role's rights on the audit table
+    are adding records (PutItem, which a transaction's Put is authorized as) and reading."""
+    audit = synth.logical_id(env, synth.stacks[env].state.tables[r.AUDIT.logical])
+    granted: set[str] = set()
+    for role in synth.resources(env, "AWS::IAM::Role"):
+        granted |= actions_on(role_statements(synth.template(env), role), audit)
+    assert "dynamodb:PutItem" in granted
+    assert granted <= {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}, granted
+    assert not granted & (set(AUDIT_SEALED) | set(RETAINED_SEALED))
 
 
 # ------------------------------------------------------------------------ the audit key
@@ -211,3 +253,76 @@ def test_the_optional_vpc_and_operator_writer_roles_reach_the_template(tmp_path:
     ]
     writers = statement(audit_key, "AuditWriters")
     assert operator in as_list(writers["Principal"]["AWS"])
+
+
+# ------------------------------------------------------------------------ the auditor
+def test_no_auditor_role_unless_the_environment_names_who_may_assume_it(synth: Synth, env: str) -> None:
+    stack = synth.stacks[env]
+    assert stack.config.audit.auditor_principals == ()
+    assert stack.auditor is None
+    key = keys(synth, env)[key_id(synth, env, stack.audit_key.key)]
+    assert "AuditVerifiers" not in {s["Sid"] for s in key["Properties"]["KeyPolicy"]["Statement"]}
+
+
+def test_the_auditor_reads_and_may_only_verify_macs(tmp_path: Path) -> None:
+    """``audit.auditor_principals`` makes a role they may assume: it reads what ``rebound audit
+    verify`` reads, may call VerifyMac on the audit key and nothing else there, never GenerateMac,
+    never a write; cdk-nag and checkov pass on the template."""
+    from test_infra_checkov import CHECKOV, _scan, accepted
+
+    principals = ["arn:aws:iam::123456789012:role/compliance", "arn:aws:iam::210987654321:root"]
+    write_env(tmp_path, "qa", "", base="prod")  # prod: cmk, retained
+    text = (tmp_path / "qa.yaml").read_text()
+    text = text.replace("auditor_principals: []", f"auditor_principals: [{', '.join(principals)}]")
+    (tmp_path / "qa.yaml").write_text(text)
+    outdir = tmp_path / "out"
+    app, stacks = build_app(["qa"], outdir=str(outdir), context={ENVIRONMENTS_DIR_CONTEXT: str(tmp_path)})
+    assembly = app.synth()  # cdk-nag passes with the auditor
+    stack = stacks["qa"]
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    resources = template["Resources"]
+
+    def logical(construct: Any) -> str:
+        return str(stack.get_logical_id(construct.node.default_child))
+
+    assert stack.auditor is not None
+    role = logical(stack.auditor.role)
+    trust = resources[role]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert sorted(p for st in trust for p in as_list(st["Principal"]["AWS"])) == sorted(principals)
+    statements = role_statements(template, role)
+    allowed = [st for st in statements if st["Effect"] == "Allow"]
+    for logical_table, actions in AUDITOR_READS.items():
+        table = logical(stack.state.tables[logical_table])
+        assert actions_on(allowed, table) == set(actions)
+    parameter = logical(stack.resources_parameter)
+    assert actions_on(allowed, parameter) == {"ssm:GetParameter"}
+    granted = {a for st in allowed for a in as_list(st["Action"])}
+    assert granted == {*(a for actions in AUDITOR_READS.values() for a in actions), "ssm:GetParameter"}
+    # the stack-wide deny reaches it too
+    assert any(
+        st["Effect"] == "Deny" and set(AUDIT_REWRITES) <= set(as_list(st["Action"])) for st in statements
+    )
+
+    audit_key = resources[logical(stack.audit_key.key)]
+    verifiers = statement(audit_key, "AuditVerifiers")
+    assert as_list(verifiers["Action"]) == ["kms:VerifyMac"] and principal_roles(verifiers) == {role}
+    writers = statement(audit_key, "AuditWriters")
+    assert role not in principal_roles(writers)
+    naming_the_auditor = [
+        st
+        for st in audit_key["Properties"]["KeyPolicy"]["Statement"]
+        if "AWS" in st["Principal"] and role in principal_roles(st)
+    ]
+    assert [st["Sid"] for st in naming_the_auditor] == ["AuditVerifiers"]  # never GenerateMac
+    assert stack.data_key is not None
+    data_key = resources[logical(stack.data_key.key)]
+    readers = statement(data_key, "ReadersThroughDynamoDB")
+    assert set(as_list(readers["Action"])) == {"kms:Decrypt", "kms:DescribeKey"}
+    assert principal_roles(readers) == {role}
+    assert flatten(readers["Condition"]["StringEquals"]["kms:ViaService"]).startswith("dynamodb.")
+    assert role not in principal_roles(statement(data_key, "RolesThroughServices"))
+
+    if not CHECKOV.exists():
+        pytest.skip("checkov is not installed in .venv-checkov: run `make scanner` (make test does)")
+    found = _scan(str(assembly.directory), (("qa", stack.stack_name),))["qa"]
+    assert not {check for check in found if check not in accepted()}, dict(found)

@@ -1,14 +1,24 @@
 """``rebound audit verify --all`` reads the audit table in parallel scan segments and reaches the
 same verdicts as verifying each subject on its own: intact chains, a broken chain, a run whose
-stored item differs from its trail."""
+stored item differs from its trail. An auditor, with the day keys a writer exported and no
+GenerateMac, reaches the same verdicts."""
 
 from __future__ import annotations
 
+from datetime import date, timedelta
+from typing import Any
+
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 
+from rebound.adapters.audit_keys import VerifyingAuditKeys, day_keys_document, read_day_keys
+from rebound.adapters.dynamo import from_item, to_item
+from rebound.domain.audit import record_hash
+from rebound.domain.errors import ValidationFailed
+from rebound.domain.models import AuditRecord
 from rebound.engine.deps import Deps
-from rebound.ops.audit import AuditOps
+from rebound.ops.audit import MAX_EXPORTED_DAYS, AuditOps
 from support import START, new_run, task
 
 pytestmark = pytest.mark.integration
@@ -29,8 +39,10 @@ def test_the_segmented_pass_agrees_with_verifying_each_subject(deps: Deps) -> No
     populate(deps, 15)
     ops = AuditOps(deps)
     seen = []
-    results = ops.verify_all(progress=seen.append, segments=4)
-    assert [r.subject for r in results] == ops.subjects() and seen == results
+    totals: list[int] = []
+    results = ops.verify_all(progress=seen.append, segments=4, on_total=totals.append)
+    assert [r.subject for r in results] == ops.subjects() and totals == [len(results)]
+    assert sorted(seen, key=lambda r: r.subject) == results  # each heard once, as it was decided
     assert results == [ops.verify(subject) for subject in ops.subjects()]
     assert all(r.ok for r in results)
 
@@ -51,3 +63,90 @@ def test_a_broken_chain_and_a_run_that_differs_from_its_trail_are_reported(
     assert not results["msg#m1"].ok and not results["run#r04"].ok
     assert "task_id" in results["run#r04"].mismatched
     assert sum(1 for r in results.values() if not r.ok) == 2
+
+
+def test_chains_split_across_scan_pages_verify_and_a_tampered_one_is_still_caught(
+    deps: Deps, aws: boto3.session.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages of two items: every chain of more than two records, and the runs, arrive over
+    several pages of their segment, and a segment's pages end mid-chain."""
+    populate(deps, 6)
+    for n in range(3):  # msg#long gets a chain of three records
+        uow = deps.store.unit_of_work("executor", START)
+        uow.append_audit("msg#long", action="noted", evidence={"n": n})
+        uow.commit()
+    scan = deps.store.client.scan  # type: ignore[attr-defined]
+    pages: list[int] = []
+
+    def small_pages(**kwargs: object) -> object:
+        answer = scan(**{**kwargs, "Limit": 2})
+        pages.append(len(answer["Items"]))
+        return answer
+
+    monkeypatch.setattr(deps.store.client, "scan", small_pages)  # type: ignore[attr-defined]
+    ops = AuditOps(deps)
+    results = ops.verify_all(segments=2)
+    assert len(pages) > len(results) // 2 and max(pages) == 2
+    assert results == [ops.verify(subject) for subject in ops.subjects()] and all(r.ok for r in results)
+    assert next(r for r in results if r.subject == "msg#long").records == 3
+
+    client = aws.client("dynamodb")
+    table = deps.settings.table("audit")
+    key = {"subject": {"S": "msg#long"}, "seq": {"N": "2"}}
+    item = client.get_item(TableName=table, Key=key)["Item"]
+    client.put_item(TableName=table, Item={**item, "doc": {"S": item["doc"]["S"].replace('"n":1', '"n":7')}})
+    broken = {r.subject: r for r in ops.verify_all(segments=2)}["msg#long"]
+    assert not broken.ok and "seq 2 was altered" in broken.detail
+
+
+def auditor_keys(deps: Deps, aws: boto3.session.Session) -> VerifyingAuditKeys:
+    """An auditor's keys: the day keys the writer (``deps``) exported, on a KMS client that
+    refuses GenerateMac as the auditor role's key policy does."""
+    kms = aws.client("kms")
+
+    def refuse(model: Any, **_: Any) -> None:
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "auditor"}}, model.name)
+
+    kms.meta.events.register("before-call.kms.GenerateMac", refuse)
+    today = deps.clock.now().date()
+    labels = AuditOps(deps).day_labels(today - timedelta(days=1), today)
+    document = day_keys_document(deps.store.audit_keys, labels)
+    return VerifyingAuditKeys(kms, deps.store.audit_keys.key_id, read_day_keys(document, "keys.json"))
+
+
+def test_an_auditor_reaches_the_writers_verdicts_and_catches_a_rekeyed_hash(
+    deps: Deps, aws: boto3.session.Session
+) -> None:
+    """With the writer's exported day keys and no GenerateMac, ``verify_all`` gives the same
+    verdicts as the writer's; a record edited with its hash recomputed (its old MAC kept) fails
+    its MAC for the auditor too."""
+    populate(deps, 4)
+    auditor = AuditOps(deps, auditor_keys(deps, aws))
+    assert auditor.verify_all(segments=2) == AuditOps(deps).verify_all(segments=2)
+
+    table = deps.settings.table("audit")
+    client = aws.client("dynamodb")
+    key = to_item({"subject": "msg#m1", "seq": 2})
+    record = from_item(client.get_item(TableName=table, Key=key)["Item"])
+    record["action"] = "accepted"
+    record["hash"] = record_hash(AuditRecord.model_validate(record).model_dump(mode="json"))  # not the MAC
+    client.put_item(TableName=table, Item=to_item(record, "audit"))
+    result = auditor.verify("msg#m1")
+    assert not result.ok and "seq 2 has a MAC that does not verify" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "key_path", "problem"),
+    [
+        (START.date(), START.date() + timedelta(days=1), "until", "after today"),
+        (START.date(), START.date() - timedelta(days=1), "since", "is after until"),
+        (START.date() - timedelta(days=MAX_EXPORTED_DAYS), START.date(), "since", "at most"),
+    ],
+)
+def test_day_keys_are_exported_for_past_days_only_and_a_bounded_range(
+    deps: Deps, since: date, until: date, key_path: str, problem: str
+) -> None:
+    assert deps.clock.now().date() == START.date()
+    with pytest.raises(ValidationFailed, match=problem) as err:
+        AuditOps(deps).day_labels(since, until)
+    assert err.value.details["key_path"] == key_path

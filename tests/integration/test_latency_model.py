@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from rebound.engine.ports import RecurringSchedule
 from rebound_local import motopatch
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
@@ -68,7 +69,9 @@ def test_the_next_ramp_step_is_when_one_more_batch_is_allowed() -> None:
 def test_fires_beyond_the_schedulers_quota_wait_for_the_next_second(stacks: list[LocalStack]) -> None:
     stack, clock = start(stacks, LatencyModel(scheduler_invocations_per_s=100))
     for n in range(250):
-        stack.deps.schedules.put_recurring(f"hourly-{n:03d}", "cron(0 * * * ? *)", "UTC", {"n": n})
+        stack.deps.schedules.put_recurring(
+            RecurringSchedule(f"hourly-{n:03d}", "cron(0 * * * ? *)", "UTC", {"n": n})
+        )
     engine = stack.runtime.scheduler
 
     delivered = []
@@ -90,7 +93,9 @@ def test_fires_beyond_the_schedulers_quota_wait_for_the_next_second(stacks: list
 def test_without_a_quota_every_due_schedule_fires_at_once(stacks: list[LocalStack]) -> None:
     stack, clock = start(stacks, LatencyModel())
     for n in range(250):
-        stack.deps.schedules.put_recurring(f"hourly-{n:03d}", "cron(0 * * * ? *)", "UTC", {"n": n})
+        stack.deps.schedules.put_recurring(
+            RecurringSchedule(f"hourly-{n:03d}", "cron(0 * * * ? *)", "UTC", {"n": n})
+        )
     clock.advance_to(HOUR)
     assert stack.runtime.scheduler.fire_due() == 250
 

@@ -1,7 +1,8 @@
 """Every AWS call the ops API's Lambda makes while it serves its routes, recorded.
 
 Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
-``test_ops_api_state``, ``test_async_reports`` and ``test_ops_api_preflight`` runs again here
+``test_ops_api_state``, ``test_async_reports``, ``test_ops_api_preflight`` and
+``test_ops_api_targets`` runs again here
 with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
@@ -36,6 +37,7 @@ import test_ops_api
 import test_ops_api_preflight
 import test_ops_api_queues
 import test_ops_api_state
+import test_ops_api_targets
 import test_ops_api_workstreams
 from _pytest.fixtures import FixtureFunctionDefinition
 from test_async_reports import started  # noqa: F401  (fixture of the route tests run here)
@@ -58,6 +60,7 @@ ROUTE_MODULES = (
     test_ops_api_state,
     test_async_reports,
     test_ops_api_preflight,
+    test_ops_api_targets,
 )
 # The transaction's item kinds, as the IAM actions that authorize them.
 TRANSACT_ITEM = {

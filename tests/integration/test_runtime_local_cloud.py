@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rebound.domain.models import Task
+from rebound.engine.ports import RecurringSchedule
 from rebound.ops.tasks import TaskOps
 from rebound_local import motopatch, observe, snapshot
 from rebound_local.clock import VirtualClock
@@ -49,7 +50,10 @@ def test_an_injected_throttle_never_reaches_moto(stack_factory: list[LocalStack]
         stack_factory, transport=transport, faults=Faults(throttle={"scheduler:CreateSchedule": 0.5})
     )
     for n in range(4):
-        assert stack.deps.schedules.put_recurring(f"s{n}", "rate(5 minutes)", "UTC", {"n": n}) == "created"
+        assert (
+            stack.deps.schedules.put_recurring(RecurringSchedule(f"s{n}", "rate(5 minutes)", "UTC", {"n": n}))
+            == "created"
+        )
     assert stack.throttler.injected["scheduler:CreateSchedule"] > 0
 
 

@@ -84,6 +84,59 @@ def test_drift_behind_the_applys_back_is_repaired_and_nothing_else_is_read(
     assert apply(deps, TASKS).schedules_written == 0 and requests == {"ListSchedules": 2}
 
 
+def test_a_payload_edited_behind_the_applys_back_is_found_by_its_modification_date(
+    deps: Deps, clock: ManualClock, requests: Counter[str]
+) -> None:
+    # The listing shows no payload: only the schedule's LastModificationDate says it changed.
+    apply(deps, TASKS)
+    clock.advance(1)
+    client: Any = deps.schedules.client
+    group = deps.settings.schedule_group
+    held = client.get_schedule(Name="task-t004", GroupName=group)
+    wanted_input = held["Target"]["Input"]
+    edited = {**held["Target"], "Input": '{"v": 1, "kind": "fire", "task_id": "someone-else"}'}
+    client.update_schedule(**as_held(client, group, "task-t004", Target=edited))
+    requests.clear()
+
+    result = apply(deps, TASKS)
+
+    assert result.schedules_written == 1
+    # the listing; t004 read (its date moved); written; read back
+    assert requests == {"ListSchedules": 2, "GetSchedule": 2, "UpdateSchedule": 1}
+    assert client.get_schedule(Name="task-t004", GroupName=group)["Target"]["Input"] == wanted_input
+    requests.clear()
+    assert apply(deps, TASKS).schedules_written == 0 and requests == {"ListSchedules": 2}
+
+
+@pytest.mark.parametrize("change", ["disabled", "retargeted"])
+def test_a_change_the_listing_shows_is_repaired_even_at_the_instant_of_the_last_sync(
+    deps: Deps, requests: Counter[str], change: str
+) -> None:
+    # Locally the date comes from the runtime's clock: with the clock held still, a change made
+    # out of band keeps the date the last sync recorded, but the listing shows state and target.
+    apply(deps, TASKS)
+    client: Any = deps.schedules.client
+    group = deps.settings.schedule_group
+    held = client.get_schedule(Name="task-t005", GroupName=group)
+    wanted_arn = held["Target"]["Arn"]
+    if change == "disabled":
+        client.update_schedule(**as_held(client, group, "task-t005", State="DISABLED"))
+    else:
+        elsewhere = {**held["Target"], "Arn": deps.settings.queue("escalation").arn}
+        client.update_schedule(**as_held(client, group, "task-t005", Target=elsewhere))
+    after = client.get_schedule(Name="task-t005", GroupName=group)
+    assert after["LastModificationDate"] == held["LastModificationDate"]  # the date did not move
+    requests.clear()
+
+    result = apply(deps, TASKS)
+
+    assert result.schedules_written == 1
+    # the listing; t005 written without a read (its record names the listed date); read back
+    assert requests == {"ListSchedules": 2, "UpdateSchedule": 1, "GetSchedule": 1}
+    live = client.get_schedule(Name="task-t005", GroupName=group)
+    assert live["State"] == "ENABLED" and live["Target"]["Arn"] == wanted_arn
+
+
 def test_a_changed_task_is_written_without_a_read_and_its_record_follows(
     deps: Deps, requests: Counter[str]
 ) -> None:

@@ -264,6 +264,40 @@ def test_a_failed_resolved_notice_is_retried_alone(channels: Deps, receiver: Rec
     assert len([p for p, _, _ in receiver.requests if p.startswith("/api/")]) == slack_calls
 
 
+def test_a_recovery_and_a_resolution_escalation_gave_up_on_are_finished_by_the_sweeper(
+    wired: Deps,
+) -> None:
+    """A ``task.recovered`` or ``workorder.resolved`` that escalation failed on until SQS moved it
+    to the control DLQ used to stay there for an operator: the order open, or a channel never told."""
+    from rebound.engine.sweeper import SweepReport
+
+    order_id = dead_letter_and_open(wired)
+    wired.clock.sleep(120)  # type: ignore[attr-defined]
+    replay_and_run(wired)
+    recovered = last(wired, "task.recovered")
+    wired.queues.send(
+        "control_dlq", {"detail-type": "task.recovered", "source": "rebound", "detail": recovered}
+    )
+    report = SweepReport()
+    Sweeper(wired).work_control_dlq(report)
+    order = wired.store.get_work_order(order_id)
+    assert order is not None and order.state is WorkOrderState.RESOLVED
+    assert (order.resolution, order.resolved_by) == (Resolution.REPLAYED, "sweeper")
+    [record] = [r for r in wired.store.audit_trail(f"workorder#{order_id}") if r.action == "resolved"]
+    assert record.actor == "sweeper" and "succeeded on attempt 2" in record.evidence["reason"]
+    assert order.resolve_deliveries == [] and len(report.control_handled) == 1
+
+    resolved = last(wired, "workorder.resolved")
+    wired.queues.send(
+        "control_dlq", {"detail-type": "workorder.resolved", "source": "rebound", "detail": resolved}
+    )
+    Sweeper(wired).work_control_dlq(report)
+    order = wired.store.get_work_order(order_id)
+    assert order is not None
+    assert [(d.channel, d.status) for d in order.resolve_deliveries] == [("sns", DeliveryStatus.DELIVERED)]
+    assert len(report.control_handled) == 2 and wired.queues.depth("control_dlq") == 0
+
+
 def test_a_flapping_run_adds_an_occurrence_to_its_open_work_order(wired: Deps, every_event: None) -> None:
     dead_letter_and_open(wired, {"always_fail": True})
     first = last(wired, "task.dead_lettered")

@@ -25,6 +25,7 @@ pytestmark = pytest.mark.property_based
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = load_yaml(ROOT / "config" / "demo" / "tasks.yaml")
 SCENARIO = load_yaml(ROOT / "scenarios" / "faults-2h.yaml")
+RECOVERY = load_yaml(ROOT / "scenarios" / "hostile-recovery.yaml")  # operators' recoveries
 BOOK = load_policy_book(default_config_dir())
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -91,6 +92,12 @@ def test_a_mangled_scenario_is_a_config_error_or_valid(data: Any) -> None:
 
 
 @FUZZ
+@given(data=mangled(RECOVERY))
+def test_a_mangled_recovery_scenario_is_a_config_error_or_valid(data: Any) -> None:
+    expect_config_error_or_success(lambda: parse_scenario(data, "scenario.yaml", ROOT / "scenarios"))
+
+
+@FUZZ
 @given(text=st.text(max_size=300))
 def test_any_yaml_text_is_a_config_error_or_valid(
     text: str, tmp_path_factory: pytest.TempPathFactory
@@ -107,3 +114,4 @@ def test_any_yaml_text_is_a_config_error_or_valid(
 def test_the_originals_are_valid() -> None:
     assert parse_task_document(TASKS, "tasks.yaml", BOOK).tasks
     assert parse_scenario(yaml.safe_load(yaml.safe_dump(SCENARIO)), "s.yaml", ROOT / "scenarios").tasks
+    assert parse_scenario(RECOVERY, "s.yaml", ROOT / "scenarios").scenario.operations

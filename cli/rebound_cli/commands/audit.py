@@ -1,6 +1,11 @@
-"""``rebound audit``: verify the audit trail's hash chains."""
+"""``rebound audit``: verify the audit trail's hash chains, and hand an auditor the day keys."""
 
 from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from pathlib import Path
 
 import click
 
@@ -17,14 +22,22 @@ def audit() -> None:
     Examples:
       rebound audit verify export-ledger:20260307T090500Z
       rebound audit verify --all
+      rebound audit day-keys --since 2026-03-01 --out march.keys.json
+      rebound audit verify --all --day-keys march.keys.json
     """
 
 
 @audit.command("verify")
 @click.argument("subject", required=False)
 @click.option("--all", "check_all", is_flag=True, help="every chain in the environment")
+@click.option(
+    "--day-keys",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="verify as an auditor: the day keys a writer exported (`rebound audit day-keys`); "
+    "each is confirmed with KMS VerifyMac, and GenerateMac is never called",
+)
 @click.pass_obj
-def verify(app: App, subject: str | None, check_all: bool) -> None:
+def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None) -> None:
     """Verify a run's hash chain (or any SUBJECT such as workorder#wo-...), or --all of them.
 
     Each record's MAC must verify with the environment's audit key (a record edited, inserted or
@@ -44,12 +57,13 @@ def verify(app: App, subject: str | None, check_all: bool) -> None:
     """
     if bool(subject) == check_all:
         raise click.UsageError("give a RUN_ID (or subject), or --all")
-    ops = app.audit()
+    ops = app.audit(day_keys)
     if subject:
         results = [ops.verify(subject)]
     else:
-        with out.progress("verifying", total=None) as advance:
-            results = ops.verify_all(progress=lambda _r: advance(1))
+        # The bar's total is the number of chains, known once every scan segment is in.
+        with out.progress("chains verified", total=None) as advance:
+            results = ops.verify_all(progress=lambda _r: advance(1), on_total=advance.set_total)
     broken = [r for r in results if not r.ok]
     unkeyed = [r for r in results if r.ok and r.unkeyed]
 
@@ -70,3 +84,44 @@ def verify(app: App, subject: str | None, check_all: bool) -> None:
     out.emit(app, [r.as_dict() for r in results], render)
     if broken:
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
+
+
+@audit.command("day-keys")
+@click.option("--since", required=True, type=click.DateTime(["%Y-%m-%d"]), help="first day (YYYY-MM-DD)")
+@click.option("--until", type=click.DateTime(["%Y-%m-%d"]), help="last day (YYYY-MM-DD); default today")
+@click.option(
+    "--out",
+    "out_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="the file to write (created readable by you only)",
+)
+@click.pass_obj
+def day_keys(app: App, since: datetime, until: datetime | None, out_file: Path) -> None:
+    """Export the audit chain's day keys, for an auditor who may only call KMS VerifyMac.
+
+    A writer's command: each day's key is derived with KMS GenerateMac (one call a day, in
+    CloudTrail). The auditor runs `rebound audit verify --day-keys FILE`, which confirms every key
+    with VerifyMac before using it, so a wrong or altered key is refused. Whoever holds the file
+    can compute that day's MACs: keep it as secret as the right to GenerateMac. Days after today
+    are refused.
+
+    \b
+    Examples:
+      rebound audit day-keys --since 2026-03-01 --out march.keys.json
+      rebound audit day-keys --since 2026-03-01 --until 2026-03-31 --out march.keys.json
+
+    JSON: file, days, first, last.
+    """
+    from rebound.adapters.audit_keys import day_keys_document
+
+    last = until.date() if until else app.deps.clock.now().date()
+    labels = app.audit().day_labels(since.date(), last)
+    document = day_keys_document(app.deps.store.audit_keys, labels)
+    fd = os.open(out_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(document, handle, indent=2)
+    first = since.date().isoformat()
+    summary = {"file": str(out_file), "days": len(labels), "first": first, "last": last.isoformat()}
+    line = f"{len(labels)} day key(s), {first} to {last.isoformat()}, written to {out_file}"
+    out.emit(app, summary, lambda: out.say(line))

@@ -13,7 +13,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import call_or_none, translate
 from rebound.domain.jsonutil import canonical_bytes, dumps
-from rebound.engine.ports import Synced, SyncResult
+from rebound.engine.ports import Listed, RecurringSchedule, Synced, SyncResult
 
 if TYPE_CHECKING:
     from mypy_boto3_scheduler import EventBridgeSchedulerClient
@@ -83,109 +83,83 @@ class Schedules:
         )
         return created is not None
 
-    def _recurring_args(
-        self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
-        enabled: bool,
-        window_minutes: int | None,
-        description: str,
-        end: datetime | None,
-        queue_arn: str | None = None,
-    ) -> dict[str, Any]:
+    def _recurring_args(self, schedule: RecurringSchedule) -> dict[str, Any]:
+        """The ``CreateSchedule`` / ``UpdateSchedule`` request that makes Scheduler hold ``schedule``."""
         window: dict[str, Any] = (
-            {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": window_minutes}
-            if window_minutes
+            {"Mode": "FLEXIBLE", "MaximumWindowInMinutes": schedule.window_minutes}
+            if schedule.window_minutes
             else {"Mode": "OFF"}
         )
         args: dict[str, Any] = {
-            "Name": name,
+            "Name": schedule.name,
             "GroupName": self.group,
-            "ScheduleExpression": expression,
-            "ScheduleExpressionTimezone": timezone,
+            "ScheduleExpression": schedule.expression,
+            "ScheduleExpressionTimezone": schedule.timezone,
             "FlexibleTimeWindow": window,
-            "Target": self._target(payload, queue_arn),
-            "State": "ENABLED" if enabled else "DISABLED",
-            "Description": description[:512],
+            "Target": self._target(dict(schedule.payload), schedule.queue_arn),
+            "State": "ENABLED" if schedule.enabled else "DISABLED",
+            "Description": schedule.description[:512],
         }
-        if end is not None:
-            args["EndDate"] = end
+        if schedule.end is not None:
+            args["EndDate"] = schedule.end
         return args
 
-    def put_recurring(
-        self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
-        *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
-        queue_arn: str | None = None,
-    ) -> str:
-        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``.
-        It targets the execution queue, or ``queue_arn`` (a workstream's targets the escalation queue)."""
-        args = self._recurring_args(
-            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
-        )
-        current = self.get(name)
-        if current is not None and _same(current, args):
-            return "unchanged"
-        return self._write(args, exists=current is not None)
+    def put_recurring(self, schedule: RecurringSchedule, pace: Callable[[], None] = _no_pace) -> str:
+        """Create or update a recurring schedule. Returns ``created``, ``updated`` or ``unchanged``:
+        the schedule is read, and written only when it differs. ``pace()`` runs before each request."""
+        return self._put(self._recurring_args(schedule), pace)[0]
+
+    def _put(
+        self, args: dict[str, Any], pace: Callable[[], None], exists: bool | None = None
+    ) -> tuple[str, dict[str, Any] | None]:
+        """``put_recurring`` of the request ``args``: the outcome, and the schedule read when it
+        was found unchanged. ``exists`` (when the caller knows) skips the read."""
+        if exists is None:
+            pace()
+            current = self.get(str(args["Name"]))
+            if current is not None and _same(current, args):
+                return "unchanged", current
+            exists = current is not None
+        pace()
+        return self._write(args, exists=exists), None
 
     def sync_recurring(
         self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
+        schedule: RecurringSchedule,
         *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
         known: Synced | None = None,
-        listing: Mapping[str, str] | None = None,
+        listing: Mapping[str, Listed] | None = None,
         pace: Callable[[], None] = _no_pace,
-        queue_arn: str | None = None,
     ) -> SyncResult:
         """``put_recurring`` that reads only what it must, and says what Scheduler now holds.
 
         ``known`` is what an earlier sync verified (the request's fingerprint and the schedule's
-        ``LastModificationDate`` then); ``listing`` the group's ``LastModificationDate`` by name from
-        ``listing()`` (None: no listing was made). Any change to a schedule moves its
-        ``LastModificationDate``, so a schedule listed with the date ``known`` holds, asked for with
-        the same fingerprint, is unchanged without a request; one the listing lacks is created
-        without a read; one ``known`` names at its listed date is updated without a read; any
-        other is read and compared, as ``put_recurring`` does. A written schedule is read back, and
-        the result's ``synced`` is what the next sync may trust (None when the read-back differs
+        ``LastModificationDate`` then); ``listing`` what ``listing()`` said of the group (None: no
+        listing was made). Any change to a schedule moves its ``LastModificationDate``, so a
+        schedule listed with the date ``known`` holds, in the state and with the target asked for,
+        and asked for with the same fingerprint, is unchanged without a request. One the listing
+        lacks is created without a read; one ``known`` names at its listed date is written without a
+        read (it holds what ``known`` verified, and that is not what is asked for); any other is
+        read and written only when it differs (``put_recurring``). A written schedule is read back,
+        and the result's ``synced`` is what the next sync may trust (None when the read-back differs
         from what was written: someone else wrote it in between). ``pace()`` runs before each request.
         """
-        args = self._recurring_args(
-            name, expression, timezone, payload, enabled, window_minutes, description, end, queue_arn
-        )
+        args = self._recurring_args(schedule)
         fingerprint = hashlib.sha256(canonical_bytes(args)).hexdigest()
-        listed = listing.get(name) if listing is not None else None
-        if listed is not None and known == Synced(fingerprint, listed):
-            return SyncResult("unchanged", known)
-        if listing is not None and listed is None:
+        listed = listing.get(schedule.name) if listing is not None else None
+        exists: bool | None = None  # unknown: read it
+        if listed is not None and known is not None and known.modified == listed.modified:
+            as_asked = listed.state == args["State"] and listed.target_arn == args["Target"]["Arn"]
+            if as_asked and known.fingerprint == fingerprint:
+                return SyncResult("unchanged", known)
+            exists = True  # it holds what `known` verified, or was changed at that same instant
+        elif listing is not None and listed is None:
             exists = False
-        elif listed is not None and known is not None and known.modified == listed:
-            exists = True  # as known, and the fingerprint differs: it needs the write
-        else:
-            pace()
-            current = self.get(name)
-            if current is not None and _same(current, args):
-                return SyncResult("unchanged", Synced(fingerprint, _modified(current)))
-            exists = current is not None
+        outcome, current = self._put(args, pace, exists)
+        if current is not None:
+            return SyncResult(outcome, Synced(fingerprint, _modified(current)))
         pace()
-        outcome = self._write(args, exists=exists)
-        pace()
-        back = self.get(name)
+        back = self.get(schedule.name)
         verified = back is not None and _same(back, args)
         return SyncResult(outcome, Synced(fingerprint, _modified(back)) if back and verified else None)
 
@@ -199,10 +173,11 @@ class Schedules:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, f"write schedule {args['Name']}") from exc
 
-    def listing(self, prefix: str, pace: Callable[[], None] = _no_pace) -> dict[str, str]:
+    def listing(self, prefix: str, pace: Callable[[], None] = _no_pace) -> dict[str, Listed]:
         """Every schedule of the group whose name starts with ``prefix``: name -> its
-        ``LastModificationDate`` (ISO), one ``ListSchedules`` request per 100 (``pace()`` before each)."""
-        out: dict[str, str] = {}
+        ``LastModificationDate`` (ISO), state and target ARN, one ``ListSchedules`` request per 100
+        (``pace()`` before each)."""
+        out: dict[str, Listed] = {}
         token: str | None = None
         while True:
             pace()
@@ -214,7 +189,9 @@ class Schedules:
             except (ClientError, BotoCoreError) as exc:
                 raise translate(exc, "list schedules") from exc
             for item in page.get("Schedules", []):
-                out[str(item["Name"])] = _modified(dict(item))
+                out[item["Name"]] = Listed(
+                    _modified(dict(item)), item.get("State", "?"), item.get("Target", {}).get("Arn", "")
+                )
             token = page.get("NextToken")
             if not token:
                 return out
@@ -237,17 +214,7 @@ class Schedules:
 
     def states(self, prefix: str) -> dict[str, str]:
         """Every schedule of the group whose name starts with ``prefix``: name -> state."""
-        out: dict[str, str] = {}
-        try:
-            pages = self.client.get_paginator("list_schedules").paginate(
-                GroupName=self.group, NamePrefix=prefix
-            )
-            for page in pages:
-                for item in page.get("Schedules", []):
-                    out[str(item["Name"])] = str(item.get("State", "?"))
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, "list schedules") from exc
-        return out
+        return {name: listed.state for name, listed in self.listing(prefix).items()}
 
 
 def _same(current: Mapping[str, Any], args: Mapping[str, Any]) -> bool:

@@ -108,6 +108,7 @@ def build_app(
         routes_settings,
         routes_sla,
         routes_state,
+        routes_targets,
         routes_tasks,
         routes_workstreams,
     )
@@ -160,6 +161,7 @@ def build_app(
         routes_workstreams,
         routes_sla,
         routes_state,
+        routes_targets,
     ):
         module.register(api)
     return app

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rebound.domain.jsonutil import canonical_bytes
+from rebound.domain.jsonutil import canonical_bytes, canonical_bytes_of_plain
 from rebound.domain.models import AuditRecord, Run
 from rebound.domain.timefmt import iso
 
@@ -100,8 +100,16 @@ def _without_unset_mac_fields(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_hash(fields: dict[str, Any]) -> str:
-    body = {k: v for k, v in _without_unset_mac_fields(fields).items() if k not in ("hash", "mac")}
-    return hashlib.sha256(canonical_bytes(body)).hexdigest()
+    return hashlib.sha256(canonical_bytes(_hashed(fields))).hexdigest()
+
+
+def _hashed(fields: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in _without_unset_mac_fields(fields).items() if k not in ("hash", "mac")}
+
+
+def _plain_record_hash(fields: AuditFields) -> str:
+    """``record_hash`` of fields whose integral numbers are ints already (``plain_loads``)."""
+    return hashlib.sha256(canonical_bytes_of_plain(_hashed(fields))).hexdigest()
 
 
 def mac_message(fields: dict[str, Any]) -> bytes:
@@ -146,6 +154,15 @@ def next_record(
     return AuditRecord.model_validate(fields)
 
 
+AuditFields = dict[str, Any]
+"""An audit record as stored: ``AuditRecord.model_dump(mode="json")``, where the optional fields
+that are unset (``None``) may be left out. ``verify_fields`` checks records in this form without
+building a model of each (``rebound audit verify --all``)."""
+
+_UNSET: AuditFields = {"from_state": None, "to_state": None, "evidence": {}}
+"""The fields an ``AuditRecord`` defaults, as its JSON form has them."""
+
+
 @dataclass(frozen=True)
 class ChainCheck:
     subject: str
@@ -157,12 +174,12 @@ class ChainCheck:
     macs_checked: bool = True
 
 
-def _mac_problem(record: AuditRecord, fields: dict[str, Any], check: CheckMac) -> str | None:
-    """``fields``: the record as ``model_dump(mode="json")`` gives it (dumped once per record)."""
-    if record.mac_alg != MAC_ALG or not record.mac_key or not record.mac:
-        return f"seq {record.seq} has an unknown MAC algorithm {record.mac_alg!r}"
-    if not check(record.mac_key, mac_label(fields["at"]), mac_message(fields), record.mac):
-        return f"seq {record.seq} has a MAC that does not verify (forged, altered or moved)"
+def _mac_problem(fields: AuditFields, check: CheckMac) -> str | None:
+    seq, alg, key, mac = fields["seq"], fields.get("mac_alg"), fields.get("mac_key"), fields.get("mac")
+    if alg != MAC_ALG or not key or not mac:
+        return f"seq {seq} has an unknown MAC algorithm {alg!r}"
+    if not check(key, mac_label(fields["at"]), mac_message(fields), mac):
+        return f"seq {seq} has a MAC that does not verify (forged, altered or moved)"
     return None
 
 
@@ -170,6 +187,44 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
     """Check order, links, hashes and (with ``check_mac``) MACs of one subject's records.
 
     Without ``check_mac`` only the unkeyed parts are checked (``macs_checked`` is false)."""
+    dumped = [record.model_dump(mode="json") for record in records]
+    return _verified(subject, dumped, check_mac, record_hash)
+
+
+def verify_fields(subject: str, records: list[AuditFields], check_mac: CheckMac | None = None) -> ChainCheck:
+    """``verify_chain`` of records as stored (``AuditFields``), integral numbers as ints
+    (``jsonutil.plain_loads``), hashed in one serialization. A record the hash was not made over
+    exactly as it is here (a field added, dropped, retyped, a number written ``60.0``) fails as
+    altered, so this never passes a chain that ``verify_chain`` of the same records as models
+    would fail; a record too malformed to check (no ``seq``, ``hash``, ...) fails the chain."""
+    return _verified(subject, records, check_mac, _plain_record_hash)
+
+
+def _verified(
+    subject: str,
+    records: list[AuditFields],
+    check_mac: CheckMac | None,
+    hash_of: Callable[[AuditFields], str],
+) -> ChainCheck:
+    try:
+        return _verify_fields(subject, records, check_mac, hash_of)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return ChainCheck(
+            subject,
+            False,
+            len(records),
+            f"a record is malformed ({type(exc).__name__}: {exc})",
+            0,
+            check_mac is not None,
+        )
+
+
+def _verify_fields(
+    subject: str,
+    records: list[AuditFields],
+    check_mac: CheckMac | None,
+    hash_of: Callable[[AuditFields], str],
+) -> ChainCheck:
     prev = GENESIS
     unkeyed = 0
     keyed_seen = False
@@ -178,24 +233,25 @@ def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac |
     def broken(detail: str) -> ChainCheck:
         return ChainCheck(subject, False, count, detail, unkeyed, check_mac is not None)
 
-    for index, record in enumerate(sorted(records, key=lambda r: r.seq), start=1):
-        if record.seq != index:
-            return broken(f"record {index} is missing (found seq {record.seq})")
-        if record.prev_hash != prev:
-            return broken(f"seq {record.seq} does not link to seq {index - 1}")
-        fields = record.model_dump(mode="json")
-        if record.hash != record_hash(fields):
-            return broken(f"seq {record.seq} was altered (hash mismatch)")
-        if record.mac is None and record.mac_alg is None:
+    for index, stored in enumerate(sorted(records, key=lambda r: r["seq"]), start=1):
+        fields = {**_UNSET, **stored}
+        seq = fields["seq"]
+        if seq != index or type(seq) is not int:
+            return broken(f"record {index} is missing (found seq {seq})")
+        if fields["prev_hash"] != prev:
+            return broken(f"seq {seq} does not link to seq {index - 1}")
+        if fields["hash"] != hash_of(fields):
+            return broken(f"seq {seq} was altered (hash mismatch)")
+        if fields.get("mac") is None and fields.get("mac_alg") is None:
             if keyed_seen:
-                return broken(f"seq {record.seq} is unkeyed after keyed records (inserted without the key)")
+                return broken(f"seq {seq} is unkeyed after keyed records (inserted without the key)")
             unkeyed += 1
         else:
             keyed_seen = True
-            problem = _mac_problem(record, fields, check_mac) if check_mac is not None else None
+            problem = _mac_problem(fields, check_mac) if check_mac is not None else None
             if problem:
                 return broken(problem)
-        prev = record.hash
+        prev = fields["hash"]
     detail = f"{count} records verified"
     if unkeyed:
         detail += f" ({unkeyed} unkeyed, by hash only)"
@@ -248,17 +304,22 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
 
     Exact but for ``rev`` (the store's write counter) and, while a wait episode goes on, the
     poll fields and ``updated_at`` of the polls since its first record."""
+    return _rebuild(run_id, [(r.seq, r.at, r.evidence, r.hash) for r in records])
+
+
+def _rebuild(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -> Run:
+    """``rebuild_run`` of ``(seq, at, evidence, hash)`` of each record."""
     fields: dict[str, Any] = {"run_id": run_id}
-    ordered = sorted(records, key=lambda r: r.seq)
-    for record in ordered:
-        changes = record.evidence.get("changes", {})
-        fields.update(dict.fromkeys(RECORD_TIME_FIELDS, record.at))
-        if record.seq == 1 and "budget_started_at" not in changes:  # see ``run_changes``
+    ordered = sorted(records, key=lambda r: r[0])
+    for seq, at, evidence, _ in ordered:
+        changes = evidence.get("changes", {})
+        fields.update(dict.fromkeys(RECORD_TIME_FIELDS, at))
+        if seq == 1 and "budget_started_at" not in changes:  # see ``run_changes``
             fields["budget_started_at"] = changes.get("created_at")
         fields.update(changes)  # records written before carry updated_at and budget_started_at
     if ordered:
-        fields["audit_seq"] = ordered[-1].seq
-        fields["audit_head"] = ordered[-1].hash
+        fields["audit_seq"] = ordered[-1][0]
+        fields["audit_head"] = ordered[-1][3]
     return Run.model_validate(fields)
 
 
@@ -267,12 +328,26 @@ def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
     ``rev`` never counts, and while a wait episode goes on, neither do the poll fields and
     ``updated_at`` (polls change them without a record); nor, while an asynchronous attempt runs,
     the heartbeat fields."""
-    rebuilt = rebuild_run(stored.run_id, records).model_dump(mode="json")
-    actual = stored.model_dump(mode="json")
+    return _mismatches(stored.model_dump(mode="json"), rebuild_run(stored.run_id, records))
+
+
+def stored_run_mismatches(stored: dict[str, Any], records: list[AuditFields]) -> list[str]:
+    """``trail_mismatches`` of a run and its records as stored (the run's JSON form, unset fields
+    possibly left out; ``AuditFields``), without a model of the stored run. Stricter, never
+    looser: a stored value that a model would read as the rebuilt one but that is written
+    differently is a mismatch here."""
+    rebuilt = _rebuild(
+        str(stored["run_id"]), [(r["seq"], r["at"], r.get("evidence") or {}, r["hash"]) for r in records]
+    )
+    return _mismatches(stored, rebuilt)
+
+
+def _mismatches(actual: dict[str, Any], rebuilt_run: Run) -> list[str]:
+    rebuilt = rebuilt_run.model_dump(mode="json")
     ignored = {"rev"}
-    if stored.waiting_since is not None:
+    if actual.get("waiting_since") is not None:
         ignored |= {*POLL_FIELDS, "updated_at"}
-    if stored.async_token_id is not None:
+    if actual.get("async_token_id") is not None:
         ignored |= {*HEARTBEAT_FIELDS, "updated_at"}
     return sorted(
         k for k in set(rebuilt) | set(actual) if k not in ignored and rebuilt.get(k) != actual.get(k)

@@ -28,8 +28,19 @@ def canonical_bytes(value: Any) -> bytes:
     The float normalization runs inside the JSON parser (C) rather than a Python walk of the
     value: this sits on the path of every state change.
     """
-    plain = json.loads(json.dumps(value, default=_default), parse_float=_number)
-    return json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return canonical_bytes_of_plain(plain_loads(json.dumps(value, default=_default)))
+
+
+def plain_loads(text: str | bytes) -> Any:
+    """JSON text as a value whose integral numbers are ints (``60.0`` reads as ``60``), as
+    ``canonical_bytes`` normalizes them."""
+    return json.loads(text, parse_float=_number)
+
+
+def canonical_bytes_of_plain(value: Any) -> bytes:
+    """``canonical_bytes`` of a value that is JSON already with integral numbers as ints (what
+    ``plain_loads`` reads): one serialization instead of three."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def dumps(value: Any) -> str:

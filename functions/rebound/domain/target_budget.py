@@ -85,7 +85,6 @@ class TargetState(BaseModel):
     recovering_since: UtcDatetime | None = None
     release_minute: int = Field(default=0, description="the minute (epoch minutes) releases were taken in")
     released: int = Field(default=0, ge=0, description="held runs released in that minute")
-    held_total: int = Field(default=0, ge=0, description="runs held in this episode")
     work_order_id: str | None = None
     changed_at: UtcDatetime | None = None
 
@@ -124,7 +123,6 @@ def record_failure(
                 "probe_run": None,
                 "probes": 0 if fresh else state.probes,
                 "recovering_since": None,
-                "held_total": 0 if fresh else state.held_total,
                 "changed_at": now,
             }
         )

@@ -479,8 +479,10 @@ class Sweeper:
 
     def work_control_dlq(self, report: SweepReport) -> None:
         """Stream batches the relay gave up on are published again from the stream; events the
-        retry scheduler or escalation gave up on are handled again. What is handled is removed;
-        what fails again stays for the next sweep (and the control DLQ alarm)."""
+        retry scheduler or escalation gave up on are handled again (a recovered run's
+        ``task.recovered`` resolves its work order, a ``workorder.resolved`` sends the resolved
+        notices still owed). What is handled is removed; what fails again stays for the next
+        sweep (and the control DLQ alarm)."""
         from rebound.engine.escalation import Escalation
 
         if self.deps.queues.depth("control_dlq") == 0:
@@ -513,6 +515,10 @@ class Sweeper:
                         escalation.on_sla_breached(body["detail"])
                 elif isinstance(body, dict) and body.get("detail-type") in WORKSTREAM_EVENTS:
                     self._workstream_event(str(body["detail-type"]), body["detail"])
+                elif isinstance(body, dict) and body.get("detail-type") == EventType.RUN_RECOVERED:
+                    Escalation(self.deps, self.actor).on_recovered(body["detail"])  # or it stays open
+                elif isinstance(body, dict) and body.get("detail-type") == EventType.WORKORDER_RESOLVED:
+                    Escalation(self.deps, self.actor).on_resolved(body["detail"])  # every channel told
                 else:
                     continue  # not ours to judge: an operator looks at it
                 self.deps.queues.delete("control_dlq", message.receipt_handle)

@@ -156,6 +156,19 @@ class TargetBudgets:
                 self._stage_index(uow, target, add=True)
             if after != state:
                 self._stage_state(uow, after, version)
+            if verdict is tb.Verdict.TRIP:
+                uow.append_audit(
+                    state_key(target),
+                    action="target-unhealthy",
+                    evidence={
+                        "episode": after.episode,
+                        "work_order_id": after.work_order_id,
+                        "failures": len(after.failures),
+                        "runs": sorted({f.run_id for f in after.failures}),
+                        "tripped_by": run.run_id,
+                        "from": state.health.value,
+                    },
+                )
             self._stage_hold(uow, run, after, verdict, policy, now)
             try:
                 uow.commit()

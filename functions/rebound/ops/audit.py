@@ -7,22 +7,37 @@ hash alone would verify. Records written before the chain was keyed verify by ha
 reported as unkeyed. For a run, rebuilding it from
 its records (``rebound.domain.audit.rebuild_run``) must also reproduce the stored run: a field
 that differs means the run was written without its audit record.
+
+Verifying only reads: the audit table, the runs, and the day keys. A writer's keys derive a day's
+key with ``GenerateMac``; an auditor's (``keys``, a ``VerifyingAuditKeys``) take the day keys a
+writer exported (for ``day_labels``) and confirm each with ``VerifyMac``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from functools import partial
+from datetime import date, timedelta
 from typing import Any
 
-from rebound.domain.audit import trail_mismatches, verify_chain
-from rebound.domain.errors import NotFound
+from rebound.domain.audit import (
+    AuditFields,
+    CheckMac,
+    mac_label,
+    stored_run_mismatches,
+    trail_mismatches,
+    verify_chain,
+    verify_fields,
+)
+from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import RUN_PREFIX, run_subject
 from rebound.domain.models import AuditRecord, Run
 from rebound.engine.deps import Deps
+from rebound.engine.ports import AuditKeys
 
+MAX_EXPORTED_DAYS = 3660
+"""The most day keys one ``day_keys`` export derives (one ``GenerateMac`` each): ten years."""
 AUDIT_SEGMENTS = 8
 """Parallel scan segments ``verify_all`` reads the audit table in (one thread each)."""
 
@@ -57,9 +72,33 @@ class AuditResult:
 
 
 class AuditOps:
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, keys: AuditKeys | None = None) -> None:
+        """``keys`` checks the MACs: the store's own (a writer's) unless given (an auditor's)."""
         self.deps = deps
         self.store = deps.store
+        self.keys = keys or deps.store.audit_keys
+
+    def day_labels(self, since: date, until: date) -> list[str]:
+        """The labels of the days ``since`` to ``until`` (inclusive) whose keys a writer may hand
+        an auditor (``rebound.adapters.audit_keys.day_keys_document``): never a day after today,
+        whose key would sign records not yet written."""
+        today = self.deps.clock.now().date()
+        if until > today:
+            raise ValidationFailed(
+                f"until {until.isoformat()} is after today ({today.isoformat()}): a later day's key "
+                "would sign records not written yet",
+                key_path="until",
+            )
+        if since > until:
+            raise ValidationFailed(
+                f"since {since.isoformat()} is after until {until.isoformat()}", key_path="since"
+            )
+        days = (until - since).days + 1
+        if days > MAX_EXPORTED_DAYS:
+            raise ValidationFailed(
+                f"{days} days asked for: at most {MAX_EXPORTED_DAYS} per export", key_path="since"
+            )
+        return [mac_label((since + timedelta(days=n)).isoformat()) for n in range(days)]
 
     def verify(self, target: str) -> AuditResult:
         """Verify one subject: a run id, or a full subject such as ``workorder#wo-...``."""
@@ -70,30 +109,64 @@ class AuditOps:
         return result
 
     def verify_all(
-        self, progress: Callable[[AuditResult], None] | None = None, segments: int = AUDIT_SEGMENTS
+        self,
+        progress: Callable[[AuditResult], None] | None = None,
+        segments: int = AUDIT_SEGMENTS,
+        on_total: Callable[[int], None] | None = None,
     ) -> list[AuditResult]:
-        """Verify every subject: the audit table read in ``segments`` parallel scan segments, each
-        subject's chain checked from what the scan returned, the runs read 100 at a time.
+        """Verify every subject; the results in subject order.
+
+        The audit table and the runs table are read in ``segments`` parallel scan segments each
+        (a thread per segment, pages as large as DynamoDB answers), and the records and runs are
+        checked as stored, with no model built of each (``verify_fields``,
+        ``stored_run_mismatches``). A segment's chains are checked as it arrives; a run's, once
+        every runs segment is in (a run's item and its chain are in unrelated segments).
+        ``on_total`` hears how many subjects there are once every audit segment is in;
+        ``progress`` hears each result as it is decided.
 
         A trail and its run are read at different moments, so a run that changed in between looks
-        like a mismatch: every subject that fails in the bulk pass is verified again on its own,
-        and only that result is reported.
+        like a mismatch: every subject that fails in the bulk pass is verified again on its own
+        (with models, as ``verify`` does), and only that result is reported.
         """
-        with ThreadPoolExecutor(max_workers=segments) as pool:
-            parts = list(pool.map(lambda n: self.store.audit_segment(n, segments), range(segments)))
-        trails = {subject: trail for part in parts for subject, trail in part.items()}
-        run_ids = [s.removeprefix(RUN_PREFIX) for s in trails if s.startswith(RUN_PREFIX)]
-        runs = self.store.get_runs(run_ids)
-        results = []
-        for subject in sorted(trails):
-            result = self._judge(
-                subject, trails[subject], partial(runs.get, subject.removeprefix(RUN_PREFIX))
-            )
+        check = self.keys.check
+        results: list[AuditResult] = []
+        runs: dict[str, dict[str, Any]] = {}
+        waiting: dict[str, list[AuditFields]] = {}
+        subjects = 0
+
+        def judge(subject: str, trail: list[AuditFields]) -> None:
+            result = _judge_stored(subject, trail, runs, check)
             if not result.ok:
                 result = self._verify(subject)
             results.append(result)
             if progress:
                 progress(result)
+
+        with ThreadPoolExecutor(max_workers=segments) as pool:
+            audit: list[Future[Any]] = [
+                pool.submit(self.store.audit_segment, n, segments) for n in range(segments)
+            ]
+            run_parts: list[Future[Any]] = [
+                pool.submit(self.store.runs_segment, n, segments) for n in range(segments)
+            ]
+            runs_left, audit_left = len(run_parts), len(audit)
+            for done in as_completed([*audit, *run_parts]):
+                if done in run_parts:
+                    runs.update(done.result())
+                    runs_left -= 1
+                    trails = waiting if not runs_left else {}
+                else:
+                    trails = done.result()
+                    subjects += len(trails)
+                    audit_left -= 1
+                    if not audit_left and on_total is not None:
+                        on_total(subjects)
+                for subject, trail in trails.items():
+                    if runs_left and subject.startswith(RUN_PREFIX):
+                        waiting[subject] = trail
+                    else:
+                        judge(subject, trail)
+        results.sort(key=lambda r: r.subject)
         return results
 
     def subjects(self) -> list[str]:
@@ -105,7 +178,7 @@ class AuditOps:
 
     def _judge(self, subject: str, trail: list[AuditRecord], run: Callable[[], Run | None]) -> AuditResult:
         """The verdict on one subject's trail (for a run, ``run`` reads the stored run)."""
-        check = verify_chain(subject, trail, self.store.audit_keys.check)
+        check = verify_chain(subject, trail, self.keys.check)
         if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
             return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
         stored = run()
@@ -130,3 +203,27 @@ class AuditOps:
             f"{check.detail}; the run rebuilds from its trail",
             unkeyed=check.unkeyed,
         )
+
+
+def _judge_stored(
+    subject: str, trail: list[AuditFields], runs: Mapping[str, dict[str, Any]], check: CheckMac
+) -> AuditResult:
+    """``AuditOps._judge`` of a trail and its run as stored (``verify_fields``,
+    ``stored_run_mismatches``): a pass here is a pass there; a failure is decided again there."""
+    chain = verify_fields(subject, trail, check)
+    if not chain.ok or not subject.startswith(RUN_PREFIX):
+        return AuditResult(subject, chain.ok, chain.records, chain.detail, unkeyed=chain.unkeyed)
+    stored = runs.get(subject.removeprefix(RUN_PREFIX))
+    try:
+        mismatched = ["(missing)"] if stored is None else stored_run_mismatches(stored, trail)
+    except ValueError as exc:  # pydantic's ValidationError: the trail does not rebuild a run
+        mismatched = [f"(does not rebuild: {exc.__class__.__name__})"]
+    if mismatched:
+        return AuditResult(subject, False, chain.records, "differs from its trail", mismatched, chain.unkeyed)
+    return AuditResult(
+        subject,
+        True,
+        chain.records,
+        f"{chain.detail}; the run rebuilds from its trail",
+        unkeyed=chain.unkeyed,
+    )

@@ -2,13 +2,14 @@
 
 An apply of many tasks used to read every schedule (``GetSchedule``, one request each) to find
 the few that differ. Now it lists the group once (``ListSchedules``, one request per 100
-schedules: each schedule's ``LastModificationDate``) and reads, in batches of 100, the control
-records ``schedule-sync#<name>`` in which every earlier sync left what it verified: the
-fingerprint of the request that writes the schedule and the schedule's ``LastModificationDate``
-when it held exactly that. Scheduler moves a schedule's ``LastModificationDate`` on every change,
-so a schedule listed at the date its record holds, wanted with the same fingerprint, needs no
-request at all; every other one (changed by hand, deleted, disabled, or never recorded) is read
-and repaired as before (``Schedules.sync_recurring``).
+schedules: each schedule's ``LastModificationDate``, state and target ARN) and reads, in batches
+of 100, the control records ``schedule-sync#<name>`` in which every earlier sync left what it
+verified: the fingerprint of the request that writes the schedule and the schedule's
+``LastModificationDate`` when it held exactly that. Scheduler moves a schedule's
+``LastModificationDate`` on every change, so a schedule listed at the date its record holds, in
+the state and with the target wanted, and wanted with the same fingerprint, needs no request at
+all; every other one (changed by hand, deleted, disabled, pointed elsewhere, or never recorded)
+is read and repaired as before (``Schedules.sync_recurring``).
 
 A small apply (``LIST_ABOVE`` schedules or fewer) makes no listing: it reads each schedule, which
 costs fewer requests than listing a large group.
@@ -19,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from rebound.engine.ports import Store, Synced
+from rebound.engine.ports import Listed, Store, Synced
 
 SYNC_PREFIX = "schedule-sync#"
 LIST_ABOVE = 25
@@ -30,7 +31,7 @@ LIST_ABOVE = 25
 class SyncView:
     """The listing (None: none made) and the verified records of the schedules an apply writes."""
 
-    listing: dict[str, str] | None = None
+    listing: dict[str, Listed] | None = None
     known: dict[str, Synced] = field(default_factory=dict)
 
     @classmethod
@@ -38,7 +39,7 @@ class SyncView:
         cls,
         store: Store,
         names: Iterable[str],
-        listing: Callable[[str], dict[str, str]],
+        listing: Callable[[str], dict[str, Listed]],
     ) -> SyncView:
         """``listing(prefix)`` lists the group's schedules under ``prefix`` (the names' common one)."""
         wanted = list(dict.fromkeys(names))

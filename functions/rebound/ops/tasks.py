@@ -36,6 +36,7 @@ from rebound.domain.timefmt import iso, parse_utc
 from rebound.domain.workstreams import TaskDocument
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger, LedgerReport
+from rebound.engine.ports import RecurringSchedule
 from rebound.ops.access import UNGUARDED, Guard, find_task
 from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
@@ -502,19 +503,19 @@ class TaskOps:
         window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
         written = 0
         for plan in planned:
+            wanted = RecurringSchedule(
+                plan.name,
+                plan.expression,
+                plan.timezone,
+                fire_payload(task.id),
+                enabled=task.state is TaskState.ACTIVE,
+                window_minutes=window_minutes,
+                description=f"Rebound task {task.id}",
+                end=task.schedule.end if task.schedule else None,
+            )
             synced = self.backoff.call(
-                lambda plan=plan: self.deps.schedules.sync_recurring(  # type: ignore[misc]
-                    plan.name,
-                    plan.expression,
-                    plan.timezone,
-                    fire_payload(task.id),
-                    enabled=task.state is TaskState.ACTIVE,
-                    window_minutes=window_minutes,
-                    description=f"Rebound task {task.id}",
-                    end=task.schedule.end if task.schedule else None,
-                    known=view.known.get(plan.name),
-                    listing=view.listing,
-                    pace=self._pace,
+                lambda wanted=wanted: self.deps.schedules.sync_recurring(  # type: ignore[misc]
+                    wanted, known=view.known.get(wanted.name), listing=view.listing, pace=self._pace
                 ),
                 self.limiter,
             )

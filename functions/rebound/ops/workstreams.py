@@ -21,6 +21,7 @@ from rebound.domain.schedules import planned_workstream_schedules, workstream_st
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
+from rebound.engine.ports import RecurringSchedule
 from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
 from rebound.ops.access import UNGUARDED, Guard
 from rebound.ops.tasks import Change, definition_diff
@@ -305,18 +306,17 @@ class WorkstreamOps:
         planned = planned_workstream_schedules(workstream)
         written = 0
         for plan in planned:
-            outcome = backoff.call(
-                lambda plan=plan: self.deps.schedules.put_recurring(  # type: ignore[misc]
-                    plan.name,
-                    plan.expression,
-                    plan.timezone,
-                    workstream_start_payload(workstream.id),
-                    window_minutes=window,
-                    description=f"Rebound workstream {workstream.id}",
-                    end=spec.end if spec is not None else None,
-                    queue_arn=queue,
-                )
+            wanted = RecurringSchedule(
+                plan.name,
+                plan.expression,
+                plan.timezone,
+                workstream_start_payload(workstream.id),
+                window_minutes=window,
+                description=f"Rebound workstream {workstream.id}",
+                end=spec.end if spec is not None else None,
+                queue_arn=queue,
             )
+            outcome = backoff.call(lambda wanted=wanted: self.deps.schedules.put_recurring(wanted))  # type: ignore[misc]
             written += outcome != "unchanged"
         keep = {p.name for p in planned}
         for old in planned_workstream_schedules(previous) if previous is not None else []:

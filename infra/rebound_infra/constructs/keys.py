@@ -3,8 +3,9 @@
 - **The audit key** (always): an HMAC key (``HMAC_256``, ``GENERATE_VERIFY_MAC``) that keys the
   audit chain (``rebound.adapters.audit_keys``). Only the roles that write audit records may call
   ``GenerateMac`` (the functions with the audit table in their access, and the operator roles of
-  ``audit.writer_roles``); they are also the ones that verify (``VerifyMac`` is granted with it).
-  KMS does not rotate HMAC keys: rotating is a new key (``docs/security.md``).
+  ``audit.writer_roles``), which get ``VerifyMac`` with it. The auditor role (``audit.
+  auditor_principals``) gets ``VerifyMac`` alone. KMS does not rotate HMAC keys: rotating is a
+  new key (``docs/security.md``).
 - **The data key** (``encryption: cmk``): one symmetric customer-managed key, rotation on, for the
   tables, queues, log groups and the alerts topic. The functions' roles and the scheduler's role
   may use it only through DynamoDB, SQS and SNS (``kms:ViaService``); CloudWatch Logs only for this
@@ -43,7 +44,9 @@ ADMIN_ACTIONS = (
 )
 """Managing a key, without using it: no Encrypt, Decrypt, GenerateDataKey, GenerateMac, VerifyMac."""
 MAC_ACTIONS = ("kms:GenerateMac", "kms:VerifyMac")
+VERIFY_ACTIONS = ("kms:VerifyMac",)
 DATA_ACTIONS = ("kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey")
+READ_ACTIONS = ("kms:Decrypt", "kms:DescribeKey")
 DATA_SERVICES = ("dynamodb", "sqs", "sns")
 """The services the roles may use the data key through."""
 
@@ -99,6 +102,11 @@ class AuditKey(Construct):
         if principals:
             _allow(self.key, "AuditWriters", principals, MAC_ACTIONS)
 
+    def allow_verifiers(self, principals: Sequence[iam.IPrincipal]) -> None:
+        """Principals that may check MACs (``VerifyMac``) but never make one."""
+        if principals:
+            _allow(self.key, "AuditVerifiers", principals, VERIFY_ACTIONS)
+
 
 class DataKey(Construct):
     """The one customer-managed key of ``encryption: cmk``; ``allow_roles`` adds its users."""
@@ -134,6 +142,18 @@ class DataKey(Construct):
             ["kms:Decrypt", "kms:GenerateDataKey*"],
             {"StringEquals": {"aws:SourceAccount": stack.account}},
         )
+
+    def allow_readers(self, roles: Sequence[iam.IPrincipal]) -> None:
+        """Roles that only read tables: ``Decrypt`` and ``DescribeKey``, through DynamoDB only."""
+        if roles:
+            region = Stack.of(self).region
+            _allow(
+                self.key,
+                "ReadersThroughDynamoDB",
+                roles,
+                READ_ACTIONS,
+                {"StringEquals": {"kms:ViaService": f"dynamodb.{region}.amazonaws.com"}},
+            )
 
     def allow_roles(self, roles: Sequence[iam.IPrincipal]) -> None:
         region = Stack.of(self).region

@@ -27,6 +27,8 @@ patch, each with its reason:
     records' MACs checkable.
 11. **Item answers as JSON** (``answers``): ``GetItem``, ``Query``, ``Scan`` and ``BatchGetItem``
     answer with one ``json.dumps`` instead of moto's walk of the output shape.
+12. **Scans** (``table_scan``): a ``Scan`` page of a table starts where the last one stopped
+    instead of sorting and walking the whole table again (every segment too).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_qu
 from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
 from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
 from rebound_local.motopatch.sqs_retention import _patch_sqs_retention
+from rebound_local.motopatch.table_scan import _patch_table_scan
 from rebound_local.motopatch.transactions import _key_values, _patch_transactions
 
 __all__ = [
@@ -81,6 +84,7 @@ def install() -> None:
         _patch_event_routing()
         _patch_kms_material()
         _patch_answers()
+        _patch_table_scan()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

@@ -94,6 +94,7 @@ class SimulationReport(SimulationChecks):
             dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
             check_mac=stack.deps.store.audit_keys.check,
             workstream_runs=workstream_runs,
+            notices=[inv.Notice(*notice) for notice in observe.topic_notices(cloud, s.topic_arn)],
         )
         invariants = inv.judge(world)
         if self.loaded.workstreams:

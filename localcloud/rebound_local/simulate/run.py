@@ -26,8 +26,9 @@ from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation
+from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation, Recovery
 from rebound_local.simulate.invariants import UNSETTLED
+from rebound_local.simulate.recovery import recover
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
 from rebound_local.simulate.sabotage import SimulationSabotage
 from rebound_local.simulate.workstreams import operate, workstream_items
@@ -183,7 +184,7 @@ class Simulation(SimulationSabotage, SimulationReport):
         (in the order the scenario lists them when two share a time)."""
         sc = self.scenario
         runtime = stack.runtime
-        timeline: list[tuple[float, int, InjectedMessage | Operation]] = sorted(
+        timeline: list[tuple[float, int, InjectedMessage | Operation | Recovery]] = sorted(
             [(m.at, i, m) for i, m in enumerate(sc.messages)]
             + [(o.at, len(sc.messages) + i, o) for i, o in enumerate(sc.operations)],
             key=lambda entry: (entry[0], entry[1]),
@@ -197,6 +198,10 @@ class Simulation(SimulationSabotage, SimulationReport):
                 continue
             if isinstance(what, Operation):
                 self.operations.append(operate(stack.deps, what))
+                continue
+            if isinstance(what, Recovery):
+                task_ids = [t.id for t in self.loaded.tasks]
+                self.operations.append(recover(stack.deps, what, task_ids, sc.start))
                 continue
             ref = stack.settings.queue(what.queue)
             stack.cloud.client("sqs").send_message(

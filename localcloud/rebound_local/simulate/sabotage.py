@@ -60,6 +60,7 @@ class SimulationSabotage(SimulationState):
                 sab.skip_delivered_fires,
                 sab.remove_work_orders,
                 sab.stale_heads,
+                sab.reopen_work_orders,
             )
         ):
             return
@@ -98,6 +99,7 @@ class SimulationSabotage(SimulationState):
             for order_id in linked[: sab.remove_work_orders]:
                 orders.delete_item(DynamoType({"S": order_id}), None)
                 self.sabotaged.setdefault("remove_work_orders", []).append(order_id)
+            self._reopen(orders, sab.reopen_work_orders)
             dead = {r["dlq_message_id"]: r["run_id"] for r in runs if r["state"] == "dead_lettered"}
             queue = stack.cloud.sqs_backend().get_queue(s.queue("dlq").name)
             gone = [m for m in queue._messages if m.id in dead][: sab.remove_dlq_messages]
@@ -109,6 +111,30 @@ class SimulationSabotage(SimulationState):
             self._skip_delivered(
                 stack, [r for r in done if r["run_id"] in delivered][-sab.skip_delivered_fires :]
             )
+
+    def _reopen(self, orders: Any, count: int) -> None:
+        """Set resolved work orders of runs back to open, as a bad write would, leaving their
+        audit chains as they are (the caller holds ``motopatch.LOCK``)."""
+        if not count:
+            return
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        from rebound.adapters.dynamo import DOC
+
+        decoded = [(observe.decode_item(item), item) for item in orders.items.values()]
+        resolved = [
+            (order, item)
+            for order, item in sorted(decoded, key=lambda pair: str(pair[0]["work_order_id"]))
+            if order.get("state") == "resolved" and str(order.get("subject", "")).startswith("run#")
+        ]
+        for order, item in resolved[:count]:
+            if "state" in item.attrs:
+                item.attrs["state"] = DynamoType({"S": "open"})
+            if DOC in item.attrs:
+                doc = json.loads(item.attrs[DOC].value)
+                doc.update(state="open", resolution=None, resolved_at=None, resolved_by=None)
+                item.attrs[DOC] = DynamoType({"S": json.dumps(doc)})
+            self.sabotaged.setdefault("reopen_work_orders", []).append(str(order["work_order_id"]))
 
     def _skip_delivered(self, stack: LocalStack, runs: list[dict[str, Any]]) -> None:
         """Replace delivered fires' runs by runs the ledger records as missed (with valid chains)."""

@@ -6,6 +6,7 @@ attributes conditions and TTL use); everything else travels in one JSON document
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from decimal import Decimal
@@ -14,7 +15,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from rebound.adapters import dlq_items
-from rebound.domain.jsonutil import dumps
+from rebound.domain.jsonutil import dumps, plain_loads
 
 Item = dict[str, Any]
 
@@ -83,9 +84,40 @@ def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
     return {key: _SER.serialize(_dynamo_value(value)) for key, value in flat.items()}
 
 
-def from_item(item: Mapping[str, Any]) -> dict[str, Any]:
-    out = {key: _plain(_DESER.deserialize(value)) for key, value in item.items()}
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return _plain(Decimal(text))  # type: ignore[no-any-return]
+
+
+def _value(value: Mapping[str, Any]) -> Any:
+    """One attribute value as ``_plain(TypeDeserializer().deserialize(value))`` gives it, without
+    the deserializer's per-value dispatch for the common types (S, N, BOOL, NULL, M, L)."""
+    if "S" in value:
+        return value["S"]
+    if "N" in value:
+        return _number(value["N"])
+    if "M" in value:
+        return {k: _value(v) for k, v in value["M"].items()}
+    if "L" in value:
+        return [_value(v) for v in value["L"]]
+    if "BOOL" in value:
+        return bool(value["BOOL"])
+    if "NULL" in value:
+        return None
+    other: Any = value
+    if isinstance(other.get("B"), str):  # a raw answer (``raw_answers``) keeps binary in base64
+        other = {"B": base64.b64decode(other["B"])}
+    return _plain(_DESER.deserialize(other))
+
+
+def from_item(item: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
+    """A record from a DynamoDB item (as botocore parses it, or raw: ``raw_answers``). With
+    ``plain``, integral numbers in ``doc`` read as ints too (``jsonutil.plain_loads``), as the
+    attributes' numbers always do."""
+    out = {key: _value(value) for key, value in item.items()}
     doc = out.pop(DOC, None)
     if isinstance(doc, str):
-        out.update(json.loads(doc))
+        out.update(plain_loads(doc) if plain else json.loads(doc))
     return out

@@ -10,17 +10,19 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rebound.adapters.dynamo import raw_answers
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
-from rebound.domain.audit import GENESIS
+from rebound.domain.audit import GENESIS, AuditFields
 from rebound.domain.errors import Conflict, OperationalError, Throttled
 from rebound.domain.models import (
     AuditRecord,
@@ -71,6 +73,7 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit
         self._parsed_tasks: dict[tuple[str, int], StoredTask] = {}
+        self._raw_installed = False
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
         return UnitOfWork(self, actor, at)
@@ -144,12 +147,14 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
 
-    def _scan(self, table: str, doing: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    def _scan(
+        self, table: str, doing: str, *, plain: bool = False, **kwargs: Any
+    ) -> Iterator[dict[str, Any]]:
         kwargs["TableName"] = self.tables[table]
         while True:
             resp = self._call(doing, self.client.scan, **kwargs)
             for item in resp.get("Items", []):
-                yield from_item(item)
+                yield from_item(item, plain=plain)
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -294,6 +299,18 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         runs = (Run.model_validate(data) for data in self._batch_get("runs", "run_id", run_ids))
         return {run.run_id: run for run in runs}
 
+    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
+        """A parallel scan segment of the runs table in 1 MB pages, read raw (``raw_answers``)."""
+        with self._raw_reads():
+            items = self._scan(
+                "runs",
+                f"scan runs segment {segment} of {segments}",
+                Segment=segment,
+                TotalSegments=segments,
+                ConsistentRead=True,
+            )
+            return {str(data["run_id"]): data for data in items}
+
     def scan_runs(self) -> Iterator[Run]:
         for data in self._scan("runs", "scan runs"):
             yield Run.model_validate(data)
@@ -354,21 +371,30 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             seen.add(str(data["subject"]))
         return sorted(seen)
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
         # A parallel scan segment holds whole partitions: every record of a subject is in one.
-        trails: dict[str, list[AuditRecord]] = {}
-        for data in self._scan(
-            "audit",
-            f"scan audit segment {segment} of {segments}",
-            Segment=segment,
-            TotalSegments=segments,
-            ConsistentRead=True,
-        ):
-            record = AuditRecord.model_validate(data)
-            trails.setdefault(record.subject, []).append(record)
+        # Pages as large as DynamoDB gives (1 MB), read raw (``raw_answers``), no model built.
+        trails: dict[str, list[AuditFields]] = {}
+        with self._raw_reads():
+            for data in self._scan(
+                "audit",
+                f"scan audit segment {segment} of {segments}",
+                plain=True,
+                Segment=segment,
+                TotalSegments=segments,
+                ConsistentRead=True,
+            ):
+                trails.setdefault(str(data["subject"]), []).append(data)
         for trail in trails.values():
-            trail.sort(key=lambda r: r.seq)
+            trail.sort(key=lambda d: d["seq"])
         return trails
+
+    def _raw_reads(self) -> AbstractContextManager[None]:
+        """Item reads of this thread answered raw inside (``raw_answers``)."""
+        if not self._raw_installed:
+            raw_answers.install(self.client)
+            self._raw_installed = True
+        return raw_answers.raw()
 
     # --- work orders ------------------------------------------------------------------------
     def get_work_order(self, work_order_id: str) -> WorkOrder | None:

@@ -21,8 +21,9 @@ from rebound.adapters.memory.unit_of_work import (
     stored_item,
 )
 from rebound.adapters.staging import StagingStore
-from rebound.domain.audit import GENESIS
+from rebound.domain.audit import GENESIS, AuditFields
 from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.jsonutil import dumps, plain_loads
 from rebound.domain.models import (
     AuditRecord,
     Run,
@@ -133,6 +134,9 @@ class MemoryStore(StagingStore):
             d["run_id"]: Run.model_validate(d) for d in self._all("runs", lambda d: d["run_id"] in wanted)
         }
 
+    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
+        return {str(d["run_id"]): d for d in self._all("runs", _in_segment("run_id", segment, segments))}
+
     def runs_for_task(
         self,
         task_id: str,
@@ -213,13 +217,11 @@ class MemoryStore(StagingStore):
         with self._lock:
             return sorted({str(item["subject"]) for item in self._tables["audit"].values()})
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
-        def mine(item: Item) -> bool:  # a stable hash of the subject, as DynamoDB's of the partition key
-            return zlib.crc32(str(item["subject"]).encode()) % segments == segment
-
-        trails: dict[str, list[AuditRecord]] = {}
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
+        trails: dict[str, list[AuditFields]] = {}
+        mine = _in_segment("subject", segment, segments)
         for data in sorted(self._all("audit", mine), key=lambda d: int(d["seq"])):
-            trails.setdefault(str(data["subject"]), []).append(AuditRecord.model_validate(data))
+            trails.setdefault(str(data["subject"]), []).append(plain_loads(dumps(data)))
         return trails
 
     # --- work orders ------------------------------------------------------------------------
@@ -372,3 +374,9 @@ class MemoryStore(StagingStore):
 
 if TYPE_CHECKING:
     _: Store = MemoryStore()  # mypy: a MemoryStore is a Store wherever one is expected
+
+
+def _in_segment(key: str, segment: int, segments: int) -> Callable[[Item], bool]:
+    """Whether an item is in ``segment`` of ``segments``: a stable hash of its partition key, as
+    DynamoDB's parallel scan splits a table."""
+    return lambda item: zlib.crc32(str(item[key]).encode()) % segments == segment

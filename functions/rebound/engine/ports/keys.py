@@ -22,6 +22,11 @@ class AuditKeys(Protocol):
         """The MAC (hex) of ``message`` with the key derived for ``label``."""
         ...
 
+    def day_key(self, label: str) -> bytes:
+        """The key derived for ``label`` with ``key_id``: what a writer hands an auditor, who may
+        only ``VerifyMac`` (``rebound audit day-keys``)."""
+        ...
+
     def check(self, key_id: str, label: str, message: bytes, mac: str) -> bool:
         """Whether ``mac`` is ``message``'s MAC for ``label`` under ``key_id``; false for a key
         this deployment does not trust."""

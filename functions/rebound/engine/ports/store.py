@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
+from rebound.domain.audit import AuditFields
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.events import DomainEvent
 from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder, WorkOrderState
@@ -280,6 +281,12 @@ class Store(Protocol):
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
 
+    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
+        """Every run in one of ``segments`` parts of the runs table, by id, each as stored: its
+        JSON form, unset (``None``) fields possibly left out, no model built of it (``audit
+        verify --all``). Every run is in exactly one part."""
+        ...
+
     def runs_for_task(
         self,
         task_id: str,
@@ -321,9 +328,11 @@ class Store(Protocol):
 
     def audit_subjects(self) -> list[str]: ...
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditRecord]]:
+    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
         """Every audit record in one of ``segments`` parts of the audit trail, by subject, each
-        subject's in sequence order. Every subject is in exactly one part, whole."""
+        subject's in sequence order, each as stored (``AuditFields``: no model is built of it),
+        integral numbers as ints (``jsonutil.plain_loads``). Every subject is in exactly one
+        part, whole."""
         ...
 
     # work orders

@@ -128,6 +128,33 @@ class Queues(Protocol):
 
 # ------------------------------------------------------------------ schedules, bus, streams
 @dataclass(frozen=True)
+class RecurringSchedule:
+    """A recurring schedule as Rebound wants it in Scheduler: what fires when, with which payload,
+    to which queue (``queue_arn``; None: the execution queue)."""
+
+    name: str
+    expression: str
+    timezone: str
+    payload: Mapping[str, Any]
+    enabled: bool = True
+    window_minutes: int | None = None
+    """Scheduler's flexible time window, in minutes; None: off."""
+    description: str = ""
+    end: datetime | None = None
+    queue_arn: str | None = None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """What ``ListSchedules`` says of one schedule: its ``LastModificationDate`` (ISO), its state
+    and its target's ARN."""
+
+    modified: str
+    state: str
+    target_arn: str
+
+
+@dataclass(frozen=True)
 class Synced:
     """What a sync verified of a recurring schedule: the fingerprint of the request that writes it
     and the schedule's ``LastModificationDate`` (ISO) when it held exactly that."""
@@ -149,41 +176,25 @@ class Schedules(Protocol):
 
     def create_one_time(self, name: str, when: datetime, payload: dict[str, Any]) -> bool: ...
 
-    def put_recurring(
-        self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
-        *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
-        queue_arn: str | None = None,
-    ) -> str: ...
+    def put_recurring(self, schedule: RecurringSchedule, pace: Callable[[], None] = ...) -> str:
+        """Create or update: ``created``, ``updated`` or ``unchanged`` (read, compared, written
+        only when it differs; ``pace()`` before each request)."""
+        ...
 
     def sync_recurring(
         self,
-        name: str,
-        expression: str,
-        timezone: str,
-        payload: dict[str, Any],
+        schedule: RecurringSchedule,
         *,
-        enabled: bool = True,
-        window_minutes: int | None = None,
-        description: str = "",
-        end: datetime | None = None,
         known: Synced | None = None,
-        listing: Mapping[str, str] | None = None,
+        listing: Mapping[str, Listed] | None = None,
         pace: Callable[[], None] = ...,
     ) -> SyncResult:
         """``put_recurring`` that skips the read where ``known`` and ``listing`` show the schedule
         is as wanted, and reports what it verified (``rebound.adapters.scheduler``)."""
         ...
 
-    def listing(self, prefix: str, pace: Callable[[], None] = ...) -> dict[str, str]:
-        """Name -> ``LastModificationDate`` of every schedule whose name starts with ``prefix``."""
+    def listing(self, prefix: str, pace: Callable[[], None] = ...) -> dict[str, Listed]:
+        """What ``ListSchedules`` says of every schedule whose name starts with ``prefix``."""
         ...
 
     def delete(self, name: str) -> bool: ...
