@@ -445,6 +445,12 @@ def parse_scenario(data: Any, file: str, base_dir: Path | None = None) -> Loaded
     )
 
 
+def task_matches(key: str, pattern: str) -> bool:
+    """Whether a task (its key, ``<tenant>.<id>``) is named by a recovery's ``task``: a pattern of
+    its key or, as the scenario's own file names it, of its short id."""
+    return fnmatchcase(key, pattern) or fnmatchcase(key.partition(".")[2] or key, pattern)
+
+
 def _check_operations(
     scenario: Scenario, workstreams: list[Workstream], task_ids: list[str], file: str
 ) -> None:
@@ -456,7 +462,7 @@ def _check_operations(
         if operation.at > scenario.duration:
             raise ConfigError(file, f"{where}.at", "after the end of the window (duration)")
         if isinstance(operation, Recovery):
-            if not any(fnmatchcase(task_id, operation.task) for task_id in task_ids):
+            if not any(task_matches(task_id, operation.task) for task_id in task_ids):
                 raise ConfigError(
                     file, f"{where}.task", f"{operation.task!r} matches none of the scenario's tasks"
                 )

@@ -28,7 +28,6 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
-from fnmatch import fnmatchcase
 from typing import Any
 
 from rebound.domain.errors import Conflict, ReboundError
@@ -37,7 +36,7 @@ from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.ops.dlq import FAILED, MOVED, RESUMED, DlqFilter, DlqOps
 from rebound.ops.runs import RunOps
-from rebound_local.scenario import Recovery
+from rebound_local.scenario import Recovery, task_matches
 from rebound_local.simulate.workstreams import OPERATOR, OPERATOR_TRIES
 
 log = logging.getLogger(__name__)
@@ -49,7 +48,7 @@ class Recover:
     def __init__(self, deps: Deps, recovery: Recovery, task_ids: list[str], window_start: datetime) -> None:
         self.deps = deps
         self.recovery = recovery
-        self.tasks = sorted(t for t in task_ids if fnmatchcase(t, recovery.task))
+        self.tasks = sorted(t for t in task_ids if task_matches(t, recovery.task))
         self.since = window_start
         self.runs = RunOps(deps, actor=OPERATOR)
         self.done: list[str] = []
