@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-import time
+import itertools
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -301,27 +301,27 @@ def test_results_strictly_increase_under_every_policy() -> None:
             assert all(f.local == f.at and f.local.tzinfo == ZoneInfo(tz) for f in got)
 
 
-def test_next_fire_is_fast() -> None:
+def test_next_fire_walks_each_expression_forward_for_500_fires() -> None:
+    """Each fire is after the one before (their speed is measured by the bench, not asserted)."""
     exprs = [
         "cron(*/5 9-17 ? * MON-FRI *)",
         "cron(0 12 1,15 * ? *)",
         "cron(0 0 29 2 ? *)",
         "cron(30 2 L * ? *)",
     ]
-    began = time.perf_counter()
-    calls = 0
     for expr in exprs:
         t: datetime | None = utc(2026, 1, 1)
+        fires: list[datetime] = []
         for _ in range(500):
             t = next_fire(expr, NY, t)  # type: ignore[arg-type]
-            calls += 1
             if t is None:
                 break
-    assert (time.perf_counter() - began) / calls < 0.001  # well under a millisecond per call
-    began = time.perf_counter()
-    for i in range(500):
-        unix_fire_times("*/15 9-17 * * 1-5", LONDON, utc(2026, 1, 1) + timedelta(hours=i), 1)
-    assert (time.perf_counter() - began) / 500 < 0.001
+            fires.append(t)
+        assert fires and all(a < b for a, b in itertools.pairwise(fires)), expr
+    for i in range(0, 500, 7):
+        start = utc(2026, 1, 1) + timedelta(hours=i)
+        [fire] = unix_fire_times("*/15 9-17 * * 1-5", LONDON, start, 1)
+        assert fire.at > start and fire.local.weekday() < 5 and 9 <= fire.local.hour <= 17
 
 
 def test_arguments() -> None:
