@@ -19,6 +19,7 @@ from test_console_browser import OPERATOR, browser, console_open, expect_text, s
 from test_console_browser import page as moto_page  # noqa: F401  (the console over the moto deps)
 
 from rebound.domain.models import SimBehavior, SimTarget
+from rebound.domain.tenancy import short_id
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import workstream_subject
 from rebound.ops.dlq import DlqFilter, DlqOps
@@ -71,7 +72,9 @@ def confirm(page: Any, says: str) -> None:
 
 def fix_transform(deps: Deps) -> None:
     tasks = TaskOps(deps, actor="demo")
-    transform = next(t for t in tasks.load_document(DEMO_WORKSTREAM).tasks if t.id == "ledger-transform")
+    transform = next(
+        t for t in tasks.load_document(DEMO_WORKSTREAM).tasks if short_id(t.id) == "ledger-transform"
+    )
     fixed = transform.model_copy(update={"target": SimTarget(type="sim", behavior=SimBehavior(ok=True))})
     tasks.apply(tasks.plan([fixed]))
 

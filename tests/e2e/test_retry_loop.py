@@ -12,6 +12,7 @@ import pytest
 from rebound.config.loader import load_task_file
 from rebound.domain.audit import rebuild_run, trail_mismatches, verify_chain
 from rebound.domain.models import Run, RunState, WorkOrderState
+from rebound.domain.tenancy import short_id
 from rebound.ops.health_report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S
 from rebound_local.clock import VirtualClock
@@ -43,7 +44,7 @@ def make_stack() -> Iterator:  # type: ignore[type-arg]
 def runs_of(stack: LocalStack) -> dict[str, list[Run]]:
     out: dict[str, list[Run]] = {}
     for run in stack.deps.store.scan_runs():
-        out.setdefault(run.task_id, []).append(run)
+        out.setdefault(short_id(run.task_id), []).append(run)  # the file's ids, not <tenant>.<id>
     return out
 
 

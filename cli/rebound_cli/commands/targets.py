@@ -41,7 +41,7 @@ def targets(ctx: click.Context) -> None:
 
     \b
     Examples:
-      rebound targets
+      rebound targets list
       rebound targets show http:payments.internal
       rebound targets show sim:ledger --output json | jq '.held_runs | length'
     """
