@@ -158,3 +158,20 @@ def test_state_checks_are_for_administrators_and_the_sla_report_for_the_operator
     assert [t["name"] for t in json.loads(report.stdout)["tasks"]] == ["globex.job"]
     assert as_(world, monkeypatch, BOB, "sla", "report", "--tenant", "acme").exit_code == 7
     assert as_(world, monkeypatch, BOB, "sla", "report", "--rebuild", "--yes").exit_code == 7
+
+
+def test_audit_and_notification_retries_are_for_administrators(
+    world: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    [acme_run] = dead_letters(world, 1, "acme.job")
+    globex_run = globex_dead_letter(world)
+    # Any chain, any tenant's evidence: administrators only, as the API's POST /audit/verify.
+    assert as_(world, monkeypatch, BOB, "audit", "verify", globex_run).exit_code == 7
+    assert as_(world, monkeypatch, BOB, "audit", "verify", "--all").exit_code == 7
+    assert as_(world, monkeypatch, BOB, "notifications", "retry", "--yes").exit_code == 7
+    refused = [(BOB, "audit:verify"), (BOB, "audit:verify"), (BOB, "notifications:retry")]
+    assert refusals(world, "*") == refused
+    assert as_(world, monkeypatch, BOB, "notifications", "plan").exit_code == 0  # a tenant may read it
+    [verified] = data(as_(world, monkeypatch, ROOT, "audit", "verify", acme_run))
+    assert verified["ok"]
+    assert data(as_(world, monkeypatch, BOB, "targets")) == []  # any tenant may see the targets

@@ -131,3 +131,29 @@ def test_work_orders_list_only_the_callers_tenants(api: Any, deps: Deps) -> None
     everyone = ok(api, "GET", "/workorders", caller=ROOT)
     assert sorted(o["tenant"] for o in everyone) == ["acme", "globex"]
     assert [o["tenant"] for o in ok(api, "GET", "/workorders", caller=BOB)] == ["globex"]
+
+
+def test_the_dry_run_names_no_task_of_a_tenant_the_caller_does_not_see(api: Any, deps: Deps) -> None:
+    register(
+        deps,
+        task("acme.secret-export", schedule={"cron": "*/5 * * * *"}),
+        task("globex.deployed", tenant="globex", schedule={"cron": "*/5 * * * *"}),
+    )
+    document = {
+        "tasks": [
+            {
+                "id": "report",
+                "tenant": "globex",
+                "schedule": {"cron": "*/5 * * * *"},
+                "target": {"type": "sim"},
+            }
+        ]
+    }
+    status, seen = call(api, "POST", "/tasks/dryrun", {"document": document, "window": "1h"}, caller=BOB)
+    assert status == 200, seen
+    assert {t["task_id"] for t in seen["tasks"]} == {"globex.report", "globex.deployed"}
+    assert "acme" not in json.dumps(seen)
+    status, everything = call(
+        api, "POST", "/tasks/dryrun", {"document": document, "window": "1h"}, caller=ROOT
+    )
+    assert status == 200 and "acme.secret-export" in {t["task_id"] for t in everything["tasks"]}

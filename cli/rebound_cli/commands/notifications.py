@@ -81,6 +81,7 @@ def plan(app: App, /, **kwargs: Any) -> None:
     suppress}, deliveries[] (work_order_id, work_order_state, severity, channel, decision,
     reason, attempts, last_attempt_at, last_detail, retry_at).
     """
+    app.check("notifications:read")
     request = _request(kwargs)
     result = app.notifications().plan(request)
     out.emit(app, result.model_dump(mode="json"), lambda: _render_plan(result))
@@ -107,6 +108,7 @@ def retry(app: App, /, yes: bool, **kwargs: Any) -> None:
     JSON fields: plan (as `notifications plan`), retried[] (work_order_id, channel, status
     (delivered|failed), attempts, detail, recorded), delivered, failed.
     """
+    app.check("notifications:retry")  # every tenant's work orders: administrators, as the API
     request = _request(kwargs)
     ops = app.notifications(writer=True)
     due = ops.plan(request).counts[Decision.RETRY]

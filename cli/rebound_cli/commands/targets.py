@@ -64,6 +64,7 @@ def list_targets(app: App) -> None:
     recovering_since, failures_in_window, held, probes, probe_run, next_probe_at,
     next_probe_in_s, work_order_id, changed_at.
     """
+    app.check("targets:read")
     found = TargetsOps(app.deps).listing()
     data = [t.as_dict() for t in found]
 
@@ -112,6 +113,7 @@ def show(app: App, target: str, at_most: int) -> None:
     held_at, held_for_s, last_error_code), held_truncated and history (at, action, actor,
     evidence; newest first).
     """
+    app.check("targets:read")
     detail = TargetsOps(app.deps).show(target, at_most=at_most)
     data: dict[str, Any] = detail.as_dict()
 

@@ -129,7 +129,7 @@ def dryrun(app: App, path: Path, window: str, fail_on_warnings: bool) -> None:
     peak_in_flight, peak_at, min_headroom, headroom[], headroom_total), warnings[] (kind, at, until,
     tasks[], runs[], runs_total, severity, message, detail).
     """
-    ops = PreflightOps(app.deps)
+    ops = PreflightOps(app.deps, sees=app.guard.sees)
     report = ops.dryrun(ops.load(path), parse_window(window, option="--window"))
     out.emit(app, report.as_dict(), lambda: _print_preflight(report))
     if fail_on_warnings and report.warnings:
@@ -204,7 +204,7 @@ def apply(
     report = (
         None
         if no_preflight
-        else PreflightOps(app.deps).dryrun(
+        else PreflightOps(app.deps, sees=app.guard.sees).dryrun(
             document, parse_window(preflight_window, option="--preflight-window")
         )
     )

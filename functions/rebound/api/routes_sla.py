@@ -27,8 +27,9 @@ def register(api: Api) -> None:
 
     @app.post("/tasks/dryrun", summary="Pre-flight a task document: fires, quota headroom, conflicts")
     def dryrun(body: Dryrun) -> dict[str, Any]:
-        api.allow("tasks:read")
-        ops = PreflightOps(api.deps())
+        gate = api.gate()
+        gate.check("tasks:read")
+        ops = PreflightOps(api.deps(), sees=gate.sees)
         document = ops.parse(body.document)
         for task in document.tasks:
             api.allow("tasks:read", task.tenant)

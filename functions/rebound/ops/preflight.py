@@ -655,9 +655,13 @@ def parse_window(text: str, *, option: str = "window") -> timedelta:
 class PreflightOps:
     """The dry run against the environment: the deployed tasks, tenants and recent durations."""
 
-    def __init__(self, deps: Deps) -> None:
+    def __init__(self, deps: Deps, sees: Callable[[str], bool] | None = None) -> None:
+        """``sees``: whether the caller may see a tenant's things (``Guard.sees``). The deployed
+        tasks of the tenants it does not see are left out of the prediction, so no answer names
+        them; ``None``: every tenant (an administrator, the engine)."""
         self.deps = deps
         self.store = deps.store
+        self.sees = sees
         self._stored: list[StoredTask] | None = None
 
     def load(self, path: Path | str) -> TaskDocument:
@@ -667,12 +671,16 @@ class PreflightOps:
         return parse_task_document(document, file, self.deps.policies.book, self._known())
 
     def _known(self) -> dict[str, str]:
-        return {s.task.id: s.task.tenant for s in self._deployed()}
+        return {s.task.id: s.task.tenant for s in self._all()}
 
-    def _deployed(self) -> list[StoredTask]:
+    def _all(self) -> list[StoredTask]:
         if self._stored is None:
             self._stored = self.store.list_tasks()
         return self._stored
+
+    def _deployed(self) -> list[StoredTask]:
+        sees = self.sees
+        return [s for s in self._all() if sees is None or sees(s.task.tenant)]
 
     def dryrun(self, document: TaskDocument, window: timedelta = DEFAULT_WINDOW) -> PreflightReport:
         now = self.deps.clock.now()
