@@ -8,8 +8,8 @@ releases and closes.
 
 - ``listing()``: every target that is not healthy (the index of unhealthy targets), one line each.
 - ``show(target)``: one target's record, the runs held for it (found as the sweeper finds them:
-  waiting runs held with the reason ``target-unhealthy`` whose task calls this target) and its
-  recent history (the audit records on the target's chain).
+  ``retry_scheduled`` runs held with the reason ``target-unhealthy`` whose task calls this
+  target) and its recent history (the audit records on the target's chain).
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from typing import Any
 
 from rebound.domain import target_budget as tb
 from rebound.domain.errors import NotFound, ValidationFailed
-from rebound.domain.models import Run
+from rebound.domain.models import Run, RunState
 from rebound.engine.deps import Deps
-from rebound.engine.dispatch import WAITING_STATES
 from rebound.engine.target_budgets import TargetBudgets, held_by_target, state_key
 from rebound.ops.common import age_s, when
 
@@ -151,10 +150,11 @@ class TargetsOps:
             return identity[task_id]
 
         held: dict[str, list[Run]] = {}
-        for state in sorted(WAITING_STATES, key=lambda s: s.value):
-            for run in store.runs_in_state(state):
-                if held_by_target(run):
-                    held.setdefault(target_of(run.task_id), []).append(run)
+        # A hold leaves its run retry_scheduled (TargetBudgets._stage_hold), and a release clears
+        # the hold: no other waiting state can hold a run for its target.
+        for run in store.runs_in_state(RunState.RETRY_SCHEDULED):
+            if held_by_target(run):
+                held.setdefault(target_of(run.task_id), []).append(run)
         for runs in held.values():
             runs.sort(key=lambda r: (r.held_at or r.updated_at, r.run_id))
         return held

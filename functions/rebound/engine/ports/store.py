@@ -264,7 +264,6 @@ class Store(Protocol):
         head: tuple[int, str] | None = None,
     ) -> StoredTask: ...
 
-    # runs
     def remove_task(
         self,
         stored: StoredTask,
@@ -277,6 +276,7 @@ class Store(Protocol):
         """Remove a task's item, guarded by its version; its chain ends with an audit record."""
         ...
 
+    # runs
     def get_run(self, run_id: str) -> Run | None: ...
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
