@@ -421,3 +421,32 @@ def ended_run(deps: Deps, run_id: str, state: RunState) -> Run:
         run = uow.save_run(run, run.model_copy(update=update), action=action)
         uow.commit()
     return run
+
+
+def open_order_on(deps: Deps, run_id: str) -> str:
+    """Give the run an open work order, as a replayed run of a dead-lettered one still has while it
+    runs again: the order (``opened``) and the run naming it, in one transaction. The order's id."""
+    from rebound.domain.ids import work_order_id
+    from rebound.domain.models import Severity, WorkOrder
+
+    run = deps.store.get_run(run_id)
+    assert run is not None, run_id
+    now = deps.clock.now()
+    order = WorkOrder(
+        work_order_id=work_order_id(f"run#{run_id}"),
+        subject=f"run#{run_id}",
+        run_id=run_id,
+        task_id=run.task_id,
+        tenant=run.tenant,
+        severity=Severity.CRITICAL,
+        reason="retries_exhausted",
+        attempts=3,
+        runbook_url="https://runbooks.example.com/dead-lettered-run.md",
+        opened_at=now,
+    )
+    uow = deps.store.unit_of_work("escalation", now)
+    uow.save_work_order(None, order, action="opened", evidence={"subject": order.subject})
+    linked = run.model_copy(update={"work_order_id": order.work_order_id})
+    uow.save_run(run, linked, action="work-order-opened")
+    uow.commit()
+    return order.work_order_id

@@ -23,9 +23,10 @@ them asks the engine what happened: they judge what is there.
   reads) says ``in_dlq`` for exactly the messages the DLQ holds.
 - ``no_message_lost`` (judged in ``simulate`` from the message ledger).
 - ``work_orders_close_when_their_runs_recover``: every work order of a run that later succeeded
-  (a retry, redrive or replay), or that an operator skipped or cancelled, is resolved, with exactly
-  one ``resolved`` audit record: by the system (``escalation``, or the ``sweeper``), resolution
-  ``replayed``, for a success; by that operator, with their reason, for a skip or cancel. Every
+  (a retry, redrive or replay), or that was skipped or cancelled, is resolved, with exactly one
+  ``resolved`` audit record: by the system (``escalation``, or the ``sweeper``), resolution
+  ``replayed``, for a success; by whoever closed the run, with their reason, for a skip or cancel
+  (an operator, or Rebound's own overlap ``cancel_other`` and workstream rollback). Every
   channel the opening reached recorded a resolved notice, and the SNS topic itself (what moto
   received) carried one for each. No order is resolved as ``replayed`` unless its run succeeded,
   and no resolved notice goes out for an order that is not resolved. Its ``counts`` say how many
@@ -316,18 +317,12 @@ def judge(world: World) -> dict[str, Invariant]:
 SYSTEM_RESOLVERS = frozenset({"escalation", "sweeper"})
 """Who resolves the work order of a run that recovered: escalation (``task.recovered``), or the
 sweeper handling what escalation gave up on."""
-SYSTEM_ACTORS = frozenset(
-    {"executor", "ledger", "sweeper", "simulator", "escalation", "retry-scheduler", "workstreams"}
-)
-"""Actors that are Rebound itself, not an operator."""
 
 
 def _closing_record(chain: list[dict[str, Any]], state: str) -> dict[str, Any] | None:
-    """The operator's record that closed a run as ``state`` (skipped, cancelled), if one did."""
-    for record in reversed(chain):
-        if record["action"] == state:
-            return record if str(record.get("actor", "")) not in SYSTEM_ACTORS else None
-    return None
+    """The record that closed a run as ``state`` (skipped, cancelled), if one did: an operator's,
+    or Rebound's own (an overlap policy's ``cancel_other``, a workstream's rollback)."""
+    return next((record for record in reversed(chain) if record["action"] == state), None)
 
 
 def _delivered(order: dict[str, Any], key: str) -> set[str]:

@@ -8,7 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rebound.domain.models import AttemptOutcome, RunState, TaskState, TenantSettings
+from rebound.domain.models import (
+    AttemptOutcome,
+    Resolution,
+    RunState,
+    TaskState,
+    TenantSettings,
+    WorkOrderState,
+)
 from rebound.engine import sla
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import observe_queue
@@ -24,6 +31,7 @@ from support import (
     bus_event,
     delete_done,
     fire,
+    open_order_on,
     outbox_events,
     queue_messages,
     receive_event,
@@ -76,6 +84,20 @@ def test_overlap_cancel_other_cancels_the_running_run_and_starts(deps: Deps) -> 
     assert old is not None and old.state is RunState.CANCELLED
     assert old.attempts[-1].outcome is AttemptOutcome.CANCELLED and old.slots == []
     assert slot(deps, "slots#task#job") == []
+
+
+def test_overlap_cancel_other_resolves_the_cancelled_runs_open_work_order(deps: Deps) -> None:
+    """A replayed run of a dead-lettered one still has its order open while it runs; when a newer
+    fire cancels it, the order is resolved in that transaction, by the executor, with the reason."""
+    register(deps, task("job", overlap="cancel_other"))
+    start_and_crash(deps, "job")
+    order_id = open_order_on(deps, "job:20260307T090000Z")
+    assert deliver(deps, "job", "2026-03-07T09:05:00Z") == "succeeded"
+    order = deps.store.get_work_order(order_id)
+    assert order is not None and order.state is WorkOrderState.RESOLVED
+    assert order.resolution is Resolution.CANCELLED and order.resolved_by == "executor"
+    assert "cancelled by job:20260307T090500Z (overlap: cancel_other)" in (order.resolve_reason or "")
+    assert [d["work_order_id"] for d in events_of(deps, "workorder.resolved")] == [order_id]
 
 
 def test_overlap_buffer_one_keeps_one_run_waiting_and_skips_the_next(deps: Deps, clock: ManualClock) -> None:

@@ -43,6 +43,13 @@ def judge(
     return recovered_orders_close([run], [order], chains, notices)
 
 
+def closed_by(actor: str, action: str, because: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The order of a run ``actor`` closed as ``action``, resolved as it should be, and its record."""
+    reason = f"run {RUN['run_id']} {action} by {actor}: {because}"
+    order = {**ORDER, "resolution": action, "resolved_by": actor, "resolve_reason": reason}
+    return order, {**RESOLVED, "actor": actor, "evidence": {"reason": reason}}
+
+
 def test_a_recovered_run_whose_order_resolved_itself_once_holds_and_is_counted() -> None:
     held = judge()
     assert held.ok, held.examples
@@ -101,9 +108,7 @@ def test_an_order_resolved_as_replayed_whose_run_did_not_succeed_breaks_it() -> 
 def test_an_operators_skip_must_resolve_by_that_operator_with_their_reason() -> None:
     skipped = {**RUN, "state": "skipped"}
     closing = [{"seq": 5, "action": "skipped", "actor": "ops-anna", "evidence": {"reason": "retired"}}]
-    reason = f"run {RUN['run_id']} skipped by ops-anna: retired"
-    order = {**ORDER, "resolution": "skipped", "resolved_by": "ops-anna", "resolve_reason": reason}
-    record = {**RESOLVED, "actor": "ops-anna", "evidence": {"reason": reason}}
+    order, record = closed_by("ops-anna", "skipped", "retired")
     held = judge(run=skipped, order=order, records=[OPENED, record], run_chain=closing)
     assert held.ok, held.examples
     assert held.counts["skipped"] == 1
@@ -116,9 +121,21 @@ def test_an_operators_skip_must_resolve_by_that_operator_with_their_reason() -> 
     assert not broken.ok and "does not say 'retired'" in broken.examples[0]
 
 
-def test_a_skip_by_rebound_itself_is_not_an_operators_and_is_not_checked() -> None:
-    skipped = {**RUN, "state": "skipped"}
-    by_ledger = [{"seq": 2, "action": "skipped", "actor": "ledger", "evidence": {"reason": "overlap"}}]
-    order = {**ORDER, "state": "open", "resolution": None}
-    held = judge(run=skipped, order=order, records=[OPENED], run_chain=by_ledger, notices=None)
-    assert held.ok and held.counts["checked"] == 0
+def test_a_cancel_by_rebound_itself_must_resolve_the_order_too() -> None:
+    """An overlap policy's ``cancel_other`` (the executor) or a workstream's rollback closes a run
+    that may still have its order open: the closer resolves it, with the closing record's reason."""
+    cancelled = {**RUN, "state": "cancelled"}
+    because = "cancelled by job:20260307T090500Z (overlap: cancel_other)"
+    by_executor = [{"seq": 7, "action": "cancelled", "actor": "executor", "evidence": {"reason": because}}]
+    left_open = judge(
+        run=cancelled,
+        order={**ORDER, "state": "open", "resolution": None},
+        records=[OPENED],
+        run_chain=by_executor,
+        notices=None,
+    )
+    assert not left_open.ok and "still open" in left_open.examples[0]
+    order, record = closed_by("executor", "cancelled", because)
+    held = judge(run=cancelled, order=order, records=[OPENED, record], run_chain=by_executor)
+    assert held.ok, held.examples
+    assert held.counts["cancelled"] == 1

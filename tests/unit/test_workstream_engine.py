@@ -9,12 +9,12 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import verify_chain
-from rebound.domain.models import RunState, Severity
+from rebound.domain.models import Resolution, RunState, Severity, WorkOrderState
 from rebound.domain.workstream_runs import StepState, WorkstreamState
 from rebound.domain.workstream_runs import rollback as rollback_to
 from rebound.domain.workstreams import ResourceSpec
 from rebound.engine.workstreams import Workstreams, resource_slot, workstream_subject
-from support import nightly_ledger, register, task
+from support import nightly_ledger, open_order_on, register, task
 
 pytestmark = pytest.mark.unit
 
@@ -156,6 +156,28 @@ def test_rollback_cancels_the_running_step_and_releases_its_resource(world: Memo
     assert set(progress.not_rolled_back) == {"extract", "transform"}
     drive(world)  # the cancelled run's end is heard and ignored; nothing starts while rolled back
     assert engine.get_run(run.run_id).state is WorkstreamState.ROLLED_BACK
+
+
+def test_a_rollback_resolves_the_open_work_order_of_the_step_run_it_cancels(world: MemoryWorld) -> None:
+    engine = ledger(world)
+    run = engine.start("nightly-ledger", token="t1")
+    while engine.get_run(run.run_id).step("load").state is not StepState.RUNNING:
+        assert step(world)
+    load_run = engine.get_run(run.run_id).step("load").run_id or ""
+    order_id = open_order_on(world.deps, load_run)
+    first = engine.checkpoints(run.run_id)[0]
+    engine.change(
+        run.run_id,
+        lambda r, books, at: rollback_to(r, first, books, at),
+        action="rolled-back",
+        evidence={"to": first.version},
+    )
+    order = world.store.get_work_order(order_id)
+    assert order is not None and order.state is WorkOrderState.RESOLVED
+    assert order.resolution is Resolution.CANCELLED and order.resolved_by == "test"
+    assert f"workstream {run.run_id}: rolled back or step cancelled" in (order.resolve_reason or "")
+    resolved = [r for r in world.store.audit_trail(f"workorder#{order_id}") if r.action == "resolved"]
+    assert len(resolved) == 1 and resolved[0].actor == "test"
 
 
 def test_a_resource_never_has_more_holders_than_its_limit_across_runs(world: MemoryWorld) -> None:

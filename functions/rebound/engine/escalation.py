@@ -30,6 +30,7 @@ from rebound.domain.models import (
     Delivery,
     DeliveryStatus,
     Resolution,
+    Run,
     RunState,
     Severity,
     WorkOrder,
@@ -42,7 +43,7 @@ from rebound.engine import sla
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
-from rebound.engine.ports import Channel, DeliveryFailed, Metrics, UnitOfWork
+from rebound.engine.ports import Channel, DeliveryFailed, Metrics, Store, UnitOfWork
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,31 @@ def stage_resolution(
     )
     uow.emit(ev.workorder_resolved(saved), work_order_subject(order.work_order_id))
     return saved
+
+
+CLOSING_RESOLUTION = {RunState.SKIPPED: Resolution.SKIPPED, RunState.CANCELLED: Resolution.CANCELLED}
+"""How a run's open work order is resolved when the run is closed without succeeding."""
+
+
+def stage_closing_resolution(
+    uow: UnitOfWork, store: Store, run: Run, state: RunState, *, by: str, reason: str, via: str
+) -> WorkOrder | None:
+    """Resolve the open work order of ``run``, which ``uow`` closes as ``state`` (skipped or
+    cancelled), in that same transaction: by whoever closes it (an operator, or Rebound's own
+    overlap and workstream paths), with their reason. Nothing when the run has no open order."""
+    order = store.get_work_order(run.work_order_id) if run.work_order_id else None
+    if order is None or order.state is WorkOrderState.RESOLVED:
+        return None
+    action = "skipped" if state is RunState.SKIPPED else "cancelled"
+    return stage_resolution(
+        uow,
+        order,
+        resolution=CLOSING_RESOLUTION[state],
+        by=by,
+        reason=f"run {run.run_id} {action} by {by}: {reason}",
+        evidence={"note": reason, "via": via},
+        note=reason,
+    )
 
 
 def count_resolution(metrics: Metrics, order: WorkOrder) -> None:

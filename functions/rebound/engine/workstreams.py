@@ -36,13 +36,14 @@ from rebound.domain import events as ev
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, NotFound, OperationalError
 from rebound.domain.ids import event_run_id, manual_run_id, run_subject, scheduled_run_id
-from rebound.domain.models import Run, RunState, Trigger
+from rebound.domain.models import Run, RunState, Trigger, WorkOrder
 from rebound.domain.states import TERMINAL, closed
 from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.concurrency import SLOT_PREFIX, holders, leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
+from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import UnitOfWork
 
 log = logging.getLogger(__name__)
@@ -453,29 +454,39 @@ class Workstreams:
             )
             uow.emit(ev.execution_updated(saved, None, now), run_subject(saved.run_id))
             started.append(saved)
-        for task_run_id in progress.cancel:
-            self._stage_cancel(uow, task_run_id, run.run_id)
+        resolved = [self._stage_cancel(uow, task_run_id, run.run_id) for task_run_id in progress.cancel]
         books.stage(uow, now + RESOURCE_HOLD)
         uow.commit()
+        for order in resolved:
+            if order is not None:
+                count_resolution(self.deps.metrics, order)
         dispatcher = Dispatcher(self.deps, self.actor)
         for task_run in started:
             dispatcher.send(task_run)
 
-    def _stage_cancel(self, uow: UnitOfWork, task_run_id: str, workstream_run: str) -> None:
-        """Cancel a step's task run in the same transaction (a rollback, a cancelled step)."""
+    def _stage_cancel(self, uow: UnitOfWork, task_run_id: str, workstream_run: str) -> WorkOrder | None:
+        """Cancel a step's task run in the same transaction (a rollback, a cancelled step), and
+        resolve the work order it may have open. That order, if one was resolved."""
         current = self.store.get_run(task_run_id)
         if current is None or current.state in TERMINAL:
-            return
+            return None
         now = uow.at
+        reason = f"workstream {workstream_run}: rolled back or step cancelled"
         saved = uow.save_run(
             current,
             closed(current, RunState.CANCELLED, now),
             action="cancelled",
-            evidence={
-                "reason": f"workstream {workstream_run}: rolled back or step cancelled",
-                "slots_left": current.slots,
-            },
+            evidence={"reason": reason, "slots_left": current.slots},
         )
         for key in current.slots:
             leave(uow, key, current.run_id)
         uow.emit(ev.execution_updated(saved, current.state, now), run_subject(task_run_id))
+        return stage_closing_resolution(
+            uow,
+            self.store,
+            current,
+            RunState.CANCELLED,
+            by=self.actor,
+            reason=reason,
+            via="workstream cancel",
+        )

@@ -27,12 +27,10 @@ from rebound.domain.errors import Conflict, ReboundError, RunNotFound, Validatio
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.models import (
     AuditRecord,
-    Resolution,
     Run,
     RunState,
     Trigger,
     WorkOrder,
-    WorkOrderState,
     with_changes,
 )
 from rebound.domain.states import TERMINAL, closed, ensure_transition
@@ -41,7 +39,7 @@ from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
-from rebound.engine.escalation import count_resolution, stage_resolution
+from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
 from rebound.ops.async_reports import reports_subject
 from rebound.ops.common import when
@@ -137,7 +135,6 @@ _TRIGGER_ACTION = {
     Trigger.EVENT: ("event-received", "bus"),
     Trigger.MANUAL: ("run-requested", "api"),
 }
-_RESOLUTION = {RunState.SKIPPED: Resolution.SKIPPED, RunState.CANCELLED: Resolution.CANCELLED}
 
 
 class RunOps:
@@ -492,18 +489,9 @@ class RunOps:
         for key in run.slots:
             leave(uow, key, run.run_id)
         uow.emit(ev.execution_updated(saved, run.state, now), run_subject(run_id))
-        order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
-        resolved = None
-        if order is not None and order.state is not WorkOrderState.RESOLVED:
-            resolved = stage_resolution(
-                uow,
-                order,
-                resolution=_RESOLUTION[state],
-                by=self.actor,
-                reason=f"run {run_id} {action} by {self.actor}: {reason}",
-                evidence={"note": reason, "via": f"runs {action}"},
-                note=reason,
-            )
+        resolved = stage_closing_resolution(
+            uow, self.store, run, state, by=self.actor, reason=reason, via=f"runs {action}"
+        )
         self._commit(uow, run_id)
         if resolved is not None:
             count_resolution(self.deps.metrics, resolved)

@@ -55,6 +55,7 @@ from rebound.engine.concurrency import (
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
+from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import Clock, Store
 
 log = logging.getLogger("rebound.engine.executor")
@@ -173,10 +174,21 @@ class Admission(ABC):
         for key in run.slots:
             leave(uow, key, run.run_id)
         uow.emit(ev.execution_updated(saved, run.state if before else None, now), run_subject(run.run_id))
+        resolved = stage_closing_resolution(
+            uow,
+            self.store,
+            run,
+            RunState.SKIPPED,
+            by="executor",
+            reason=reason.replace("_", " "),
+            via="executor skip",
+        )
         try:
             uow.commit()
         except Conflict:
             return "duplicate"
+        if resolved is not None:
+            count_resolution(self.deps.metrics, resolved)
         return f"skipped-{reason.replace('_', '-')}"
 
     def _hold(self, run: Run) -> str:
@@ -365,7 +377,18 @@ class Admission(ABC):
         for key in other.slots:
             leave(uow, key, other.run_id)
         uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), run_subject(other.run_id))
+        resolved = stage_closing_resolution(
+            uow,
+            self.store,
+            other,
+            RunState.CANCELLED,
+            by="executor",
+            reason=reason,
+            via="overlap cancel_other",
+        )
         try:
             uow.commit()
         except Conflict:
             return
+        if resolved is not None:
+            count_resolution(self.deps.metrics, resolved)
