@@ -16,7 +16,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from rebound.domain.errors import DomainError, OperationalError
+from rebound.domain.errors import Conflict, DomainError, OperationalError
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.ops.workstreams import WorkstreamOps
@@ -52,7 +52,7 @@ def operate(deps: Deps, operation: Operation) -> dict[str, Any]:
         except DomainError as exc:  # refused: the operator reads why, and does not insist
             entry.update(ok=False, tries=tries, error=f"{exc.code}: {exc.message}")
             return entry
-        except OperationalError as exc:  # throttled or contended: the operator runs it again
+        except (OperationalError, Conflict) as exc:  # throttled, contended or changed meanwhile: run it again
             last = exc
     entry.update(ok=False, tries=OPERATOR_TRIES, error=f"gave up: {last}")
     log.warning("a scenario operation failed %d times", OPERATOR_TRIES, extra={"entry": entry})
