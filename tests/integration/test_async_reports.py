@@ -139,3 +139,27 @@ def test_the_worker_helper_reads_the_token_from_a_target_payload() -> None:
         Completion.from_payload({"payload": {}}, "bus")
     c = Completion.from_payload({"payload": {"rebound": {"completion_token": "t.s"}}}, "bus")
     assert c.token == "t.s" and "t.s" not in repr(c)
+
+
+def test_a_report_the_retry_queues_consumer_gave_up_on_is_answered_by_the_sweeper(
+    deps: Deps, started: str
+) -> None:
+    """SQS moves a report its consumer kept failing on to the control DLQ. It used to stay there:
+    the attempt then timed out and was retried although its worker had finished."""
+    from rebound.engine.sweeper import REPORT_PREFIX
+    from rebound.handlers import sweeper
+    from rebound.ops.async_reports import REPORT_DETAIL_TYPES
+
+    assert all(kind.startswith(REPORT_PREFIX) for kind in REPORT_DETAIL_TYPES)
+    completed = bus_event("rebound.task.completed", {"token": started, "output": {"rows": 7}})
+    late = bus_event("rebound.task.failed", {"token": started, "error_code": "TOO_LATE", "message": "x"})
+    not_a_report = bus_event("rebound.task.completed", {"output": {}})  # no token: stays for an operator
+    for body in (completed, late, not_a_report):
+        deps.queues.send("control_dlq", body)
+    answer = sweeper.lambda_handler({}, Context())
+    run = deps.store.get_run(RUN)
+    assert run is not None and run.state is RunState.SUCCEEDED  # the late failure was refused
+    assert [r.evidence["reason"] for r in deps.store.audit_trail(reports_subject(RUN))] == ["used"]
+    assert len(answer["control_handled"]) == 2
+    left = [m["body"] for m in queue_messages(deps, "control_dlq")]
+    assert left == [not_a_report]

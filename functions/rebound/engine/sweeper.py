@@ -79,6 +79,10 @@ WORKSTREAM_EVENTS = (
     EventType.RESOURCE_EXHAUSTED,
 )
 """Workstream events the control DLQ pass handles again (``work_control_dlq``)."""
+REPORT_PREFIX = "rebound.task."
+"""The detail types of an asynchronous attempt's reports (``rebound.ops.async_reports``)."""
+ReportAnswerer = Callable[[str, Any], bool]
+"""Answers one report event (its detail type and detail); False when it is no report at all."""
 
 
 @dataclass
@@ -133,10 +137,17 @@ Lambda timeout would leave its work to the next sweep anyway, and its log and re
 
 class Sweeper:
     def __init__(
-        self, deps: Deps, actor: str = "sweeper", remaining_s: Callable[[], float] | None = None
+        self,
+        deps: Deps,
+        actor: str = "sweeper",
+        remaining_s: Callable[[], float] | None = None,
+        reports: ReportAnswerer | None = None,
     ) -> None:
-        """``remaining_s`` is the invocation's time left (the Lambda context's); None: unbounded."""
+        """``remaining_s`` is the invocation's time left (the Lambda context's); None: unbounded.
+        ``reports`` answers an asynchronous attempt's report found in the control DLQ (the
+        operations layer's, handed in by the handler); None leaves such reports there."""
         self.remaining_s = remaining_s
+        self.reports = reports
         self.deps = deps
         self.store = deps.store
         self.clock = deps.clock
@@ -481,8 +492,8 @@ class Sweeper:
         """Stream batches the relay gave up on are published again from the stream; events the
         retry scheduler or escalation gave up on are handled again (a recovered run's
         ``task.recovered`` resolves its work order, a ``workorder.resolved`` sends the resolved
-        notices still owed). What is handled is removed; what fails again stays for the next
-        sweep (and the control DLQ alarm)."""
+        notices still owed, an asynchronous attempt's report is answered). What is handled is
+        removed; what fails again stays for the next sweep (and the control DLQ alarm)."""
         from rebound.engine.escalation import Escalation
 
         if self.deps.queues.depth("control_dlq") == 0:
@@ -519,6 +530,11 @@ class Sweeper:
                     Escalation(self.deps, self.actor).on_recovered(body["detail"])  # or it stays open
                 elif isinstance(body, dict) and body.get("detail-type") == EventType.WORKORDER_RESOLVED:
                     Escalation(self.deps, self.actor).on_resolved(body["detail"])  # every channel told
+                elif isinstance(body, dict) and str(body.get("detail-type")).startswith(REPORT_PREFIX):
+                    # An asynchronous attempt's report the retry queue's consumer gave up on: answered
+                    # now, or the attempt would time out and be retried although its worker finished.
+                    if self.reports is None or not self.reports(str(body["detail-type"]), body.get("detail")):
+                        continue  # no answerer here, or not a report: an operator looks at it
                 else:
                     continue  # not ours to judge: an operator looks at it
                 self.deps.queues.delete("control_dlq", message.receipt_handle)

@@ -27,7 +27,12 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     def remaining_s() -> float:
         return float(context.get_remaining_time_in_millis()) / 1000
 
-    report = Sweeper(deps, remaining_s=remaining_s).sweep()
+    def reports(detail_type: str, detail: Any) -> bool:
+        from rebound.ops.async_reports import answer_event  # only when the control DLQ holds one
+
+        return answer_event(deps, detail_type, detail)
+
+    report = Sweeper(deps, remaining_s=remaining_s, reports=reports).sweep()
     if report.total():
         logger.warning("sweeper repaired work", extra=asdict(report))
     answer = asdict(report)

@@ -67,6 +67,23 @@ REPORT_DETAIL_TYPES: dict[str, ReportKind] = {
 """The events on Rebound's bus that report for an asynchronous attempt (``resources`` routes them)."""
 
 
+def answer_event(deps: Deps, detail_type: str, detail: Any) -> bool:
+    """A report event found in the control DLQ (``Sweeper(reports=...)``), answered as the retry
+    queue's consumer answers it: accepted, or refused with its final reason, audited on the run's
+    reports chain either way. False when it is not a valid report (its refusal put it there)."""
+    try:
+        report = report_from_event(detail_type, detail)
+    except ValidationFailed:
+        return False
+    answer = AsyncReports(deps, "bus").report(report)
+    if not answer.accepted:
+        log.info(
+            "a report from the control DLQ was refused",
+            extra={"run_id": answer.run_id, "attempt": answer.attempt, "reason": answer.reason},
+        )
+    return True
+
+
 def reports_subject(run_id: str) -> str:
     """The audit chain of a run's refused reports (the run's own chain records what changed it)."""
     return f"reports#{run_id}"
