@@ -379,3 +379,16 @@ def test_plain_scans_answer_byte_for_byte_as_moto_while_items_change_between_pag
     monkeypatch.setattr(scan_answers, "_answer_form", lambda *a: calls.append(1) or answer_form(*a))
     count = ddb.scan(TableName=runs)["Count"]
     assert 0 < count <= len(calls) <= count + 1  # and the first item the page had no room for
+
+
+def test_xml_answers_still_carry_their_request_id_and_json_answers_their_header(
+    aws: boto3.session.Session,
+) -> None:
+    """Patch 13 skips moto's search of a JSON answer for an XML ``<RequestId>``; an XML answer
+    still gets the request id of its header filled into its body."""
+    iam = aws.client("iam")
+    iam.create_role(RoleName="r13", AssumeRolePolicyDocument="{}")
+    meta = iam.get_role(RoleName="r13")["ResponseMetadata"]
+    assert meta["RequestId"] == meta["HTTPHeaders"]["x-amzn-requestid"] != ""
+    json_meta = aws.client("dynamodb").list_tables()["ResponseMetadata"]
+    assert json_meta["RequestId"] == json_meta["HTTPHeaders"]["x-amzn-requestid"] != ""

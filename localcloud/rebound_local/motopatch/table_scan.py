@@ -54,15 +54,16 @@ def items_from(
     table: Any,
     start: dict[str, Any] | None,
     segments: tuple[Any, Any],
-    key_within: Callable[[Any], bool] | None = None,
+    of_segment: Callable[[list[tuple[Any, Any]]], list[tuple[Any, Any]]] | None = None,
 ) -> Iterator[Any]:
     """The table's items in moto's scan order, of the segment, after the ``start`` key: as moto's
     loop asks for them, so a page sorts only the partitions it reads. A partition is in the
-    segment if moto's ``is_within_segment`` says so of its first item or, with ``key_within``, if
-    ``key_within(partition key)`` does (then only the segment's partitions are sorted)."""
+    segment if moto's ``is_within_segment`` says so of its first item or, with ``of_segment``
+    (which keeps the segment's ``(key, partition)`` pairs), if ``of_segment`` keeps it; then
+    only the segment's partitions are sorted."""
     partitions: list[tuple[Any, Any]] = list(table.items.items())
-    if key_within is not None:
-        partitions = [partition for partition in partitions if key_within(partition[0])]
+    if of_segment is not None:
+        partitions = of_segment(partitions)
     partitions.sort(key=_partition_key)
     first = 0
     after_range: Any = None
@@ -78,12 +79,12 @@ def items_from(
     for index in range(first, len(partitions)):
         held = partitions[index][1]
         if table.range_key_attr is None:
-            if key_within is not None or held.is_within_segment(segments):
+            if of_segment is not None or held.is_within_segment(segments):
                 yield held
             continue
         if not held:
             continue
-        if key_within is None and not next(iter(held.values())).is_within_segment(segments):
+        if of_segment is None and not next(iter(held.values())).is_within_segment(segments):
             continue
         ordered = sorted(held.values(), key=_range_key) if len(held) > 1 else list(held.values())
         if index == first and after_range is not None:
