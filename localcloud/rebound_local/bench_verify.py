@@ -35,6 +35,8 @@ from typing import Any
 from rebound import resources as r
 
 ENV = "bench"
+REPLY = "bench-verify: "
+"""How each line ``serve`` answers with starts."""
 START = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 
 
@@ -102,7 +104,8 @@ def serve(chains: int, env: str = ENV) -> None:
     """The local cloud's side, in a process of its own: moto in server mode provisioned as
     ``rebound local up`` does, its tables seeded with ``chains`` runs and their chains. Writes one
     JSON line (``endpoint``, ``records``, ``seeded_in_seconds``) to stdout, then answers each line
-    read from stdin with this process's CPU seconds so far, and stops at end of input."""
+    read from stdin with this process's CPU seconds so far, and stops at end of input. Each reply
+    starts with ``REPLY``."""
     from rebound.wiring import build_deps
     from rebound_local.cloud import LocalCloud
     from rebound_local.provision import provision
@@ -116,9 +119,9 @@ def serve(chains: int, env: str = ENV) -> None:
         mark = time.perf_counter()
         records = seed_chains(deps, lambda table, item: backend.put_item(table, item, overwrite=True), chains)
         ready = {"endpoint": endpoint, "records": records, "seeded_in_seconds": time.perf_counter() - mark}
-        print(json.dumps(ready), flush=True)
+        print(REPLY + json.dumps(ready), flush=True)
         for _ in sys.stdin:
-            print(json.dumps({"cpu_seconds": time.process_time()}), flush=True)
+            print(REPLY + json.dumps({"cpu_seconds": time.process_time()}), flush=True)
     finally:
         cloud.stop()
 
@@ -140,11 +143,14 @@ class _Server:
         self.seeded_s: float = ready["seeded_in_seconds"]
 
     def _line(self) -> str:
+        """The next reply of ``serve`` (anything else it printed, a log line say, is skipped)."""
         assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the local cloud's process ended (exit code {self.process.wait()})")
-        return line
+        while True:
+            line = self.process.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the local cloud's process ended (exit code {self.process.wait()})")
+            if line.startswith(REPLY):
+                return line.removeprefix(REPLY)
 
     def cpu(self) -> float:
         assert self.process.stdin is not None
