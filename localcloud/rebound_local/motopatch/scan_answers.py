@@ -22,8 +22,14 @@ moto would refuse, goes through moto unchanged.
 
 Nothing is kept between requests but the segment bytes: a later scan reads the items as they are
 then, whatever wrote them (an API call, a transaction, or the simulator editing an item in
-place). ``tests/integration/test_motopatch.py`` checks the answers are byte for byte moto's,
-with items added, updated in place, deleted and replaced between pages.
+place). A cache of each item's answer form was not built: ``audit verify --all`` reads each item
+once, so it would only make a second scan cheaper, and keeping it right would take catching
+every write, the simulator's edits of moto's items included, which no moto method sees.
+``tests/integration/test_motopatch.py`` checks the answers are byte for byte moto's, with items
+added, updated in place, deleted, replaced and edited in place between pages.
+
+Also here: moto searches every answer's body for an XML ``<RequestId>`` to fill in; a JSON body
+(no such tag) is not searched (``_patch_request_id_search``).
 """
 
 from __future__ import annotations
