@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from datetime import timedelta
+from itertools import product
 
 import boto3
 import pytest
@@ -250,3 +251,144 @@ def test_every_scan_page_of_every_segment_is_the_one_moto_would_answer(
                         break
                     start = {k: v.to_json() for k, v in start.items()}
     assert compared > 50
+
+
+def test_plain_scans_answer_byte_for_byte_as_moto_while_items_change_between_pages(
+    aws: boto3.session.Session, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Patch 13 (``scan_answers``): every page of a plain scan, whole or in segments, with and
+    without ``Limit``, is the body moto answers, while items are updated in place (``UpdateItem``,
+    and an edit of moto's item as the simulator's sabotage makes), deleted, replaced and added
+    between pages; pages also end at the 1 MB limit (items of 150 KB)."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.responses import DynamoHandler
+
+    from rebound_local.motopatch import scan_answers
+
+    ddb = aws.client("dynamodb")
+    bodies: list[bytes] = []
+    ddb.meta.events.register(
+        "before-parse.dynamodb.Scan", lambda response_dict, **_: bodies.append(response_dict["body"])
+    )
+    rng = random.Random(13)
+    audit, runs = settings.table("audit"), settings.table("runs")
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+
+    def item(key: dict[str, dict[str, object]], n: int) -> dict[str, dict[str, object]]:
+        kinds: list[dict[str, object]] = [
+            {"S": f"ü{n}" * rng.randrange(1, 4)},
+            {"N": str(rng.choice([n, -n, n / 8]))},
+            {"B": bytes([n % 256, 255, 0])},
+            {"M": {"in": {"L": [{"S": "x"}, {"NULL": True}, {"BOOL": n % 2 == 0}, {"N": "1.50"}]}}},
+            {"SS": [f"a{n}", "b"]},
+            {"NS": ["1", str(n + 2)]},
+            {"BS": [b"\x01", bytes([n % 256])]},
+        ]
+        attrs = {f"a{i}": kinds[i] for i in rng.sample(range(len(kinds)), rng.randrange(1, 5))}
+        if n % 17 == 0:
+            attrs["doc"] = {"S": "y" * 150_000}  # pages end at the 1 MB limit
+        return {**key, **attrs}
+
+    def audit_key(n: int) -> dict[str, dict[str, object]]:
+        return {"subject": {"S": f"s{n % 23:02d}"}, "seq": {"N": str(n)}}
+
+    def run_key(n: int) -> dict[str, dict[str, object]]:
+        return {"run_id": {"S": f"r{n}"}}
+
+    for n in range(120):
+        ddb.put_item(TableName=audit, Item=item(audit_key(n), n))
+        ddb.put_item(TableName=runs, Item=item(run_key(n), n))
+
+    def change(table: str, key_of: object, step: int) -> None:
+        n = rng.randrange(200)
+        key = key_of(n)  # type: ignore[operator]
+        what = step % 5
+        if what == 0:
+            ddb.update_item(
+                TableName=table,
+                Key=key,
+                UpdateExpression="SET a0 = :v, big = :b",
+                ExpressionAttributeValues={
+                    ":v": {"S": f"updated {step}"},
+                    ":b": {"S": "z" * rng.randrange(9)},
+                },
+            )
+        elif what == 1:
+            ddb.delete_item(TableName=table, Key=key)
+        elif what == 2:
+            ddb.put_item(TableName=table, Item=item(key, n + step))  # replaced (or added)
+        elif what == 3:  # edited in place, as the simulator's sabotage edits a record
+            for held in backend.get_table(table).items.values():
+                for stored in held.values() if isinstance(held, dict) else [held]:
+                    stored.attrs["a1"] = DynamoType({"S": f"tampered {step}"})
+                    break
+                break
+        else:
+            ddb.put_item(TableName=table, Item=item(key_of(1000 + step), step))  # type: ignore[operator]
+
+    fast_scan = DynamoHandler.scan
+    compared = 0
+    step = 0
+    for table, key_of in ((audit, audit_key), (runs, run_key)):
+        cases = [*product(((None, None), (0, 3), (2, 3)), (None, 5)), ((2, 3), 1)]
+        for segments, limit in cases:
+            kwargs: dict[str, object] = {"TableName": table, "ConsistentRead": True}
+            if segments[0] is not None:
+                kwargs.update(Segment=segments[0], TotalSegments=segments[1])
+            if limit:
+                kwargs["Limit"] = limit
+            while True:
+                bodies.clear()
+                monkeypatch.setattr(DynamoHandler, "scan", fast_scan)
+                answer = ddb.scan(**kwargs)  # type: ignore[arg-type]
+                monkeypatch.setattr(DynamoHandler, "scan", scan_answers.MOTO["scan"])
+                ddb.scan(**kwargs)  # type: ignore[arg-type]
+                assert len(bodies) == 2 and bodies[0] == bodies[1], (table, segments, limit, compared)
+                compared += 1
+                step += 1
+                change(table, key_of, step)
+                if "LastEvaluatedKey" not in answer:
+                    break
+                kwargs["ExclusiveStartKey"] = answer["LastEvaluatedKey"]
+    assert compared > 60
+
+    # A page that is exactly 1 MB: moto's measure of every type, to the byte, decides its end.
+    control = settings.table("control")
+    for n in range(9):
+        ddb.put_item(
+            TableName=control, Item={**item({"pk": {"S": f"p{n:02d}"}}, n), "pad": {"S": "é" * 40_000}}
+        )
+    control_table = backend.get_table(control)
+    sizes = sum(control_table.items[DynamoType({"S": f"p{n:02d}"})].size() for n in range(9))
+    filler = 1_000_000 - sizes - len("pk") - len("p09") - len("f")
+    ddb.put_item(TableName=control, Item={"pk": {"S": "p09"}, "f": {"S": "x" * filler}})
+    ddb.put_item(TableName=control, Item={"pk": {"S": "p10"}})
+    bodies.clear()
+    monkeypatch.setattr(DynamoHandler, "scan", fast_scan)
+    page = ddb.scan(TableName=control)
+    assert page["Count"] == 10
+    monkeypatch.setattr(DynamoHandler, "scan", scan_answers.MOTO["scan"])
+    ddb.scan(TableName=control)
+    assert bodies[0] == bodies[1]
+
+    # The fast path was taken: without it the answers differ in nothing but in how long they took.
+    monkeypatch.setattr(DynamoHandler, "scan", fast_scan)
+    calls: list[int] = []
+    answer_form = scan_answers._answer_form
+    monkeypatch.setattr(scan_answers, "_answer_form", lambda *a: calls.append(1) or answer_form(*a))
+    count = ddb.scan(TableName=runs)["Count"]
+    assert 0 < count <= len(calls) <= count + 1  # and the first item the page had no room for
+
+
+def test_xml_answers_still_carry_their_request_id_and_json_answers_their_header(
+    aws: boto3.session.Session,
+) -> None:
+    """Patch 13 skips moto's search of a JSON answer for an XML ``<RequestId>``; an XML answer
+    still gets the request id of its header filled into its body."""
+    iam = aws.client("iam")
+    iam.create_role(RoleName="r13", AssumeRolePolicyDocument="{}")
+    meta = iam.get_role(RoleName="r13")["ResponseMetadata"]
+    assert meta["RequestId"] == meta["HTTPHeaders"]["x-amzn-requestid"] != ""
+    json_meta = aws.client("dynamodb").list_tables()["ResponseMetadata"]
+    assert json_meta["RequestId"] == json_meta["HTTPHeaders"]["x-amzn-requestid"] != ""

@@ -51,7 +51,7 @@ class DerivedKeys:
         return key
 
     def sign(self, label: str, message: bytes) -> str:
-        return hmac.new(self._key(self.key_id, label), message, hashlib.sha256).hexdigest()
+        return hmac.digest(self._key(self.key_id, label), message, "sha256").hex()
 
     def day_key(self, label: str) -> bytes:
         """The key derived for ``label`` with this deployment's key (what a writer hands an auditor)."""
@@ -60,7 +60,7 @@ class DerivedKeys:
     def check(self, key_id: str, label: str, message: bytes, mac: str) -> bool:
         if key_id not in self._trusted:
             return False
-        expected = hmac.new(self._key(key_id, label), message, hashlib.sha256).hexdigest()
+        expected = hmac.digest(self._key(key_id, label), message, "sha256").hex()
         return hmac.compare_digest(expected, mac)
 
 

@@ -22,6 +22,13 @@ def _number(text: str) -> int | float:
     return int(number) if number.is_integer() else number
 
 
+_PLAIN_DECODER = json.JSONDecoder(parse_float=_number)
+"""What ``json.loads(text, parse_float=_number)`` builds for each call, built once (it keeps no
+state between calls)."""
+_CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""What ``json.dumps`` builds for each call with these options, built once."""
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Sorted keys, no spaces, integral numbers as integers: the form hashes are computed over.
 
@@ -34,13 +41,15 @@ def canonical_bytes(value: Any) -> bytes:
 def plain_loads(text: str | bytes) -> Any:
     """JSON text as a value whose integral numbers are ints (``60.0`` reads as ``60``), as
     ``canonical_bytes`` normalizes them."""
+    if isinstance(text, str):
+        return _PLAIN_DECODER.decode(text)  # ``json.loads`` would build this decoder every call
     return json.loads(text, parse_float=_number)
 
 
 def canonical_bytes_of_plain(value: Any) -> bytes:
     """``canonical_bytes`` of a value that is JSON already with integral numbers as ints (what
     ``plain_loads`` reads): one serialization instead of three."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _CANONICAL_ENCODER.encode(value).encode()
 
 
 def dumps(value: Any) -> str:

@@ -29,6 +29,8 @@ patch, each with its reason:
     answer with one ``json.dumps`` instead of moto's walk of the output shape.
 12. **Scans** (``table_scan``): a ``Scan`` page of a table starts where the last one stopped
     instead of sorting and walking the whole table again (every segment too).
+13. **Plain scans in one pass** (``scan_answers``): a ``Scan`` with no filter, projection or
+    index measures and encodes each item once, with moto's page limits and answer.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_mat
 from rebound_local.motopatch.lock import LOCK, _patch_lock
 from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
 from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_query_index
+from rebound_local.motopatch.scan_answers import _patch_scan_answers
 from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
 from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
 from rebound_local.motopatch.sqs_retention import _patch_sqs_retention
@@ -85,6 +88,7 @@ def install() -> None:
         _patch_kms_material()
         _patch_answers()
         _patch_table_scan()
+        _patch_scan_answers()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

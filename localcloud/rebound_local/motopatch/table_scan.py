@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 _STAGED = threading.local()
@@ -30,8 +31,17 @@ _STAGED = threading.local()
 
 
 def _plain(value: Any) -> Any:
-    """The value moto's key comparisons order by: a number as a number, anything else as is."""
-    return value.cast_value if value.is_number() else value.value
+    """The value moto's key comparisons order by: a number as a number (its ``cast_value``),
+    anything else as is."""
+    return Decimal(value.value) if value.type == "N" else value.value
+
+
+def _partition_key(partition: tuple[Any, Any]) -> Any:
+    return _plain(partition[0])
+
+
+def _range_key(item: Any) -> Any:
+    return _plain(item.range_key)
 
 
 def _plain_key(raw: dict[str, Any]) -> Any:
@@ -40,14 +50,25 @@ def _plain_key(raw: dict[str, Any]) -> Any:
     return _plain(DynamoType(raw))
 
 
-def _items_from(table: Any, start: dict[str, Any] | None, segments: tuple[Any, Any]) -> Iterator[Any]:
+def items_from(
+    table: Any,
+    start: dict[str, Any] | None,
+    segments: tuple[Any, Any],
+    of_segment: Callable[[list[tuple[Any, Any]]], list[tuple[Any, Any]]] | None = None,
+) -> Iterator[Any]:
     """The table's items in moto's scan order, of the segment, after the ``start`` key: as moto's
-    loop asks for them, so a page sorts only the partitions it reads."""
-    hash_keys = sorted(table.items, key=_plain)
+    loop asks for them, so a page sorts only the partitions it reads. A partition is in the
+    segment if moto's ``is_within_segment`` says so of its first item or, with ``of_segment``
+    (which keeps the segment's ``(key, partition)`` pairs), if ``of_segment`` keeps it; then
+    only the segment's partitions are sorted."""
+    partitions: list[tuple[Any, Any]] = list(table.items.items())
+    if of_segment is not None:
+        partitions = of_segment(partitions)
+    partitions.sort(key=_partition_key)
     first = 0
     after_range: Any = None
     if start is not None:
-        plain = [_plain(key) for key in hash_keys]
+        plain = [_plain(key) for key, _ in partitions]
         hash_value = _plain_key(start[table.hash_key_attr])
         if table.range_key_attr is not None and table.range_key_attr in start:
             first = bisect.bisect_left(plain, hash_value)
@@ -55,19 +76,19 @@ def _items_from(table: Any, start: dict[str, Any] | None, segments: tuple[Any, A
                 after_range = _plain_key(start[table.range_key_attr])
         else:
             first = bisect.bisect_right(plain, hash_value)
-    for index in range(first, len(hash_keys)):
-        held = table.items[hash_keys[index]]
+    for index in range(first, len(partitions)):
+        held = partitions[index][1]
         if table.range_key_attr is None:
-            if held.is_within_segment(segments):
+            if of_segment is not None or held.is_within_segment(segments):
                 yield held
             continue
         if not held:
             continue
-        if not next(iter(held.values())).is_within_segment(segments):
+        if of_segment is None and not next(iter(held.values())).is_within_segment(segments):
             continue
-        ordered = sorted(held.values(), key=lambda item: _plain(item.range_key))
+        ordered = sorted(held.values(), key=_range_key) if len(held) > 1 else list(held.values())
         if index == first and after_range is not None:
-            ranges = [_plain(item.range_key) for item in ordered]
+            ranges = [_range_key(item) for item in ordered]
             ordered = ordered[bisect.bisect_right(ranges, after_range) :]
         yield from ordered
 
@@ -91,7 +112,7 @@ def _patch_table_scan() -> None:
             return scan(self, filters, limit, exclusive_start_key, *args, **kwargs)
         segments = kwargs.get("segments", args[4] if len(args) > 4 else (None, None))
         staged = _STAGED.__dict__.setdefault("tables", {})
-        staged[id(self)] = _items_from(self, exclusive_start_key, segments)
+        staged[id(self)] = items_from(self, exclusive_start_key, segments)
         from_the_first: Any = None  # the staged items start after the start key already
         try:
             return scan(self, filters, limit, from_the_first, *args, **kwargs)
