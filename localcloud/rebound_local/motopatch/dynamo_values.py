@@ -1,0 +1,74 @@
+"""Patch 12, attribute values: the common value types take the short way through moto's DynamoType.
+
+moto keys a table's items by ``DynamoType`` (its hash and equality go through ``cast_value``,
+which asks the value whether it is a number, a set, a list, a map or null before returning it),
+and builds a ``DynamoType`` from each attribute of every item it stores or reads by listing the
+attribute's dict twice. A simulated day reads and writes its keys about a million times, and
+these checks were the largest share of moto's own time in its transactions. Strings, binaries
+and booleans (every key Rebound has) cast to their own value and numbers to a ``Decimal``, as
+before, in one comparison; every other type (sets, lists, maps, null) goes through moto's code.
+The answers do not change: ``tests/integration/test_motopatch.py`` compares hashes, equality,
+ordering and construction with moto's for every type.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+_SELF_CAST = frozenset({"S", "B", "BOOL"})
+MOTO: dict[str, Any] = {}
+"""moto's own ``cast_value`` getter, ``__hash__``, ``__eq__``, ``__ne__`` and ``__init__`` (for the test)."""
+
+
+def _patch_dynamo_values() -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    slow_cast = DynamoType.cast_value.fget
+    assert slow_cast is not None
+    MOTO.update(
+        cast_value=slow_cast,
+        __hash__=DynamoType.__hash__,
+        __eq__=DynamoType.__eq__,
+        __ne__=DynamoType.__ne__,
+        __init__=DynamoType.__init__,
+    )
+
+    def cast_value(self: Any) -> Any:
+        kind = self.type
+        if kind in _SELF_CAST:
+            return self.value
+        if kind == "N":
+            return Decimal(self.value)
+        return slow_cast(self)
+
+    def value_hash(self: Any) -> int:
+        return hash((self.type, cast_value(self)))
+
+    def value_eq(self: Any, other: Any) -> bool:
+        return bool(self.type == other.type and cast_value(self) == cast_value(other))
+
+    def value_ne(self: Any, other: Any) -> bool:
+        return bool(self.type != other.type or cast_value(self) != cast_value(other))
+
+    def value_init(self: Any, type_as_dict: Any) -> None:
+        if type(type_as_dict) is DynamoType:
+            self.type = type_as_dict.type
+            self.value = type_as_dict.value
+            kind = self.type
+        else:
+            for kind, value in type_as_dict.items():  # the first (an attribute value has one)
+                break
+            else:
+                raise IndexError("an attribute value with no type")  # as moto's list(...)[0]
+            self.type, self.value = kind, value
+        if kind == "L":
+            self.value = [DynamoType(v) for v in self.value]
+        elif kind == "M":
+            self.value = {k: DynamoType(v) for k, v in self.value.items()}
+
+    DynamoType.cast_value = property(cast_value)  # type: ignore[method-assign,assignment]
+    DynamoType.__hash__ = value_hash  # type: ignore[method-assign,assignment]
+    DynamoType.__eq__ = value_eq  # type: ignore[method-assign,assignment]
+    DynamoType.__ne__ = value_ne  # type: ignore[method-assign,assignment]
+    DynamoType.__init__ = value_init  # type: ignore[method-assign]
