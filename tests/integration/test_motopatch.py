@@ -268,3 +268,28 @@ def test_attribute_values_hash_compare_and_build_as_moto_s_own_code_does(
     assert DynamoType({"S": "a"}) < DynamoType({"S": "b"})
     with pytest.raises(IndexError):
         DynamoType({})
+
+
+def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.session.Session) -> None:
+    import re
+    import string
+
+    import moto.sqs.models as sqs_models
+    from moto.moto_api._internal import mock_random
+
+    def draw() -> list[str]:
+        mock_random.seed(5)
+        return [sqs_models.generate_receipt_handle() for _ in range(50)]  # type: ignore[attr-defined]
+
+    handles = draw()
+    assert all(re.fullmatch("[a-z]{185}", handle) for handle in handles)
+    assert len(set(handles)) == 50
+    assert set("".join(handles)) == set(string.ascii_lowercase)
+    assert draw() == handles  # a scenario's seed decides them
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="handles")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert re.fullmatch("[a-z]{185}", message["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", []) == []
