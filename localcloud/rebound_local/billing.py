@@ -206,6 +206,7 @@ class Meter:
         self.namespace = namespace
         self._usage: dict[int, _Usage] = {}
         self._index_cache: dict[str, list[tuple[str, IndexShape]]] = {}
+        self._key_cache: dict[str, list[str]] = {}
 
     # ---- generic
     def add(self, unit: str, amount: float = 1) -> None:
@@ -502,8 +503,12 @@ def _key_of(meter: Meter, table: str, body: Mapping[str, Any]) -> dict[str, Any]
     if "Key" in body:
         return dict(body["Key"])
     item = body["Item"]
-    moto_table = meter._backend().get_table(table)
-    names = [a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a]
+    names = meter._key_cache.get(table)
+    if names is None:  # a table's key schema never changes (as its indexes, ``_indexes``)
+        moto_table = meter._backend().get_table(table)
+        names = meter._key_cache[table] = [
+            a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a
+        ]
     return {name: item[name] for name in names}
 
 

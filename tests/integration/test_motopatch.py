@@ -213,6 +213,8 @@ def test_item_reads_answer_exactly_as_moto_s_serialiser_would(
 ATTRIBUTE_VALUES = [
     {"S": "run#1"},
     {"S": ""},
+    {"S": "né"},
+    {"B": "AP8="},
     {"N": "12.50"},
     {"N": "12.5"},
     {"N": "-3"},
@@ -236,7 +238,7 @@ def test_attribute_values_hash_compare_and_build_as_moto_s_own_code_does(
     from rebound_local.motopatch import dynamo_values
 
     moto = dynamo_values.MOTO
-    assert set(moto) == {"cast_value", "__hash__", "__eq__", "__ne__", "__init__"}
+    assert set(moto) == {"cast_value", "__hash__", "__eq__", "__ne__", "__init__", "size"}
     assert DynamoType.__hash__ is not moto["__hash__"]  # the patch is in place
 
     def built_by_moto(raw: object) -> DynamoType:
@@ -258,6 +260,7 @@ def test_attribute_values_hash_compare_and_build_as_moto_s_own_code_does(
         assert shape(value) == shape(reference)
         assert shape(DynamoType(value)) == shape(built_by_moto(reference))
         assert value.cast_value == moto["cast_value"](reference)
+        assert value.size() == moto["size"](reference)
         if value.type not in ("SS", "NS", "BS", "L", "M"):  # unhashable casts raise in both
             assert hash(value) == moto["__hash__"](reference)
     for a in values:
