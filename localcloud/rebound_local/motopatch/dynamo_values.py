@@ -20,14 +20,15 @@ from typing import Any
 
 _SELF_CAST = frozenset({"S", "B", "BOOL"})
 MOTO: dict[str, Any] = {}
-"""moto's own ``cast_value`` getter, ``__hash__``, ``__eq__``, ``__ne__``, ``__init__`` and ``size`` (for the test)."""
+"""moto's own ``cast_value`` getter, ``__hash__``, ``__eq__``, ``__ne__``, ``__init__`` and ``size``
+(for the test that compares them)."""
 
 
 def _patch_dynamo_values() -> None:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.utilities import bytesize
 
-    slow_cast = DynamoType.cast_value.fget
+    slow_cast = vars(DynamoType)["cast_value"].fget  # the property's getter
     assert slow_cast is not None
     MOTO.update(
         cast_value=slow_cast,
@@ -62,11 +63,11 @@ def _patch_dynamo_values() -> None:
             self.value = type_as_dict.value
             kind = self.type
         else:
-            for kind, value in type_as_dict.items():  # the first (an attribute value has one)
-                break
-            else:
+            first = next(iter(type_as_dict.items()), None)  # an attribute value has one entry
+            if first is None:
                 raise IndexError("an attribute value with no type")  # as moto's list(...)[0]
-            self.type, self.value = kind, value
+            kind, self.value = first
+            self.type = kind
         if kind == "L":
             self.value = [DynamoType(v) for v in self.value]
         elif kind == "M":
@@ -84,7 +85,7 @@ def _patch_dynamo_values() -> None:
 
     DynamoType.size = size  # type: ignore[method-assign]
     DynamoType.cast_value = property(cast_value)  # type: ignore[method-assign,assignment]
-    DynamoType.__hash__ = value_hash  # type: ignore[method-assign,assignment]
-    DynamoType.__eq__ = value_eq  # type: ignore[method-assign,assignment]
-    DynamoType.__ne__ = value_ne  # type: ignore[method-assign,assignment]
+    DynamoType.__hash__ = value_hash  # type: ignore[method-assign]
+    DynamoType.__eq__ = value_eq  # type: ignore[method-assign]
+    DynamoType.__ne__ = value_ne  # type: ignore[method-assign]
     DynamoType.__init__ = value_init  # type: ignore[method-assign]

@@ -227,9 +227,7 @@ def _remembered_fire_times(
     return _fire_times(expr, tz, start, end, dst)
 
 
-def _fire_times(
-    expr: str, tz: str, start: datetime, end: datetime, dst: DstPolicy
-) -> tuple[FireTime, ...]:
+def _fire_times(expr: str, tz: str, start: datetime, end: datetime, dst: DstPolicy) -> tuple[FireTime, ...]:
     cal = _unix_calendar(expr)
     zone = _zone(tz)
     stop = _utc_naive(end, "end")
