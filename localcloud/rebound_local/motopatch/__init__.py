@@ -27,8 +27,9 @@ patch, each with its reason:
     records' MACs checkable.
 11. **Item answers as JSON** (``answers``): ``GetItem``, ``Query``, ``Scan`` and ``BatchGetItem``
     answer with one ``json.dumps`` instead of moto's walk of the output shape.
-12. **Attribute values** (``dynamo_values``): strings, binaries, booleans and numbers hash,
-    compare and construct as ``DynamoType`` without moto's chain of type checks.
+12. **Attribute values** (``dynamo_values``): NOT INSTALLED. With it,
+    ``tests/e2e/test_cli_runs.py::test_retry_overrides_apply_to_the_new_budget_only`` stalls
+    (passes in 108 s without it); the cause is not found yet.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from typing import Any
 
 from rebound_local.motopatch.answers import _patch_answers
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
-from rebound_local.motopatch.dynamo_values import _patch_dynamo_values
 from rebound_local.motopatch.event_routing import _patch_event_routing
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
 from rebound_local.motopatch.lock import LOCK, _patch_lock
@@ -84,7 +84,6 @@ def install() -> None:
         _patch_event_routing()
         _patch_kms_material()
         _patch_answers()
-        _patch_dynamo_values()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 
