@@ -250,3 +250,28 @@ def test_every_scan_page_of_every_segment_is_the_one_moto_would_answer(
                         break
                     start = {k: v.to_json() for k, v in start.items()}
     assert compared > 50
+
+
+def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.session.Session) -> None:
+    import re
+    import string
+
+    import moto.sqs.models as sqs_models
+    from moto.moto_api._internal import mock_random
+
+    def draw() -> list[str]:
+        mock_random.seed(5)
+        return [sqs_models.generate_receipt_handle() for _ in range(50)]  # type: ignore[attr-defined]
+
+    handles = draw()
+    assert all(re.fullmatch("[a-z]{185}", handle) for handle in handles)
+    assert len(set(handles)) == 50
+    assert set("".join(handles)) == set(string.ascii_lowercase)
+    assert draw() == handles  # a scenario's seed decides them
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="handles")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert re.fullmatch("[a-z]{185}", message["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", []) == []

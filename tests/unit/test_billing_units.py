@@ -18,6 +18,19 @@ def test_item_size_counts_attribute_names_and_values_in_utf8() -> None:
     assert b.item_size(None) == 0
 
 
+def test_an_item_of_every_type_is_the_sum_of_its_names_and_values() -> None:
+    item = {
+        "pk": s("run#é"),
+        "n": {"N": "12.50"},
+        "ok": {"BOOL": False},
+        "m": {"M": {"k": s("v")}},
+        "l": {"L": [s("ab")]},
+        "ss": {"SS": ["a"]},
+    }
+    assert b.item_size(item) == sum(len(k.encode()) + b.value_size(v) for k, v in item.items())
+    assert b.item_size(item) == (2 + 6) + (1 + 3) + (2 + 1) + (1 + 6) + (1 + 6) + (2 + 1)
+
+
 def test_numbers_cost_one_byte_per_two_significant_digits_plus_one() -> None:
     assert b.value_size({"N": "7"}) == 2
     assert b.value_size({"N": "12345"}) == 4
