@@ -326,8 +326,12 @@ class Meter:
                 f"dynamodb.read_units.{operation}", read_units(sum(item_size(i) for i in items), consistent)
             )
         elif operation == "BatchGetItem":
-            for items in ((response or {}).get("Responses") or {}).values():
+            requests = params.get("RequestItems") or {}
+            for table, items in ((response or {}).get("Responses") or {}).items():
+                projected = "ProjectionExpression" in (requests.get(table) or {})
                 for item in items:
+                    if projected:  # DynamoDB bills the whole item, whatever the projection returns
+                        item = self._stored(table, _key_of(self, table, {"Item": item}))
                     self.add("dynamodb.read_units", read_units(item_size(item), consistent))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:

@@ -275,3 +275,45 @@ def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.sessio
     assert re.fullmatch("[a-z]{185}", message["ReceiptHandle"])
     sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", []) == []
+
+
+def test_an_item_lookup_finds_the_very_item_moto_s_own_lookup_finds(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    """Patch 13 (``item_lookup``): one dictionary lookup for a table without a sort key (the runs
+    table), moto's own code for one with a sort key (the audit table); the same item objects,
+    present or missing, whole or projected."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    from rebound_local.motopatch import item_lookup
+
+    moto_get_item = item_lookup.MOTO["get_item"]
+    assert Table.get_item is not moto_get_item  # the patch is in place
+    ddb = aws.client("dynamodb")
+    runs, audit = settings.table("runs"), settings.table("audit")
+    for n in range(5):
+        ddb.put_item(
+            TableName=runs, Item={"run_id": {"S": f"r{n}"}, "state": {"S": "ok"}, "n": {"N": str(n)}}
+        )
+        ddb.put_item(TableName=audit, Item={"subject": {"S": "run#r1"}, "seq": {"N": str(n)}})
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+    table, trail = backend.get_table(runs), backend.get_table(audit)
+    compared = 0
+    for key in ("r0", "r4", "missing", ""):
+        for projection in (None, [["state"]]):
+            found = table.get_item(DynamoType({"S": key}), None, projection)
+            expected = moto_get_item(table, DynamoType({"S": key}), None, projection)
+            if projection is None:
+                assert found is expected
+            else:
+                assert (found and found.to_json()) == (expected and expected.to_json())
+            compared += found is not None
+    assert compared == 4  # r0 and r4, whole and projected
+    for seq in ("0", "3", "9"):
+        got = trail.get_item(DynamoType({"S": "run#r1"}), DynamoType({"N": seq}))
+        assert got is moto_get_item(trail, DynamoType({"S": "run#r1"}), DynamoType({"N": seq}))
+    with pytest.raises(Exception, match="range key"):
+        trail.get_item(DynamoType({"S": "run#r1"}))
+    assert ddb.get_item(TableName=runs, Key={"run_id": {"S": "r4"}})["Item"]["n"] == {"N": "4"}

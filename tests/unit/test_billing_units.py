@@ -3,6 +3,8 @@ transactions, index writes, the event source mappings' polling model, prices."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rebound_local import billing as b
@@ -121,3 +123,40 @@ def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month(
     alarms = b.IDLE_RESOURCES["alarms"] * 0.10 + b.IDLE_RESOURCES["composite_alarms"] * 0.50
     assert monthly["alarms"] == pytest.approx(alarms)
     assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
+
+
+class _Stored:
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"Attributes": self.attributes}
+
+
+class _Backend:
+    """moto's DynamoDB backend as the meter reads it: one table keyed by ``run_id``."""
+
+    hash_key_attr, range_key_attr = "run_id", None
+
+    def __init__(self, items: dict[str, dict[str, Any]]) -> None:
+        self.items = items
+
+    def get_table(self, name: str) -> _Backend:
+        return self
+
+    def get_item(self, table: str, key: dict[str, Any]) -> _Stored | None:
+        found = self.items.get(key["run_id"]["S"])
+        return _Stored(found) if found is not None else None
+
+
+def test_a_batch_read_with_a_projection_bills_the_whole_stored_item() -> None:
+    big = {"run_id": {"S": "r1"}, "doc": {"S": "x" * 5000}}  # 5 KB: two 4 KB read units
+    meter = b.Meter(lambda: _Backend({"r1": big}))
+    projected = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}], "ProjectionExpression": "#k"}}}
+    meter.after(
+        "dynamodb", "BatchGetItem", projected, {"Responses": {"runs": [{"run_id": {"S": "r1"}}]}}, None
+    )
+    assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(big)) == 1.0
+    whole = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}]}}}
+    meter.after("dynamodb", "BatchGetItem", whole, {"Responses": {"runs": [big]}}, None)
+    assert meter.units["dynamodb.read_units"] == 2.0  # the same as reading it whole
