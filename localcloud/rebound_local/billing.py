@@ -300,8 +300,12 @@ class Meter:
                     known = sizes[id(item)] = (item, item_size(item))
                 return known[1]
 
-            for (table, key, kind), old in zip(targets, before, strict=True):
-                new = self._stored(table, key)
+            written = _put_items(operation, params, len(targets), succeeded=response is not None)
+            for (table, key, kind), old, put in zip(targets, before, written, strict=True):
+                # A put that succeeded stored its item as sent (moto keeps every value as given),
+                # so it is sized as sent, not read back; an item with a binary value is read back
+                # all the same (its encoding is the transport's).
+                new = put if put is not None and _without_binary(put) else self._stored(table, key)
                 table_units = write_units(max(size(old), size(new)))
                 self.add("dynamodb.write_units", factor * table_units)
                 self.add("dynamodb.write_units.table", factor * table_units)
@@ -501,6 +505,30 @@ def _write_targets(
     else:
         table = params["TableName"]
         yield table, _key_of(meter, table, params), operation
+
+
+def _put_items(
+    operation: str, params: Mapping[str, Any], count: int, *, succeeded: bool
+) -> list[dict[str, Any] | None]:
+    """For each of the ``count`` items a write touches: the item it put, if it is a ``PutItem``
+    or a ``TransactWriteItems`` put that succeeded; ``None`` for every other."""
+    if succeeded and operation == "PutItem":
+        return [params["Item"]]
+    if succeeded and operation == "TransactWriteItems":
+        return [entry["Put"]["Item"] if "Put" in entry else None for entry in params["TransactItems"]]
+    return [None] * count
+
+
+def _without_binary(value: Mapping[str, Any]) -> bool:
+    """An item (or attribute value) with no binary value anywhere in it."""
+    for name, inner in value.items():
+        if name in ("B", "BS"):
+            return False
+        if isinstance(inner, dict) and not _without_binary(inner):
+            return False
+        if isinstance(inner, list) and not all(not isinstance(v, dict) or _without_binary(v) for v in inner):
+            return False
+    return True
 
 
 def _key_of(meter: Meter, table: str, body: Mapping[str, Any]) -> dict[str, Any]:
