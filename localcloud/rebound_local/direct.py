@@ -438,6 +438,45 @@ class DirectScheduler(_Direct):
                 out[key] = datetime.fromtimestamp(float(out[key]), tz=UTC)
         return out
 
+    _SUMMARY = ("Arn", "Name", "GroupName", "State", "Target", "CreationDate", "LastModificationDate")
+    """What a ``ListSchedules`` entry holds (botocore's ``ScheduleSummary``; moto answers more)."""
+
+    def list_schedules(
+        self,
+        *,
+        GroupName: str | None = None,
+        NamePrefix: str | None = None,
+        State: str | None = None,
+        MaxResults: int | None = None,
+        NextToken: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        """The health report lists the task schedules every five minutes, and ``tasks apply``
+        lists them for its plan: moto's backend method, shaped as botocore parses its answer."""
+
+        def run() -> dict[str, Any]:
+            schedules, token = self._backend.list_schedules(
+                [GroupName] if GroupName else None,
+                State,
+                NamePrefix,
+                max_results=MaxResults,
+                next_token=NextToken,
+            )
+            summaries = []
+            for schedule in schedules:
+                raw = schedule.to_dict(short=True)
+                summary = {key: raw[key] for key in self._SUMMARY if raw.get(key) is not None}
+                for key in ("CreationDate", "LastModificationDate"):
+                    if isinstance(summary.get(key), int | float):
+                        summary[key] = datetime.fromtimestamp(float(summary[key]), tz=UTC)
+                summaries.append(summary)
+            answer: dict[str, Any] = {"Schedules": summaries}
+            if token is not None:
+                answer["NextToken"] = token
+            return answer
+
+        return self._call("ListSchedules", run)
+
     def delete_schedule(self, *, Name: str, GroupName: str | None = None, **_: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:
             self._backend.delete_schedule(GroupName, Name)

@@ -896,6 +896,15 @@ def scheduler(t: Transcript) -> None:
         Target={"Arn": one_time["Target"]["Arn"], "RoleArn": one_time["Target"]["RoleArn"]},
     )
     t.call("get from the default group", sch.get_schedule, Name="retry-r1-2")
+    t.call("list the group", sch.list_schedules, GroupName=group)
+    t.call("list by prefix", sch.list_schedules, GroupName=group, NamePrefix="retry-")
+    first = t.call("list a page of one", sch.list_schedules, GroupName=group, MaxResults=1)
+    t.call(
+        "list the next page", sch.list_schedules, GroupName=group, MaxResults=1, NextToken=first["NextToken"]
+    )
+    t.call("list disabled", sch.list_schedules, GroupName=group, State="DISABLED")
+    t.call("list every group", sch.list_schedules)
+    t.call("list a missing group", sch.list_schedules, GroupName="no-such-group")
     t.call("delete", sch.delete_schedule, Name="task-tick", GroupName=group)
     t.call("get deleted", sch.get_schedule, Name="task-tick", GroupName=group)
     t.call("delete deleted", sch.delete_schedule, Name="task-tick", GroupName=group)
@@ -945,6 +954,18 @@ def test_scheduler_answers_the_same_on_both_transports(runs: Runs) -> None:
         "UTC",
         "ENABLED",
     )
+    assert sorted(s["Name"] for s in inproc.answer("list the group")["Schedules"]) == [
+        "retry-r1-2",
+        "task-tick",
+    ]
+    [disabled] = inproc.answer("list disabled")["Schedules"]
+    assert disabled["Name"] == "task-tick" and set(disabled["Target"]) == {"Arn"}
+    assert [s["Name"] for s in inproc.answer("list by prefix")["Schedules"]] == ["retry-r1-2"]
+    pages = [inproc.answer(label)["Schedules"] for label in ("list a page of one", "list the next page")]
+    assert sorted(page[0]["Name"] for page in pages) == ["retry-r1-2", "task-tick"]
+    assert "NextToken" not in inproc.answer("list the next page")
+    assert len(inproc.answer("list every group")["Schedules"]) == 3  # the default group's too
+    assert inproc.answer("list a missing group")["Schedules"] == []
     assert error_code(inproc.answer("get deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("delete deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("get from a missing group")) == "ResourceNotFoundException"
