@@ -519,15 +519,19 @@ def _put_items(
     return [None] * count
 
 
-def _without_binary(value: Mapping[str, Any]) -> bool:
-    """An item (or attribute value) with no binary value anywhere in it."""
-    for name, inner in value.items():
-        if name in ("B", "BS"):
+def _without_binary(item: Mapping[str, Any]) -> bool:
+    """An item with no binary value anywhere in it (maps and lists looked into)."""
+    pending = list(item.values())
+    while pending:
+        value = pending.pop()
+        if "S" in value or "N" in value:
+            continue
+        if "B" in value or "BS" in value:
             return False
-        if isinstance(inner, dict) and not _without_binary(inner):
-            return False
-        if isinstance(inner, list) and not all(not isinstance(v, dict) or _without_binary(v) for v in inner):
-            return False
+        if "M" in value:
+            pending.extend(value["M"].values())
+        elif "L" in value:
+            pending.extend(value["L"])
     return True
 
 

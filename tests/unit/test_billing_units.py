@@ -160,3 +160,10 @@ def test_a_batch_read_with_a_projection_bills_the_whole_stored_item() -> None:
     whole = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}]}}}
     meter.after("dynamodb", "BatchGetItem", whole, {"Responses": {"runs": [big]}}, None)
     assert meter.units["dynamodb.read_units"] == 2.0  # the same as reading it whole
+
+
+def test_an_item_with_a_binary_value_anywhere_is_read_back_after_a_put() -> None:
+    assert b._without_binary({"a": s("x"), "n": {"N": "1"}, "m": {"M": {"l": {"L": [{"BOOL": True}]}}}})
+    assert b._without_binary({"t": {"SS": ["a"]}, "z": {"NULL": True}})
+    assert not b._without_binary({"a": s("x"), "b": {"B": b"\x00"}})
+    assert not b._without_binary({"m": {"M": {"l": {"L": [s("x"), {"BS": [b"\x01"]}]}}}})
