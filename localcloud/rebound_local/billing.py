@@ -109,10 +109,20 @@ def value_size(value: Mapping[str, Any]) -> int:
 
 
 def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """An item's size as DynamoDB bills it: each attribute's name in UTF-8 plus its value."""
+    """An item's size as DynamoDB bills it: each attribute's name in UTF-8 plus its value.
+
+    The meter sizes every item a write touches, before and after it: a string attribute (most of
+    them) is counted here without a call per value."""
     if not item:
         return 0
-    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
+    total = 0
+    for name, value in item.items():
+        text = value.get("S")
+        if isinstance(text, str) and len(value) == 1:
+            total += len(name.encode()) + len(text.encode())
+        else:
+            total += len(name.encode()) + value_size(value)
+    return total
 
 
 def write_units(size: int) -> int:
@@ -196,6 +206,7 @@ class Meter:
         self.namespace = namespace
         self._usage: dict[int, _Usage] = {}
         self._index_cache: dict[str, list[tuple[str, IndexShape]]] = {}
+        self._key_cache: dict[str, list[str]] = {}
 
     # ---- generic
     def add(self, unit: str, amount: float = 1) -> None:
@@ -281,16 +292,28 @@ class Meter:
             if operation == "TransactWriteItems":
                 self.add("dynamodb.transactions")
                 self.add("dynamodb.transaction_items", len(targets))
-            for (table, key, kind), old in zip(targets, before, strict=True):
-                new = self._stored(table, key)
-                table_units = write_units(max(item_size(old), item_size(new)))
+            sizes: dict[int, tuple[Any, int]] = {}  # by identity; holds the item, so no id is reused
+
+            def size(item: dict[str, Any] | None) -> int:
+                known = sizes.get(id(item))
+                if known is None:
+                    known = sizes[id(item)] = (item, item_size(item))
+                return known[1]
+
+            written = _put_items(operation, params, len(targets), succeeded=response is not None)
+            for (table, key, kind), old, put in zip(targets, before, written, strict=True):
+                # A put that succeeded stored its item as sent (moto keeps every value as given),
+                # so it is sized as sent, not read back; an item with a binary value is read back
+                # all the same (its encoding is the transport's).
+                new = put if put is not None and _without_binary(put) else self._stored(table, key)
+                table_units = write_units(max(size(old), size(new)))
                 self.add("dynamodb.write_units", factor * table_units)
                 self.add("dynamodb.write_units.table", factor * table_units)
                 # Where the units go: by table and request (a transaction's items at their factor).
                 self.add(f"dynamodb.write_units.by.{logical_table(table)}.{operation}", factor * table_units)
                 if kind != "ConditionCheck":
                     for name, index in self._indexes(table):
-                        indexed = index_write_units(index, old, new)
+                        indexed = index_write_units(index, old, new, size)
                         self.add("dynamodb.write_units", indexed)
                         self.add("dynamodb.write_units.indexes", indexed)
                         self.add(f"dynamodb.write_units.by.{logical_table(table)}.index.{name}", indexed)
@@ -307,8 +330,12 @@ class Meter:
                 f"dynamodb.read_units.{operation}", read_units(sum(item_size(i) for i in items), consistent)
             )
         elif operation == "BatchGetItem":
-            for items in ((response or {}).get("Responses") or {}).values():
+            requests = params.get("RequestItems") or {}
+            for table, items in ((response or {}).get("Responses") or {}).items():
+                projected = "ProjectionExpression" in (requests.get(table) or {})
                 for item in items:
+                    if projected:  # DynamoDB bills the whole item, whatever the projection returns
+                        item = self._stored(table, _key_of(self, table, {"Item": item}))
                     self.add("dynamodb.read_units", read_units(item_size(item), consistent))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
@@ -418,7 +445,12 @@ class Meter:
             usage.log_bytes += nbytes
 
 
-def index_write_units(index: IndexShape, old: dict[str, Any] | None, new: dict[str, Any] | None) -> int:
+def index_write_units(
+    index: IndexShape,
+    old: dict[str, Any] | None,
+    new: dict[str, Any] | None,
+    size: Callable[[dict[str, Any] | None], int] = item_size,
+) -> int:
     """A global secondary index's write units for one item changing from ``old`` to ``new``.
 
     An item is in the index when it has every key attribute of the index. Changing the index key
@@ -439,14 +471,14 @@ def index_write_units(index: IndexShape, old: dict[str, Any] | None, new: dict[s
     if before is None and after is None:
         return 0
     if before is None:
-        return write_units(item_size(after))
+        return write_units(size(after))
     if after is None:
-        return write_units(item_size(before))
+        return write_units(size(before))
     if any(before.get(k) != after.get(k) for k in keys):
-        return write_units(item_size(before)) + write_units(item_size(after))
+        return write_units(size(before)) + write_units(size(after))
     if before == after:
         return 0
-    return write_units(item_size(after))
+    return write_units(size(after))
 
 
 def logical_table(physical: str) -> str:
@@ -475,12 +507,44 @@ def _write_targets(
         yield table, _key_of(meter, table, params), operation
 
 
+def _put_items(
+    operation: str, params: Mapping[str, Any], count: int, *, succeeded: bool
+) -> list[dict[str, Any] | None]:
+    """For each of the ``count`` items a write touches: the item it put, if it is a ``PutItem``
+    or a ``TransactWriteItems`` put that succeeded; ``None`` for every other."""
+    if succeeded and operation == "PutItem":
+        return [params["Item"]]
+    if succeeded and operation == "TransactWriteItems":
+        return [entry["Put"]["Item"] if "Put" in entry else None for entry in params["TransactItems"]]
+    return [None] * count
+
+
+def _without_binary(item: Mapping[str, Any]) -> bool:
+    """An item with no binary value anywhere in it (maps and lists looked into)."""
+    pending = list(item.values())
+    while pending:
+        value = pending.pop()
+        if "S" in value or "N" in value:
+            continue
+        if "B" in value or "BS" in value:
+            return False
+        if "M" in value:
+            pending.extend(value["M"].values())
+        elif "L" in value:
+            pending.extend(value["L"])
+    return True
+
+
 def _key_of(meter: Meter, table: str, body: Mapping[str, Any]) -> dict[str, Any]:
     if "Key" in body:
         return dict(body["Key"])
     item = body["Item"]
-    moto_table = meter._backend().get_table(table)
-    names = [a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a]
+    names = meter._key_cache.get(table)
+    if names is None:  # a table's key schema never changes (as its indexes, ``_indexes``)
+        moto_table = meter._backend().get_table(table)
+        names = meter._key_cache[table] = [
+            a for a in (moto_table.hash_key_attr, moto_table.range_key_attr) if a
+        ]
     return {name: item[name] for name in names}
 
 

@@ -303,6 +303,24 @@ class DirectSQS(_Direct):
 
         return self._call("ChangeMessageVisibility", run, {"QueueUrl": QueueUrl})
 
+    def get_queue_attributes(
+        self, *, QueueUrl: str, AttributeNames: list[str] | None = None, **_: Any
+    ) -> dict[str, Any]:
+        """The sweeper reads three queues' counts every minute: moto's backend method, shaped as
+        its response layer shapes it (every value a string, absent values left out)."""
+        names = list(AttributeNames or [])
+
+        def run() -> dict[str, Any]:
+            from moto.sqs.exceptions import InvalidAttributeName
+
+            if "" in names:
+                raise InvalidAttributeName("")
+            attributes = self._backend.get_queue_attributes(QueueUrl.rsplit("/", 1)[-1], names)
+            shaped = {key: str(value) for key, value in attributes.items() if value is not None}
+            return {"Attributes": shaped} if shaped else {}
+
+        return self._call("GetQueueAttributes", run, {"QueueUrl": QueueUrl})
+
 
 def _received(message: Any) -> dict[str, Any]:
     """A received message as boto3 shows it: every system attribute, the requested message attributes.
@@ -419,6 +437,45 @@ class DirectScheduler(_Direct):
             if isinstance(out.get(key), int | float):
                 out[key] = datetime.fromtimestamp(float(out[key]), tz=UTC)
         return out
+
+    _SUMMARY = ("Arn", "Name", "GroupName", "State", "Target", "CreationDate", "LastModificationDate")
+    """What a ``ListSchedules`` entry holds (botocore's ``ScheduleSummary``; moto answers more)."""
+
+    def list_schedules(
+        self,
+        *,
+        GroupName: str | None = None,
+        NamePrefix: str | None = None,
+        State: str | None = None,
+        MaxResults: int | None = None,
+        NextToken: str | None = None,
+        **_: Any,
+    ) -> dict[str, Any]:
+        """The health report lists the task schedules every five minutes, and ``tasks apply``
+        lists them for its plan: moto's backend method, shaped as botocore parses its answer."""
+
+        def run() -> dict[str, Any]:
+            schedules, token = self._backend.list_schedules(
+                [GroupName] if GroupName else None,
+                State,
+                NamePrefix,
+                max_results=MaxResults,
+                next_token=NextToken,
+            )
+            summaries = []
+            for schedule in schedules:
+                raw = schedule.to_dict(short=True)
+                summary = {key: raw[key] for key in self._SUMMARY if raw.get(key) is not None}
+                for key in ("CreationDate", "LastModificationDate"):
+                    if isinstance(summary.get(key), int | float):
+                        summary[key] = datetime.fromtimestamp(float(summary[key]), tz=UTC)
+                summaries.append(summary)
+            answer: dict[str, Any] = {"Schedules": summaries}
+            if token is not None:
+                answer["NextToken"] = token
+            return answer
+
+        return self._call("ListSchedules", run)
 
     def delete_schedule(self, *, Name: str, GroupName: str | None = None, **_: Any) -> dict[str, Any]:
         def run() -> dict[str, Any]:

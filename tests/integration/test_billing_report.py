@@ -99,3 +99,46 @@ def test_botocore_clients_are_metered_as_the_direct_transport_meters(direct: dic
     # The same log lines, formatted alike (their timings and durations differ in a few digits).
     handler_bytes = direct["units"]["logs.handler_bytes"]
     assert inproc["units"]["logs.handler_bytes"] == pytest.approx(handler_bytes, rel=0.02)
+
+
+ODD_ITEMS: list[dict[str, Any]] = [
+    {"run_id": {"S": "p1"}, "rev": {"N": "1.50"}, "state": {"S": "running"}, "updated_at": {"S": "t1"}},
+    {
+        "run_id": {"S": "p1"},
+        "rev": {"N": "-0"},
+        "note": {"S": "é" * 700},
+        "task_id": {"S": "t"},
+        "scheduled_for": {"S": "s"},
+    },
+    {"run_id": {"S": "p2"}, "state": {"S": "ok"}, "doc": {"M": {"l": {"L": [{"N": "1e3"}, {"NULL": True}]}}}},
+    {"run_id": {"S": "p2"}, "tags": {"SS": ["a", "b"]}, "nums": {"NS": ["1", "2.0"]}},
+    {"run_id": {"S": "p3"}, "blob": {"B": b"\x01" * 1012}},  # binary, near a KB: read back
+    {"run_id": {"S": "p3"}, "deep": {"L": [{"M": {"b": {"B": b"\x00\xff"}}}]}},
+]
+
+
+def test_a_put_is_billed_as_if_its_item_were_read_back(aws: Any, settings: Any) -> None:
+    """The meter bills a successful put by the item it sent, not a read of what was stored: the
+    units are those of reading it back, for every kind of value, plain and in transactions."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    from rebound_local.billing import Meter
+
+    ddb = aws.client("dynamodb")
+    runs = settings.table("runs")
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+    sent, read_back = Meter(lambda: backend), Meter(lambda: backend)
+    for n, item in enumerate(ODD_ITEMS):
+        if n % 2:
+            operation, params = (
+                "TransactWriteItems",
+                {"TransactItems": [{"Put": {"TableName": runs, "Item": item}}]},
+            )
+        else:
+            operation, params = "PutItem", {"TableName": runs, "Item": item}
+        tokens = sent.before("dynamodb", operation, params), read_back.before("dynamodb", operation, params)
+        getattr(ddb, "put_item" if operation == "PutItem" else "transact_write_items")(**params)
+        sent.after("dynamodb", operation, params, {}, tokens[0])
+        read_back.after("dynamodb", operation, params, None, tokens[1])  # as after a failed call
+    assert sent.units == read_back.units
+    assert sent.units["dynamodb.write_units.indexes"] > 0  # the runs table's indexes were priced

@@ -670,6 +670,29 @@ def sqs(t: Transcript) -> None:
         t.call(f"receive #{attempt}", sqs.receive_message, QueueUrl=url, VisibilityTimeout=1, **ALL)
         t.advance(2)
     t.call("receive dead letter", sqs.receive_message, QueueUrl=dlq, MaxNumberOfMessages=10, **ALL)
+    _queue_attributes(t, url, dlq)
+
+
+COUNTS = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+
+
+def _queue_attributes(t: Transcript, url: str, dlq: str) -> None:
+    """The sweeper's reads of the counts (visible, in flight, delayed), and the attribute errors."""
+    sqs = t.sqs
+    t.call("send delayed for counts", sqs.send_message, QueueUrl=url, MessageBody='{"n": 6}', DelaySeconds=30)
+    t.call("send visible for counts", sqs.send_message, QueueUrl=url, MessageBody='{"n": 7}')
+    t.call("send in flight", sqs.send_message, QueueUrl=url, MessageBody='{"n": 8}')
+    t.call("take one in flight", sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=1, **ALL)
+    delayed = [*COUNTS, "ApproximateNumberOfMessagesDelayed"]
+    t.call("counts", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=delayed)
+    t.call("depth", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=COUNTS)
+    t.call("dead-letter depth", sqs.get_queue_attributes, QueueUrl=dlq, AttributeNames=COUNTS)
+    t.call("every attribute", sqs.get_queue_attributes, QueueUrl=dlq, AttributeNames=["All"])
+    t.call("arn", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=["QueueArn"])
+    t.call("unknown attribute", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=["Colour"])
+    t.call("empty attribute name", sqs.get_queue_attributes, QueueUrl=url, AttributeNames=[""])
+    t.call("no names", sqs.get_queue_attributes, QueueUrl=url)
+    t.call("missing queue", sqs.get_queue_attributes, QueueUrl=url + "-nope", AttributeNames=COUNTS)
 
 
 SQS_OVER_WIRE = frozenset(  # no direct implementation of these: the direct client falls back to botocore
@@ -706,6 +729,17 @@ def test_sqs_answers_the_same_on_both_transports(runs: Runs) -> None:
     assert [bodies(f"receive #{n}") for n in range(1, 7)] == [['{"n": 5}']] * 5 + [[]]
     [dead] = inproc.answer("receive dead letter")["Messages"]
     assert (dead["Body"], dead["Attributes"]["ApproximateReceiveCount"]) == ('{"n": 5}', "6")
+    counts = inproc.answer("counts")["Attributes"]
+    assert counts["ApproximateNumberOfMessages"] == "1"
+    assert counts["ApproximateNumberOfMessagesNotVisible"] == "1"
+    assert counts["ApproximateNumberOfMessagesDelayed"] == "1"
+    dead_letters = inproc.answer("dead-letter depth")["Attributes"]  # received just before: in flight
+    dead_visible = dead_letters["ApproximateNumberOfMessages"]
+    assert (dead_visible, dead_letters["ApproximateNumberOfMessagesNotVisible"]) == ("0", "1")
+    execution = inproc.stack.settings.queue("execution")
+    assert inproc.answer("arn")["Attributes"]["QueueArn"] == execution.arn
+    assert error_code(inproc.answer("unknown attribute")) == "InvalidAttributeName"
+    assert error_code(inproc.answer("missing queue")) is not None
 
 
 # ------------------------------------------------------------------------------------ EventBridge
@@ -862,6 +896,15 @@ def scheduler(t: Transcript) -> None:
         Target={"Arn": one_time["Target"]["Arn"], "RoleArn": one_time["Target"]["RoleArn"]},
     )
     t.call("get from the default group", sch.get_schedule, Name="retry-r1-2")
+    t.call("list the group", sch.list_schedules, GroupName=group)
+    t.call("list by prefix", sch.list_schedules, GroupName=group, NamePrefix="retry-")
+    first = t.call("list a page of one", sch.list_schedules, GroupName=group, MaxResults=1)
+    t.call(
+        "list the next page", sch.list_schedules, GroupName=group, MaxResults=1, NextToken=first["NextToken"]
+    )
+    t.call("list disabled", sch.list_schedules, GroupName=group, State="DISABLED")
+    t.call("list every group", sch.list_schedules)
+    t.call("list a missing group", sch.list_schedules, GroupName="no-such-group")
     t.call("delete", sch.delete_schedule, Name="task-tick", GroupName=group)
     t.call("get deleted", sch.get_schedule, Name="task-tick", GroupName=group)
     t.call("delete deleted", sch.delete_schedule, Name="task-tick", GroupName=group)
@@ -911,6 +954,18 @@ def test_scheduler_answers_the_same_on_both_transports(runs: Runs) -> None:
         "UTC",
         "ENABLED",
     )
+    assert sorted(s["Name"] for s in inproc.answer("list the group")["Schedules"]) == [
+        "retry-r1-2",
+        "task-tick",
+    ]
+    [disabled] = inproc.answer("list disabled")["Schedules"]
+    assert disabled["Name"] == "task-tick" and set(disabled["Target"]) == {"Arn"}
+    assert [s["Name"] for s in inproc.answer("list by prefix")["Schedules"]] == ["retry-r1-2"]
+    pages = [inproc.answer(label)["Schedules"] for label in ("list a page of one", "list the next page")]
+    assert sorted(page[0]["Name"] for page in pages) == ["retry-r1-2", "task-tick"]
+    assert "NextToken" not in inproc.answer("list the next page")
+    assert len(inproc.answer("list every group")["Schedules"]) == 3  # the default group's too
+    assert inproc.answer("list a missing group")["Schedules"] == []
     assert error_code(inproc.answer("get deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("delete deleted")) == "ResourceNotFoundException"
     assert error_code(inproc.answer("get from a missing group")) == "ResourceNotFoundException"

@@ -392,3 +392,70 @@ def test_xml_answers_still_carry_their_request_id_and_json_answers_their_header(
     assert meta["RequestId"] == meta["HTTPHeaders"]["x-amzn-requestid"] != ""
     json_meta = aws.client("dynamodb").list_tables()["ResponseMetadata"]
     assert json_meta["RequestId"] == json_meta["HTTPHeaders"]["x-amzn-requestid"] != ""
+
+
+def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.session.Session) -> None:
+    import re
+    import string
+
+    import moto.sqs.models as sqs_models
+    from moto.moto_api._internal import mock_random
+
+    def draw() -> list[str]:
+        mock_random.seed(5)
+        return [sqs_models.generate_receipt_handle() for _ in range(50)]  # type: ignore[attr-defined]
+
+    handles = draw()
+    assert all(re.fullmatch("[a-z]{185}", handle) for handle in handles)
+    assert len(set(handles)) == 50
+    assert set("".join(handles)) == set(string.ascii_lowercase)
+    assert draw() == handles  # a scenario's seed decides them
+    sqs = aws.client("sqs")
+    url = sqs.create_queue(QueueName="handles")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    [message] = sqs.receive_message(QueueUrl=url)["Messages"]
+    assert re.fullmatch("[a-z]{185}", message["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    assert sqs.receive_message(QueueUrl=url, VisibilityTimeout=0).get("Messages", []) == []
+
+
+def test_an_item_lookup_finds_the_very_item_moto_s_own_lookup_finds(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    """Patch 14 (``item_lookup``): one dictionary lookup for a table without a sort key (the runs
+    table), moto's own code for one with a sort key (the audit table); the same item objects,
+    present or missing, whole or projected."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    from rebound_local.motopatch import item_lookup
+
+    moto_get_item = item_lookup.MOTO["get_item"]
+    assert Table.get_item is not moto_get_item  # the patch is in place
+    ddb = aws.client("dynamodb")
+    runs, audit = settings.table("runs"), settings.table("audit")
+    for n in range(5):
+        ddb.put_item(
+            TableName=runs, Item={"run_id": {"S": f"r{n}"}, "state": {"S": "ok"}, "n": {"N": str(n)}}
+        )
+        ddb.put_item(TableName=audit, Item={"subject": {"S": "run#r1"}, "seq": {"N": str(n)}})
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+    table, trail = backend.get_table(runs), backend.get_table(audit)
+    compared = 0
+    for key in ("r0", "r4", "missing", ""):
+        for projection in (None, [["state"]]):
+            found = table.get_item(DynamoType({"S": key}), None, projection)
+            expected = moto_get_item(table, DynamoType({"S": key}), None, projection)
+            if projection is None:
+                assert found is expected
+            else:
+                assert (found and found.to_json()) == (expected and expected.to_json())
+            compared += found is not None
+    assert compared == 4  # r0 and r4, whole and projected
+    for seq in ("0", "3", "9"):
+        got = trail.get_item(DynamoType({"S": "run#r1"}), DynamoType({"N": seq}))
+        assert got is moto_get_item(trail, DynamoType({"S": "run#r1"}), DynamoType({"N": seq}))
+    with pytest.raises(Exception, match="range key"):
+        trail.get_item(DynamoType({"S": "run#r1"}))
+    assert ddb.get_item(TableName=runs, Key={"run_id": {"S": "r4"}})["Item"]["n"] == {"N": "4"}

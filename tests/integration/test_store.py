@@ -102,3 +102,27 @@ def test_a_commit_that_fails_for_another_reason_is_an_operational_error_and_a_me
     with pytest.raises(OperationalError, match="InternalServerError"):
         new_run(deps)
     assert deps.metrics.counts["task.audit.failure_total"] == 1  # type: ignore[attr-defined]
+
+
+def test_a_task_read_again_unchanged_is_not_parsed_again_and_a_changed_one_is(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rebound.domain.stored import StoredTask
+
+    register(deps, task("job"))
+    parsed: list[str] = []
+    original = StoredTask.from_record.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[StoredTask], data: dict[str, object]) -> StoredTask:
+        parsed.append(str(data["task_id"]))
+        result: StoredTask = original(cls, data)
+        return result
+
+    monkeypatch.setattr(StoredTask, "from_record", classmethod(counting))
+    first, again = deps.store.get_task("job"), deps.store.get_task("job")
+    assert first is not None and again == first and parsed == ["job"]
+    register(deps, task("job", timeout_s=45))  # a new version of the item
+    changed = deps.store.get_task("job")
+    assert changed is not None and changed.task.timeout_s == 45 and changed.version > first.version
+    assert parsed == ["job", "job"]
+    assert deps.store.get_task("nope") is None

@@ -3,6 +3,8 @@ transactions, index writes, the event source mappings' polling model, prices."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from rebound_local import billing as b
@@ -16,6 +18,19 @@ def test_item_size_counts_attribute_names_and_values_in_utf8() -> None:
     assert b.item_size({"pk": s("abc")}) == 2 + 3
     assert b.item_size({"név": s("é")}) == 4 + 2  # both in UTF-8 bytes
     assert b.item_size(None) == 0
+
+
+def test_an_item_of_every_type_is_the_sum_of_its_names_and_values() -> None:
+    item = {
+        "pk": s("run#é"),
+        "n": {"N": "12.50"},
+        "ok": {"BOOL": False},
+        "m": {"M": {"k": s("v")}},
+        "l": {"L": [s("ab")]},
+        "ss": {"SS": ["a"]},
+    }
+    assert b.item_size(item) == sum(len(k.encode()) + b.value_size(v) for k, v in item.items())
+    assert b.item_size(item) == (2 + 6) + (1 + 3) + (2 + 1) + (1 + 6) + (1 + 6) + (2 + 1)
 
 
 def test_numbers_cost_one_byte_per_two_significant_digits_plus_one() -> None:
@@ -108,3 +123,47 @@ def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month(
     alarms = b.IDLE_RESOURCES["alarms"] * 0.10 + b.IDLE_RESOURCES["composite_alarms"] * 0.50
     assert monthly["alarms"] == pytest.approx(alarms)
     assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
+
+
+class _Stored:
+    def __init__(self, attributes: dict[str, Any]) -> None:
+        self.attributes = attributes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"Attributes": self.attributes}
+
+
+class _Backend:
+    """moto's DynamoDB backend as the meter reads it: one table keyed by ``run_id``."""
+
+    hash_key_attr, range_key_attr = "run_id", None
+
+    def __init__(self, items: dict[str, dict[str, Any]]) -> None:
+        self.items = items
+
+    def get_table(self, name: str) -> _Backend:
+        return self
+
+    def get_item(self, table: str, key: dict[str, Any]) -> _Stored | None:
+        found = self.items.get(key["run_id"]["S"])
+        return _Stored(found) if found is not None else None
+
+
+def test_a_batch_read_with_a_projection_bills_the_whole_stored_item() -> None:
+    big = {"run_id": {"S": "r1"}, "doc": {"S": "x" * 5000}}  # 5 KB: two 4 KB read units
+    meter = b.Meter(lambda: _Backend({"r1": big}))
+    projected = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}], "ProjectionExpression": "#k"}}}
+    meter.after(
+        "dynamodb", "BatchGetItem", projected, {"Responses": {"runs": [{"run_id": {"S": "r1"}}]}}, None
+    )
+    assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(big)) == 1.0
+    whole = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}]}}}
+    meter.after("dynamodb", "BatchGetItem", whole, {"Responses": {"runs": [big]}}, None)
+    assert meter.units["dynamodb.read_units"] == 2.0  # the same as reading it whole
+
+
+def test_an_item_with_a_binary_value_anywhere_is_read_back_after_a_put() -> None:
+    assert b._without_binary({"a": s("x"), "n": {"N": "1"}, "m": {"M": {"l": {"L": [{"BOOL": True}]}}}})
+    assert b._without_binary({"t": {"SS": ["a"]}, "z": {"NULL": True}})
+    assert not b._without_binary({"a": s("x"), "b": {"B": b"\x00"}})
+    assert not b._without_binary({"m": {"M": {"l": {"L": [s("x"), {"BS": [b"\x01"]}]}}}})

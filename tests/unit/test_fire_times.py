@@ -332,3 +332,16 @@ def test_arguments() -> None:
         DstPolicy(repeated="thrice")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="missing"):
         DstPolicy(missing="drop")  # type: ignore[arg-type]
+
+
+def test_a_remembered_window_answers_the_same_in_a_new_list_each_time() -> None:
+    start, end = utc(2026, 11, 1, 5, 30), utc(2026, 11, 1, 6, 30)  # the repeated hour in New York
+    first = fire_times_between("*/5 * * * *", NY, start, end, TWICE)
+    first.clear()  # a caller changing its list changes nobody else's
+    again = fire_times_between("*/5 * * * *", NY, start, end, TWICE)
+    longer = fire_times_between("*/5 * * * *", NY, start, end + timedelta(hours=2), TWICE)  # not remembered
+    assert again == longer[: len(again)]
+    assert len(again) == 12 and any(f.note == "dst-repeat" for f in again)
+    assert fire_times_between("*/5 * * * *", NY, start, end) != again  # the policy is part of the key
+    with pytest.raises(ValueError, match="end"):
+        fire_times_between("*/5 * * * *", NY, start, end.replace(tzinfo=None))

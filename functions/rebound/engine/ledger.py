@@ -152,7 +152,7 @@ class Ledger:
                 due.append((stored, lag, fires))
         run_ids = [f.run_id for _, _, fires in due for f in fires]
         report.expected = len(run_ids)
-        existing = self.store.get_runs(run_ids) if run_ids else {}  # one batched read for every task
+        existing = self.store.existing_runs(run_ids) if run_ids else set()  # one read: keys only
         first_open: datetime | None = None
         for stored, lag, fires in due:
             missing = [f for f in fires if f.run_id not in existing]
@@ -249,7 +249,7 @@ class Ledger:
         if spec is not None and before.paused_at is not None:
             since = max(before.paused_at, resumed_at - MAX_LOOKBACK)
             fires = expected_fires(before.task.id, spec, since, resumed_at, origin=before.active_since)
-            existing = self.store.get_runs([f.run_id for f in fires]) if fires else {}
+            existing = self.store.existing_runs([f.run_id for f in fires]) if fires else set()
             # Scheduler's schedules were disabled: these fires were never delivered.
             missed = [f.at for f in fires if f.run_id not in existing]
             report.missed.extend(scheduled_run_id(before.task.id, at) for at in missed)

@@ -31,6 +31,8 @@ patch, each with its reason:
     instead of sorting and walking the whole table again (every segment too).
 13. **Plain scans in one pass** (``scan_answers``): a ``Scan`` with no filter, projection or
     index measures and encodes each item once, with moto's page limits and answer.
+14. **Item lookup** (``item_lookup``): an item of a table without a sort key is found with one
+    dictionary lookup instead of a membership test and a read (two hashes of the key).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from typing import Any
 from rebound_local.motopatch.answers import _patch_answers
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
 from rebound_local.motopatch.event_routing import _patch_event_routing
+from rebound_local.motopatch.item_lookup import _patch_item_lookup
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
 from rebound_local.motopatch.lock import LOCK, _patch_lock
 from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
@@ -89,6 +92,7 @@ def install() -> None:
         _patch_answers()
         _patch_table_scan()
         _patch_scan_answers()
+        _patch_item_lookup()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

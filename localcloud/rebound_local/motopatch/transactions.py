@@ -26,7 +26,7 @@ def _patch_transactions() -> None:
         if len(transact_items) > 100:
             raise TooManyTransactionsException()
         seen: set[tuple[str, str]] = set()
-        plans: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []
+        plans: list[tuple[str, dict[str, Any], str, dict[str, Any], Any]] = []
         errors: list[tuple[str | None, str | None, Any]] = []
         for item in transact_items:
             if len(item) > 1:
@@ -61,7 +61,7 @@ def _patch_transactions() -> None:
                     errors.append(("ConditionalCheckFailed", "The conditional request failed", old))
                     continue
             errors.append((None, None, None))
-            plans.append((op_type, op, table_name, key))
+            plans.append((op_type, op, table_name, key, current))
         if any(code is not None for code, _, _ in errors):
             raise TransactionCanceledException(errors)
 
@@ -73,10 +73,11 @@ def _patch_transactions() -> None:
             if getattr(t, "stream_shard", None) is not None
         }
         try:
-            for op_type, op, table_name, key in plans:
+            for op_type, op, table_name, key, before in plans:
                 if op_type == "ConditionCheck":
                     continue
-                before = self.get_item(table_name, key)
+                # ``before`` is the item the condition saw: under the lock, and with no two
+                # operations on one item, nothing has written it since.
                 # Put and Delete replace the stored Item object; only Update mutates it in place.
                 undo.append((table_name, key, copy.deepcopy(before) if op_type == "Update" else before))
                 names = op.get("ExpressionAttributeNames")

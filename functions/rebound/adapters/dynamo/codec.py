@@ -69,6 +69,32 @@ def _dynamo_value(value: Any) -> Any:
     return value
 
 
+_NUMBER_LIMIT = 10**38
+"""Integers below this in magnitude fit DynamoDB's 38 digits: ``TypeSerializer`` writes them as
+``str``; larger ones go through it (and its error)."""
+
+
+def _attribute(value: Any) -> Any:
+    """``TypeSerializer().serialize(_dynamo_value(value))``, without the serializer's chain of type
+    checks for the common JSON types (str, bool, int, None, dict, list); every other value (floats,
+    Decimals, bytes, sets, subclasses) goes through the serializer itself. Every write of every
+    record serialises its attributes, so this is on each Lambda invocation's path."""
+    kind = type(value)
+    if kind is str:
+        return {"S": value}
+    if kind is bool:
+        return {"BOOL": value}
+    if kind is int and -_NUMBER_LIMIT < value < _NUMBER_LIMIT:
+        return {"N": str(value)}
+    if value is None:
+        return {"NULL": True}
+    if kind is dict:
+        return {"M": {k: _attribute(v) for k, v in value.items()}}
+    if kind is list or kind is tuple:
+        return {"L": [_attribute(v) for v in value]}
+    return _SER.serialize(_dynamo_value(value))
+
+
 def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
     """A DynamoDB item; with ``table``, the attributes DynamoDB does not use go into ``doc``.
 
@@ -81,7 +107,7 @@ def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
         flat = {key: value for key, value in flat.items() if key in keep}
         if doc:
             flat[DOC] = dumps(doc)
-    return {key: _SER.serialize(_dynamo_value(value)) for key, value in flat.items()}
+    return {key: _attribute(value) for key, value in flat.items()}
 
 
 def _number(text: str) -> int | float:

@@ -45,6 +45,23 @@ BACKOFF_BASE_S = 0.025
 BACKOFF_CAP_S = 1.0
 
 
+READ_TASKS_KEPT = 1024
+"""Stored forms of tasks a store keeps parsed for ``get_task`` (emptied when full)."""
+
+
+def _flat_key(item: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...] | None:
+    """An item of string and number attributes as a hashable value (``None`` for any other)."""
+    out = []
+    for name, value in item.items():
+        if len(value) != 1:
+            return None
+        ((kind, inner),) = value.items()
+        if kind not in ("S", "N") or not isinstance(inner, str):
+            return None
+        out.append((name, kind, inner))
+    return tuple(sorted(out))
+
+
 class DynamoStore(DynamoDlqRecord, StagingStore):
     """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
@@ -73,6 +90,7 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit
         self._parsed_tasks: dict[tuple[str, int], StoredTask] = {}
+        self._read_tasks: dict[tuple[tuple[str, str, str], ...], StoredTask] = {}
         self._raw_installed = False
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
@@ -161,8 +179,27 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
 
     # --- tasks ------------------------------------------------------------------------------
     def get_task(self, task_id: str) -> StoredTask | None:
-        data = self._get("tasks", {"task_id": task_id})
-        return StoredTask.from_record(data) if data else None
+        """One task. Every run reads its task; a warm function parses each stored form of a task
+        once (the item as read is the cache's key, so any change to it is parsed anew)."""
+        resp = self._call(
+            "read tasks",
+            self.client.get_item,
+            TableName=self.tables["tasks"],
+            Key=to_item({"task_id": task_id}),
+            ConsistentRead=True,
+        )
+        item = resp.get("Item")
+        if not item:
+            return None
+        key = _flat_key(item)
+        stored = self._read_tasks.get(key) if key is not None else None
+        if stored is None:
+            stored = StoredTask.from_record(from_item(item))
+            if key is not None:
+                if len(self._read_tasks) >= READ_TASKS_KEPT:
+                    self._read_tasks.clear()
+                self._read_tasks[key] = stored
+        return stored
 
     def list_tasks(self) -> list[StoredTask]:
         """Every task. A definition is validated once per version (the sweeper lists often)."""
@@ -176,8 +213,15 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         self._parsed_tasks = parsed
         return sorted(tasks, key=lambda s: s.task.id)
 
-    def _batch_get(self, table: str, key_attr: str, ids: list[str]) -> Iterator[dict[str, Any]]:
+    def _batch_get(
+        self, table: str, key_attr: str, ids: list[str], *, keys_only: bool = False
+    ) -> Iterator[dict[str, Any]]:
+        """The items among ``ids``; with ``keys_only``, each item's key alone
+        (``ProjectionExpression``: read units as for the whole item, but no more is sent or parsed)."""
         name = self.tables[table]
+        request: dict[str, Any] = {"ConsistentRead": True}
+        if keys_only:
+            request |= {"ProjectionExpression": "#k", "ExpressionAttributeNames": {"#k": key_attr}}
         for start in range(0, len(ids), 100):
             keys: list[Any] = [to_item({key_attr: i}) for i in dict.fromkeys(ids[start : start + 100])]
             for attempt in range(WRITE_ATTEMPTS + 1):
@@ -190,7 +234,7 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
                 resp = self._call(
                     f"read {table}",
                     self.client.batch_get_item,
-                    RequestItems={name: {"Keys": keys, "ConsistentRead": True}},
+                    RequestItems={name: {"Keys": keys, **request}},
                 )
                 for item in resp.get("Responses", {}).get(name, []):
                     yield from_item(item)
@@ -298,6 +342,10 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         """The runs that exist among ``run_ids`` (BatchGetItem, 100 keys a call, unprocessed keys retried)."""
         runs = (Run.model_validate(data) for data in self._batch_get("runs", "run_id", run_ids))
         return {run.run_id: run for run in runs}
+
+    def existing_runs(self, run_ids: list[str]) -> set[str]:
+        """Which of ``run_ids`` exist: the keys alone, 100 a call (no run is read whole or parsed)."""
+        return {str(data["run_id"]) for data in self._batch_get("runs", "run_id", run_ids, keys_only=True)}
 
     def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
         """A parallel scan segment of the runs table in 1 MB pages, read raw (``raw_answers``)."""

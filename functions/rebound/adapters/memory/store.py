@@ -134,6 +134,10 @@ class MemoryStore(StagingStore):
             d["run_id"]: Run.model_validate(d) for d in self._all("runs", lambda d: d["run_id"] in wanted)
         }
 
+    def existing_runs(self, run_ids: list[str]) -> set[str]:
+        wanted = set(run_ids)
+        return {str(d["run_id"]) for d in self._all("runs", lambda d: d["run_id"] in wanted)}
+
     def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
         return {str(d["run_id"]): d for d in self._all("runs", _in_segment("run_id", segment, segments))}
 

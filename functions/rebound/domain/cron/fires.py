@@ -203,7 +203,31 @@ def unix_fire_times(
 def fire_times_between(
     expr: str, tz: str, start: datetime, end: datetime, dst: DstPolicy = DstPolicy()
 ) -> list[FireTime]:
-    """All fires of the Unix ``expr`` in ``(start, end]`` (aware), same rules as :func:`unix_fire_times`."""
+    """All fires of the Unix ``expr`` in ``(start, end]`` (aware), same rules as :func:`unix_fire_times`.
+
+    A pure function of its arguments; the latest windows of up to an hour are remembered: every
+    minute the run ledger asks the same window for each task that shares a schedule. Each call
+    gets a new list."""
+    try:
+        remembered = end - start <= _REMEMBERED_WINDOW
+    except TypeError:  # one of them naive: _fire_times says which
+        remembered = False
+    if remembered:
+        return list(_remembered_fire_times(expr, tz, start, end, dst))
+    return list(_fire_times(expr, tz, start, end, dst))
+
+
+_REMEMBERED_WINDOW = timedelta(hours=1)
+
+
+@lru_cache(maxsize=256)
+def _remembered_fire_times(
+    expr: str, tz: str, start: datetime, end: datetime, dst: DstPolicy
+) -> tuple[FireTime, ...]:
+    return _fire_times(expr, tz, start, end, dst)
+
+
+def _fire_times(expr: str, tz: str, start: datetime, end: datetime, dst: DstPolicy) -> tuple[FireTime, ...]:
     cal = _unix_calendar(expr)
     zone = _zone(tz)
     stop = _utc_naive(end, "end")
@@ -212,7 +236,7 @@ def fire_times_between(
         if instant > stop:
             break
         out.append(_fire(instant, zone, note))
-    return out
+    return tuple(out)
 
 
 _SCHEDULER = DstPolicy(repeated="once", missing="skip")

@@ -281,6 +281,11 @@ class Store(Protocol):
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
 
+    def existing_runs(self, run_ids: list[str]) -> set[str]:
+        """Which of ``run_ids`` exist, without reading the runs (the ledger's check of every
+        expected fire, each minute)."""
+        ...
+
     def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
         """Every run in one of ``segments`` parts of the runs table, by id, each as stored: its
         JSON form, unset (``None``) fields possibly left out, no model built of it (``audit
