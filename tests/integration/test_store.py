@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
@@ -126,3 +127,50 @@ def test_a_task_read_again_unchanged_is_not_parsed_again_and_a_changed_one_is(
     assert changed is not None and changed.task.timeout_s == 45 and changed.version > first.version
     assert parsed == ["job", "job"]
     assert deps.store.get_task("nope") is None
+
+
+def test_a_unit_of_work_of_one_write_is_that_write_alone_and_of_two_a_transaction(deps: Deps) -> None:
+    # DynamoDB bills each item of a transaction twice: one item goes as its own conditional write,
+    # with the same condition, the same Conflict naming it, and contention tried again.
+    client = deps.store.client
+    sent: list[str] = []
+    contended = [1]
+    real = {name: getattr(client, name) for name in ("update_item", "transact_write_items")}
+
+    def recording(name: str) -> Any:
+        def call(**kwargs: Any) -> Any:
+            sent.append(name)
+            if name == "update_item" and contended[0]:
+                contended[0] -= 1
+                raise ClientError(
+                    {"Error": {"Code": "TransactionConflictException", "Message": "in flight"}}, "UpdateItem"
+                )
+            return real[name](**kwargs)
+
+        return call
+
+    for name in real:
+        setattr(client, name, recording(name))
+    try:
+        one = deps.store.unit_of_work("executor", deps.clock.now())
+        one.enter_slot("slots#task#t", 1, "r1", deps.clock.now(), "slot task#t")
+        one.commit()
+        assert sent == ["update_item", "update_item"], "contention on the single write is tried again"
+        assert (deps.store.get_key("slots#task#t") or {})["holders"] == ["r1"]
+
+        full = deps.store.unit_of_work("executor", deps.clock.now())
+        full.enter_slot("slots#task#t", 1, "r2", deps.clock.now(), "slot task#t")
+        with pytest.raises(Conflict) as caught:
+            full.commit()
+        assert caught.value.details["failed"] == ["slot task#t"]
+
+        sent.clear()
+        two = deps.store.unit_of_work("executor", deps.clock.now())
+        two.enter_slot("slots#task#u", 1, "r3", deps.clock.now(), "slot task#u")
+        two.enter_slot("slots#task#v", 1, "r3", deps.clock.now(), "slot task#v")
+        two.commit()
+        assert sent == ["transact_write_items"]
+    finally:
+        for name, call in real.items():
+            setattr(client, name, call)
+    assert (deps.store.get_key("slots#task#t") or {})["holders"] == ["r1"]

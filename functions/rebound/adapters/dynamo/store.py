@@ -120,17 +120,18 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             raise
 
     def _transact_once(self, items: list[TransactWriteItemTypeDef], labels: list[str], doing: str) -> None:
+        single = _single_write(items)
         try:
-            self.client.transact_write_items(TransactItems=items)
+            if single is None:
+                self.client.transact_write_items(TransactItems=items)
+            else:
+                single(self.client)
         except ClientError as exc:
             err = translate(exc, doing)
             if isinstance(err, Conflict):
                 reasons = exc.response.get("CancellationReasons", [])
-                err.details["failed"] = [
-                    labels[i]
-                    for i, reason in enumerate(reasons)
-                    if reason.get("Code") == "ConditionalCheckFailed"
-                ]
+                failed = [i for i, why in enumerate(reasons) if why.get("Code") == "ConditionalCheckFailed"]
+                err.details["failed"] = list(labels) if single is not None else [labels[i] for i in failed]
             raise err from exc
         except BotoCoreError as exc:
             raise translate(exc, doing) from exc
@@ -582,3 +583,22 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
                 )
             }
         )
+
+
+_SINGLE_WRITES = {"Put": "put_item", "Update": "update_item", "Delete": "delete_item"}
+
+
+def _single_write(items: list[TransactWriteItemTypeDef]) -> Callable[[Any], Any] | None:
+    """A unit of work of one write, as that write on its own: the same item, condition and
+    errors (``ConditionalCheckFailedException`` is a ``Conflict``; a write that meets a
+    transaction in flight on its item is ``TransactionConflictException``, retried as a
+    cancelled transaction's conflict is), at half the write units, since DynamoDB bills every
+    item of a transaction twice. ``None`` for two or more items, or a condition check alone."""
+    if len(items) != 1:
+        return None
+    ((kind, op),) = items[0].items()
+    method = _SINGLE_WRITES.get(kind)
+    if method is None:
+        return None
+    params: dict[str, Any] = dict(op)  # type: ignore[call-overload]
+    return lambda client: getattr(client, method)(**params)
