@@ -176,6 +176,8 @@ _NAMED: dict[str, Form] = {
     "RunState": _member(RunState),
     "AttemptOutcome": _member(AttemptOutcome),
 }
+
+
 def _json_default(value: Any) -> Any:
     """A default as its JSON form: the defaults here are ``None``, text, numbers, flags, enum
     members and empty lists."""

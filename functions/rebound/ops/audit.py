@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from queue import Queue
+from threading import BoundedSemaphore
 from typing import Any
 
 from rebound.domain.audit import (
@@ -124,6 +125,7 @@ class AuditOps:
         segments: int = AUDIT_SEGMENTS,
         on_total: Callable[[int], None] | None = None,
         page_size: int | None = VERIFY_PAGE_ITEMS,
+        in_flight: int = 16,
     ) -> list[AuditResult]:
         """Verify every subject; the results in subject order.
 
@@ -154,10 +156,17 @@ class AuditOps:
             if progress:
                 progress(result)
 
+        asking = BoundedSemaphore(in_flight)
+
         def read(kind: str, segment: int) -> None:
             reader = self.store.audit_segment_parts if kind == AUDIT else self.store.runs_segment_parts
+            pages = iter(reader(segment, segments, page_size))
             try:
-                for part in reader(segment, segments, page_size):
+                while True:
+                    with asking:
+                        part = next(pages, None)
+                    if part is None:
+                        break
                     parts.put((kind, part))
             except BaseException as exc:
                 parts.put((kind, exc))
