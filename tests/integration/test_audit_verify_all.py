@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 from rebound.adapters.audit_keys import VerifyingAuditKeys, day_keys_document, read_day_keys
 from rebound.adapters.dynamo import from_item, to_item
 from rebound.domain.audit import GENESIS, record_hash
-from rebound.domain.errors import ValidationFailed
+from rebound.domain.errors import OperationalError, ValidationFailed
 from rebound.domain.models import AuditRecord
 from rebound.engine.deps import Deps
 from rebound.ops.audit import MAX_EXPORTED_DAYS, AuditOps
@@ -209,3 +209,28 @@ def test_each_kind_of_tampering_is_caught_page_by_page_with_the_single_checks_wo
     old = results["task#old"]
     assert old.ok and old.keying == "unkeyed" and old.unkeyed == 2
     assert {s for s, r in results.items() if not r.ok} == {"run#r01", "run#r02", "run#r03", "msg#m1"}
+
+
+def test_a_subject_a_scan_hands_back_apart_fails_the_pass_instead_of_judging_half_a_chain(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment's trail is taken as whole once a page shows the next subject. A store that broke
+    that (a subject's records again after another subject's) would have half a chain judged:
+    the pass stops with an error naming the subject instead."""
+    populate(deps, 3)
+    scan = deps.store.client.scan  # type: ignore[attr-defined]
+    audit = deps.settings.table("audit")
+
+    first: list[Any] = []
+
+    def apart(**kwargs: Any) -> Any:
+        answer = scan(**{**kwargs, "Limit": 2})
+        if kwargs["TableName"] == audit:
+            first.extend(answer["Items"][:1] if not first else [])
+            if "LastEvaluatedKey" not in answer:  # the last page: the first subject once more
+                answer["Items"].append(first[0])
+        return answer
+
+    monkeypatch.setattr(deps.store.client, "scan", apart)  # type: ignore[attr-defined]
+    with pytest.raises(OperationalError, match="came back apart"):
+        AuditOps(deps).verify_all(segments=1)
