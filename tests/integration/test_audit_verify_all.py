@@ -234,3 +234,34 @@ def test_a_subject_a_scan_hands_back_apart_fails_the_pass_instead_of_judging_hal
     monkeypatch.setattr(deps.store.client, "scan", apart)  # type: ignore[attr-defined]
     with pytest.raises(OperationalError, match="came back apart"):
         AuditOps(deps).verify_all(segments=1)
+
+
+def test_the_first_page_is_checked_before_any_other_segment_is_asked_for(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checking the first page derives the day keys its records need (KMS) while the store
+    answers nothing else; only then are the other segments read."""
+    populate(deps, 6)
+    events: list[str] = []
+    store, keys = deps.store, deps.store.audit_keys
+
+    def reading(kind: str, read: Any) -> Any:
+        def segment(n: int, *args: Any) -> Any:
+            events.append(f"{kind} {n}")
+            yield from read(n, *args)
+
+        return segment
+
+    check = keys.check
+
+    def checking(*args: Any) -> bool:
+        events.append("check")
+        return check(*args)
+
+    monkeypatch.setattr(store, "audit_segment_parts", reading("audit", store.audit_segment_parts))
+    monkeypatch.setattr(store, "runs_segment_parts", reading("runs", store.runs_segment_parts))
+    monkeypatch.setattr(keys, "check", checking)
+    results = AuditOps(deps).verify_all(segments=2)
+    assert all(r.ok for r in results)
+    assert events[:2] == ["audit 0", "check"]
+    assert sorted(e for e in events if e != "check") == ["audit 0", "audit 1", "runs 0", "runs 1"]

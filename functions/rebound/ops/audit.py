@@ -130,13 +130,19 @@ class AuditOps:
         """Verify every subject; the results in subject order.
 
         The audit table and the runs table are read in ``segments`` parallel scan segments each,
-        all at once (a thread per segment, pages of ``page_size`` items), and the records and
-        runs are checked as stored, with no model built of each (``verify_fields``,
+        all at once but for the first page (a thread per segment, pages of ``page_size`` items),
+        and the records and runs are checked as stored, with no model built of each (``verify_fields``,
         ``stored_run_mismatches``), as each page arrives: a chain once its trail is whole; a run
         once its chain and its item are both in (they are in unrelated segments of their
         tables), or, with no item, once every runs segment is in. ``on_total`` hears how many
         subjects there are once every audit segment is in; ``progress`` hears each result as it
         is decided.
+
+        The first audit segment's first page is read and checked before any other segment is
+        asked for: checking it derives the day keys its records need (a writer's keys ask KMS,
+        ``GenerateMac``, once a day covered) while the store answers nothing else. Asked behind
+        every segment's first 1 MB page, that one call held every check up (0.7 s against the
+        local cloud, for 10,000 chains checked in about 2 s).
 
         The cyclic garbage collector is paused for the pass (``_cyclic_gc_paused``).
 
@@ -169,9 +175,8 @@ class AuditOps:
             parts.put((kind, None))
 
         with _cyclic_gc_paused(), ThreadPoolExecutor(max_workers=2 * segments) as pool:
-            for kind in (AUDIT, RUNS):
-                for n in range(segments):
-                    pool.submit(read, kind, n)
+            later = [(kind, n) for kind in (AUDIT, RUNS) for n in range(segments)]
+            pool.submit(read, *later.pop(0))
             left = {AUDIT: segments, RUNS: segments}
             while left[AUDIT] or left[RUNS]:
                 kind, part = parts.get()
@@ -200,6 +205,9 @@ class AuditOps:
                             decided(_run_verdict(subject, trail, chain, runs.get(run_id)))
                         else:
                             waiting[subject] = (trail, chain)
+                for job in later:  # the first part is checked: every other segment now
+                    pool.submit(read, *job)
+                later.clear()
         results.sort(key=lambda r: r.subject)
         return results
 
