@@ -108,10 +108,12 @@ def serve(chains: int, env: str = ENV) -> None:
     starts with ``REPLY``."""
     from rebound.wiring import build_deps
     from rebound_local.cloud import LocalCloud
+    from rebound_local.heap import HeapKeeper
     from rebound_local.provision import provision
 
     cloud = LocalCloud()
     endpoint = cloud.start()
+    heap = HeapKeeper().start()  # as ``rebound local up`` keeps its process's heap
     try:
         settings = provision(cloud.session(), endpoint, env)
         deps = build_deps(settings, session=cloud.session(), client_kwargs={"endpoint_url": endpoint})
@@ -123,6 +125,7 @@ def serve(chains: int, env: str = ENV) -> None:
         for _ in sys.stdin:
             print(REPLY + json.dumps({"cpu_seconds": time.process_time()}), flush=True)
     finally:
+        heap.stop()
         cloud.stop()
 
 

@@ -28,6 +28,7 @@ from rich.live import Live
 
 from rebound_local import snapshot
 from rebound_local.clock import ScaledClock
+from rebound_local.heap import HeapKeeper
 from rebound_local.provision import REGION
 from rebound_local.scenario import load_faults_file
 from rebound_local.stack import Faults, LocalStack, start_local
@@ -132,6 +133,7 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     stop = threading.Event()
     worker = threading.Thread(target=stack.runtime.run_realtime, args=(stop,), name="runtime", daemon=True)
     previous = signal.signal(signal.SIGTERM, _raise_stop)
+    heap = HeapKeeper().start()  # the stored items out of the collector's way (rebound_local.heap)
     worker.start()
     try:
         _watch(stack, opts, console, out)
@@ -143,6 +145,7 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
         if ops_console is not None:
             ops_console.stop()
         _shut_down(stack, stop, worker, opts, out)
+        heap.stop()
     return 0
 
 

@@ -38,8 +38,9 @@ def verify(store: Store, subject: str) -> AuditResult:
     that pass let through would never be verified again)."""
     ops = AuditOps(SimpleNamespace(store=store))  # type: ignore[arg-type]
     single = ops.verify(subject)
-    trail = store.audit_segment(0, 1)[single.subject]
-    bulk = judge_stored(single.subject, trail, store.runs_segment(0, 1), store.audit_keys.check)
+    trails = {s: t for part in store.audit_segment_parts(0, 1) for s, t in part.items()}
+    runs = {r: run for part in store.runs_segment_parts(0, 1) for r, run in part.items()}
+    bulk = judge_stored(single.subject, trails[single.subject], runs, store.audit_keys.check)
     assert (bulk.ok, bulk.detail) == (single.ok, single.detail)
     assert {r.subject: r for r in ops.verify_all(segments=3)}[single.subject] == single
     return single

@@ -127,16 +127,21 @@ def test_audit_subjects_and_heads(store: Store) -> None:
     assert store.audit_head("msg#m1") == (1, record.hash)
 
 
-def test_audit_segments_hold_every_subject_once_whole_and_in_order(store: Store) -> None:
+@pytest.mark.parametrize("page_size", [None, 2])
+def test_audit_segments_hold_every_subject_once_whole_and_in_order(
+    store: Store, page_size: int | None
+) -> None:
+    """Whether a segment comes in one part or in pages of two items (so a trail of two or more
+    records spans pages), each subject is in exactly one part of one segment, whole."""
     for n in range(12):
         run = create(store, new_run(f"r{n}"))
         uow = store.unit_of_work("executor", at(n))
         uow.append_audit(f"run#{run.run_id}", action="noted")
         uow.commit()
     store.save_task(task("job"), previous=None, actor="ops", at=START, action="registered")
-    parts = [store.audit_segment(n, 4) for n in range(4)]
+    parts = [part for n in range(4) for part in store.audit_segment_parts(n, 4, page_size)]
     subjects = [subject for part in parts for subject in part]
-    assert sorted(subjects) == store.audit_subjects()  # each subject in exactly one segment
+    assert sorted(subjects) == store.audit_subjects()  # each subject in exactly one part
     for part in parts:
         for subject, trail in part.items():
             # whole, in sequence order, as stored: each the record's JSON form
@@ -144,12 +149,13 @@ def test_audit_segments_hold_every_subject_once_whole_and_in_order(store: Store)
             assert verify_fields(subject, trail, store.audit_keys.check).ok
 
 
-def test_runs_segments_hold_every_run_once_as_stored(store: Store) -> None:
+@pytest.mark.parametrize("page_size", [None, 2])
+def test_runs_segments_hold_every_run_once_as_stored(store: Store, page_size: int | None) -> None:
     for n in range(9):
         create(store, new_run(f"r{n}"))
-    parts = [store.runs_segment(n, 3) for n in range(3)]
+    parts = [part for n in range(3) for part in store.runs_segment_parts(n, 3, page_size)]
     ids = [run_id for part in parts for run_id in part]
-    assert sorted(ids) == [f"r{n}" for n in range(9)]  # each run in exactly one segment
+    assert sorted(ids) == [f"r{n}" for n in range(9)]  # each run in exactly one part
     runs = store.get_runs(ids)
     for part in parts:
         for run_id, stored in part.items():

@@ -42,8 +42,9 @@ class DerivedKeys:
         self._lock = threading.Lock()
 
     def _key(self, key_id: str, label: str) -> bytes:
-        with self._lock:
-            key = self._keys.get((key_id, label))
+        # Read without the lock (one ``dict.get`` is atomic; a record verified takes a key each
+        # time); only a key derived is written under it.
+        key = self._keys.get((key_id, label))
         if key is None:
             key = self._derive(key_id, label)
             with self._lock:

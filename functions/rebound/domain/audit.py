@@ -26,6 +26,7 @@ from typing import Any
 
 from rebound.domain.jsonutil import canonical_bytes, canonical_bytes_of_plain
 from rebound.domain.models import AuditRecord, Run
+from rebound.domain.run_form import json_form
 from rebound.domain.timefmt import iso
 
 GENESIS = "0" * 64
@@ -310,6 +311,11 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
 
 def _rebuild(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -> Run:
     """``rebuild_run`` of ``(seq, at, evidence, hash)`` of each record."""
+    return Run.model_validate(_rebuilt_fields(run_id, records))
+
+
+def _rebuilt_fields(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -> dict[str, Any]:
+    """The fields ``_rebuild`` builds its run of."""
     fields: dict[str, Any] = {"run_id": run_id}
     ordered = sorted(records, key=lambda r: r[0])
     for seq, at, evidence, _ in ordered:
@@ -321,7 +327,7 @@ def _rebuild(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -
     if ordered:
         fields["audit_seq"] = ordered[-1][0]
         fields["audit_head"] = ordered[-1][3]
-    return Run.model_validate(fields)
+    return fields
 
 
 def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
@@ -329,22 +335,26 @@ def trail_mismatches(stored: Run, records: list[AuditRecord]) -> list[str]:
     ``rev`` never counts, and while a wait episode goes on, neither do the poll fields and
     ``updated_at`` (polls change them without a record); nor, while an asynchronous attempt runs,
     the heartbeat fields."""
-    return _mismatches(stored.model_dump(mode="json"), rebuild_run(stored.run_id, records))
+    rebuilt = rebuild_run(stored.run_id, records)
+    return _mismatches(stored.model_dump(mode="json"), rebuilt.model_dump(mode="json"))
 
 
 def stored_run_mismatches(stored: dict[str, Any], records: list[AuditFields]) -> list[str]:
     """``trail_mismatches`` of a run and its records as stored (the run's JSON form, unset fields
     possibly left out; ``AuditFields``), without a model of the stored run. Stricter, never
     looser: a stored value that a model would read as the rebuilt one but that is written
-    differently is a mismatch here."""
-    rebuilt = _rebuild(
+    differently is a mismatch here. The rebuilt run is taken in its JSON form without a model
+    where ``run_form.json_form`` knows that form, with one (pydantic) otherwise."""
+    fields = _rebuilt_fields(
         str(stored["run_id"]), [(r["seq"], r["at"], r.get("evidence") or {}, r["hash"]) for r in records]
     )
+    rebuilt = json_form(fields)
+    if rebuilt is None:
+        rebuilt = Run.model_validate(fields).model_dump(mode="json")
     return _mismatches(stored, rebuilt)
 
 
-def _mismatches(actual: dict[str, Any], rebuilt_run: Run) -> list[str]:
-    rebuilt = rebuilt_run.model_dump(mode="json")
+def _mismatches(actual: dict[str, Any], rebuilt: dict[str, Any]) -> list[str]:
     ignored = {"rev"}
     if actual.get("waiting_since") is not None:
         ignored |= {*POLL_FIELDS, "updated_at"}

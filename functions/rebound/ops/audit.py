@@ -15,14 +15,18 @@ writer exported (for ``day_labels``) and confirm each with ``VerifyMac``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+import gc
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from queue import Queue
 from typing import Any
 
 from rebound.domain.audit import (
     AuditFields,
+    ChainCheck,
     CheckMac,
     mac_label,
     stored_run_mismatches,
@@ -39,7 +43,15 @@ from rebound.engine.ports import AuditKeys
 MAX_EXPORTED_DAYS = 3660
 """The most day keys one ``day_keys`` export derives (one ``GenerateMac`` each): ten years."""
 AUDIT_SEGMENTS = 8
-"""Parallel scan segments ``verify_all`` reads the audit table in (one thread each)."""
+"""Parallel scan segments ``verify_all`` reads the audit table and the runs table in (one
+thread each)."""
+VERIFY_PAGE_ITEMS: int | None = None
+"""Items a page of ``verify_all``'s scans (``Limit``): ``None``, pages as large as DynamoDB
+answers (1 MB). Smaller pages would let the store answer the next page while the client checks
+the last, but the local cloud's cost per page grows with its table (at 500 or 250 items a page its
+CPU for 10,000 chains went from 1.6 to 3.6 and 5.6 s; docs/performance.md), so against it they
+are slower."""
+AUDIT, RUNS = "audit", "runs"
 
 
 @dataclass(frozen=True)
@@ -113,16 +125,26 @@ class AuditOps:
         progress: Callable[[AuditResult], None] | None = None,
         segments: int = AUDIT_SEGMENTS,
         on_total: Callable[[int], None] | None = None,
+        page_size: int | None = VERIFY_PAGE_ITEMS,
     ) -> list[AuditResult]:
         """Verify every subject; the results in subject order.
 
-        The audit table and the runs table are read in ``segments`` parallel scan segments each
-        (a thread per segment, pages as large as DynamoDB answers), and the records and runs are
-        checked as stored, with no model built of each (``verify_fields``,
-        ``stored_run_mismatches``). A segment's chains are checked as it arrives; a run's, once
-        every runs segment is in (a run's item and its chain are in unrelated segments).
-        ``on_total`` hears how many subjects there are once every audit segment is in;
-        ``progress`` hears each result as it is decided.
+        The audit table and the runs table are read in ``segments`` parallel scan segments each,
+        all at once but for the first page (a thread per segment, pages of ``page_size`` items),
+        and the records and runs are checked as stored, with no model built of each (``verify_fields``,
+        ``stored_run_mismatches``), as each page arrives: a chain once its trail is whole; a run
+        once its chain and its item are both in (they are in unrelated segments of their
+        tables), or, with no item, once every runs segment is in. ``on_total`` hears how many
+        subjects there are once every audit segment is in; ``progress`` hears each result as it
+        is decided.
+
+        The first audit segment's first page is read and checked before any other segment is
+        asked for: checking it derives the day keys its records need (a writer's keys ask KMS,
+        ``GenerateMac``, once a day covered) while the store answers nothing else. Asked behind
+        every segment's first 1 MB page, that one call held every check up (0.7 s against the
+        local cloud, for 10,000 chains checked in about 2 s).
+
+        The cyclic garbage collector is paused for the pass (``_cyclic_gc_paused``).
 
         A trail and its run are read at different moments, so a run that changed in between looks
         like a mismatch: every subject that fails in the bulk pass is verified again on its own
@@ -131,41 +153,61 @@ class AuditOps:
         check = self.keys.check
         results: list[AuditResult] = []
         runs: dict[str, dict[str, Any]] = {}
-        waiting: dict[str, list[AuditFields]] = {}
+        waiting: dict[str, tuple[list[AuditFields], ChainCheck]] = {}
+        parts: Queue[tuple[str, Any]] = Queue()
         subjects = 0
 
-        def judge(subject: str, trail: list[AuditFields]) -> None:
-            result = _judge_stored(subject, trail, runs, check)
+        def decided(result: AuditResult) -> None:
             if not result.ok:
-                result = self._verify(subject)
+                result = self._verify(result.subject)
             results.append(result)
             if progress:
                 progress(result)
 
-        with ThreadPoolExecutor(max_workers=segments) as pool:
-            audit: list[Future[Any]] = [
-                pool.submit(self.store.audit_segment, n, segments) for n in range(segments)
-            ]
-            run_parts: list[Future[Any]] = [
-                pool.submit(self.store.runs_segment, n, segments) for n in range(segments)
-            ]
-            runs_left, audit_left = len(run_parts), len(audit)
-            for done in as_completed([*audit, *run_parts]):
-                if done in run_parts:
-                    runs.update(done.result())
-                    runs_left -= 1
-                    trails = waiting if not runs_left else {}
-                else:
-                    trails = done.result()
-                    subjects += len(trails)
-                    audit_left -= 1
-                    if not audit_left and on_total is not None:
+        def read(kind: str, segment: int) -> None:
+            reader = self.store.audit_segment_parts if kind == AUDIT else self.store.runs_segment_parts
+            try:
+                for part in reader(segment, segments, page_size):
+                    parts.put((kind, part))
+            except BaseException as exc:
+                parts.put((kind, exc))
+                raise
+            parts.put((kind, None))
+
+        with _cyclic_gc_paused(), ThreadPoolExecutor(max_workers=2 * segments) as pool:
+            later = [(kind, n) for kind in (AUDIT, RUNS) for n in range(segments)]
+            pool.submit(read, *later.pop(0))
+            left = {AUDIT: segments, RUNS: segments}
+            while left[AUDIT] or left[RUNS]:
+                kind, part = parts.get()
+                if isinstance(part, BaseException):
+                    raise part
+                if part is None:
+                    left[kind] -= 1
+                    if kind == AUDIT and not left[AUDIT] and on_total is not None:
                         on_total(subjects)
-                for subject, trail in trails.items():
-                    if runs_left and subject.startswith(RUN_PREFIX):
-                        waiting[subject] = trail
-                    else:
-                        judge(subject, trail)
+                    if kind == RUNS and not left[RUNS]:
+                        for subject, (trail, chain) in waiting.items():
+                            decided(_run_verdict(subject, trail, chain, runs.get(_run_id(subject))))
+                        waiting.clear()
+                elif kind == RUNS:
+                    runs.update(part)
+                    for run_id in part:
+                        held = waiting.pop(RUN_PREFIX + run_id, None)
+                        if held is not None:
+                            decided(_run_verdict(RUN_PREFIX + run_id, *held, part[run_id]))
+                else:
+                    subjects += len(part)
+                    for subject, trail in part.items():
+                        chain = verify_fields(subject, trail, check)
+                        run_id = _run_id(subject)
+                        if not chain.ok or run_id == subject or run_id in runs or not left[RUNS]:
+                            decided(_run_verdict(subject, trail, chain, runs.get(run_id)))
+                        else:
+                            waiting[subject] = (trail, chain)
+                for job in later:  # the first part is checked: every other segment now
+                    pool.submit(read, *job)
+                later.clear()
         results.sort(key=lambda r: r.subject)
         return results
 
@@ -211,9 +253,40 @@ def _judge_stored(
     """``AuditOps._judge`` of a trail and its run as stored (``verify_fields``,
     ``stored_run_mismatches``): a pass here is a pass there; a failure is decided again there."""
     chain = verify_fields(subject, trail, check)
+    return _run_verdict(subject, trail, chain, runs.get(_run_id(subject)))
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off inside (back on after, if it was on before).
+
+    The bulk pass keeps every trail and run it reads until it ends, tens of thousands of dicts;
+    each full collection walks them all, and collections are set off by allocating, which the
+    pass does for every item: with the collector on, reading 10,000 chains took twice the CPU
+    (1.06 s against 0.50; docs/performance.md). Nothing the pass makes is cyclic garbage;
+    reference counting still frees everything it drops. Two passes at once leave the collector
+    on once the first that found it on ends."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _run_id(subject: str) -> str:
+    """The run id of a run's subject (any other subject unchanged)."""
+    return subject.removeprefix(RUN_PREFIX)
+
+
+def _run_verdict(
+    subject: str, trail: list[AuditFields], chain: ChainCheck, stored: dict[str, Any] | None
+) -> AuditResult:
+    """``_judge_stored`` of a trail whose chain was checked (``chain``) and its run as stored
+    (``stored``, ``None`` if there is none; unused unless the subject is a run's)."""
     if not chain.ok or not subject.startswith(RUN_PREFIX):
         return AuditResult(subject, chain.ok, chain.records, chain.detail, unkeyed=chain.unkeyed)
-    stored = runs.get(subject.removeprefix(RUN_PREFIX))
     try:
         mismatched = ["(missing)"] if stored is None else stored_run_mismatches(stored, trail)
     except ValueError as exc:  # pydantic's ValidationError: the trail does not rebuild a run

@@ -7,7 +7,6 @@ attributes conditions and TTL use); everything else travels in one JSON document
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from rebound.adapters import dlq_items
-from rebound.domain.jsonutil import dumps, plain_loads
+from rebound.domain.jsonutil import dumps, loads, plain_loads
 
 Item = dict[str, Any]
 
@@ -142,8 +141,9 @@ def from_item(item: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]
     """A record from a DynamoDB item (as botocore parses it, or raw: ``raw_answers``). With
     ``plain``, integral numbers in ``doc`` read as ints too (``jsonutil.plain_loads``), as the
     attributes' numbers always do."""
-    out = {key: _value(value) for key, value in item.items()}
+    # Text, most attributes, is read here rather than through a call of ``_value`` each.
+    out = {key: value["S"] if "S" in value else _value(value) for key, value in item.items()}
     doc = out.pop(DOC, None)
     if isinstance(doc, str):
-        out.update(plain_loads(doc) if plain else json.loads(doc))
+        out.update(plain_loads(doc) if plain else loads(doc))
     return out

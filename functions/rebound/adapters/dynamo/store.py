@@ -169,11 +169,17 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
     def _scan(
         self, table: str, doing: str, *, plain: bool = False, **kwargs: Any
     ) -> Iterator[dict[str, Any]]:
+        for page in self._scan_pages(table, doing, plain=plain, **kwargs):
+            yield from page
+
+    def _scan_pages(
+        self, table: str, doing: str, *, plain: bool = False, **kwargs: Any
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Each page of a scan, its items decoded (``from_item``)."""
         kwargs["TableName"] = self.tables[table]
         while True:
             resp = self._call(doing, self.client.scan, **kwargs)
-            for item in resp.get("Items", []):
-                yield from_item(item, plain=plain)
+            yield [from_item(item, plain=plain) for item in resp.get("Items", [])]
             if "LastEvaluatedKey" not in resp:
                 return
             kwargs["ExclusiveStartKey"] = resp["LastEvaluatedKey"]
@@ -348,17 +354,21 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         """Which of ``run_ids`` exist: the keys alone, 100 a call (no run is read whole or parsed)."""
         return {str(data["run_id"]) for data in self._batch_get("runs", "run_id", run_ids, keys_only=True)}
 
-    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
-        """A parallel scan segment of the runs table in 1 MB pages, read raw (``raw_answers``)."""
+    def runs_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, dict[str, Any]]]:
+        """A parallel scan segment of the runs table, a part per page (``Limit=page_size``, or
+        pages as large as DynamoDB answers, 1 MB), read raw (``raw_answers``)."""
         with self._raw_reads():
-            items = self._scan(
+            for page in self._scan_pages(
                 "runs",
                 f"scan runs segment {segment} of {segments}",
                 Segment=segment,
                 TotalSegments=segments,
                 ConsistentRead=True,
-            )
-            return {str(data["run_id"]): data for data in items}
+                **_limit(page_size),
+            ):
+                yield {str(data["run_id"]): data for data in page}
 
     def scan_runs(self) -> Iterator[Run]:
         for data in self._scan("runs", "scan runs"):
@@ -420,23 +430,35 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
             seen.add(str(data["subject"]))
         return sorted(seen)
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
-        # A parallel scan segment holds whole partitions: every record of a subject is in one.
-        # Pages as large as DynamoDB gives (1 MB), read raw (``raw_answers``), no model built.
+    def audit_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, list[AuditFields]]]:
+        # A parallel scan segment holds whole partitions, each partition's items together and in
+        # sort key order: a subject's trail is whole once a page shows the next subject (or the
+        # segment ends), so each page's part is the trails it completed.
+        # Pages of ``page_size`` items (``Limit``) or as large as DynamoDB gives (1 MB), read raw
+        # (``raw_answers``), no model built.
         trails: dict[str, list[AuditFields]] = {}
+        done: set[str] = set()
         with self._raw_reads():
-            for data in self._scan(
+            for page in self._scan_pages(
                 "audit",
                 f"scan audit segment {segment} of {segments}",
                 plain=True,
                 Segment=segment,
                 TotalSegments=segments,
                 ConsistentRead=True,
+                **_limit(page_size),
             ):
-                trails.setdefault(str(data["subject"]), []).append(data)
-        for trail in trails.values():
-            trail.sort(key=lambda d: d["seq"])
-        return trails
+                for data in page:
+                    subject = str(data["subject"])
+                    if subject in done:
+                        raise OperationalError(f"scan audit segment {segment}: {subject} came back apart")
+                    trails.setdefault(subject, []).append(data)
+                last = trails.popitem() if trails else None  # may go on in the next page
+                yield _whole(trails, done)
+                trails = dict([last]) if last else {}
+        yield _whole(trails, done)
 
     def _raw_reads(self) -> AbstractContextManager[None]:
         """Item reads of this thread answered raw inside (``raw_answers``)."""
@@ -602,3 +624,15 @@ def _single_write(items: list[TransactWriteItemTypeDef]) -> Callable[[Any], Any]
         return None
     params: dict[str, Any] = dict(op)  # type: ignore[call-overload]
     return lambda client: getattr(client, method)(**params)
+
+
+def _limit(page_size: int | None) -> dict[str, Any]:
+    return {} if page_size is None else {"Limit": page_size}
+
+
+def _whole(trails: dict[str, list[AuditFields]], done: set[str]) -> dict[str, list[AuditFields]]:
+    """``trails``, each in sequence order, now whole: their subjects added to ``done``."""
+    for subject, trail in trails.items():
+        trail.sort(key=lambda d: d["seq"])
+        done.add(subject)
+    return trails

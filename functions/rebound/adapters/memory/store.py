@@ -8,7 +8,7 @@ import zlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rebound.adapters import dlq_items as rec
 from rebound.adapters.audit_keys import LocalAuditKeys
@@ -138,8 +138,11 @@ class MemoryStore(StagingStore):
         wanted = set(run_ids)
         return {str(d["run_id"]) for d in self._all("runs", lambda d: d["run_id"] in wanted)}
 
-    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
-        return {str(d["run_id"]): d for d in self._all("runs", _in_segment("run_id", segment, segments))}
+    def runs_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, dict[str, Any]]]:
+        items = self._all("runs", _in_segment("run_id", segment, segments))
+        yield from _parts({str(d["run_id"]): d for d in items}, page_size)
 
     def runs_for_task(
         self,
@@ -221,12 +224,14 @@ class MemoryStore(StagingStore):
         with self._lock:
             return sorted({str(item["subject"]) for item in self._tables["audit"].values()})
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
+    def audit_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, list[AuditFields]]]:
         trails: dict[str, list[AuditFields]] = {}
         mine = _in_segment("subject", segment, segments)
         for data in sorted(self._all("audit", mine), key=lambda d: int(d["seq"])):
             trails.setdefault(str(data["subject"]), []).append(plain_loads(dumps(data)))
-        return trails
+        yield from _parts(trails, page_size)
 
     # --- work orders ------------------------------------------------------------------------
     def get_work_order(self, work_order_id: str) -> WorkOrder | None:
@@ -384,3 +389,14 @@ def _in_segment(key: str, segment: int, segments: int) -> Callable[[Item], bool]
     """Whether an item is in ``segment`` of ``segments``: a stable hash of its partition key, as
     DynamoDB's parallel scan splits a table."""
     return lambda item: zlib.crc32(str(item[key]).encode()) % segments == segment
+
+
+V = TypeVar("V")
+
+
+def _parts(whole: dict[str, V], page_size: int | None) -> Iterator[dict[str, V]]:
+    """``whole`` in parts of ``page_size`` keys (one part if ``None``), as a scan's pages come."""
+    keys = list(whole)
+    step = page_size or max(len(keys), 1)
+    for start in range(0, max(len(keys), 1), step):
+        yield {key: whole[key] for key in keys[start : start + step]}

@@ -286,10 +286,13 @@ class Store(Protocol):
         expected fire, each minute)."""
         ...
 
-    def runs_segment(self, segment: int, segments: int) -> dict[str, dict[str, Any]]:
+    def runs_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, dict[str, Any]]]:
         """Every run in one of ``segments`` parts of the runs table, by id, each as stored: its
         JSON form, unset (``None``) fields possibly left out, no model built of it (``audit
-        verify --all``). Every run is in exactly one part."""
+        verify --all``). Every run is in exactly one segment, once; the segment comes in parts as
+        its scan pages do (``page_size`` items a page, or as large as the store answers)."""
         ...
 
     def runs_for_task(
@@ -333,11 +336,15 @@ class Store(Protocol):
 
     def audit_subjects(self) -> list[str]: ...
 
-    def audit_segment(self, segment: int, segments: int) -> dict[str, list[AuditFields]]:
+    def audit_segment_parts(
+        self, segment: int, segments: int, page_size: int | None = None
+    ) -> Iterator[dict[str, list[AuditFields]]]:
         """Every audit record in one of ``segments`` parts of the audit trail, by subject, each
         subject's in sequence order, each as stored (``AuditFields``: no model is built of it),
         integral numbers as ints (``jsonutil.plain_loads``). Every subject is in exactly one
-        part, whole."""
+        segment, whole, in one of its parts: the segment comes in parts as its scan pages do
+        (``page_size`` items a page, or as large as the store answers), each part the subjects
+        whose trails are whole by then."""
         ...
 
     # work orders
