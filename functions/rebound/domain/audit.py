@@ -26,7 +26,6 @@ from typing import Any
 
 from rebound.domain.jsonutil import canonical_bytes, canonical_bytes_of_plain
 from rebound.domain.models import AuditRecord, Run
-from rebound.domain.run_form import json_form
 from rebound.domain.timefmt import iso
 
 GENESIS = "0" * 64
@@ -345,6 +344,8 @@ def stored_run_mismatches(stored: dict[str, Any], records: list[AuditFields]) ->
     looser: a stored value that a model would read as the rebuilt one but that is written
     differently is a mismatch here. The rebuilt run is taken in its JSON form without a model
     where ``run_form.json_form`` knows that form, with one (pydantic) otherwise."""
+    from rebound.domain.run_form import json_form  # only the bulk verify: off every cold start
+
     fields = _rebuilt_fields(
         str(stored["run_id"]), [(r["seq"], r["at"], r.get("evidence") or {}, r["hash"]) for r in records]
     )

@@ -188,13 +188,20 @@ def _json_default(value: Any) -> Any:
     return value
 
 
+def _required_and_defaults(model: type[BaseModel]) -> tuple[frozenset[str], dict[str, Any]]:
+    """The names of ``model``'s required fields, and every other field's default in JSON form."""
+    fields = model.model_fields
+    required = frozenset(n for n, f in fields.items() if f.is_required())
+    defaults = {
+        n: _json_default(f.get_default(call_default_factory=True))
+        for n, f in fields.items()
+        if n not in required
+    }
+    return required, defaults
+
+
 _ATTEMPT_FORMS = _forms(Attempt, _NAMED)
-_ATTEMPT_REQUIRED = frozenset(n for n, f in Attempt.model_fields.items() if f.is_required())
-_ATTEMPT_DEFAULTS = {
-    n: _json_default(f.get_default(call_default_factory=True))
-    for n, f in Attempt.model_fields.items()
-    if not f.is_required()
-}
+_ATTEMPT_REQUIRED, _ATTEMPT_DEFAULTS = _required_and_defaults(Attempt)
 
 
 def _attempt(value: Any) -> Any:
@@ -209,12 +216,7 @@ def _attempt(value: Any) -> Any:
 
 
 _RUN_FORMS = _forms(Run, {**_NAMED, "list[Attempt]": _list_of(_attempt)})
-_RUN_REQUIRED = frozenset(n for n, f in Run.model_fields.items() if f.is_required())
-_RUN_DEFAULTS = {
-    n: _json_default(f.get_default(call_default_factory=True))
-    for n, f in Run.model_fields.items()
-    if not f.is_required()
-}
+_RUN_REQUIRED, _RUN_DEFAULTS = _required_and_defaults(Run)
 _LIST_DEFAULTS = tuple(n for n, v in _RUN_DEFAULTS.items() if type(v) is list)
 _VOUCHES = not (_has_hooks(Run) or _has_hooks(Attempt))
 

@@ -45,12 +45,6 @@ MAX_EXPORTED_DAYS = 3660
 AUDIT_SEGMENTS = 8
 """Parallel scan segments ``verify_all`` reads the audit table and the runs table in (one
 thread each)."""
-VERIFY_PAGE_ITEMS: int | None = None
-"""Items a page of ``verify_all``'s scans (``Limit``): ``None``, pages as large as DynamoDB
-answers (1 MB). Smaller pages would let the store answer the next page while the client checks
-the last, but the local cloud's cost per page grows with its table (at 500 or 250 items a page its
-CPU for 10,000 chains went from 1.6 to 3.6 and 5.6 s; docs/performance.md), so against it they
-are slower."""
 AUDIT, RUNS = "audit", "runs"
 
 
@@ -125,12 +119,12 @@ class AuditOps:
         progress: Callable[[AuditResult], None] | None = None,
         segments: int = AUDIT_SEGMENTS,
         on_total: Callable[[int], None] | None = None,
-        page_size: int | None = VERIFY_PAGE_ITEMS,
     ) -> list[AuditResult]:
         """Verify every subject; the results in subject order.
 
         The audit table and the runs table are read in ``segments`` parallel scan segments each,
-        all at once but for the first page (a thread per segment, pages of ``page_size`` items),
+        all at once but for the first page (a thread per segment, pages as large as the store
+        answers: smaller ones cost the local cloud more per page, docs/performance.md),
         and the records and runs are checked as stored, with no model built of each (``verify_fields``,
         ``stored_run_mismatches``), as each page arrives: a chain once its trail is whole; a run
         once its chain and its item are both in (they are in unrelated segments of their
@@ -167,7 +161,7 @@ class AuditOps:
         def read(kind: str, segment: int) -> None:
             reader = self.store.audit_segment_parts if kind == AUDIT else self.store.runs_segment_parts
             try:
-                for part in reader(segment, segments, page_size):
+                for part in reader(segment, segments):
                     parts.put((kind, part))
             except BaseException as exc:
                 parts.put((kind, exc))

@@ -129,9 +129,9 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         except ClientError as exc:
             err = translate(exc, doing)
             if isinstance(err, Conflict):
-                reasons = exc.response.get("CancellationReasons", [])
+                reasons = exc.response.get("CancellationReasons", [])  # a transaction's only
                 failed = [i for i, why in enumerate(reasons) if why.get("Code") == "ConditionalCheckFailed"]
-                err.details["failed"] = list(labels) if single is not None else [labels[i] for i in failed]
+                err.details["failed"] = [labels[i] for i in failed] if single is None else list(labels)
             raise err from exc
         except BotoCoreError as exc:
             raise translate(exc, doing) from exc
