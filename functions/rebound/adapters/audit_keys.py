@@ -39,16 +39,22 @@ class DerivedKeys:
         self._derive = derive
         self._trusted = frozenset({key_id, *trusted})
         self._keys: dict[tuple[str, str], bytes] = {}
+        self._deriving: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
 
     def _key(self, key_id: str, label: str) -> bytes:
-        # Read without the lock (one ``dict.get`` is atomic; a record verified takes a key each
-        # time); only a key derived is written under it.
+        # Read without a lock (one ``dict.get`` is atomic; a record verified takes a key each
+        # time). A key not yet derived is derived under that label's own lock, after looking
+        # again: threads that need a new day's key at once make one ``GenerateMac`` between them,
+        # and a derivation of one day does not hold up another's.
         key = self._keys.get((key_id, label))
         if key is None:
-            key = self._derive(key_id, label)
             with self._lock:
-                self._keys[(key_id, label)] = key
+                lock = self._deriving.setdefault((key_id, label), threading.Lock())
+            with lock:
+                key = self._keys.get((key_id, label))
+                if key is None:
+                    key = self._keys[(key_id, label)] = self._derive(key_id, label)
         return key
 
     def sign(self, label: str, message: bytes) -> str:
