@@ -26,6 +26,7 @@ in ``docs/cost.md``). What the units leave out is listed there too.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -289,9 +290,10 @@ class Meter:
                 token if isinstance(token, list) and len(token) == len(targets) else [None] * len(targets)
             )
             factor = TRANSACTION_FACTOR if operation == "TransactWriteItems" else 1
+            counted: defaultdict[str, float] = defaultdict(float)  # added under the lock once
             if operation == "TransactWriteItems":
-                self.add("dynamodb.transactions")
-                self.add("dynamodb.transaction_items", len(targets))
+                counted["dynamodb.transactions"] += 1
+                counted["dynamodb.transaction_items"] += len(targets)
             sizes: dict[int, tuple[Any, int]] = {}  # by identity; holds the item, so no id is reused
 
             def size(item: dict[str, Any] | None) -> int:
@@ -306,17 +308,20 @@ class Meter:
                 # so it is sized as sent, not read back; an item with a binary value is read back
                 # all the same (its encoding is the transport's).
                 new = put if put is not None and _without_binary(put) else self._stored(table, key)
-                table_units = write_units(max(size(old), size(new)))
-                self.add("dynamodb.write_units", factor * table_units)
-                self.add("dynamodb.write_units.table", factor * table_units)
+                table_units = factor * write_units(max(size(old), size(new)))
+                counted["dynamodb.write_units"] += table_units
+                counted["dynamodb.write_units.table"] += table_units
                 # Where the units go: by table and request (a transaction's items at their factor).
-                self.add(f"dynamodb.write_units.by.{logical_table(table)}.{operation}", factor * table_units)
+                counted[f"dynamodb.write_units.by.{logical_table(table)}.{operation}"] += table_units
                 if kind != "ConditionCheck":
                     for name, index in self._indexes(table):
                         indexed = index_write_units(index, old, new, size)
-                        self.add("dynamodb.write_units", indexed)
-                        self.add("dynamodb.write_units.indexes", indexed)
-                        self.add(f"dynamodb.write_units.by.{logical_table(table)}.index.{name}", indexed)
+                        counted["dynamodb.write_units"] += indexed
+                        counted["dynamodb.write_units.indexes"] += indexed
+                        counted[f"dynamodb.write_units.by.{logical_table(table)}.index.{name}"] += indexed
+            with self._lock:
+                for unit, amount in counted.items():
+                    self.units[unit] += amount
             return
         consistent = bool(params.get("ConsistentRead"))
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
@@ -332,11 +337,14 @@ class Meter:
         elif operation == "BatchGetItem":
             requests = params.get("RequestItems") or {}
             for table, items in ((response or {}).get("Responses") or {}).items():
-                projected = "ProjectionExpression" in (requests.get(table) or {})
+                request = requests.get(table) or {}
+                projected = "ProjectionExpression" in request
+                # A batch read asks for consistency table by table, not for the whole request.
+                consistent_here = bool(request.get("ConsistentRead"))
                 for item in items:
                     if projected:  # DynamoDB bills the whole item, whatever the projection returns
                         item = self._stored(table, _key_of(self, table, {"Item": item}))
-                    self.add("dynamodb.read_units", read_units(item_size(item), consistent))
+                    self.add("dynamodb.read_units", read_units(item_size(item), consistent_here))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
                 self.add(
@@ -481,6 +489,7 @@ def index_write_units(
     return write_units(size(after))
 
 
+@functools.lru_cache(maxsize=256)
 def logical_table(physical: str) -> str:
     """A table's logical name (``runs``) from its physical one (``rebound-dev-runs``)."""
     return physical.rsplit("-", 1)[-1]

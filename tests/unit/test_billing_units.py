@@ -167,3 +167,25 @@ def test_an_item_with_a_binary_value_anywhere_is_read_back_after_a_put() -> None
     assert b._without_binary({"t": {"SS": ["a"]}, "z": {"NULL": True}})
     assert not b._without_binary({"a": s("x"), "b": {"B": b"\x00"}})
     assert not b._without_binary({"m": {"M": {"l": {"L": [s("x"), {"BS": [b"\x01"]}]}}}})
+
+
+def test_a_batch_read_is_consistent_or_not_table_by_table() -> None:
+    item = {"run_id": {"S": "r1"}, "doc": {"S": "x" * 100}}
+    meter = b.Meter(lambda: _Backend({"r1": item}))
+    keys = {"Keys": [{"run_id": {"S": "r1"}}]}
+    meter.after(
+        "dynamodb",
+        "BatchGetItem",
+        {"RequestItems": {"runs": {**keys, "ConsistentRead": True}}},
+        {"Responses": {"runs": [item]}},
+        None,
+    )
+    assert meter.units["dynamodb.read_units"] == 1.0  # a strongly consistent read: a whole unit
+    meter.after(
+        "dynamodb",
+        "BatchGetItem",
+        {"RequestItems": {"runs": keys}, "ConsistentRead": True},  # not where BatchGetItem reads it
+        {"Responses": {"runs": [item]}},
+        None,
+    )
+    assert meter.units["dynamodb.read_units"] == 1.5  # eventually consistent: half a unit
