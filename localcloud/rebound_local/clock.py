@@ -102,7 +102,7 @@ class VirtualClock:
             # backoff there costs no virtual time.
             return
         sleeper = _Sleeper()
-        tie = lane.rng.random() if lane is not None and self.interleave else 0.0
+        tie = lane.uniform(0.0, 1.0) if lane is not None and self.interleave else 0.0
         with self._cond:
             until = self._now + timedelta(seconds=seconds)
             heapq.heappush(self._sleepers, (until, tie, next(self._seq), sleeper))

@@ -96,31 +96,42 @@ class LocalCloud:
     def sqs_backend() -> Any:
         from moto.sqs.models import sqs_backends
 
-        return sqs_backends[ACCOUNT][REGION]
+        return region_backend(sqs_backends)
 
     @staticmethod
     def dynamodb_backend() -> Any:
         from moto.dynamodb.models import dynamodb_backends
 
-        return dynamodb_backends[ACCOUNT][REGION]
+        return region_backend(dynamodb_backends)
 
     @staticmethod
     def scheduler_backend() -> Any:
         from moto.scheduler.models import scheduler_backends
 
-        return scheduler_backends[ACCOUNT][REGION]
+        return region_backend(scheduler_backends)
 
     @staticmethod
     def events_backend() -> Any:
         from moto.events.models import events_backends
 
-        return events_backends[ACCOUNT][REGION]
+        return region_backend(events_backends)
 
     @staticmethod
     def sns_backend() -> Any:
         from moto.sns.models import sns_backends
 
-        return sns_backends[ACCOUNT][REGION]
+        return region_backend(sns_backends)
+
+
+def region_backend(backends: Any) -> Any:
+    """The local account's backend in the local region of one of moto's services.
+
+    moto's own lookup (``backends[ACCOUNT][REGION]``) takes a lock and compares the service's
+    backend dictionary with every other service's on each call; the parts AWS plays look a backend
+    up for every message and item, so an existing one is read from the dictionaries directly."""
+    account = dict.get(backends, ACCOUNT)
+    backend = dict.get(account, REGION) if account is not None else None
+    return backend if backend is not None else backends[ACCOUNT][REGION]
 
 
 def reset_moto() -> None:

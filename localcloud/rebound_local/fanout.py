@@ -13,6 +13,10 @@ So each child thread:
 - with interleaving on, yields once before it starts, so children take turns in an order the seed
   decides.
 
+The children run on a pool of reused daemon threads (``workers.WorkerPool``: a child always gets a
+thread at once, a new one when none is free), not a thread started per message: a simulated day
+runs tens of thousands of batches. ``close`` stops the pool's threads.
+
 The parent hands its own busy count over while it waits and takes it back from the last child to
 finish, so the clock cannot move between the children finishing and the parent going on. Results
 come back in the order of the items; if any call raised, ``map`` waits for all of them and then
@@ -37,6 +41,7 @@ from rebound_local.invocations import (
     mark_worker,
     working_for,
 )
+from rebound_local.workers import WorkerPool
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,6 +51,11 @@ class LocalFanout:
     def __init__(self, clock: VirtualClock | ScaledClock, gate: CallGate | None = None) -> None:
         self.clock = clock
         self.gate = gate
+        self._pool = WorkerPool("fanout")
+
+    def close(self) -> list[str]:
+        """Stop the pool's threads; the names of those still busy after a few seconds."""
+        return self._pool.shutdown(timeout=5.0)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
         items = list(items)
@@ -88,21 +98,13 @@ class LocalFanout:
                 if virtual and not (last and handover):
                     clock.end()
 
-        threads = [
-            threading.Thread(
-                target=child, args=(index, contextvars.copy_context()), name=f"fanout-{index}", daemon=True
-            )
-            for index in range(len(items))
-        ]
-        for _ in threads:
+        for _ in items:
             clock.begin()
-        for thread in threads:
-            thread.start()
+        for index in range(len(items)):
+            self._pool.submit(child, index, contextvars.copy_context())
         if handover:
             clock.end()
         done.wait()
-        for thread in threads:
-            thread.join()
         for error in errors:
             if error is not None:
                 raise error

@@ -12,8 +12,10 @@ whatever survived a collection (the stored items, mostly) moves to the permanent
 which collections skip; what is made after it is collected as usual until the next period. A
 frozen object that later becomes part of a reference cycle and is dropped is not collected (plain
 reference counting still frees everything else): the local cloud is a development process, and
-``stop`` unfreezes. Only processes that are the local cloud start one (``rebound local up``, the
-verify bench's local cloud); nothing in the test or simulator processes does.
+``stop`` unfreezes. Only processes that are the local cloud start one: ``rebound local up``, the
+verify bench's local cloud, and a simulation while it runs (``Simulation.run``, whose process
+holds the local cloud too: a simulated day spent 6.3 CPU-seconds in the collector without it,
+2.8 with it, docs/performance.md).
 """
 
 from __future__ import annotations

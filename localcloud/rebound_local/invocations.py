@@ -113,14 +113,22 @@ class Invocation:
 
 @dataclass
 class Lane:
-    """One thread's share of an invocation: the invocation, and its own seeded randomness."""
+    """One thread's share of an invocation: the invocation, and its own seeded randomness.
+
+    ``rng`` is ``None`` where nothing draws from it: the runtime seeds one only when it interleaves
+    workers (its gate's jitter), since seeding costs more than many a handler's AWS call locally."""
 
     invocation: Invocation
-    rng: random.Random
+    rng: random.Random | None = None
 
     def child(self) -> Lane:
         """The lane of a thread this one starts for the same invocation (seeded from this one)."""
-        return Lane(self.invocation, random.Random(self.rng.getrandbits(64)))
+        rng = random.Random(self.rng.getrandbits(64)) if self.rng is not None else None
+        return Lane(self.invocation, rng)
+
+    def uniform(self, low: float, high: float) -> float:
+        """A seeded draw in [low, high] (``low`` where the lane has no randomness)."""
+        return self.rng.uniform(low, high) if self.rng is not None else low
 
 
 _lane: ContextVar[Lane | None] = ContextVar("rebound_local_lane", default=None)
@@ -203,7 +211,7 @@ class CallGate:
             return
         delay = self.aws_call_ms
         if self.jitter_ms > 0 and lane is not None:
-            delay += lane.rng.uniform(0.0, self.jitter_ms)
+            delay += lane.uniform(0.0, self.jitter_ms)
         if delay > 0:
             self.clock.sleep(delay / 1000.0)
 
@@ -211,4 +219,4 @@ class CallGate:
         """A worker's first step when interleaving: yield, so that workers start one at a time."""
         lane = _lane.get()
         if lane is not None and self.jitter_ms > 0 and in_worker():
-            self.clock.sleep(lane.rng.uniform(0.0, self.jitter_ms) / 1000.0)
+            self.clock.sleep(lane.uniform(0.0, self.jitter_ms) / 1000.0)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from rebound import resources as r
 from rebound.adapters.dynamo import DOC, from_item
+from rebound.domain.jsonutil import plain_loads
 from rebound.settings import Settings
 from rebound_local import motopatch
 from rebound_local.cloud import LocalCloud
@@ -29,8 +30,9 @@ def _number(text: str) -> int | float:
         return float(text)
 
 
-def decode_item(item: Any) -> dict[str, Any]:
-    """A moto ``Item`` as the plain dict ``rebound.adapters.dynamo.from_item`` would return."""
+def decode_item(item: Any, loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
+    """A moto ``Item`` as the plain dict ``rebound.adapters.dynamo.from_item`` would return, its
+    document read with ``loads``."""
     attrs = item.attrs
     if all(value.type in _SIMPLE for value in attrs.values()):
         out: dict[str, Any] = {}
@@ -43,7 +45,7 @@ def decode_item(item: Any) -> dict[str, Any]:
             else:
                 out[name] = _number(value.value)
         if doc is not None:
-            out.update(json.loads(doc))
+            out.update(loads(doc))
         return out
     return from_item(item.to_json()["Attributes"])
 
@@ -75,12 +77,14 @@ def table_size(cloud: LocalCloud, name: str) -> int:
 
 
 def audit_chains(cloud: LocalCloud, settings: Settings) -> dict[str, list[dict[str, Any]]]:
-    """Every audit record, grouped by subject, in sequence order."""
+    """Every audit record, grouped by subject, in sequence order, as stored: integral numbers
+    read as ints (``jsonutil.plain_loads``), the form a record's hash is made over, so a chain is
+    checked without a model of each record (``audit.verify_fields``)."""
     with motopatch.LOCK:
         table = _table(cloud, settings.table("audit"))
         out: dict[str, list[dict[str, Any]]] = {}
         for by_range in table.items.values():
-            records = [decode_item(item) for item in by_range.values()]
+            records = [decode_item(item, plain_loads) for item in by_range.values()]
             if records:
                 records.sort(key=lambda rec: int(rec["seq"]))
                 out[str(records[0]["subject"])] = records

@@ -35,6 +35,8 @@ from rebound_local.runtime import STALL_WALL_S, LocalRuntime
 from rebound_local.scenario import Faults as FaultsConfig
 from rebound_local.sim_workers import SimWorkerPlayer
 
+log = logging.getLogger(__name__)
+
 # Powertools reads these when the handler modules are imported and when they flush.
 TRANSPORTS = ("http", "inproc", "direct")
 """How the in-runtime handlers reach moto: over HTTP (like any client), in-process through
@@ -145,6 +147,11 @@ class LocalStack:
         try:
             self.runtime.close()
         finally:
+            fanout = self.deps.fanout
+            if isinstance(fanout, LocalFanout):
+                stuck = fanout.close()
+                if stuck:
+                    log.error("fan-out threads still busy at stop: %s", ", ".join(stuck))
             hostile.activate(None)
             self.cloud.stop()
 

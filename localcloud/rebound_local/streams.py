@@ -303,9 +303,9 @@ def _created(record: dict[str, Any]) -> datetime:
 def _sqs_backend() -> Any:
     from moto.sqs.models import sqs_backends
 
-    from rebound_local.provision import ACCOUNT, REGION
+    from rebound_local.cloud import region_backend
 
-    return sqs_backends[ACCOUNT][REGION]
+    return region_backend(sqs_backends)
 
 
 def _lambda_record(record: dict[str, Any]) -> dict[str, Any]:

@@ -394,6 +394,69 @@ def test_xml_answers_still_carry_their_request_id_and_json_answers_their_header(
     assert json_meta["RequestId"] == json_meta["HTTPHeaders"]["x-amzn-requestid"] != ""
 
 
+ATTRIBUTE_VALUES = [
+    {"S": "run#1"},
+    {"S": ""},
+    {"S": "né"},
+    {"B": "AP8="},
+    {"N": "12.50"},
+    {"N": "12.5"},
+    {"N": "-3"},
+    {"B": b"\x00\xff"},
+    {"BOOL": True},
+    {"BOOL": False},
+    {"NULL": True},
+    {"SS": ["a", "b"]},
+    {"NS": ["1", "2.5"]},
+    {"BS": [b"\x01", b"\x02"]},
+    {"L": [{"S": "x"}, {"N": "1"}, {"NULL": True}]},
+    {"M": {"inner": {"L": [{"S": "x"}, {"BOOL": False}]}, "n": {"N": "7"}}},
+]
+
+
+def test_attribute_values_hash_compare_and_build_as_moto_s_own_code_does(
+    aws: boto3.session.Session,
+) -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    from rebound_local.motopatch import dynamo_values
+
+    moto = dynamo_values.MOTO
+    assert set(moto) == {"cast_value", "__hash__", "__eq__", "__ne__", "__init__", "size"}
+    assert DynamoType.__hash__ is not moto["__hash__"]  # the patch is in place
+
+    def built_by_moto(raw: object) -> DynamoType:
+        value = DynamoType.__new__(DynamoType)
+        moto["__init__"](value, raw)
+        return value
+
+    def shape(value: DynamoType) -> object:
+        inner = value.value
+        if isinstance(inner, list):
+            inner = [shape(v) if isinstance(v, DynamoType) else v for v in inner]
+        elif isinstance(inner, dict):
+            inner = {k: shape(v) for k, v in inner.items()}
+        return (value.type, inner)
+
+    values = [DynamoType(raw) for raw in ATTRIBUTE_VALUES]
+    for raw, value in zip(ATTRIBUTE_VALUES, values, strict=True):
+        reference = built_by_moto(raw)
+        assert shape(value) == shape(reference)
+        assert shape(DynamoType(value)) == shape(built_by_moto(reference))
+        assert value.cast_value == moto["cast_value"](reference)
+        assert value.size() == moto["size"](reference)
+        if value.type not in ("SS", "NS", "BS", "L", "M"):  # unhashable casts raise in both
+            assert hash(value) == moto["__hash__"](reference)
+    for a in values:
+        for b in values:
+            assert (a == b) == moto["__eq__"](a, b), (a.to_json(), b.to_json())
+            assert (a != b) == moto["__ne__"](a, b), (a.to_json(), b.to_json())
+    assert DynamoType({"N": "12.50"}) == DynamoType({"N": "12.5"})  # numbers compare as numbers
+    assert DynamoType({"S": "a"}) < DynamoType({"S": "b"})
+    with pytest.raises(IndexError):
+        DynamoType({})
+
+
 def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.session.Session) -> None:
     import re
     import string

@@ -33,6 +33,8 @@ patch, each with its reason:
     index measures and encodes each item once, with moto's page limits and answer.
 14. **Item lookup** (``item_lookup``): an item of a table without a sort key is found with one
     dictionary lookup instead of a membership test and a read (two hashes of the key).
+15. **Attribute values** (``dynamo_values``): strings, binaries, booleans and numbers, every key
+    Rebound has, are built, hashed, compared and measured without moto's chain of type questions.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any
 
 from rebound_local.motopatch.answers import _patch_answers
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
+from rebound_local.motopatch.dynamo_values import _patch_dynamo_values
 from rebound_local.motopatch.event_routing import _patch_event_routing
 from rebound_local.motopatch.item_lookup import _patch_item_lookup
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
@@ -93,6 +96,7 @@ def install() -> None:
         _patch_table_scan()
         _patch_scan_answers()
         _patch_item_lookup()
+        _patch_dynamo_values()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

@@ -22,6 +22,7 @@ from rebound.ops.workstreams import WorkstreamOps
 from rebound_local import budgets, hostile, motopatch, observe
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
+from rebound_local.heap import HeapKeeper
 from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers, Tee
 from rebound_local.reports import write_report
@@ -103,6 +104,9 @@ class Simulation(SimulationSabotage, SimulationReport):
             stall_wall_s=self.stall_wall_s,
         )
         self._stack = stack
+        # This process is the local cloud: its tables grow with every run, and full collections
+        # would walk them all again and again (rebound_local.heap).
+        keeper = HeapKeeper().start()
         self.live.queue = stack.settings.queue("execution").name
         motopatch.track_messages(Tee(self.ledger, self.live))
         try:
@@ -148,6 +152,7 @@ class Simulation(SimulationSabotage, SimulationReport):
             motopatch.track_messages(None)
             stack.stop()
             reset_moto()
+            keeper.stop()
         self.timing["total_s"] = time.monotonic() - started
         out["timing"] = {k: round(v, 3) for k, v in self.timing.items()}
         return SimulationResult(out)
