@@ -75,7 +75,8 @@ class VirtualClock:
     def end(self) -> None:
         with self._cond:
             self._busy -= 1
-            self._cond.notify_all()
+            if self._busy == 0:  # the one thing anyone waits for (``wait_idle``)
+                self._cond.notify_all()
 
     @contextmanager
     def busy(self) -> Iterator[None]:
@@ -107,7 +108,8 @@ class VirtualClock:
             until = self._now + timedelta(seconds=seconds)
             heapq.heappush(self._sleepers, (until, tie, next(self._seq), sleeper))
             self._busy -= 1
-            self._cond.notify_all()
+            if self._busy == 0:
+                self._cond.notify_all()
         token = lane.invocation.on_abandon(lambda: self._interrupt(sleeper)) if lane is not None else None
         sleeper.wake.wait()
         # Whoever woke us counted us busy again.

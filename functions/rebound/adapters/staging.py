@@ -244,6 +244,8 @@ class StagingUnitOfWork(ABC):
         event_id = outbox_event_id(subject, seq, self._events)
         self._events += 1
         if self.store.published is not None and event.detail_type.value not in self.store.published:
+            if self.store.check_unpublished:
+                event.detail  # noqa: B018 (read to validate it: a wrong shape raises)
             return
         item = {
             "event_id": event_id,
@@ -341,6 +343,11 @@ class StagingStore(ABC):
     """Keys every audit record it writes (``rebound.domain.audit``)."""
     published: frozenset[str] | None = None
     """The detail types its outbox carries (``None``: every event); ``Settings.published_events``."""
+    check_unpublished: bool = False
+    """Whether an event it does not publish is validated all the same (``DomainEvent.detail``).
+    A deployed store skips the work, as the event is never written; the in-memory store the
+    tests run on checks every event's shape, so a path that builds a wrong one fails its tests
+    whatever the environment publishes."""
 
     @abstractmethod
     def unit_of_work(self, actor: str, at: datetime) -> StagingUnitOfWork: ...

@@ -6,7 +6,6 @@ state change it describes, so the two cannot diverge. Schemas live in ``events/s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -251,16 +250,44 @@ DETAIL_MODELS: dict[EventType, type[_Detail]] = {
 }
 
 
-@dataclass(frozen=True)
 class DomainEvent:
-    detail_type: EventType
-    detail: dict[str, Any]
+    """An event and its detail, validated against its model when the detail is first read.
+
+    Every event is read, so validated, before it is written (``UnitOfWork.emit``); one the
+    environment does not publish is never written, so its detail is never built: a clean run's
+    ``task.execution.updated`` costs nothing (``tests/unit/test_published_events.py``)."""
+
+    __slots__ = ("_detail", "_fields", "detail_type")
+
+    def __init__(self, detail_type: EventType, detail: dict[str, Any] | None = None, **fields: Any) -> None:
+        self.detail_type = detail_type
+        self._detail = detail
+        self._fields = fields
 
     @classmethod
     def of(cls, detail_type: EventType, **fields: Any) -> DomainEvent:
-        """Build and validate the detail against its model, so no event leaves with a wrong shape."""
-        model = DETAIL_MODELS[detail_type].model_validate(fields)
-        return cls(detail_type, model.model_dump(mode="json", exclude={"event_id"}))
+        """An event whose detail is ``fields``, checked against its model (``detail``), so no event
+        leaves with a wrong shape."""
+        return cls(detail_type, None, **fields)
+
+    @property
+    def detail(self) -> dict[str, Any]:
+        if self._detail is None:
+            model = DETAIL_MODELS[self.detail_type].model_validate(self._fields)
+            self._detail = model.model_dump(mode="json", exclude={"event_id"})
+        return self._detail
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DomainEvent):
+            return NotImplemented
+        return (self.detail_type, self.detail) == (other.detail_type, other.detail)
+
+    def __hash__(self) -> int:
+        return hash(self.detail_type)
+
+    def __repr__(self) -> str:
+        shown = self._detail if self._detail is not None else self._fields
+        return f"DomainEvent({self.detail_type.value!r}, {shown!r})"
 
 
 def _run_fields(run: Run) -> dict[str, Any]:

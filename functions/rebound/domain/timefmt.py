@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import BeforeValidator, PlainSerializer
 
+# A run's timestamps are formatted and parsed many times over (every dump of a run formats each
+# of its datetimes, every read parses them), mostly the same few values: each function remembers
+# its latest answers. Datetimes and strings are immutable, so a remembered answer is the answer.
+_REMEMBERED = 4096
 
+
+@functools.lru_cache(maxsize=_REMEMBERED)
 def iso(value: datetime) -> str:
     """``2026-03-07T02:00:00.000Z``: fixed width, millisecond precision, always UTC."""
+    if value.tzinfo is UTC:
+        return value.isoformat(timespec="milliseconds")[:-6] + "Z"  # less its "+00:00"
     return value.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
+@functools.lru_cache(maxsize=_REMEMBERED)
 def compact(value: datetime) -> str:
     """``20260307T020000Z``: for identifiers."""
     return value.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -20,6 +30,18 @@ def compact(value: datetime) -> str:
 
 def parse_utc(value: Any) -> datetime:
     """An aware UTC datetime from an ISO string, an epoch number or a datetime."""
+    try:
+        return _remembered_parse(value)
+    except TypeError:  # unhashable, so not a timestamp: said as for any other wrong value
+        return _parse_utc(value)
+
+
+@functools.lru_cache(maxsize=_REMEMBERED, typed=True)  # typed: ``True`` is not the epoch's 1
+def _remembered_parse(value: Any) -> datetime:
+    return _parse_utc(value)
+
+
+def _parse_utc(value: Any) -> datetime:
     if isinstance(value, datetime):
         parsed = value
     elif isinstance(value, int | float) and not isinstance(value, bool):

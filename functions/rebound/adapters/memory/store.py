@@ -74,6 +74,7 @@ class MemoryStore(StagingStore):
     ) -> None:
         self.event_source = event_source
         self.published = published
+        self.check_unpublished = True
         self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
         """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
