@@ -457,6 +457,39 @@ def test_attribute_values_hash_compare_and_build_as_moto_s_own_code_does(
         DynamoType({})
 
 
+def test_projections_onto_top_level_names_answer_as_moto_s_own_code_does(
+    aws: boto3.session.Session,
+) -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from rebound_local.motopatch import projections
+
+    moto_project = projections.MOTO["project"]
+    assert Item.project is not moto_project  # the patch is in place
+
+    def shape(item: Item) -> object:
+        return {name: value.to_json() for name, value in item.attrs.items()}
+
+    attrs = {f"a{index}": raw for index, raw in enumerate(ATTRIBUTE_VALUES)}
+    attrs |= {"n1": {"N": "1E+2"}, "n2": {"N": "0.10"}, "n3": {"N": "-0"}}
+    item = Item(hash_key=DynamoType({"S": "k"}), range_key=None, attrs={"k": {"S": "k"}, **attrs})
+    names = [[name] for name in ("k", *attrs)]
+    paths = [
+        *([path] for path in names),  # each attribute alone
+        names,  # all of them
+        [["k"], ["k"]],  # one named twice
+        [["missing"]],  # none of them
+        [["k"], ["missing"], ["a14"]],
+        [["a15", "inner"]],  # nested: moto's own code
+        [["a14[1]"]],  # indexed: moto's own code
+        [["k"], ["a15", "n"]],
+    ]
+    for projection in paths:
+        patched, reference = item.project(projection), moto_project(item, projection)
+        assert shape(patched) == shape(reference), projection
+        assert (patched.hash_key, patched.range_key) == (reference.hash_key, reference.range_key)
+
+
 def test_receipt_handles_have_moto_s_shape_and_follow_the_seed(aws: boto3.session.Session) -> None:
     import re
     import string

@@ -35,6 +35,8 @@ patch, each with its reason:
     dictionary lookup instead of a membership test and a read (two hashes of the key).
 15. **Attribute values** (``dynamo_values``): strings, binaries, booleans and numbers, every key
     Rebound has, are built, hashed, compared and measured without moto's chain of type questions.
+16. **Projections** (``projections``): an item projected onto top-level attributes converts only
+    those, not every attribute of the item.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from rebound_local.motopatch.item_lookup import _patch_item_lookup
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY, _patch_kms_material
 from rebound_local.motopatch.lock import LOCK, _patch_lock
 from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
+from rebound_local.motopatch.projections import _patch_projections
 from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_query_index
 from rebound_local.motopatch.scan_answers import _patch_scan_answers
 from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
@@ -97,6 +100,7 @@ def install() -> None:
         _patch_scan_answers()
         _patch_item_lookup()
         _patch_dynamo_values()
+        _patch_projections()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 
