@@ -41,7 +41,7 @@ def _patch_projections() -> None:
         return Item(
             hash_key=self.hash_key,
             range_key=self.range_key,
-            attrs=dynamo_type.serializer.serialize(picked)["M"],
+            attrs=dict(dynamo_type.serializer.serialize(picked)["M"]),
         )
 
     Item.project = project  # type: ignore[method-assign]
