@@ -1,4 +1,8 @@
-"""``rebound workorders``, ``policies``, ``health`` and ``audit`` against the local cloud."""
+"""``rebound workorders``, ``policies``, ``health`` and ``audit`` against the local cloud.
+
+The tests share one cloud (the module's fixture) in the order they are written, and each also
+passes on its own, or with any of the others before it (``-k``, or the module split across
+``pytest -n`` workers): a test makes the state it checks for, and puts back what it breaks."""
 
 from __future__ import annotations
 
@@ -288,6 +292,8 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
             "unkeyed_records": 0,
         }
     ]
+    # A policy's chain as well (whether or not the policy test ran first in this module's cloud).
+    local_cloud.json("policies", "set", "quick", "max_delay=11m", "--yes")
     everything = local_cloud.json("audit", "verify", "--all")
     subjects = {r["subject"].split("#")[0] for r in everything}
     assert {"run", "task", "workorder", "policy"} <= subjects and all(r["ok"] for r in everything)
@@ -299,21 +305,27 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
     ddb = boto3.client("dynamodb")
     tables = local_cloud.stack.settings.tables
     key = to_item({"subject": f"run#{PAYMENT_RUN}", "seq": 2})
-    record = from_item(ddb.get_item(TableName=tables["audit"], Key=key)["Item"])
+    stored_record = ddb.get_item(TableName=tables["audit"], Key=key)["Item"]
+    stored_run = ddb.get_item(TableName=tables["runs"], Key=to_item({"run_id": LEDGER_RUN}))["Item"]
+    record = from_item(stored_record)
     record["evidence"]["error_code"] = "NOTHING_TO_SEE"
     ddb.put_item(TableName=tables["audit"], Item=to_item(record, "audit"))
-    run_item = from_item(ddb.get_item(TableName=tables["runs"], Key=to_item({"run_id": LEDGER_RUN}))["Item"])
+    run_item = from_item(stored_run)
     run_item["last_error_code"] = "EDITED"
     ddb.put_item(TableName=tables["runs"], Item=to_item(run_item, "runs"))
-
-    altered = local_cloud.cli("audit", "verify", PAYMENT_RUN)
-    assert altered.exit_code == 3 and "seq 2 was altered" in altered.stdout
-    rewritten = local_cloud.cli("-o", "json", "audit", "verify", LEDGER_RUN)
-    assert rewritten.exit_code == 3
-    assert json.loads(rewritten.stdout)[0]["mismatched_fields"] == ["last_error_code"]
-    sweep = local_cloud.cli("-o", "json", "audit", "verify", "--all")
-    assert sweep.exit_code == 3
-    assert {r["subject"] for r in json.loads(sweep.stdout) if not r["ok"]} == {
-        f"run#{PAYMENT_RUN}",
-        f"run#{LEDGER_RUN}",
-    }
+    try:
+        altered = local_cloud.cli("audit", "verify", PAYMENT_RUN)
+        assert altered.exit_code == 3 and "seq 2 was altered" in altered.stdout
+        rewritten = local_cloud.cli("-o", "json", "audit", "verify", LEDGER_RUN)
+        assert rewritten.exit_code == 3
+        assert json.loads(rewritten.stdout)[0]["mismatched_fields"] == ["last_error_code"]
+        sweep = local_cloud.cli("-o", "json", "audit", "verify", "--all")
+        assert sweep.exit_code == 3
+        assert {r["subject"] for r in json.loads(sweep.stdout) if not r["ok"]} == {
+            f"run#{PAYMENT_RUN}",
+            f"run#{LEDGER_RUN}",
+        }
+    finally:  # the module's other tests share this cloud, in whatever order they run
+        ddb.put_item(TableName=tables["audit"], Item=stored_record)
+        ddb.put_item(TableName=tables["runs"], Item=stored_run)
+    assert local_cloud.cli("audit", "verify", "--all").exit_code == 0  # as it was
