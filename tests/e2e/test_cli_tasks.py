@@ -35,15 +35,25 @@ def write(path: Path, *tasks: dict[str, Any]) -> Path:
     return path
 
 
+BASE_TASKS = (
+    task("nightly", schedule={"cron": "30 2 * * *", "timezone": "Europe/Berlin"}),
+    task("hourly", schedule={"rate": "1 hour"}),
+    task("on-order", schedule=None, event={"source": ["shop"], "detail-type": ["order.placed"]}),
+)
+"""What the apply test registers first; the tests after it in this module's cloud use them."""
+
+
+def with_base_tasks(local_cloud: Cloud, folder: Path) -> None:
+    """The cloud with ``BASE_TASKS`` registered: a test run without the apply test before it (with
+    ``-k``, or the module split across ``pytest -n`` workers) registers them itself."""
+    if local_cloud.cli("tasks", "show", "nightly").exit_code == 4:
+        local_cloud.ok("tasks", "apply", "-f", str(write(folder / "base.yaml", *BASE_TASKS)))
+
+
 def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     local_cloud: Cloud, tmp_path: Path
 ) -> None:
-    file = write(
-        tmp_path / "tasks.yaml",
-        task("nightly", schedule={"cron": "30 2 * * *", "timezone": "Europe/Berlin"}),
-        task("hourly", schedule={"rate": "1 hour"}),
-        task("on-order", schedule=None, event={"source": ["shop"], "detail-type": ["order.placed"]}),
-    )
+    file = write(tmp_path / "tasks.yaml", *BASE_TASKS)
 
     dry = local_cloud.ok("tasks", "apply", "-f", str(file), "--dry-run")
     assert (
@@ -79,7 +89,8 @@ def test_apply_shows_a_diff_is_idempotent_and_asks_before_updating(
     assert trail[-1].evidence["diff"] == {"timeout_s": [30, 45]}
 
 
-def test_json_output_is_stable_with_sorted_keys(local_cloud: Cloud) -> None:
+def test_json_output_is_stable_with_sorted_keys(local_cloud: Cloud, tmp_path: Path) -> None:
+    with_base_tasks(local_cloud, tmp_path)
     first = local_cloud.ok("-o", "json", "tasks", "list").stdout
     second = local_cloud.ok("-o", "json", "tasks", "list").stdout
 
@@ -92,7 +103,8 @@ def test_json_output_is_stable_with_sorted_keys(local_cloud: Cloud) -> None:
     }  # fmt: skip
 
 
-def test_pause_and_resume_follow_through_to_the_schedules(local_cloud: Cloud) -> None:
+def test_pause_and_resume_follow_through_to_the_schedules(local_cloud: Cloud, tmp_path: Path) -> None:
+    with_base_tasks(local_cloud, tmp_path)
     assert local_cloud.cli("tasks", "pause", "nightly", input="n\n").exit_code == 1  # declined
 
     local_cloud.ok("tasks", "pause", "nightly", "--reason", "ledger migration", input="y\n")
@@ -109,7 +121,8 @@ def test_pause_and_resume_follow_through_to_the_schedules(local_cloud: Cloud) ->
     assert actions[-2:] == ["paused", "resumed"]
 
 
-def test_preview_marks_the_dst_changes(local_cloud: Cloud) -> None:
+def test_preview_marks_the_dst_changes(local_cloud: Cloud, tmp_path: Path) -> None:
+    with_base_tasks(local_cloud, tmp_path)
     spring = local_cloud.json(
         "tasks", "preview", "nightly", "--count", "3", "--after", "2026-03-27T12:00:00Z"
     )
@@ -134,6 +147,7 @@ def test_preview_marks_the_dst_changes(local_cloud: Cloud) -> None:
 
 
 def test_task_errors_are_one_line_with_an_exit_code(local_cloud: Cloud, tmp_path: Path) -> None:
+    with_base_tasks(local_cloud, tmp_path)
     missing = local_cloud.cli("tasks", "show", "nope")
     assert missing.exit_code == 4
     assert missing.stderr.strip() == "error: no task 'nope' [TASK_NOT_FOUND]"
