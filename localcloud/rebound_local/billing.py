@@ -344,12 +344,14 @@ class Meter:
                 for item in items:
                     if projected:  # DynamoDB bills the whole item, whatever the projection returns
                         item = self._stored(table, _key_of(self, table, {"Item": item}))
-                    self.add("dynamodb.read_units", read_units(item_size(item), consistent_here))
+                    units = read_units(item_size(item), consistent_here)
+                    self.add("dynamodb.read_units", units)
+                    self.add("dynamodb.read_units.BatchGetItem", units)
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
-                self.add(
-                    "dynamodb.read_units", TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True)
-                )
+                units = TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True)
+                self.add("dynamodb.read_units", units)
+                self.add("dynamodb.read_units.TransactGetItems", units)
 
     def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         backend = self._backend()

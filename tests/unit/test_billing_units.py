@@ -189,3 +189,4 @@ def test_a_batch_read_is_consistent_or_not_table_by_table() -> None:
         None,
     )
     assert meter.units["dynamodb.read_units"] == 1.5  # eventually consistent: half a unit
+    assert meter.units["dynamodb.read_units.BatchGetItem"] == 1.5  # its own line too
