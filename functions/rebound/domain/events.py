@@ -259,16 +259,18 @@ class DomainEvent:
 
     __slots__ = ("_detail", "_fields", "detail_type")
 
-    def __init__(self, detail_type: EventType, detail: dict[str, Any] | None = None, **fields: Any) -> None:
+    def __init__(
+        self, detail_type: EventType, detail: dict[str, Any] | None = None, fields: dict[str, Any] | None = None
+    ) -> None:
         self.detail_type = detail_type
         self._detail = detail
-        self._fields = fields
+        self._fields = fields or {}
 
     @classmethod
     def of(cls, detail_type: EventType, **fields: Any) -> DomainEvent:
         """An event whose detail is ``fields``, checked against its model (``detail``), so no event
         leaves with a wrong shape."""
-        return cls(detail_type, None, **fields)
+        return cls(detail_type, None, fields)
 
     @property
     def detail(self) -> dict[str, Any]:
