@@ -260,7 +260,10 @@ class DomainEvent:
     __slots__ = ("_detail", "_fields", "detail_type")
 
     def __init__(
-        self, detail_type: EventType, detail: dict[str, Any] | None = None, fields: dict[str, Any] | None = None
+        self,
+        detail_type: EventType,
+        detail: dict[str, Any] | None = None,
+        fields: dict[str, Any] | None = None,
     ) -> None:
         self.detail_type = detail_type
         self._detail = detail
