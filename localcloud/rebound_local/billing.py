@@ -326,14 +326,10 @@ class Meter:
         consistent = bool(params.get("ConsistentRead"))
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
             item = self._stored(params["TableName"], params["Key"]) if response is not None else None
-            self.add("dynamodb.read_units", read_units(item_size(item), consistent))
-            self.add("dynamodb.read_units.GetItem", read_units(item_size(item), consistent))
+            self._read(operation, read_units(item_size(item), consistent))
         elif operation in ("Query", "Scan"):
             items = (response or {}).get("Items") or []
-            self.add("dynamodb.read_units", read_units(sum(item_size(i) for i in items), consistent))
-            self.add(
-                f"dynamodb.read_units.{operation}", read_units(sum(item_size(i) for i in items), consistent)
-            )
+            self._read(operation, read_units(sum(item_size(i) for i in items), consistent))
         elif operation == "BatchGetItem":
             requests = params.get("RequestItems") or {}
             for table, items in ((response or {}).get("Responses") or {}).items():
@@ -344,14 +340,16 @@ class Meter:
                 for item in items:
                     if projected:  # DynamoDB bills the whole item, whatever the projection returns
                         item = self._stored(table, _key_of(self, table, {"Item": item}))
-                    units = read_units(item_size(item), consistent_here)
-                    self.add("dynamodb.read_units", units)
-                    self.add("dynamodb.read_units.BatchGetItem", units)
+                    self._read(operation, read_units(item_size(item), consistent_here))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
-                units = TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True)
-                self.add("dynamodb.read_units", units)
-                self.add("dynamodb.read_units.TransactGetItems", units)
+                self._read(operation, TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True))
+
+    def _read(self, operation: str, units: float) -> None:
+        """Read units of one read, in the total and in its request's own line (each item sized once)."""
+        with self._lock:
+            self.units["dynamodb.read_units"] += units
+            self.units[f"dynamodb.read_units.{operation}"] += units
 
     def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         backend = self._backend()
