@@ -1,6 +1,6 @@
 """``rebound_local.heap.HeapKeeper``: what survives a collection moves out of the collector's way
 when it starts and again once a period; cyclic garbage is collected first, never frozen; ``stop``
-ends its thread and unfreezes everything."""
+ends its thread, unfreezes everything and puts the collector's thresholds back."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 
-from rebound_local.heap import HeapKeeper
+from rebound_local.heap import THRESHOLDS, HeapKeeper
 
 pytestmark = pytest.mark.unit
 
@@ -55,3 +55,14 @@ def test_it_keeps_again_once_a_period() -> None:
     finally:
         keeper.stop()
     assert gc.get_freeze_count() == 0
+
+
+def test_it_raises_the_thresholds_while_it_runs_and_puts_them_back() -> None:
+    before = gc.get_threshold()
+    keeper = HeapKeeper(period_s=3600).start()
+    try:
+        assert gc.get_threshold() == THRESHOLDS
+        assert THRESHOLDS[0] > before[0]
+    finally:
+        keeper.stop()
+    assert gc.get_threshold() == before

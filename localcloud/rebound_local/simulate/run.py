@@ -91,22 +91,16 @@ class Simulation(SimulationSabotage, SimulationReport):
         mock_random.seed(self.seed)
         motopatch.track_messages(self.ledger)
         clock = VirtualClock(sc.start)
-        stack = start_local(
-            clock,
-            faults=Faults.from_config(sc.faults, self.seed),
-            jitter_seed=self.seed,
-            transport=self.transport,
-            log_file=self.log_file,
-            log_level=logging.WARNING,
-            latency=sc.model.latency() if sc.model.latency().active else None,
-            concurrency=sc.model.concurrency,
-            executor_max_concurrency=sc.model.executor_max_concurrency,
-            stall_wall_s=self.stall_wall_s,
-        )
-        self._stack = stack
         # This process is the local cloud: its tables grow with every run, and full collections
-        # would walk them all again and again (rebound_local.heap).
+        # would walk them all again and again (rebound_local.heap). Kept from before the stack is
+        # built, so that building it (the handlers' imports) runs under the keeper's thresholds.
         keeper = HeapKeeper().start()
+        try:
+            stack = self._start_stack(clock)
+        except BaseException:
+            keeper.stop()
+            raise
+        self._stack = stack
         self.live.queue = stack.settings.queue("execution").name
         motopatch.track_messages(Tee(self.ledger, self.live))
         try:
@@ -156,6 +150,21 @@ class Simulation(SimulationSabotage, SimulationReport):
         self.timing["total_s"] = time.monotonic() - started
         out["timing"] = {k: round(v, 3) for k, v in self.timing.items()}
         return SimulationResult(out)
+
+    def _start_stack(self, clock: VirtualClock) -> LocalStack:
+        sc = self.scenario
+        return start_local(
+            clock,
+            faults=Faults.from_config(sc.faults, self.seed),
+            jitter_seed=self.seed,
+            transport=self.transport,
+            log_file=self.log_file,
+            log_level=logging.WARNING,
+            latency=sc.model.latency() if sc.model.latency().active else None,
+            concurrency=sc.model.concurrency,
+            executor_max_concurrency=sc.model.executor_max_concurrency,
+            stall_wall_s=self.stall_wall_s,
+        )
 
     def _watch_fires(self, stack: LocalStack) -> None:
         engine = stack.runtime.scheduler
