@@ -11,7 +11,13 @@ class PowertoolsMetrics:
 
     def __init__(self, namespace: str = "Rebound", environment: str | None = None) -> None:
         self._metrics = PtMetrics(namespace=namespace)
-        if environment:
+        # Powertools keeps its dimensions per process, shared by every ``Metrics``. A Lambda
+        # process serves one environment; a test or a bench process may build handlers for
+        # another after the first, and the new one replaces the old (Powertools would only warn).
+        current = self._metrics.default_dimensions.get("environment")
+        if environment and current != environment:
+            if current is not None:
+                self._metrics.dimension_set.pop("environment", None)
             self._metrics.set_default_dimensions(environment=environment)
 
     def count(self, name: str, value: float = 1.0) -> None:

@@ -1,0 +1,57 @@
+"""``rebound.adapters.metrics.PowertoolsMetrics``: every metric carries the environment's
+dimension. Powertools keeps dimensions per process; building another for the same environment
+keeps it, and one for another environment (a test or bench process) replaces it, neither with a
+warning."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+from aws_lambda_powertools import Metrics as PtMetrics
+
+from rebound.adapters.metrics import PowertoolsMetrics
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.fixture(autouse=True)
+def _clean_powertools_state() -> Iterator[None]:
+    """Powertools keeps metrics and dimensions per process: start with none, and put back what
+    the process had (handlers built by earlier tests keep their environment's dimension)."""
+    shared = PtMetrics(namespace="Rebound")
+    defaults, dimensions = dict(shared.default_dimensions), dict(shared.dimension_set)
+    shared.clear_default_dimensions()
+    shared.dimension_set.clear()
+    shared.clear_metrics()
+    yield
+    shared.clear_metrics()
+    shared.clear_default_dimensions()
+    shared.dimension_set.clear()
+    shared.default_dimensions.update(defaults)
+    shared.dimension_set.update(dimensions)
+
+
+def _dimensions_of_one_metric(metrics: PowertoolsMetrics) -> dict[str, str]:
+    metrics.count("runs.started")
+    document = metrics._metrics.serialize_metric_set()
+    metrics._metrics.clear_metrics()
+    names = document["_aws"]["CloudWatchMetrics"][0]["Dimensions"][0]
+    return {name: document[name] for name in names}
+
+
+def test_a_second_one_for_the_same_environment_keeps_the_dimension_without_a_warning() -> None:
+    PowertoolsMetrics(environment="dev")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        second = PowertoolsMetrics(environment="dev")
+    assert _dimensions_of_one_metric(second)["environment"] == "dev"
+
+
+def test_another_environment_replaces_the_dimension_without_a_warning() -> None:
+    PowertoolsMetrics(environment="dev")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        other = PowertoolsMetrics(environment="prod")
+    assert _dimensions_of_one_metric(other)["environment"] == "prod"
