@@ -41,17 +41,14 @@ def _dimensions_of_one_metric(metrics: PowertoolsMetrics) -> dict[str, str]:
     return {name: document[name] for name in names}
 
 
-def test_a_second_one_for_the_same_environment_keeps_the_dimension_without_a_warning() -> None:
-    PowertoolsMetrics(environment="dev")
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [("dev", "dev"), ("dev", "prod")],
+    ids=["the same environment keeps it", "another environment replaces it"],
+)
+def test_a_second_one_carries_its_environment_without_a_warning(first: str, second: str) -> None:
+    PowertoolsMetrics(environment=first)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        second = PowertoolsMetrics(environment="dev")
-    assert _dimensions_of_one_metric(second)["environment"] == "dev"
-
-
-def test_another_environment_replaces_the_dimension_without_a_warning() -> None:
-    PowertoolsMetrics(environment="dev")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        other = PowertoolsMetrics(environment="prod")
-    assert _dimensions_of_one_metric(other)["environment"] == "prod"
+        later = PowertoolsMetrics(environment=second)
+    assert _dimensions_of_one_metric(later)["environment"] == second
