@@ -48,6 +48,7 @@ from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher, Evidence, read_evidence
+from rebound.engine.task_list import listed_tasks
 
 log = logging.getLogger(__name__)
 
@@ -348,15 +349,9 @@ class Ledger:
         ]
 
     def active_tasks(self) -> list[StoredTask]:
-        """The scheduled, active tasks; listed again only when a task was written since the last look."""
-        epoch = self.store.tasks_epoch()
-        cached = self.deps.cache.get("ledger#tasks")
-        if cached is not None and cached[0] == epoch:
-            tasks: list[StoredTask] = cached[1]  # type: ignore[assignment]
-        else:
-            tasks = [t for t in self.store.list_tasks() if t.task.schedule is not None]
-            self.deps.cache["ledger#tasks"] = (float(epoch), tasks)
-        return [t for t in tasks if not t.paused]
+        """The scheduled, active tasks; listed again only when a task was written since the last look
+        (``rebound.engine.task_list``)."""
+        return [t for t in listed_tasks(self.deps) if t.task.schedule is not None and not t.paused]
 
     def _watermark(self, now: datetime) -> datetime | None:
         item: dict[str, Any] | None = self.store.get_key(WATERMARK)

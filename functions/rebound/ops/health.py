@@ -40,6 +40,7 @@ from rebound.domain.models import Run, RunState, TaskState, WorkOrderState
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY
+from rebound.engine.task_list import listed_tasks
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.health_report import (
     RANK,
@@ -262,7 +263,7 @@ class HealthOps:
 
     def disabled_schedules(self) -> Check:
         live = self._live_schedules()
-        tasks = self.store.list_tasks()
+        tasks = listed_tasks(self.deps)  # scanned again only after a task write
         problems: list[str] = []
         drift: list[str] = []
         paused: list[str] = []
