@@ -62,6 +62,20 @@ def register(deps: Deps, *tasks: Task) -> None:
     ops.apply(ops.plan(tasks))
 
 
+def count_task_scans(store: Any, monkeypatch: Any) -> list[int]:
+    """Spy on ``store.list_tasks`` (a scan of the tasks table): how many tasks each call returned."""
+    seen: list[int] = []
+    list_tasks = store.list_tasks
+
+    def counted() -> Any:
+        tasks = list_tasks()
+        seen.append(len(tasks))
+        return tasks
+
+    monkeypatch.setattr(store, "list_tasks", counted)
+    return seen
+
+
 @dataclass
 class Context:
     """A Lambda context with a fixed amount of time left."""

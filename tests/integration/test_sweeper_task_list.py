@@ -4,8 +4,6 @@ retry-health report's ``disabled_schedules`` (every five), share one scan of the
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from rebound.domain.models import TaskState
@@ -13,7 +11,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger
 from rebound.ops.health import HealthOps
 from rebound.ops.tasks import TaskOps
-from support import register, task
+from support import count_task_scans, register, task
 
 pytestmark = pytest.mark.integration
 
@@ -22,15 +20,7 @@ def test_the_ledger_and_the_health_report_share_one_scan(deps: Deps, monkeypatch
     register(deps, task("a"), task("b"))
     paused = next(s.task.id for s in deps.store.list_tasks() if s.task.id.endswith("b"))
     TaskOps(deps, actor="test").set_state(paused, TaskState.PAUSED, "maintenance")
-    scans: list[int] = []
-    list_tasks = deps.store.list_tasks
-
-    def counted() -> Any:
-        tasks = list_tasks()
-        scans.append(len(tasks))
-        return tasks
-
-    monkeypatch.setattr(deps.store, "list_tasks", counted)
+    scans = count_task_scans(deps.store, monkeypatch)
     ledger = Ledger(deps)
     active = {s.task.id for s in ledger.active_tasks()}
     assert active and paused not in active

@@ -4,15 +4,13 @@ after a task write has moved the tasks epoch; what a write changed is seen at th
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.models import TaskState
 from rebound.engine.task_list import listed_tasks
 from rebound.ops.tasks import TaskOps
-from support import register, task
+from support import count_task_scans, register, task
 
 pytestmark = pytest.mark.unit
 
@@ -25,16 +23,7 @@ def world() -> MemoryWorld:
 @pytest.fixture
 def scans(world: MemoryWorld, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many tasks each scan of the tasks table returned."""
-    seen: list[int] = []
-    list_tasks = world.store.list_tasks
-
-    def counted() -> Any:
-        tasks = list_tasks()
-        seen.append(len(tasks))
-        return tasks
-
-    monkeypatch.setattr(world.store, "list_tasks", counted)
-    return seen
+    return count_task_scans(world.store, monkeypatch)
 
 
 def test_the_list_is_scanned_once_while_no_task_is_written(world: MemoryWorld, scans: list[int]) -> None:
