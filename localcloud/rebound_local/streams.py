@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rebound_local import motopatch
+from rebound_local.cloud import LocalCloud
 
 STREAM_BATCH = 100
 RETENTION = timedelta(hours=24)
@@ -243,7 +244,7 @@ class StreamMapping:
                 first_created=_created(items[0].record) if items else None,
                 last_created=_created(items[-1].record) if items else None,
             )
-            sqs = _sqs_backend()
+            sqs = LocalCloud.sqs_backend()
             sqs.send_message(queue_name=self.destination.queue_name, message_body=json.dumps(record))
         self.failure_records += 1
 
@@ -298,14 +299,6 @@ def _created(record: dict[str, Any]) -> datetime:
     if isinstance(created, datetime):
         return created.astimezone(UTC).replace(tzinfo=None) if created.tzinfo else created
     return datetime.fromtimestamp(float(created or 0), tz=UTC).replace(tzinfo=None)
-
-
-def _sqs_backend() -> Any:
-    from moto.sqs.models import sqs_backends
-
-    from rebound_local.cloud import region_backend
-
-    return region_backend(sqs_backends)
 
 
 def _lambda_record(record: dict[str, Any]) -> dict[str, Any]:

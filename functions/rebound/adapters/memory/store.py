@@ -65,6 +65,8 @@ class Emitted:
 class MemoryStore(StagingStore):
     """Every read and write of ``rebound.engine.ports.Store``, in memory."""
 
+    check_unpublished = True  # the tests' store checks every event's shape, published or not
+
     def __init__(
         self,
         event_source: str = "rebound",
@@ -74,7 +76,6 @@ class MemoryStore(StagingStore):
     ) -> None:
         self.event_source = event_source
         self.published = published
-        self.check_unpublished = True
         self.audit_keys: AuditKeys = audit_keys or LocalAuditKeys()
         """Keys every audit record (a local secret plays the KMS key unless given)."""
         self.on_failed_commit = on_failed_commit
