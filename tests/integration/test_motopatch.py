@@ -555,3 +555,104 @@ def test_an_item_lookup_finds_the_very_item_moto_s_own_lookup_finds(
     with pytest.raises(Exception, match="range key"):
         trail.get_item(DynamoType({"S": "run#r1"}))
     assert ddb.get_item(TableName=runs, Key={"run_id": {"S": "r4"}})["Item"]["n"] == {"N": "4"}
+
+
+def _outcome(check: object, *args: object) -> tuple[str, str] | None:
+    try:
+        check(*args)  # type: ignore[operator]
+    except Exception as exc:
+        return type(exc).__name__, str(exc)
+    return None
+
+
+KEY_TEXTS = ("a" * 2048, "a" * 2049, "a" * 1024, "a" * 1025, "é" * 512, "é" * 1025, "𝄞" * 512, "𝄞" * 513, "x")
+"""Keys at and just over DynamoDB's limits (2,048 bytes for a partition key, 1,024 for a sort key)
+in 1-, 2- and 4-byte characters."""
+
+
+def test_write_checks_pass_and_fail_the_items_moto_s_own_checks_do(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    """Patch 17 (``write_checks``): the type check and the key-size check give every item the
+    same verdict and the same error as moto's own, fast path or not."""
+    from moto.dynamodb.models import dynamodb_backends
+    from moto.dynamodb.models.table import Table
+
+    from rebound_local.motopatch import write_checks
+
+    moto_types = write_checks.MOTO["_validate_item_types"]
+    moto_sizes = write_checks.MOTO["_validate_key_sizes"]
+    assert Table._validate_item_types is not moto_types  # the patch is in place
+    backend = dynamodb_backends["123456789012"]["us-east-1"]
+    runs, audit = backend.get_table(settings.table("runs")), backend.get_table(settings.table("audit"))
+    assert runs.global_indexes  # its index keys are measured too
+
+    odd_values = [
+        {"N": "abc"},
+        {"N": " 1"},
+        {"N": "1e200"},
+        {"N": "1e-200"},
+        {"N": "9" * 38},
+        {"N": "9" * 39},
+        {"N": "٣"},  # a digit, but not ASCII
+        {"N": "inf"},
+        {"N": 5},
+        {"N": 1.5},
+        {"S": 5},
+        {"S": {"S": "x"}},
+        {"BOOL": "yes"},
+        {"NULL": False},
+        {"NULL": True},
+        {"M": {"N": {"N": "x"}}},
+        {"L": [{"N": "1e300"}]},
+        {},
+    ]
+    values = [*ATTRIBUTE_VALUES, *odd_values]
+    failures = 0
+    for table in (runs, audit):
+        for name in ("plain", "N", "S", "NULL", "BOOL", runs.hash_key_attr):
+            for value in values:
+                item = {"run_id": {"S": "r1"}, "subject": {"S": "run#r1"}, "seq": {"N": "1"}, name: value}
+                verdict = _outcome(table._validate_item_types, item)
+                assert verdict == _outcome(moto_types, table, item), (name, value)
+                failures += verdict is not None
+    assert failures > 20  # the odd values do fail
+
+    too_long = 0
+    for table, key_names in ((runs, runs.hash_key_names + runs.range_key_names), (audit, ["subject", "seq"])):
+        for name in key_names:
+            for text in KEY_TEXTS:
+                for value in ({"S": text}, {"B": text.encode()}, {"N": "1" * 38}, {}):
+                    item = {name: value}
+                    verdict = _outcome(table._validate_key_sizes, item)
+                    assert verdict == _outcome(moto_sizes, table, item), (table.name, name, value)
+                    too_long += verdict is not None
+    assert too_long > 10
+    ddb = aws.client("dynamodb")
+    with pytest.raises(ClientError, match="Size of hashkey"):
+        ddb.put_item(TableName=runs.name, Item={"run_id": {"S": "r" * 2049}})
+    with pytest.raises(ClientError, match="numeric value"):
+        ddb.put_item(TableName=runs.name, Item={"run_id": {"S": "r"}, "n": {"N": "one"}})
+    # An index created later has its key measured from then on.
+    ddb.create_table(
+        TableName="later-index",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(TableName="later-index", Item={"pk": {"S": "a"}, "g": {"S": "g" * 3000}})
+    ddb.update_table(
+        TableName="later-index",
+        AttributeDefinitions=[{"AttributeName": "g", "AttributeType": "S"}],
+        GlobalSecondaryIndexUpdates=[
+            {
+                "Create": {
+                    "IndexName": "by_g",
+                    "KeySchema": [{"AttributeName": "g", "KeyType": "HASH"}],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            }
+        ],
+    )
+    with pytest.raises(ClientError, match="Size of hashkey"):
+        ddb.put_item(TableName="later-index", Item={"pk": {"S": "b"}, "g": {"S": "g" * 3000}})

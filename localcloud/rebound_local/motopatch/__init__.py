@@ -37,6 +37,8 @@ patch, each with its reason:
     Rebound has, are built, hashed, compared and measured without moto's chain of type questions.
 16. **Projections** (``projections``): an item projected onto top-level attributes converts only
     those, not every attribute of the item.
+17. **Write checks** (``write_checks``): the type and key-size checks of each item written pass
+    over the attributes and keys that cannot fail them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
 from rebound_local.motopatch.sqs_retention import _patch_sqs_retention
 from rebound_local.motopatch.table_scan import _patch_table_scan
 from rebound_local.motopatch.transactions import _key_values, _patch_transactions
+from rebound_local.motopatch.write_checks import _patch_write_checks
 
 __all__ = [
     "INDEX_VIEW",
@@ -101,6 +104,7 @@ def install() -> None:
         _patch_item_lookup()
         _patch_dynamo_values()
         _patch_projections()
+        _patch_write_checks()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

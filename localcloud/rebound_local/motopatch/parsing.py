@@ -20,11 +20,12 @@ KEPT_RECEIPT_HANDLES = 8
 _RECEIPTS: weakref.WeakValueDictionary[str, Any] = weakref.WeakValueDictionary()
 """Receipt handle -> the message that has it (every handle moto still honours)."""
 ITEM_SIZE_LIMIT = 405_000  # moto's figure for DynamoDB's 400 KB item limit
+PARSED_KEPT = 8192
+"""Parsed condition expressions kept; the cache starts again when full."""
 
 
 def _patch_parsing() -> None:
     import functools
-    import json
 
     import moto.dynamodb.models as ddb_models
     import moto.dynamodb.models.table as ddb_table
@@ -32,20 +33,22 @@ def _patch_parsing() -> None:
     from moto.dynamodb.comparisons import get_filter_expression
     from moto.moto_api._internal import mock_random
 
-    @functools.lru_cache(maxsize=8192)
-    def parsed(expr: str | None, names: str, values: str) -> Any:
-        return get_filter_expression(expr, json.loads(names), json.loads(values))
+    trees: dict[tuple[str | None, str, str], Any] = {}
 
     def cached_filter_expression(
         expr: str | None, names: dict[str, str] | None, values: dict[str, Any] | None
     ) -> Any:
         # The parse tree holds the expression's values; it never keeps state between evaluations.
-        try:
-            key_names = json.dumps(names, sort_keys=True)
-            key_values = json.dumps(values, sort_keys=True)
-        except TypeError:  # not JSON (binary values): parse as moto would
-            return get_filter_expression(expr, names, values)
-        return parsed(expr, key_names, key_values)
+        # Names and values are strings, numbers as strings, booleans, bytes, and lists and dicts
+        # of them: their ``repr`` is equal only when they are (in another order it is a miss).
+        key = (expr, repr(names), repr(values))
+        tree = trees.get(key)
+        if tree is None:  # parsed from copies: the caller's dicts are theirs to change later
+            tree = get_filter_expression(expr, copy.deepcopy(names), copy.deepcopy(values))
+            if len(trees) >= PARSED_KEPT:
+                trees.clear()
+            trees[key] = tree
+        return tree
 
     ddb_models.get_filter_expression = cached_filter_expression  # type: ignore[attr-defined]
     ddb_table.get_filter_expression = cached_filter_expression  # type: ignore[attr-defined]
