@@ -80,6 +80,7 @@ IDLE_RESOURCES = {"alarms": 28, "composite_alarms": 3, "dashboards": 1}
 
 
 # --------------------------------------------------------------------------- unit arithmetic
+@functools.lru_cache(maxsize=4096)
 def _number_size(text: str) -> int:
     digits = text.lstrip("+-").lower().split("e")[0].replace(".", "").strip("0")
     return math.ceil(max(1, len(digits)) / 2) + 1
@@ -118,11 +119,12 @@ def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
         return 0
     total = 0
     for name, value in item.items():
+        total += len(name) if name.isascii() else len(name.encode())
         text = value.get("S")
-        if isinstance(text, str) and len(value) == 1:
-            total += len(name.encode()) + len(text.encode())
+        if text.__class__ is str and len(value) == 1:
+            total += len(text) if text.isascii() else len(text.encode())  # an ASCII character is a byte
         else:
-            total += len(name.encode()) + value_size(value)
+            total += value_size(value)
     return total
 
 
@@ -160,6 +162,12 @@ def lambda_gb_seconds(billed_ms: int, memory_mb: int) -> float:
 
 def emf_document_bytes(namespace: str, service: str, metrics: Mapping[str, str]) -> int:
     """The bytes of the one EMF document an invocation prints for ``metrics`` (name -> unit)."""
+    return _emf_bytes(namespace, service, tuple(sorted(metrics.items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _emf_bytes(namespace: str, service: str, metrics: tuple[tuple[str, str], ...]) -> int:
+    """``emf_document_bytes`` of metrics sorted by name: the same few sets again and again."""
     document = {
         "_aws": {
             "Timestamp": 1_700_000_000_000,
@@ -167,12 +175,12 @@ def emf_document_bytes(namespace: str, service: str, metrics: Mapping[str, str])
                 {
                     "Namespace": namespace,
                     "Dimensions": [["service"]],
-                    "Metrics": [{"Name": name, "Unit": unit} for name, unit in sorted(metrics.items())],
+                    "Metrics": [{"Name": name, "Unit": unit} for name, unit in metrics],
                 }
             ],
         },
         "service": service,
-        **{name: [0.0] for name in metrics},
+        **{name: [0.0] for name, _ in metrics},
     }
     return len(json.dumps(document, separators=(",", ":"))) + 1
 
@@ -243,7 +251,8 @@ class Meter:
         if service != "dynamodb" or operation not in _WRITES:
             return None
         try:
-            return [self._stored(table, key) for table, key, _ in _write_targets(self, operation, params)]
+            targets = list(_write_targets(self, operation, params))
+            return targets, [self._stored(table, key) for table, key, _ in targets]
         except Exception:  # an unknown table or a bad key: the call itself will say so
             return None
 
@@ -285,10 +294,11 @@ class Meter:
         self, operation: str, params: Mapping[str, Any], response: Mapping[str, Any] | None, token: Any
     ) -> None:
         if operation in _WRITES:
-            targets = list(_write_targets(self, operation, params))
-            before = (
-                token if isinstance(token, list) and len(token) == len(targets) else [None] * len(targets)
-            )
+            if isinstance(token, tuple):  # read by ``before``: the items it touches, and as they were
+                targets, before = token
+            else:
+                targets = list(_write_targets(self, operation, params))
+                before = [None] * len(targets)
             factor = TRANSACTION_FACTOR if operation == "TransactWriteItems" else 1
             counted: defaultdict[str, float] = defaultdict(float)  # added under the lock once
             if operation == "TransactWriteItems":
@@ -312,13 +322,13 @@ class Meter:
                 counted["dynamodb.write_units"] += table_units
                 counted["dynamodb.write_units.table"] += table_units
                 # Where the units go: by table and request (a transaction's items at their factor).
-                counted[f"dynamodb.write_units.by.{logical_table(table)}.{operation}"] += table_units
+                counted[_by_request(table, operation)] += table_units
                 if kind != "ConditionCheck":
                     for name, index in self._indexes(table):
                         indexed = index_write_units(index, old, new, size)
                         counted["dynamodb.write_units"] += indexed
                         counted["dynamodb.write_units.indexes"] += indexed
-                        counted[f"dynamodb.write_units.by.{logical_table(table)}.index.{name}"] += indexed
+                        counted[_by_index(table, name)] += indexed
             with self._lock:
                 for unit, amount in counted.items():
                     self.units[unit] += amount
@@ -493,6 +503,18 @@ def index_write_units(
 def logical_table(physical: str) -> str:
     """A table's logical name (``runs``) from its physical one (``rebound-dev-runs``)."""
     return physical.rsplit("-", 1)[-1]
+
+
+@functools.lru_cache(maxsize=256)
+def _by_request(table: str, operation: str) -> str:
+    """The line of a table's write units by request (``dynamodb.write_units.by.runs.PutItem``)."""
+    return f"dynamodb.write_units.by.{logical_table(table)}.{operation}"
+
+
+@functools.lru_cache(maxsize=256)
+def _by_index(table: str, index: str) -> str:
+    """The line of an index's write units (``dynamodb.write_units.by.runs.index.by_state``)."""
+    return f"dynamodb.write_units.by.{logical_table(table)}.index.{index}"
 
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
