@@ -656,3 +656,45 @@ def test_write_checks_pass_and_fail_the_items_moto_s_own_checks_do(
     )
     with pytest.raises(ClientError, match="Size of hashkey"):
         ddb.put_item(TableName="later-index", Item={"pk": {"S": "b"}, "g": {"S": "g" * 3000}})
+
+
+SSM_WITHOUT_EC2 = """
+import sys
+import boto3
+from moto import mock_aws
+import rebound_local.motopatch as motopatch
+motopatch.install()
+assert "moto.ssm.models" in sys.modules and "moto.ec2" not in sys.modules, "installed: SSM, not EC2"
+with mock_aws():
+    ssm = boto3.client("ssm", region_name="us-east-1")
+    ssm.put_parameter(Name="/rebound/p", Value="v", Type="String")
+    assert ssm.get_parameter(Name="/rebound/p")["Parameter"]["Value"] == "v"
+    assert "moto.ec2" not in sys.modules, "parameters do not need EC2"
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    tags = [{"ResourceType": "instance", "Tags": [{"Key": "Name", "Value": "web"}]}]
+    [instance] = ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=tags)["Instances"]
+    command = ssm.send_command(
+        Targets=[{"Key": "tag:Name", "Values": ["web"]}],
+        DocumentName="AWS-RunShellScript",
+        Parameters={"commands": ["true"]},
+    )["Command"]
+    assert command["TargetCount"] == 1, command
+    found = ssm.get_command_invocation(CommandId=command["CommandId"], InstanceId=instance["InstanceId"])
+    assert found["InstanceId"] == instance["InstanceId"]
+print("ok")
+"""
+
+
+def test_ssm_loads_moto_s_ec2_only_when_a_run_command_targets_instances() -> None:
+    """Patch 18 (``ssm_import``), in a fresh interpreter: installing the patches imports moto's
+    SSM but not its EC2; parameters work without it; a Run Command that targets instances by tag
+    loads it and finds them."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", SSM_WITHOUT_EC2], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"

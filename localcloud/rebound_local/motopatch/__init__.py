@@ -39,6 +39,8 @@ patch, each with its reason:
     those, not every attribute of the item.
 17. **Write checks** (``write_checks``): the type and key-size checks of each item written pass
     over the attributes and keys that cannot fail them.
+18. **SSM without EC2** (``ssm_import``): moto's SSM models load moto's EC2 models only when a
+    Run Command needs them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from rebound_local.motopatch.scan_answers import _patch_scan_answers
 from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
 from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
 from rebound_local.motopatch.sqs_retention import _patch_sqs_retention
+from rebound_local.motopatch.ssm_import import _patch_ssm_import
 from rebound_local.motopatch.table_scan import _patch_table_scan
 from rebound_local.motopatch.transactions import _key_values, _patch_transactions
 from rebound_local.motopatch.write_checks import _patch_write_checks
@@ -105,6 +108,7 @@ def install() -> None:
         _patch_dynamo_values()
         _patch_projections()
         _patch_write_checks()
+        _patch_ssm_import()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 
