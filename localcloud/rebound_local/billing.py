@@ -335,8 +335,8 @@ class Meter:
             return
         consistent = bool(params.get("ConsistentRead"))
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
-            item = self._stored(params["TableName"], params["Key"]) if response is not None else None
-            self._read(operation, read_units(item_size(item), consistent))
+            whole = self._stored_size(params["TableName"], params["Key"]) if response is not None else 0
+            self._read(operation, read_units(whole, consistent))
         elif operation in ("Query", "Scan"):
             items = (response or {}).get("Items") or []
             self._read(operation, read_units(sum(item_size(i) for i in items), consistent))
@@ -348,9 +348,13 @@ class Meter:
                 # A batch read asks for consistency table by table, not for the whole request.
                 consistent_here = bool(request.get("ConsistentRead"))
                 for item in items:
-                    if projected:  # DynamoDB bills the whole item, whatever the projection returns
-                        item = self._stored(table, _key_of(self, table, {"Item": item}))
-                    self._read(operation, read_units(item_size(item), consistent_here))
+                    # DynamoDB bills the whole item, whatever the projection returns.
+                    whole = (
+                        self._stored_size(table, _key_of(self, table, {"Item": item}))
+                        if projected
+                        else item_size(item)
+                    )
+                    self._read(operation, read_units(whole, consistent_here))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
                 self._read(operation, TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True))
@@ -368,6 +372,28 @@ class Meter:
         except Exception:
             return None
         return item.to_json()["Attributes"] if item is not None else None
+
+    def _stored_size(self, table: str, key: Mapping[str, Any]) -> int:
+        """``item_size`` of the stored item (0 if there is none), without its JSON form when every
+        attribute is a string or a number (a read bills the size alone)."""
+        backend = self._backend()
+        try:
+            item = backend.get_item(table, dict(key))
+        except Exception:
+            return 0
+        if item is None:
+            return 0
+        total = 0
+        for name, value in item.attrs.items():
+            kind, inner = value.type, value.value
+            if kind == "S" and inner.__class__ is str:
+                total += len(inner) if inner.isascii() else len(inner.encode())
+            elif kind == "N" and inner.__class__ is str:
+                total += _number_size(inner)
+            else:  # sets, lists, maps, binaries, booleans, null: as their JSON is sized
+                return item_size(item.to_json()["Attributes"])
+            total += len(name) if name.isascii() else len(name.encode())
+        return total
 
     def _indexes(self, table: str) -> list[tuple[str, IndexShape]]:
         """Each global index: its name, and (its key attributes, the table's key attributes,

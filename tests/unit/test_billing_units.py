@@ -125,12 +125,11 @@ def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month(
     assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
 
 
-class _Stored:
-    def __init__(self, attributes: dict[str, Any]) -> None:
-        self.attributes = attributes
+def _stored(attributes: dict[str, Any]) -> Any:
+    """An item as moto stores it."""
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
 
-    def to_json(self) -> dict[str, Any]:
-        return {"Attributes": self.attributes}
+    return Item(hash_key=DynamoType(attributes["run_id"]), range_key=None, attrs=attributes)
 
 
 class _Backend:
@@ -144,9 +143,9 @@ class _Backend:
     def get_table(self, name: str) -> _Backend:
         return self
 
-    def get_item(self, table: str, key: dict[str, Any]) -> _Stored | None:
+    def get_item(self, table: str, key: dict[str, Any]) -> Any:
         found = self.items.get(key["run_id"]["S"])
-        return _Stored(found) if found is not None else None
+        return _stored(found) if found is not None else None
 
 
 def test_a_batch_read_with_a_projection_bills_the_whole_stored_item() -> None:
@@ -190,3 +189,23 @@ def test_a_batch_read_is_consistent_or_not_table_by_table() -> None:
     )
     assert meter.units["dynamodb.read_units"] == 1.5  # eventually consistent: half a unit
     assert meter.units["dynamodb.read_units.BatchGetItem"] == 1.5  # its own line too
+
+
+STORED_ITEMS = [
+    {"run_id": s("r1"), "doc": s("x" * 5000)},
+    {"run_id": s("r2"), "state": s("pending"), "n": {"N": "1200"}, "é": s("naïve")},
+    {"run_id": s("r3"), "seq": {"N": "-0.0120"}, "flag": {"BOOL": True}},
+    {"run_id": s("r4"), "m": {"M": {"a": {"L": [s("x"), {"N": "1"}]}}}, "t": {"SS": ["a", "bc"]}},
+    {"run_id": s("r5"), "b": {"B": b"\x00\x01"}, "z": {"NULL": True}},
+]
+
+
+@pytest.mark.parametrize("stored", STORED_ITEMS, ids=lambda item: item["run_id"]["S"])
+def test_a_stored_item_is_sized_as_its_json_form(stored: dict[str, Any]) -> None:
+    """The meter sizes a stored item for a read without its JSON form when it can: the same size."""
+    meter = b.Meter(lambda: _Backend({stored["run_id"]["S"]: stored}))
+    key = {"run_id": stored["run_id"]}
+    assert meter._stored_size("runs", key) == b.item_size(meter._stored("runs", key)) == b.item_size(stored)
+    assert meter._stored_size("runs", {"run_id": s("missing")}) == 0
+    meter.after("dynamodb", "GetItem", {"TableName": "runs", "Key": key}, {"Item": stored}, None)
+    assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(stored))
