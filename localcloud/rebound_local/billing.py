@@ -252,7 +252,12 @@ class Meter:
             return None
         try:
             targets = list(_write_targets(self, operation, params))
-            return targets, [self._stored(table, key) for table, key, _ in targets]
+            # An item of a table with indexes as it is (its index entries are compared); of any
+            # other table, only its size.
+            return targets, [
+                self._stored(table, key) if self._indexes(table) else self._stored_size(table, key)
+                for table, key, _ in targets
+            ]
         except Exception:  # an unknown table or a bad key: the call itself will say so
             return None
 
@@ -317,14 +322,23 @@ class Meter:
                 # A put that succeeded stored its item as sent (moto keeps every value as given),
                 # so it is sized as sent, not read back; an item with a binary value is read back
                 # all the same (its encoding is the transport's).
-                new = put if put is not None and _without_binary(put) else self._stored(table, key)
-                table_units = factor * write_units(max(size(old), size(new)))
+                indexes = self._indexes(table)
+                new: dict[str, Any] | None
+                if put is not None and _without_binary(put):
+                    new, new_size = put, size(put)
+                elif indexes:
+                    new = self._stored(table, key)
+                    new_size = size(new)
+                else:
+                    new, new_size = None, self._stored_size(table, key)
+                old_size = old if old.__class__ is int else size(old)
+                table_units = factor * write_units(max(old_size, new_size))
                 counted["dynamodb.write_units"] += table_units
                 counted["dynamodb.write_units.table"] += table_units
                 # Where the units go: by table and request (a transaction's items at their factor).
                 counted[_by_request(table, operation)] += table_units
                 if kind != "ConditionCheck":
-                    for name, index in self._indexes(table):
+                    for name, index in indexes:
                         indexed = index_write_units(index, old, new, size)
                         counted["dynamodb.write_units"] += indexed
                         counted["dynamodb.write_units.indexes"] += indexed
