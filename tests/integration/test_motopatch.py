@@ -698,3 +698,41 @@ def test_ssm_loads_moto_s_ec2_only_when_a_run_command_targets_instances() -> Non
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+
+
+def test_result_items_are_measured_and_converted_as_moto_s_own_code_does(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    """Patch 19 (``result_items``): an item's size and the answer form of a read's result are
+    moto's own, for attribute values of every type, names and strings beyond ASCII included."""
+    from datetime import UTC, datetime
+
+    import moto.dynamodb.responses as responses
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+
+    from rebound_local.motopatch import result_items
+
+    moto_size, moto_to_dict = result_items.MOTO["size"], result_items.MOTO["dynamo_to_dict"]
+    assert Item.size is not moto_size and responses.dynamo_to_dict is not moto_to_dict  # in place
+    attrs = {f"a{index}": raw for index, raw in enumerate(ATTRIBUTE_VALUES)}
+    attrs |= {"naïve": {"S": "ascii"}, "plain": {"S": "crème brûlée"}, "n": {"N": "-0.50"}}
+    items = [
+        Item(hash_key=DynamoType({"S": "k"}), range_key=None, attrs={"k": {"S": "k"}, **attrs}),
+        Item(hash_key=DynamoType({"S": "k2"}), range_key=None, attrs={"k": {"S": "k2"}}),
+    ]
+    for item in items:
+        assert item.size() == moto_size(item)
+    result = {
+        "Count": 2,
+        "Items": [item.attrs for item in items],
+        "LastEvaluatedKey": {"k": DynamoType({"S": "k2"})},
+        "When": datetime(2026, 1, 1, tzinfo=UTC),
+        "Nested": [{"inner": DynamoType({"N": "3"})}, items[1]],
+    }
+    assert responses.dynamo_to_dict(result) == moto_to_dict(result)
+    assert responses.dynamo_to_dict(items[0].attrs)["a7"] == {"B": b"\x00\xff"}  # bytes stay bytes
+    ddb = aws.client("dynamodb")
+    runs = settings.table("runs")
+    ddb.put_item(TableName=runs, Item={"run_id": {"S": "q1"}, "state": {"S": "pending"}, "n": {"N": "7"}})
+    got = ddb.get_item(TableName=runs, Key={"run_id": {"S": "q1"}})["Item"]
+    assert got == {"run_id": {"S": "q1"}, "state": {"S": "pending"}, "n": {"N": "7"}}

@@ -41,6 +41,8 @@ patch, each with its reason:
     over the attributes and keys that cannot fail them.
 18. **SSM without EC2** (``ssm_import``): moto's SSM models load moto's EC2 models only when a
     Run Command needs them.
+19. **Result items** (``result_items``): the items a read returns are measured and converted to
+    their answer without a call per string or number.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ from rebound_local.motopatch.lock import LOCK, _patch_lock
 from rebound_local.motopatch.parsing import _RECEIPTS, ITEM_SIZE_LIMIT, KEPT_RECEIPT_HANDLES, _patch_parsing
 from rebound_local.motopatch.projections import _patch_projections
 from rebound_local.motopatch.query_index import INDEX_VIEW, _index_of, _patch_query_index
+from rebound_local.motopatch.result_items import _patch_result_items
 from rebound_local.motopatch.scan_answers import _patch_scan_answers
 from rebound_local.motopatch.scheduler_versions import _patch_scheduler_versions, versions
 from rebound_local.motopatch.sqs_ledger import _patch_sqs_ledger, track_messages
@@ -109,6 +112,7 @@ def install() -> None:
         _patch_projections()
         _patch_write_checks()
         _patch_ssm_import()
+        _patch_result_items()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 
