@@ -6,6 +6,7 @@ import random
 import threading
 from datetime import timedelta
 from itertools import product
+from typing import Any
 
 import boto3
 import pytest
@@ -736,3 +737,49 @@ def test_result_items_are_measured_and_converted_as_moto_s_own_code_does(
     ddb.put_item(TableName=runs, Item={"run_id": {"S": "q1"}, "state": {"S": "pending"}, "n": {"N": "7"}})
     got = ddb.get_item(TableName=runs, Key={"run_id": {"S": "q1"}})["Item"]
     assert got == {"run_id": {"S": "q1"}, "state": {"S": "pending"}, "n": {"N": "7"}}
+
+
+def test_an_item_over_the_size_limit_is_refused_where_moto_s_measure_puts_it(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    """Patch 7 (``parsing``) measures each attribute of an item once as it is built: an item is
+    refused exactly when moto's own measure of it is over moto's limit, ASCII or not."""
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item
+    from moto.dynamodb.models.utilities import bytesize
+
+    from rebound_local.motopatch import ITEM_SIZE_LIMIT, dynamo_values
+
+    moto_size = dynamo_values.MOTO["size"]
+
+    def measured_by_moto(attrs: dict[str, Any]) -> int:
+        return sum(bytesize(name) + moto_size(DynamoType(value)) for name, value in attrs.items())
+
+    room = ITEM_SIZE_LIMIT - len("k") - len("kk") - len("big")
+    cases: list[dict[str, Any]] = []
+    for text in (
+        "x" * room,
+        "x" * (room + 1),
+        "é" * (room // 2),
+        "é" * (room // 2 + 1),
+        "𝄞" * (room // 4 + 1),
+    ):
+        cases.append({"k": {"S": "kk"}, "big": {"S": text}})
+    for name, extra in product(("big", "bíg"), (3, 4)):  # at the limit, and a byte over it
+        cases.append({"k": {"S": "kk"}, name: {"S": "x" * (room - len(name.encode()) + extra)}})
+    cases.append({"k": {"S": "kk"}, "big": {"L": [{"S": "x" * (room // 2)}] * 2}, "n": {"N": "1" * 38}})
+    cases.append({"k": {"S": "kk"}, "big": {"B": b"\x00" * (room + 1)}})
+    refused = 0
+    for attrs in cases:
+        over = measured_by_moto(attrs) > ITEM_SIZE_LIMIT
+        if over:
+            with pytest.raises(ItemSizeTooLarge):
+                Item(DynamoType({"S": "kk"}), None, attrs)
+        else:
+            assert Item(DynamoType({"S": "kk"}), None, attrs).attrs["k"] == DynamoType({"S": "kk"})
+        refused += over
+    assert 0 < refused < len(cases)
+    with pytest.raises(ClientError, match="Item size"):
+        aws.client("dynamodb").put_item(
+            TableName=settings.table("runs"), Item={"run_id": {"S": "big"}, "doc": {"S": "x" * 410_000}}
+        )

@@ -64,7 +64,16 @@ def _patch_parsing() -> None:
         self.hash_key = hash_key
         self.range_key = range_key
         values = {key: DynamoType(value) for key, value in attrs.items()}
-        if sum(bytesize(key) + value.size() for key, value in values.items()) > ITEM_SIZE_LIMIT:
+        size = 0
+        for key, value in values.items():  # an ASCII name or string is as many bytes as characters
+            size += len(key) if key.isascii() else bytesize(key)
+            inner = value.value
+            size += (
+                len(inner)
+                if value.type == "S" and inner.__class__ is str and inner.isascii()
+                else value.size()
+            )
+        if size > ITEM_SIZE_LIMIT:
             raise ItemSizeTooLarge
         self.attrs = LimitedSizeDict()
         dict.update(self.attrs, values)

@@ -31,16 +31,14 @@ _PLAIN_DIGITS = 38
 
 def _cannot_fail(value: Any) -> bool:
     """A top-level attribute value moto's type check passes whatever the table."""
-    if type(value) is not dict or len(value) != 1:
+    if value.__class__ is not dict or len(value) != 1:
         return False
-    kind, inner = next(iter(value.items()))
-    if kind == "S":
-        return type(inner) is str
-    if kind == "BOOL":
-        return type(inner) is bool
-    if kind == "N":
-        return type(inner) is str and inner.isascii() and inner.isdigit() and len(inner) <= _PLAIN_DIGITS
-    return False
+    if value.get("S").__class__ is str:
+        return True
+    inner = value.get("N")
+    if inner.__class__ is str:
+        return bool(inner.isascii() and inner.isdigit() and len(inner) <= _PLAIN_DIGITS)
+    return value.get("BOOL").__class__ is bool
 
 
 def _patch_write_checks() -> None:
