@@ -783,3 +783,36 @@ def test_an_item_over_the_size_limit_is_refused_where_moto_s_measure_puts_it(
         aws.client("dynamodb").put_item(
             TableName=settings.table("runs"), Item={"run_id": {"S": "big"}, "doc": {"S": "x" * 410_000}}
         )
+
+
+def test_a_send_reads_only_the_deduplication_flag_and_fifo_queues_still_honour_it(
+    aws: boto3.session.Session,
+) -> None:
+    """Patch 7 (``parsing``): while a message is sent, a queue's attributes are only its content
+    deduplication flag; FIFO queues deduplicate by content or refuse a send without an id, as
+    moto does, and a queue's attributes read outside a send are all of them."""
+    sqs = aws.client("sqs")
+    dlq = sqs.create_queue(QueueName="sends-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    plain = sqs.create_queue(
+        QueueName="sends",
+        Attributes={"RedrivePolicy": f'{{"deadLetterTargetArn": "{dlq_arn}", "maxReceiveCount": "3"}}'},
+    )["QueueUrl"]
+    sqs.send_message(QueueUrl=plain, MessageBody="a")
+    sqs.send_message(QueueUrl=plain, MessageBody="a")
+    attributes = sqs.get_queue_attributes(QueueUrl=plain, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "2"
+    assert "RedrivePolicy" in attributes and "ContentBasedDeduplication" not in attributes
+    by_content = sqs.create_queue(
+        QueueName="sends.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    for _ in range(2):
+        sqs.send_message(QueueUrl=by_content, MessageBody="same", MessageGroupId="g")
+    sqs.send_message(QueueUrl=by_content, MessageBody="other", MessageGroupId="g")
+    bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=by_content, MaxNumberOfMessages=10)["Messages"]]
+    assert bodies == ["same", "other"]  # the second "same" was a duplicate
+    by_id = sqs.create_queue(QueueName="ids.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    with pytest.raises(ClientError, match="ContentBasedDeduplication"):
+        sqs.send_message(QueueUrl=by_id, MessageBody="x", MessageGroupId="g")
+    fifo_attributes = sqs.get_queue_attributes(QueueUrl=by_id, AttributeNames=["All"])["Attributes"]
+    assert fifo_attributes["ContentBasedDeduplication"] == "false" and fifo_attributes["FifoQueue"] == "true"

@@ -196,6 +196,20 @@ def _patch_parsing() -> None:
     queue_class.approximate_number_of_messages_not_visible = counting("not_visible")
     queue_class.approximate_number_of_messages = counting("visible")
 
+    # The one attribute a send reads (ContentBasedDeduplication, of a FIFO queue) is all that is
+    # computed while a message is sent; moto computes every attribute, the redrive policy as JSON.
+    moto_attributes = vars(sqs_models.Queue)["attributes"].fget
+
+    def attributes(self: Any) -> dict[str, Any]:
+        if not getattr(sending, "active", False):
+            return moto_attributes(self)  # type: ignore[no-any-return]
+        if not self.fifo_queue:
+            return {}
+        flag = self.content_based_deduplication
+        return {"ContentBasedDeduplication": str(flag).lower() if isinstance(flag, bool) else flag}
+
+    queue_class.attributes = property(attributes)
+
     send_message = sqs_models.SQSBackend.send_message
 
     def send_without_counting(self: Any, *args: Any, **kwargs: Any) -> Any:
