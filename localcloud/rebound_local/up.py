@@ -133,6 +133,9 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     stop = threading.Event()
     worker = threading.Thread(target=stack.runtime.run_realtime, args=(stop,), name="runtime", daemon=True)
     previous = signal.signal(signal.SIGTERM, _raise_stop)
+    # Ctrl-C stops too, even when the process was started with SIGINT ignored (a shell without job
+    # control ignores it in the background commands it starts), where Python installs no handler.
+    signal.signal(signal.SIGINT, _raise_stop)
     heap = HeapKeeper().start()  # the stored items out of the collector's way (rebound_local.heap)
     worker.start()
     try:

@@ -60,7 +60,7 @@ def _eventually(check: Callable[[], Any], timeout: float = 60.0, every: float = 
 
 
 class UpProcess:
-    def __init__(self, port: int, state_dir: Path, *extra: str) -> None:
+    def __init__(self, port: int, state_dir: Path, *extra: str, sigint_ignored: bool = False) -> None:
         self.port = port
         self.endpoint = f"http://127.0.0.1:{port}"
         cmd = [
@@ -85,6 +85,8 @@ class UpProcess:
             stderr=subprocess.STDOUT,
             text=True,
             env={**os.environ, **ENV, "PYTHONUNBUFFERED": "1"},
+            # as a shell without job control starts a background command
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None,
         )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -248,6 +250,17 @@ def test_up_serves_the_console_and_prints_its_url(state_dir: Path) -> None:
     up = UpProcess(_free_port(), state_dir, "--console-port", "0")  # 8765 may be anyone's
     try:
         check_console(up)
+    finally:
+        up.kill()
+
+
+def test_ctrl_c_stops_it_even_when_started_with_sigint_ignored(tmp_path: Path) -> None:
+    """A shell without job control starts background commands with SIGINT ignored, and Python then
+    installs no handler of its own: ``up`` installs one, so Ctrl-C still stops it cleanly."""
+    up = UpProcess(_free_port(), tmp_path / "state", "--console-port", "0", sigint_ignored=True)
+    try:
+        assert up.interrupt(timeout=60) == 0, "\n".join(up.lines[-20:])
+        assert "stopped" in up.lines
     finally:
         up.kill()
 
