@@ -127,18 +127,20 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     ops_console = _start_console(stack, opts.console_port)
     if ops_console is not None:
         out.print(f"console {ops_console.url}", highlight=False, soft_wrap=True)
-    out.print("ready", highlight=False)
-    sys.stdout.flush()
 
     stop = threading.Event()
     worker = threading.Thread(target=stack.runtime.run_realtime, args=(stop,), name="runtime", daemon=True)
-    previous = signal.signal(signal.SIGTERM, _raise_stop)
-    # Ctrl-C stops too, even when the process was started with SIGINT ignored (a shell without job
-    # control ignores it in the background commands it starts), where Python installs no handler.
-    signal.signal(signal.SIGINT, _raise_stop)
     heap = HeapKeeper().start()  # the stored items out of the collector's way (rebound_local.heap)
     worker.start()
+    previous = signal.getsignal(signal.SIGTERM)
     try:
+        signal.signal(signal.SIGTERM, _raise_stop)
+        # Ctrl-C stops too, even when the process was started with SIGINT ignored (a shell without
+        # job control ignores it in the background commands it starts), where Python installs no
+        # handler. "ready" comes once both are in place: from then on either signal stops cleanly.
+        signal.signal(signal.SIGINT, _raise_stop)
+        out.print("ready", highlight=False)
+        sys.stdout.flush()
         _watch(stack, opts, console, out)
     except (KeyboardInterrupt, _Stop):
         pass
