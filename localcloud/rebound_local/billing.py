@@ -110,6 +110,11 @@ def value_size(value: Mapping[str, Any]) -> int:
     raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
 
 
+def _utf8_len(text: str) -> int:
+    """Bytes of ``text`` in UTF-8; an ASCII string is counted without encoding it."""
+    return len(text) if text.isascii() else len(text.encode())
+
+
 def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
     """An item's size as DynamoDB bills it: each attribute's name in UTF-8 plus its value.
 
@@ -119,10 +124,10 @@ def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
         return 0
     total = 0
     for name, value in item.items():
-        total += len(name) if name.isascii() else len(name.encode())
+        total += _utf8_len(name)
         text = value.get("S")
         if text.__class__ is str and len(value) == 1:
-            total += len(text) if text.isascii() else len(text.encode())  # an ASCII character is a byte
+            total += _utf8_len(text)
         else:
             total += value_size(value)
     return total
@@ -401,12 +406,12 @@ class Meter:
         for name, value in item.attrs.items():
             kind, inner = value.type, value.value
             if kind == "S" and inner.__class__ is str:
-                total += len(inner) if inner.isascii() else len(inner.encode())
+                total += _utf8_len(inner)
             elif kind == "N" and inner.__class__ is str:
                 total += _number_size(inner)
             else:  # sets, lists, maps, binaries, booleans, null: as their JSON is sized
                 return item_size(item.to_json()["Attributes"])
-            total += len(name) if name.isascii() else len(name.encode())
+            total += _utf8_len(name)
         return total
 
     def _indexes(self, table: str) -> list[tuple[str, IndexShape]]:

@@ -24,6 +24,20 @@ MOTO: dict[str, Any] = {}
 (for the test that compares them)."""
 
 
+def attrs_size(attrs: dict[str, Any]) -> int:
+    """An item's size as moto measures it (``Item.size``: each name in UTF-8 plus its value's
+    ``DynamoType.size``) for a map of attribute names to ``DynamoType``, an ASCII name or string
+    value counted by its characters (one byte each) without encoding it."""
+    total = 0
+    for name, value in attrs.items():
+        total += len(name) if name.isascii() else len(name.encode("utf-8"))
+        inner = value.value
+        total += (
+            len(inner) if value.type == "S" and inner.__class__ is str and inner.isascii() else value.size()
+        )
+    return total
+
+
 def _patch_dynamo_values() -> None:
     from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.utilities import bytesize

@@ -58,22 +58,14 @@ def _patch_parsing() -> None:
     # 400 KB check is the same, as the size only grows while attributes are added.
     from moto.dynamodb.exceptions import ItemSizeTooLarge
     from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-    from moto.dynamodb.models.utilities import bytesize
+
+    from rebound_local.motopatch.dynamo_values import attrs_size
 
     def item_init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
         self.hash_key = hash_key
         self.range_key = range_key
         values = {key: DynamoType(value) for key, value in attrs.items()}
-        size = 0
-        for key, value in values.items():  # an ASCII name or string is as many bytes as characters
-            size += len(key) if key.isascii() else bytesize(key)
-            inner = value.value
-            size += (
-                len(inner)
-                if value.type == "S" and inner.__class__ is str and inner.isascii()
-                else value.size()
-            )
-        if size > ITEM_SIZE_LIMIT:
+        if attrs_size(values) > ITEM_SIZE_LIMIT:
             raise ItemSizeTooLarge
         self.attrs = LimitedSizeDict()
         dict.update(self.attrs, values)

@@ -7,8 +7,8 @@ plain value inside it. The sweeper reads the open work orders every minute and t
 hundred runs every five, so a simulated day made about 350,000 of these calls for its work orders
 alone.
 
-- ``Item.size``: an ASCII name counts its characters and an ASCII string value its characters (one
-  byte each in UTF-8); every other name or value is measured by moto's own code.
+- ``Item.size``: ``dynamo_values.attrs_size``, which counts an ASCII name or string value by its
+  characters (one byte each in UTF-8) and measures every other name or value as moto does.
 - ``dynamo_to_dict``: a dict's string, number, boolean and null values whose value is a plain
   ``str`` or ``bool`` become ``{type: value}`` at once, as moto's walk makes them; everything else
   (binaries, sets, lists, maps, dates, objects with ``to_json``) goes through moto's own function.
@@ -30,21 +30,15 @@ _PLAIN = frozenset({"S", "N", "BOOL", "NULL"})
 def _patch_result_items() -> None:
     import moto.dynamodb.responses as responses
     from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-    from moto.dynamodb.models.utilities import bytesize, dynamo_to_dict
+    from moto.dynamodb.models.utilities import dynamo_to_dict
+
+    from rebound_local.motopatch.dynamo_values import attrs_size
 
     moto_size = Item.size
     MOTO.update(size=moto_size, dynamo_to_dict=dynamo_to_dict)
 
     def item_size(self: Any) -> int:
-        total = 0
-        for name, value in self.attrs.items():
-            total += len(name) if name.isascii() else bytesize(name)
-            inner = value.value
-            if value.type == "S" and inner.__class__ is str and inner.isascii():
-                total += len(inner)
-            else:
-                total += value.size()
-        return total
+        return attrs_size(self.attrs)
 
     dict_types = (dict, LimitedSizeDict)
 
