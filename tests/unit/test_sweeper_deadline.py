@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
 from fakes import memory_deps
 
 from rebound.engine.sweeper import STEP_MARGIN_S, Sweeper
@@ -31,3 +35,43 @@ def test_no_time_at_all_starts_nothing() -> None:
     report = Sweeper(world.deps, remaining_s=lambda: 0.0).sweep()
     assert report.out_of_time[0] == "queue" and "workstreams" in report.out_of_time
     assert report.total() == 0 and not report.periodic
+
+
+def test_the_periodic_steps_run_once_a_period_and_later_sweeps_claim_nothing() -> None:
+    world = memory_deps()
+    world.clock.set(datetime(2026, 3, 7, 9, 0, 30, tzinfo=UTC))  # the start of a five-minute period
+    claims: list[str] = []
+    claim_key = world.store.claim_key
+
+    def counted(key: str, *args: Any, **kwargs: Any) -> bool:
+        claims.append(key)
+        return claim_key(key, *args, **kwargs)
+
+    world.store.claim_key = counted  # type: ignore[method-assign]
+    periodic = []
+    for _ in range(10):  # two periods, a sweep a minute
+        periodic.append(Sweeper(world.deps).sweep().periodic)
+        world.clock.advance(60)
+
+    assert periodic == [True, False, False, False, False] * 2
+    assert len(claims) == 2 and len(set(claims)) == 2  # one claim a period, none after its answer
+    # A container that has not asked in this period claims it, and finds it taken.
+    world.clock.advance(-60)
+    fresh = replace(world.deps, cache={})
+    assert Sweeper(fresh).sweep().periodic is False
+    assert claims[-1] == claims[1]
+
+
+def test_a_sweep_lists_the_tasks_once_for_its_steps_and_the_ledger() -> None:
+    world = memory_deps()
+    reads: list[int] = []
+    tasks_epoch = world.store.tasks_epoch
+
+    def counted() -> int:
+        reads.append(1)
+        return tasks_epoch()
+
+    world.store.tasks_epoch = counted  # type: ignore[method-assign]
+    report = Sweeper(world.deps).sweep()
+    assert report.failures == [] and report.ledger.checked_until is not None
+    assert len(reads) == 1

@@ -96,7 +96,20 @@ def verified_actor(
 
 
 def record_hash(fields: dict[str, Any]) -> str:
-    return hashlib.sha256(canonical_bytes(_hashed(fields))).hexdigest()
+    hashed = _hashed(fields)
+    evidence = hashed.get("evidence")
+    if evidence:
+        hashed["evidence"] = _integral_as_int(evidence)
+    return hashlib.sha256(canonical_bytes(hashed)).hexdigest()
+
+
+def _integral_as_int(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with each integral float among them (``deadline_s``: 60.0) as an int, as the
+    canonical form writes it anyway: the record is then encoded once (``canonical_bytes``)."""
+    for value in values.values():
+        if value.__class__ is float and value.is_integer():
+            return {k: int(v) if v.__class__ is float and v.is_integer() else v for k, v in values.items()}
+    return values
 
 
 def _hashed(fields: dict[str, Any]) -> dict[str, Any]:

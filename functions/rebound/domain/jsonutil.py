@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from decimal import Decimal
 from json.scanner import make_scanner
@@ -42,13 +43,38 @@ _CANONICAL_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ens
 """What ``json.dumps`` builds for each call with these options, built once."""
 
 
+_CANONICAL_DIRECT = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_default
+)
+"""``_CANONICAL_ENCODER`` that also writes what ``_default`` converts."""
+_KEY_NOT_STR = re.compile(r'[{,]"(?:-?\d|true"|false"|Infinity"|-Infinity"|NaN")')
+"""A key that may have been a number or a boolean before it was written as a string (such keys are
+sorted as themselves, not as the strings they become); a string key that looks so matches too."""
+
+
+def _maybe_integral_float(text: str) -> bool:
+    """``repr`` writes every integral float as ``60.0`` or ``1e+16``; text inside strings may look
+    so too."""
+    return ".0," in text or ".0}" in text or ".0]" in text or text.endswith(".0") or "e+" in text
+
+
 def canonical_bytes(value: Any) -> bytes:
     """Sorted keys, no spaces, integral numbers as integers: the form hashes are computed over.
 
-    The float normalization runs inside the JSON parser (C) rather than a Python walk of the
-    value: this sits on the path of every state change.
+    A value is encoded once, sorted, unless its encoding may hold an integral float or a key that
+    was not a string; such a value goes the long way: encoded, read back with the float
+    normalization inside the JSON parser (C) rather than a Python walk of the value, and encoded
+    sorted. Both ways give the same bytes or raise the same error
+    (``tests/property_based/test_jsonutil_decode_properties.py``); this sits on the path of every
+    state change.
     """
-    return canonical_bytes_of_plain(plain_loads(json.dumps(value, default=_default)))
+    try:
+        text: str | None = _CANONICAL_DIRECT.encode(value)
+    except (TypeError, ValueError):  # keys of mixed types cannot be sorted: the long way says why
+        text = None
+    if text is None or _maybe_integral_float(text) or _KEY_NOT_STR.search(text):
+        return canonical_bytes_of_plain(plain_loads(json.dumps(value, default=_default)))
+    return text.encode()
 
 
 def plain_loads(text: str | bytes) -> Any:

@@ -130,7 +130,11 @@ class Ledger:
         self.dispatcher = Dispatcher(deps, actor)
 
     # --------------------------------------------------------------------------- every minute
-    def reconcile(self, evidence: Evidence | None = None) -> LedgerReport:
+    def reconcile(
+        self, evidence: Evidence | None = None, tasks: list[StoredTask] | None = None
+    ) -> LedgerReport:
+        """Compare the expected fires with the runs since the watermark. ``tasks``: the active
+        tasks, if the caller has just listed them (``active_tasks``); else they are listed here."""
         now = self.clock.now()
         until = now - GRACE
         report = LedgerReport(checked_until=until)
@@ -139,7 +143,7 @@ class Ledger:
         if until <= since:
             return report
         evidence = evidence or read_evidence(self.deps)
-        tasks = self.active_tasks()
+        tasks = self.active_tasks() if tasks is None else tasks
         due: list[tuple[StoredTask, timedelta, list[ExpectedFire]]] = []
         for stored in tasks:
             spec = stored.task.schedule

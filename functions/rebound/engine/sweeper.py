@@ -130,6 +130,8 @@ class SweepReport:
         )
 
 
+PERIOD_ASKED = "sweeper#periodic#asked"
+"""The container cache's key for the last five-minute period this container asked to claim."""
 STEP_MARGIN_S = 30.0
 """A sweep starts no step with less than this left of its invocation: a step cut off by the
 Lambda timeout would leave its work to the next sweep anyway, and its log and report lost."""
@@ -168,12 +170,14 @@ class Sweeper:
         the_ledger = Ledger(
             self.deps, on_failure=lambda task_id, exc: self._failed(report, "ledger", task_id, exc)
         )
-        tasks = self._step(report, "tasks", the_ledger.active_tasks) or []
+        listed = self._step(report, "tasks", the_ledger.active_tasks)
+        tasks = listed or []
         if any(t.task.sla is not None or t.task.is_async for t in tasks):
             self._step(report, "slas", lambda: self.check_slas(report, running))
         if ledger:
             report.ledger = (
-                self._step(report, "ledger", lambda: the_ledger.reconcile(evidence)) or LedgerReport()
+                # the list just read (None if that failed: the ledger reads it again)
+                self._step(report, "ledger", lambda: the_ledger.reconcile(evidence, listed)) or LedgerReport()
             )
         if scan_dlq:
             self._step(report, "dlq", lambda: self.escalate_dlq_arrivals(report))
@@ -202,10 +206,19 @@ class Sweeper:
     def first_in_period(self) -> bool:
         """True for the first sweep of each five-minute period (a control record claims it), so
         the periodic steps run once a period whichever sweep gets there first, and a period whose
-        sweeps all failed before it is simply skipped."""
+        sweeps all failed before it is simply skipped.
+
+        A container that has had its answer for a period (it claimed it, or found it claimed) does
+        not ask again within it: the claim lives an hour, so the answer could only be no. The four
+        sweeps after the first in a period write nothing (``tests/unit/test_sweeper_deadline.py``)."""
         now = self.clock.now()
         period = int(now.timestamp()) // PERIODIC_S
-        return self.store.claim_key(f"sweeper#periodic#{period}", now, timedelta(hours=1))
+        asked = self.deps.cache.get(PERIOD_ASKED)
+        if asked is not None and asked[0] == period:
+            return False
+        claimed = self.store.claim_key(f"sweeper#periodic#{period}", now, timedelta(hours=1))
+        self.deps.cache[PERIOD_ASKED] = (float(period), None)
+        return claimed
 
     # --------------------------------------------------------------------------- isolation
     def _step(self, report: SweepReport, name: str, fn: Callable[[], T]) -> T | None:
