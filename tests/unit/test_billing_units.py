@@ -3,9 +3,11 @@ transactions, index writes, the event source mappings' polling model, prices."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
 from rebound_local import billing as b
 
@@ -209,3 +211,42 @@ def test_a_stored_item_is_sized_as_its_json_form(stored: dict[str, Any]) -> None
     assert meter._stored_size("runs", {"run_id": s("missing")}) == 0
     meter.after("dynamodb", "GetItem", {"TableName": "runs", "Key": key}, {"Item": stored}, None)
     assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(stored))
+
+
+def _record(created: float) -> logging.LogRecord:
+    record = logging.LogRecord("rebound", logging.INFO, __file__, 1, "attempt finished", None, None)
+    record.created, record.msecs = created, (created - int(created)) * 1000
+    return record
+
+
+def test_log_lines_measure_as_many_bytes_as_their_formatter_writes() -> None:
+    own = LambdaPowertoolsFormatter(service="executor")
+    view = b.measuring(own)
+    own.append_keys(cold_start=True)
+    own.clear_state()  # each invocation starts afresh: the formatter's keys are a new dict
+    own.append_keys(function_request_id="req-1")  # a key appended later is in the view's lines too
+    second = 1_700_000_000
+    first, later = _record(second + 0.001), _record(second + 0.999)
+    next_second = _record(second + 1.5)
+
+    assert view.format(first) == own.format(first)  # a second's first line: formatted as it is
+    # Later in the same second the time is reused: other digits, the same bytes.
+    assert view.format(later) != own.format(later)
+    assert len(view.format(later).encode()) == len(own.format(later).encode())
+    assert view.format(next_second) == own.format(next_second)
+    assert '"function_request_id":"req-1"' in view.format(next_second)
+    assert "cold_start" not in view.format(next_second)
+
+
+def test_a_log_line_is_counted_with_its_newline() -> None:
+    counted: list[int] = []
+
+    class Meter:
+        def logged(self, nbytes: int) -> None:
+            counted.append(nbytes)
+
+    own = LambdaPowertoolsFormatter(service="executor")
+    handler = b.LogBytes(Meter(), own)  # type: ignore[arg-type]
+    record = _record(1_700_000_000.5)
+    handler.handle(record)
+    assert counted == [len(own.format(record).encode()) + 1]
