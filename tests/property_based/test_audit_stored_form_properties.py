@@ -2,7 +2,8 @@
 (``verify_chain``). On random evidence, stored in DynamoDB's item form and read back as the bulk
 pass reads it: an intact chain verifies both ways with the same words, and after any one change
 to a stored record the bulk pass never passes what the model check fails. The item decoding it
-uses without ``TypeDeserializer`` gives the deserializer's values."""
+uses without ``TypeDeserializer`` gives the deserializer's values. A store writes the fields a
+record was hashed over (``next_fields``), the same item its model's dump would make."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebound.adapters.dynamo.codec import _plain, from_item, to_item
-from rebound.domain.audit import GENESIS, AuditFields, next_record, verify_chain, verify_fields
+from rebound.domain.audit import GENESIS, AuditFields, next_fields, verify_chain, verify_fields
 from rebound.domain.models import AuditRecord
 
 pytestmark = pytest.mark.property_based
@@ -54,15 +55,20 @@ evidence = st.dictionaries(st.text(min_size=1, max_size=6), json_values, max_siz
 
 
 def stored(records: list[AuditRecord]) -> list[AuditFields]:
-    """The records as the bulk pass reads them: through a DynamoDB item and back."""
-    return [from_item(to_item(r.model_dump(mode="json"), "audit"), plain=True) for r in records]
+    """The records as the bulk pass reads them: through the DynamoDB item a store writes (the
+    fields each was hashed over, ``next_fields``) and back."""
+    return [from_item(to_item(STAGED[r.hash], "audit"), plain=True) for r in records]
+
+
+STAGED: dict[str, AuditFields] = {}
+"""Each record's fields as ``next_fields`` made them, by hash."""
 
 
 def make_chain(evidences: list[dict[str, Any]]) -> list[AuditRecord]:
     records: list[AuditRecord] = []
     seq, head = 0, GENESIS
     for n, ev in enumerate(evidences):
-        record = next_record(
+        fields = next_fields(
             subject="msg#m",
             prev_seq=seq,
             prev_hash=head,
@@ -74,9 +80,18 @@ def make_chain(evidences: list[dict[str, Any]]) -> list[AuditRecord]:
             key_id=KEY_ID,
             sign=sign,
         )
+        record = AuditRecord.model_validate(fields)
+        STAGED[record.hash] = fields
         records.append(record)
         seq, head = record.seq, record.hash
     return records
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(evidence, min_size=1, max_size=4))
+def test_a_store_writes_the_item_the_records_dump_would_have_made(evidences: list[dict[str, Any]]) -> None:
+    for record in make_chain(evidences):
+        assert to_item(STAGED[record.hash], "audit") == to_item(record.model_dump(mode="json"), "audit")
 
 
 @settings(max_examples=150, deadline=None)

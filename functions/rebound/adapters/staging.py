@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rebound.adapters import dlq_items
-from rebound.domain.audit import GENESIS, next_record, run_changes
+from rebound.domain.audit import GENESIS, AuditFields, next_fields, run_changes
 from rebound.domain.errors import TRANSIENT, OperationalError
 from rebound.domain.escalation_levels import with_level
 from rebound.domain.events import DomainEvent, step_ended
@@ -272,7 +272,7 @@ class StagingUnitOfWork(ABC):
         staged = [a for a in self.audit_records if a.subject == subject]
         if staged:
             prev_seq, prev_hash = staged[-1].seq, staged[-1].hash
-        record = next_record(
+        fields = next_fields(
             subject=subject,
             prev_seq=prev_seq,
             prev_hash=prev_hash,
@@ -285,8 +285,9 @@ class StagingUnitOfWork(ABC):
             key_id=self.store.audit_keys.key_id,
             sign=self.store.audit_keys.sign,
         )
+        record = AuditRecord.model_validate(fields)
         self.audit_records.append(record)
-        self._stage_audit(record, f"audit {subject} #{record.seq}")
+        self._stage_audit(record, fields, f"audit {subject} #{record.seq}")
         return record
 
     @abstractmethod
@@ -299,8 +300,9 @@ class StagingUnitOfWork(ABC):
 
     # --- what a store says: how each change is guarded and written ------------------------------
     @abstractmethod
-    def _stage_audit(self, record: AuditRecord, label: str) -> None:
-        """Stage ``record``; the commit fails if its (subject, seq) exists."""
+    def _stage_audit(self, record: AuditRecord, fields: AuditFields, label: str) -> None:
+        """Stage ``record`` (``fields``: as it was hashed, the form to store); the commit fails if
+        its (subject, seq) exists."""
 
     @abstractmethod
     def _stage_event(self, item: dict[str, Any], label: str) -> None:

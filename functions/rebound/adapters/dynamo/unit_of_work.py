@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.dynamo.codec import CONTROL, to_item
 from rebound.adapters.staging import TASKS_EPOCH, StagingUnitOfWork
+from rebound.domain.audit import AuditFields
 from rebound.domain.ids import slot_expiry_attribute
 from rebound.domain.models import AuditRecord, Run, WorkOrder
 from rebound.domain.stored import StoredTask
@@ -226,8 +227,8 @@ class UnitOfWork(StagingUnitOfWork):
         self.store.transact(self.items, self.labels, attempts=attempts)
 
     # --- internals ----------------------------------------------------------------------------
-    def _stage_audit(self, record: AuditRecord, label: str) -> None:
-        self.put("audit", record.model_dump(mode="json"), label, "attribute_not_exists(subject)")
+    def _stage_audit(self, record: AuditRecord, fields: AuditFields, label: str) -> None:
+        self.put("audit", fields, label, "attribute_not_exists(subject)")
 
     def _stage_event(self, item: dict[str, Any], label: str) -> None:
         self.put("outbox", item, label, "attribute_not_exists(event_id)")

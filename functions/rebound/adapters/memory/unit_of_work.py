@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.staging import TASKS_EPOCH, StagingUnitOfWork
+from rebound.domain.audit import AuditFields
 from rebound.domain.ids import slot_expiry_attribute
 from rebound.domain.jsonutil import dumps
 from rebound.domain.models import AuditRecord, Run, WorkOrder
@@ -164,7 +165,8 @@ class MemoryUnitOfWork(StagingUnitOfWork):
         self.store.apply(self.staged)
 
     # --- what the staging asks of a store ------------------------------------------------------
-    def _stage_audit(self, record: AuditRecord, label: str) -> None:
+    def _stage_audit(self, record: AuditRecord, fields: AuditFields, label: str) -> None:
+        # A copy, as a DynamoDB item would be: ``fields`` holds the caller's evidence dict.
         self.put("audit", (record.subject, record.seq), record.model_dump(mode="json"), label, _absent)
 
     def _stage_event(self, item: dict[str, Any], label: str) -> None:
