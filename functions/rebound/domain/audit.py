@@ -134,36 +134,10 @@ def mac_message(fields: dict[str, Any]) -> bytes:
     return f"{MAC_ALG}|{fields['hash']}".encode()
 
 
-def next_record(
-    *,
-    subject: str,
-    prev_seq: int,
-    prev_hash: str,
-    at: datetime,
-    actor: str,
-    action: str,
-    from_state: str | None = None,
-    to_state: str | None = None,
-    evidence: dict[str, Any] | None = None,
-    key_id: str | None = None,
-    sign: Sign | None = None,
-) -> AuditRecord:
-    """The record after ``(prev_seq, prev_hash)``; keyed with ``sign`` (under ``key_id``) if given."""
-    return AuditRecord.model_validate(
-        next_fields(
-            subject=subject,
-            prev_seq=prev_seq,
-            prev_hash=prev_hash,
-            at=at,
-            actor=actor,
-            action=action,
-            from_state=from_state,
-            to_state=to_state,
-            evidence=evidence,
-            key_id=key_id,
-            sign=sign,
-        )
-    )
+def next_record(**keywords: Any) -> AuditRecord:
+    """The record after ``(prev_seq, prev_hash)``, made of ``next_fields(**keywords)``; keyed with
+    ``sign`` (under ``key_id``) if given."""
+    return AuditRecord.model_validate(next_fields(**keywords))
 
 
 def next_fields(
