@@ -816,3 +816,29 @@ def test_a_send_reads_only_the_deduplication_flag_and_fifo_queues_still_honour_i
         sqs.send_message(QueueUrl=by_id, MessageBody="x", MessageGroupId="g")
     fifo_attributes = sqs.get_queue_attributes(QueueUrl=by_id, AttributeNames=["All"])["Attributes"]
     assert fifo_attributes["ContentBasedDeduplication"] == "false" and fifo_attributes["FifoQueue"] == "true"
+
+
+def test_a_transaction_tells_two_operations_on_one_item_apart_by_the_whole_key(
+    aws: boto3.session.Session, settings: Settings
+) -> None:
+    ddb = aws.client("dynamodb")
+    audit = settings.table("audit")
+
+    def record(seq: str) -> dict[str, Any]:
+        return {"Put": {"TableName": audit, "Item": {"subject": {"S": "run#k"}, "seq": {"N": seq}}}}
+
+    ddb.transact_write_items(TransactItems=[record("1"), record("2")])  # one subject, two items
+    with pytest.raises(ClientError) as err:
+        ddb.transact_write_items(
+            TransactItems=[
+                record("3"),
+                {"Delete": {"TableName": audit, "Key": {"seq": {"N": "3"}, "subject": {"S": "run#k"}}}},
+            ]
+        )
+    assert err.value.response["Error"]["Code"] == "ValidationException"
+    stored = ddb.query(
+        TableName=audit,
+        KeyConditionExpression="subject = :s",
+        ExpressionAttributeValues={":s": {"S": "run#k"}},
+    )
+    assert [i["seq"]["N"] for i in stored["Items"]] == ["1", "2"]

@@ -43,7 +43,7 @@ def _patch_transactions() -> None:
                     key[table.range_key_attr] = attrs[table.range_key_attr]
             else:
                 key = op["Key"]
-            marker = (str(table_name), str(dict(sorted(key.items()))))
+            marker = (str(table_name), _key_marker(key))
             if marker in seen:
                 raise MultipleTransactionsException()
             seen.add(marker)
@@ -119,6 +119,18 @@ def _patch_transactions() -> None:
             raise TransactionCanceledException(reasons) from exc
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _key_marker(key: dict[str, Any]) -> Any:
+    """What tells two operations on one item apart: each key attribute's name, type and value (a
+    key's values are scalars); a value that cannot be hashed, by its text as moto's own check had
+    it."""
+    try:
+        return tuple(
+            sorted((name, kind, value) for name, typed in key.items() for kind, value in typed.items())
+        )
+    except (TypeError, AttributeError):  # not a scalar, or not an attribute value at all
+        return str(dict(sorted(key.items())))
 
 
 def _key_values(table: Any, key: dict[str, Any]) -> tuple[Any, Any]:
