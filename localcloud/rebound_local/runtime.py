@@ -29,6 +29,7 @@ busy, or virtual time stands still, for ``stall_wall_s`` of wall time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import itertools
 import logging
@@ -70,12 +71,18 @@ FINISH_GRACE = timedelta(seconds=60)
 class LocalContext:
     """A Lambda context whose remaining time follows the runtime's clock."""
 
-    def __init__(self, spec: r.FunctionSpec, clock: VirtualClock | ScaledClock, environment: str) -> None:
+    def __init__(
+        self,
+        spec: r.FunctionSpec,
+        clock: VirtualClock | ScaledClock,
+        environment: str,
+        request_id: uuid.UUID | None = None,
+    ) -> None:
         self.function_name = f"rebound-{environment}-{spec.logical}"
         self.function_version = "$LATEST"
         self.invoked_function_arn = function_arn(spec, environment)
         self.memory_limit_in_mb = spec.memory_mb
-        self.aws_request_id = str(uuid.uuid4())
+        self.aws_request_id = str(request_id or uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{self.function_name}"
         self.log_stream_name = "local"
         self._clock = clock
@@ -170,6 +177,9 @@ class LocalRuntime:
         self._stalled = False
         self._ended = 0  # invocations returned: each may have freed capacity
         self._relay_busy = False
+        self._ids = random.Random(f"{seed}:ids")
+        """Request ids and Scheduler's execution ids: from the seed, not the system's entropy (a
+        call to ``uuid4`` is a system call, and lets go of the interpreter for it)."""
         if isinstance(clock, VirtualClock):
             clock.interleave = self.gate.jitter_ms > 0
         wiring.use(deps)
@@ -200,14 +210,16 @@ class LocalRuntime:
         self._sweeper_spec = next(f for f in r.SPEC.functions if f.every_minute)
         self._sweeper = load_handler(self._sweeper_spec.handler)
         self._next_sweep = _next_minute(clock.now())
-        from rebound_local.scheduler import SchedulerEngine
+        from rebound_local.scheduler import SchedulerEngine, random_uuid
 
         self.scheduler = SchedulerEngine(
             cloud.scheduler_backend,
             clock.now,
             self._deliver_to_arn,
             invocations_per_s=self.latency.scheduler_invocations_per_s,
+            ids=self._ids,
         )
+        self._request_id_of_invocation = functools.partial(random_uuid, self._ids)
 
     def _request_id(self) -> uuid.UUID:
         """A Lambda request id, drawn from the seed (for failure records)."""
@@ -256,7 +268,9 @@ class LocalRuntime:
                     if start_ms > 0:
                         # The environment starting, before the handler's clock.
                         self.clock.sleep(start_ms / 1000.0)
-                    context = LocalContext(spec, self.clock, self.settings.environment)
+                    context = LocalContext(
+                        spec, self.clock, self.settings.environment, self._request_id_of_invocation()
+                    )
                     invocation.deadline = context.deadline
                     if self.handler_timeouts:
                         timer = self.clock.call_at(context.deadline, lambda: self._time_out(invocation))

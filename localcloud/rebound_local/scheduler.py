@@ -16,6 +16,7 @@ import hashlib
 import heapq
 import itertools
 import logging
+import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +57,11 @@ def iso_seconds(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def random_uuid(rng: random.Random) -> uuid.UUID:
+    """A version-4 UUID drawn from ``rng`` (an execution id, a request id)."""
+    return uuid.UUID(int=rng.getrandbits(128), version=4)
+
+
 class SchedulerEngine:
     def __init__(
         self,
@@ -63,8 +69,11 @@ class SchedulerEngine:
         now: Callable[[], datetime],
         deliver: Callable[[str, str], None],
         invocations_per_s: int | None = None,
+        ids: random.Random | None = None,
     ) -> None:
         self._backend = backend
+        self._ids = ids or random.Random()
+        """Where each fire's execution id is drawn from."""
         self._now = now
         self.deliver = deliver
         """Where a fire goes: ``deliver(target_arn, input)``. The simulator wraps it to watch fires."""
@@ -227,7 +236,7 @@ class SchedulerEngine:
         payload = (
             payload.replace("<aws.scheduler.scheduled-time>", iso_seconds(nominal))
             .replace("<aws.scheduler.schedule-arn>", schedule.arn)
-            .replace("<aws.scheduler.execution-id>", str(uuid.uuid4()))
+            .replace("<aws.scheduler.execution-id>", str(random_uuid(self._ids)))
             .replace("<aws.scheduler.attempt-number>", "1")
         )
         arn = str(target.get("Arn", ""))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import random
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -14,6 +16,7 @@ from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.instrument import LatencyModel, mark_worker
 from rebound_local.runtime import esm_allowed, esm_next_step
+from rebound_local.scheduler import random_uuid
 from rebound_local.stack import LocalStack, start_local
 
 pytestmark = pytest.mark.integration
@@ -134,3 +137,12 @@ def test_an_aws_call_spends_virtual_time_in_a_worker_and_none_in_the_coordinator
     assert clock.wait_idle(timeout=5)
     thread.join(timeout=5)
     assert finished == [START + timedelta(milliseconds=30)]
+
+
+def test_request_and_execution_ids_are_version_4_uuids_drawn_from_the_seed() -> None:
+    drawn = [random_uuid(random.Random("7:ids")) for _ in range(2)]
+    assert drawn[0] == drawn[1]  # the same seed, the same id
+    more = random.Random("7:ids")
+    ids = {random_uuid(more) for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
