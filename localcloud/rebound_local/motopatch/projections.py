@@ -6,9 +6,10 @@ run ledger asks every minute which of the runs it expects exist, a hundred keys 
 projection of the key alone (``Store.existing_runs``), so a simulated day projected some 29,000
 items of thirty attributes each to keep one. A projection whose every path is one top-level name
 (no ``a.b``, no ``a[1]``) now converts only the attributes it names, each exactly as moto
-converts it (its deserializer, then its serializer); any other projection goes through moto's
-own code. ``tests/integration/test_motopatch.py`` compares the answers with moto's for every
-attribute type, for names that are missing, repeated, nested and indexed.
+converts it (its deserializer, then its serializer; a string, which those give back as it was,
+is copied); any other projection goes through moto's own code.
+``tests/integration/test_motopatch.py`` compares the answers with moto's for every attribute
+type, for names that are missing, repeated, nested and indexed.
 """
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ def _patch_projections() -> None:
     def project(self: Any, projection_expressions: list[list[str]]) -> Any:
         if not all(len(path) == 1 and not _INDEXED.match(path[0]) for path in projection_expressions):
             return moto_project(self, projection_expressions)
-        picked: dict[str, Any] = {}
+        attrs: dict[str, Any] = {}
         for (name,) in projection_expressions:
             value = self.attrs.get(name)
-            if value is not None:
-                picked[name] = dynamo_type.deserializer.deserialize(value.to_regular_json())
-        return Item(
-            hash_key=self.hash_key,
-            range_key=self.range_key,
-            attrs=dict(dynamo_type.serializer.serialize(picked)["M"]),
-        )
+            if value is None:
+                continue
+            if value.type == "S" and value.value.__class__ is str:
+                attrs[name] = {"S": value.value}  # what the two conversions give a string back
+            else:
+                regular = dynamo_type.deserializer.deserialize(value.to_regular_json())
+                attrs[name] = dynamo_type.serializer.serialize(regular)
+        return Item(hash_key=self.hash_key, range_key=self.range_key, attrs=attrs)
 
     Item.project = project  # type: ignore[method-assign]

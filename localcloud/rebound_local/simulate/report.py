@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
-from rebound_local import billing, budgets, observe, reports
+from rebound_local import billing, budgets, motopatch, observe, reports
 from rebound_local import invariants as inv
 from rebound_local.clock import VirtualClock
+from rebound_local.forked import Forked
 from rebound_local.simulate.invariants import UNSETTLED, SimulationChecks, _on_time, judge_workstreams
 from rebound_local.simulate.workstreams import checkpoint_counts, run_entries, workstream_items
 from rebound_local.stack import LocalStack
@@ -72,6 +73,13 @@ class SimulationReport(SimulationChecks):
     ) -> dict[str, Any]:
         s = stack.settings
         cloud = stack.cloud
+        check_mac = stack.deps.store.audit_keys.check
+        # Reading and checking every audit chain is a third of the report: a forked child does it
+        # on the other core while this process judges the rest (``rebound_local.forked``).
+        chains_verified = Forked(
+            lambda: inv.chains_verify(_chains_in_child(stack), check_mac),
+            here=lambda: inv.chains_verify(chains, check_mac),
+        )
         runs = observe.table_items(cloud, s.table("runs"))
         orders = observe.table_items(cloud, s.table("workorders"))
         chains = observe.audit_chains(cloud, s)
@@ -92,11 +100,11 @@ class SimulationReport(SimulationChecks):
             paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
             ended_at=clock.now(),
             dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
-            check_mac=stack.deps.store.audit_keys.check,
+            check_mac=check_mac,
             workstream_runs=workstream_runs,
             notices=[inv.Notice(*notice) for notice in observe.topic_notices(cloud, s.topic_arn)],
         )
-        invariants = inv.judge(world)
+        invariants = inv.judge(world, chains_verified.result)
         if self.loaded.workstreams:
             invariants.update(
                 judge_workstreams(
@@ -312,3 +320,15 @@ def print_verdict(console: Console, result: SimulationResult, report_path: Path)
     if report.get("hung"):
         return 3
     return 0 if result.ok else 1
+
+
+def _chains_in_child(stack: LocalStack) -> dict[str, list[dict[str, Any]]]:
+    """The audit chains, read in a forked child: only if no thread held the local cloud's lock at
+    the fork (the child has only its own thread, so a lock held then is held for good); else an
+    error, and the parent answers."""
+    if not motopatch.LOCK.acquire(blocking=False):
+        raise RuntimeError("the local cloud's lock was held at the fork")
+    try:
+        return observe.audit_chains(stack.cloud, stack.settings)
+    finally:
+        motopatch.LOCK.release()
