@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebound.adapters.dynamo.codec import _plain, from_item, to_item
-from rebound.domain.audit import GENESIS, AuditFields, next_fields, verify_chain, verify_fields
+from rebound.domain.audit import GENESIS, AuditFields, audit_record, next_fields, verify_chain, verify_fields
 from rebound.domain.models import AuditRecord
 
 pytestmark = pytest.mark.property_based
@@ -85,6 +85,32 @@ def make_chain(evidences: list[dict[str, Any]]) -> list[AuditRecord]:
         records.append(record)
         seq, head = record.seq, record.hash
     return records
+
+
+@settings(max_examples=150, deadline=None)
+@given(evidence, st.booleans(), st.integers(min_value=0, max_value=10**6))
+def test_a_record_built_from_its_fields_is_the_record_validating_them_builds(
+    ev: dict[str, Any], keyed: bool, micros: int
+) -> None:
+    fields = next_fields(
+        subject="run#r",
+        prev_seq=3,
+        prev_hash=GENESIS,
+        at=T0 + timedelta(microseconds=micros),  # the record keeps milliseconds, as its text does
+        actor="executor",
+        action="claimed",
+        from_state="pending",
+        to_state=None,
+        evidence=ev,
+        key_id=KEY_ID if keyed else None,
+        sign=sign if keyed else None,
+    )
+    built, validated = audit_record(fields), AuditRecord.model_validate(fields)
+    assert built == validated
+    assert built.model_dump() == validated.model_dump()
+    assert built.model_dump(mode="json") == validated.model_dump(mode="json")
+    assert built.model_fields_set == validated.model_fields_set
+    assert built.evidence is not ev  # the record's own copy, as validating makes
 
 
 @settings(max_examples=150, deadline=None)

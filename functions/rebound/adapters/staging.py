@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rebound.adapters import dlq_items
-from rebound.domain.audit import GENESIS, AuditFields, next_fields, run_changes
+from rebound.domain.audit import GENESIS, AuditFields, audit_record, next_fields, run_changes
 from rebound.domain.errors import TRANSIENT, OperationalError
 from rebound.domain.escalation_levels import with_level
 from rebound.domain.events import DomainEvent, step_ended
@@ -285,7 +285,7 @@ class StagingUnitOfWork(ABC):
             key_id=self.store.audit_keys.key_id,
             sign=self.store.audit_keys.sign,
         )
-        record = AuditRecord.model_validate(fields)
+        record = audit_record(fields)
         self.audit_records.append(record)
         self._stage_audit(record, fields, f"audit {subject} #{record.seq}")
         return record

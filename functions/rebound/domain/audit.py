@@ -26,7 +26,7 @@ from typing import Any
 
 from rebound.domain.jsonutil import canonical_bytes, canonical_bytes_of_plain
 from rebound.domain.models import AuditRecord, Run
-from rebound.domain.timefmt import iso
+from rebound.domain.timefmt import iso, parse_utc
 
 GENESIS = "0" * 64
 CHAIN_FIELDS = ("run_id", "audit_seq", "audit_head", "rev")
@@ -138,6 +138,15 @@ def next_record(**keywords: Any) -> AuditRecord:
     """The record after ``(prev_seq, prev_hash)``, made of ``next_fields(**keywords)``; keyed with
     ``sign`` (under ``key_id``) if given."""
     return AuditRecord.model_validate(next_fields(**keywords))
+
+
+def audit_record(fields: AuditFields) -> AuditRecord:
+    """The model of fields ``next_fields`` made: built without validating them again (each is of
+    its type by construction), as ``AuditRecord.model_validate`` would build it
+    (``tests/property_based/test_audit_stored_form_properties.py``)."""
+    return AuditRecord.model_construct(
+        **{**fields, "at": parse_utc(fields["at"]), "evidence": dict(fields["evidence"])}
+    )
 
 
 def next_fields(
