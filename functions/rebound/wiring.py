@@ -113,7 +113,7 @@ def build_deps(
         on_failed_commit=lambda: sink.count(AUDIT_FAILURE),
         sleep=clock.sleep,
         rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
-        audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id),
+        audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id, pause=clock.sleep),
         published=settings.published_events(),
     )
     queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})

@@ -163,3 +163,30 @@ def test_a_bad_scenario_file_exits_2_naming_the_key(tmp_path: Path) -> None:
     done = simulate(scenario, tmp_path / "bad.json")
     assert done.returncode == 2
     assert "faults.crash.points[0]" in done.stderr
+
+
+def test_a_hostile_window_across_midnight_finishes_though_threads_need_the_new_days_key_at_once(
+    tmp_path: Path,
+) -> None:
+    """At midnight every thread signing an audit record needs the new day's key: one derives it
+    (a KMS call that waits on the virtual clock under the latency model), the others wait for it.
+    They used to wait on a lock, which the virtual clock counts as working, so the clock never
+    moved and the day hung at 00:00 (``DerivedKeys`` now has them wait on the clock)."""
+    from rebound_local.scenario import load_scenario
+    from rebound_local.simulate import Simulation
+
+    text = (REPO / "scenarios" / "hostile-day.yaml").read_text()
+    for day, window in (
+        ('start: "2026-03-07T00:00:00Z"', 'start: "2026-03-07T23:20:00Z"'),
+        ("duration: 24h", "duration: 40m"),
+        ("settle: 3h", "settle: 30m"),
+    ):
+        assert day in text
+        text = text.replace(day, window)
+    path = tmp_path / "midnight.yaml"
+    path.write_text(text)
+
+    result = Simulation(load_scenario(path), stall_wall_s=60).run()
+
+    assert result.report.get("hung") is None, result.report.get("hung")
+    assert result.ok and result.failed == []

@@ -76,3 +76,30 @@ def test_deriving_one_days_key_does_not_hold_up_another_days() -> None:
     assert keys.day_key(other) == hashlib.sha256(other.encode()).digest()
     release.set()
     slow.join()
+
+
+def test_a_thread_that_waits_for_another_threads_derivation_waits_on_the_clock() -> None:
+    """The local runtime's virtual clock moves only when no thread it counts is working: a waiter
+    blocked on the lock would count as working while the deriving thread's KMS call waits for the
+    clock to move, and neither would go on. A waiter pauses on the clock instead."""
+    paused = threading.Event()
+    seen: list[bool] = []
+
+    def derive(key_id: str, label: str) -> bytes:
+        seen.append(paused.wait(5))  # the call goes on once a waiter has paused on the clock
+        return hashlib.sha256(label.encode()).digest()
+
+    def pause(seconds: float) -> None:
+        paused.set()
+        time.sleep(seconds)
+
+    keys = DerivedKeys("local:test", derive, pause=pause)
+    threads = [threading.Thread(target=keys.sign, args=(LABEL, b"x")) for _ in range(2)]
+    threads[0].start()
+    while not keys._deriving:  # the first thread holds the label's lock
+        time.sleep(0.001)
+    threads[1].start()
+    for thread in threads:
+        thread.join(10)
+    assert seen == [True]  # derived once, and not before the waiter paused
+    assert not any(thread.is_alive() for thread in threads)

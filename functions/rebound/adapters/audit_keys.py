@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -45,10 +46,19 @@ def _mac(key: bytes, message: bytes) -> str:
 class DerivedKeys:
     """MACs with keys derived per label by ``derive(key_id, label)``, each derived once."""
 
-    def __init__(self, key_id: str, derive: Callable[[str, str], bytes], trusted: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        key_id: str,
+        derive: Callable[[str, str], bytes],
+        trusted: Iterable[str] = (),
+        pause: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """``pause(seconds)``: how a thread waits while another derives the key it needs (the
+        engine's clock: ``Clock.sleep``)."""
         self.key_id = key_id
         self._derive = derive
         self._trusted = frozenset({key_id, *trusted})
+        self._pause = pause
         self._keys: dict[tuple[str, str], bytes] = {}
         self._deriving: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -57,15 +67,22 @@ class DerivedKeys:
         # Read without a lock (one ``dict.get`` is atomic; a record verified takes a key each
         # time). A key not yet derived is derived under that label's own lock, after looking
         # again: threads that need a new day's key at once make one ``GenerateMac`` between them,
-        # and a derivation of one day does not hold up another's.
+        # and a derivation of one day does not hold up another's. A thread that finds the label's
+        # lock taken waits on the clock, not on the lock: the deriving thread's KMS call may itself
+        # wait on that clock (the local runtime's virtual clock moves only when no thread it counts
+        # is working, and a thread blocked on a lock would count as working for good).
         key = self._keys.get((key_id, label))
         if key is None:
             with self._lock:
                 lock = self._deriving.setdefault((key_id, label), threading.Lock())
-            with lock:
+            while not lock.acquire(blocking=False):
+                self._pause(DERIVATION_WAIT_S)
+            try:
                 key = self._keys.get((key_id, label))
                 if key is None:
                     key = self._keys[(key_id, label)] = self._derive(key_id, label)
+            finally:
+                lock.release()
         return key
 
     def sign(self, label: str, message: bytes) -> str:
@@ -82,13 +99,23 @@ class DerivedKeys:
         return hmac.compare_digest(expected, mac)
 
 
+DERIVATION_WAIT_S = 0.005
+"""How long a thread waits between two looks at a key another thread is deriving."""
+
+
 class KmsAuditKeys(DerivedKeys):
     """Keys derived with KMS ``GenerateMac`` (HMAC_SHA_256) of the environment's HMAC key.
 
     ``trusted`` names earlier keys whose records still verify (KMS does not rotate HMAC keys:
     a new key is a new id, and the old one stays trusted for its records)."""
 
-    def __init__(self, client: Any, key_id: str, trusted: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        client: Any,
+        key_id: str,
+        trusted: Iterable[str] = (),
+        pause: Callable[[float], None] = time.sleep,
+    ) -> None:
         def derive(key: str, label: str) -> bytes:
             try:
                 answer = client.generate_mac(KeyId=key, Message=label.encode(), MacAlgorithm=MAC_ALGORITHM)
@@ -96,7 +123,7 @@ class KmsAuditKeys(DerivedKeys):
                 raise translate(exc, f"derive the audit key for {label} from {key}") from exc
             return bytes(answer["Mac"])
 
-        super().__init__(key_id, derive, trusted)
+        super().__init__(key_id, derive, trusted, pause)
 
 
 class LocalAuditKeys(DerivedKeys):
