@@ -2,17 +2,18 @@
 
 The simulator's process is the local cloud, under one interpreter lock: its report's checks run
 one after another on one core of two. A check that only reads what the process already holds
-(the audit chains, read before the fork) can run in a child made with ``fork``: the child sees the
-parent's memory as it was, computes, sends the answer back through a pipe and exits; the parent
-meanwhile judges the rest. Checking every audit chain of a simulated day is about a third of its
+(the audit chains, in moto's tables) can run in a child made with ``fork``: the child sees the
+parent's memory as it was at the fork, computes, sends the answer back through a pipe and exits;
+the parent meanwhile judges the rest. Checking every audit chain of a simulated day is about a third of its
 report (docs/performance.md).
 
 Whatever goes wrong in the child (no ``fork`` on this platform, an error, no answer within the
 time allowed) costs only time: ``result`` then computes the answer here, so it is the same
 answer, or the same error, as without a child (``tests/unit/test_forked.py``). The child runs
-nothing but the function: it never takes a lock another thread could hold (the runtime has
-finished when a report is made), and it leaves with ``os._exit``, running no exit handlers and
-flushing none of the parent's buffers.
+nothing but the function, and waits on no lock another thread held at the fork (the runtime has
+finished when a report is made, and the report's child takes the local cloud's lock only if it is
+free); it leaves with ``os._exit``, running no exit handlers and flushing none of the parent's
+buffers.
 """
 
 from __future__ import annotations

@@ -29,7 +29,6 @@ busy, or virtual time stands still, for ``stall_wall_s`` of wall time.
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import itertools
 import logging
@@ -54,6 +53,7 @@ from rebound_local.cloud import LocalCloud
 from rebound_local.instrument import LatencyModel, SimulatedCrash, mark_worker
 from rebound_local.invocations import CallGate, Invocation, Lane, working_for
 from rebound_local.provision import ACCOUNT, REGION
+from rebound_local.scheduler import SchedulerEngine, random_uuid
 from rebound_local.sim_workers import SimWorkerPlayer
 from rebound_local.streams import Delivery, FailureDestination, StreamMapping
 from rebound_local.workers import Running, RuntimeHung, Stillness, WorkerPool, earliest
@@ -76,13 +76,13 @@ class LocalContext:
         spec: r.FunctionSpec,
         clock: VirtualClock | ScaledClock,
         environment: str,
-        request_id: uuid.UUID | None = None,
+        request_id: uuid.UUID,
     ) -> None:
         self.function_name = f"rebound-{environment}-{spec.logical}"
         self.function_version = "$LATEST"
         self.invoked_function_arn = function_arn(spec, environment)
         self.memory_limit_in_mb = spec.memory_mb
-        self.aws_request_id = str(request_id or uuid.uuid4())
+        self.aws_request_id = str(request_id)
         self.log_group_name = f"/aws/lambda/{self.function_name}"
         self.log_stream_name = "local"
         self._clock = clock
@@ -210,8 +210,6 @@ class LocalRuntime:
         self._sweeper_spec = next(f for f in r.SPEC.functions if f.every_minute)
         self._sweeper = load_handler(self._sweeper_spec.handler)
         self._next_sweep = _next_minute(clock.now())
-        from rebound_local.scheduler import SchedulerEngine, random_uuid
-
         self.scheduler = SchedulerEngine(
             cloud.scheduler_backend,
             clock.now,
@@ -219,7 +217,6 @@ class LocalRuntime:
             invocations_per_s=self.latency.scheduler_invocations_per_s,
             ids=self._ids,
         )
-        self._request_id_of_invocation = functools.partial(random_uuid, self._ids)
 
     def _request_id(self) -> uuid.UUID:
         """A Lambda request id, drawn from the seed (for failure records)."""
@@ -269,7 +266,7 @@ class LocalRuntime:
                         # The environment starting, before the handler's clock.
                         self.clock.sleep(start_ms / 1000.0)
                     context = LocalContext(
-                        spec, self.clock, self.settings.environment, self._request_id_of_invocation()
+                        spec, self.clock, self.settings.environment, random_uuid(self._ids)
                     )
                     invocation.deadline = context.deadline
                     if self.handler_timeouts:

@@ -69,10 +69,11 @@ class SchedulerEngine:
         now: Callable[[], datetime],
         deliver: Callable[[str, str], None],
         invocations_per_s: int | None = None,
-        ids: random.Random | None = None,
+        *,
+        ids: random.Random,
     ) -> None:
         self._backend = backend
-        self._ids = ids or random.Random()
+        self._ids = ids
         """Where each fire's execution id is drawn from."""
         self._now = now
         self.deliver = deliver

@@ -43,6 +43,10 @@ def _mac(key: bytes, message: bytes) -> str:
     return hmac.new(key, message, "sha256").hexdigest()
 
 
+DERIVATION_WAIT_S = 0.005
+"""How long a thread waits between two looks at a key another thread is deriving."""
+
+
 class DerivedKeys:
     """MACs with keys derived per label by ``derive(key_id, label)``, each derived once."""
 
@@ -97,10 +101,6 @@ class DerivedKeys:
             return False
         expected = _mac(self._key(key_id, label), message)
         return hmac.compare_digest(expected, mac)
-
-
-DERIVATION_WAIT_S = 0.005
-"""How long a thread waits between two looks at a key another thread is deriving."""
 
 
 class KmsAuditKeys(DerivedKeys):
