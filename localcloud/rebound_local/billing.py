@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound_local import invocations
+from rebound_local.logformat import ByFunction
 
 KB = 1024
 WRITE_STEP = 1 * KB
@@ -646,7 +647,13 @@ def measuring(formatter: logging.Formatter) -> logging.Formatter:
     the formatter does, except that a line's time is formatted once per wall-clock second and
     reused within it. A time format writes fractions of a second at a fixed width (milliseconds as
     three digits), so a line measures the same bytes either way; formatting the time was a third
-    of measuring a line (``tests/unit/test_billing_units.py``)."""
+    of measuring a line (``tests/unit/test_billing_units.py``). A ``ByFunction`` formatter is
+    measured through a view of each function's formatter."""
+    if isinstance(formatter, ByFunction):
+        return ByFunction(
+            {service: measuring(f) for service, f in formatter.by_service.items()},
+            measuring(formatter.default),
+        )
     base = type(formatter)
     last: list[tuple[int, str] | None] = [None]
 

@@ -30,6 +30,7 @@ from rebound_local.instrument import (
     Throttler,
 )
 from rebound_local.invocations import CallGate
+from rebound_local.logformat import ByFunction, Routed
 from rebound_local.provision import provision
 from rebound_local.runtime import STALL_WALL_S, LocalRuntime
 from rebound_local.scenario import Faults as FaultsConfig
@@ -159,8 +160,10 @@ class LocalStack:
 def route_logs(path: Path | None, level: int = logging.INFO, meter: Meter | None = None) -> None:
     """Send the handlers' JSON logs at ``level`` to ``path`` (or nowhere when ``None``).
 
-    With a ``meter``, every line at ``INFO`` and above (the deployed level) is also measured, as
-    CloudWatch Logs would ingest it, whatever ``level`` keeps.
+    Each line is written in the format of the function whose invocation logs it (``ByFunction``),
+    as that function's own process on Lambda would write it. With a ``meter``, every line at
+    ``INFO`` and above (the deployed level) is also measured, as CloudWatch Logs would ingest it,
+    whatever ``level`` keeps.
     """
     handler: logging.Handler = logging.FileHandler(path) if path else logging.NullHandler()
     handler.setLevel(level)
@@ -169,25 +172,28 @@ def route_logs(path: Path | None, level: int = logging.INFO, meter: Meter | None
         for n in logging.root.manager.loggerDict
         if n.startswith("rebound") and not n.startswith("rebound_local")
     ]
-    formatters = {
-        n: next((h.formatter for h in logging.getLogger(n).handlers if h.formatter), None) for n in names
+    # The functions' loggers (``rebound-<function>``) carry their Powertools formatters; on Lambda
+    # the engine's loggers carry their function's (copy_config_to_registered_loggers).
+    by_service = {
+        n: f for n in names if n.startswith("rebound-") for f in [_own_formatter(n)] if f is not None
     }
-    # Engine loggers carry the functions' JSON format on Lambda (copy_config_to_registered_loggers);
-    # measure a line without its own formatter in that format.
-    fallback = next((f for n, f in formatters.items() if f is not None and n.startswith("rebound-")), None)
+    formatter = ByFunction(by_service, next(iter(by_service.values()), None))
+    handler.setFormatter(formatter)
+    measure = [LogBytes(meter, formatter)] if meter is not None else []
     for name in names:
         logger = logging.getLogger(name)
-        formatter = formatters[name]
-        logger.handlers = [handler]
-        if formatter:
-            handler.setFormatter(formatter)
-        if meter is not None:
-            logger.addHandler(LogBytes(meter, formatter or fallback))
-            level_kept = min(level, logging.INFO)
-        else:
-            level_kept = level
-        logger.setLevel(level_kept)
+        logger.handlers = [Routed(handler, by_service.get(name)), *measure]
+        logger.setLevel(level if meter is None else min(level, logging.INFO))
         logger.propagate = False
+
+
+def _own_formatter(name: str) -> logging.Formatter | None:
+    """The formatter the logger ``name`` was given by its function: on its Powertools handler, or
+    on the ``Routed`` handler that replaced it when a stack started in this process before."""
+    for handler in logging.getLogger(name).handlers:
+        if not isinstance(handler, LogBytes) and handler.formatter is not None:
+            return handler.formatter
+    return None
 
 
 def quiet_powertools_metrics() -> None:

@@ -1,0 +1,118 @@
+"""Local log lines in the format of the function whose invocation writes them, as on Lambda."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
+
+from rebound.handlers.observability import logger_for
+from rebound_local import billing
+from rebound_local.invocations import Invocation, Lane, working_for
+from rebound_local.logformat import ByFunction, Routed
+from rebound_local.stack import route_logs
+
+
+def _record(logger: str = "rebound.engine.executor") -> logging.LogRecord:
+    return logging.LogRecord(logger, logging.INFO, __file__, 1, "attempt finished", None, None)
+
+
+def _in(function: str) -> Lane:
+    return Lane(Invocation(function, datetime(2026, 3, 7, tzinfo=UTC)))
+
+
+def _formatters() -> tuple[LambdaPowertoolsFormatter, LambdaPowertoolsFormatter]:
+    executor = LambdaPowertoolsFormatter(service="rebound-executor")
+    executor.append_keys(function_request_id="req-executor")
+    sweeper = LambdaPowertoolsFormatter(service="rebound-sweeper")
+    return executor, sweeper
+
+
+def test_a_line_takes_the_format_of_the_function_whose_invocation_writes_it() -> None:
+    executor, sweeper = _formatters()
+    default = logging.Formatter("%(message)s")
+    formatter = ByFunction({"rebound-executor": executor, "rebound-sweeper": sweeper}, default)
+    record = _record()
+
+    with working_for(_in("executor")):
+        assert formatter.format(record) == executor.format(record)
+        assert json.loads(formatter.format(record))["function_request_id"] == "req-executor"
+    with working_for(_in("sweeper")):
+        line = json.loads(formatter.format(record))
+        assert line["service"] == "rebound-sweeper" and "function_request_id" not in line
+    with working_for(_in("ops_api")):  # a function without a logger of its own
+        assert formatter.format(record) == "attempt finished"
+    assert formatter.format(record) == "attempt finished"  # outside any invocation
+
+
+def test_the_meter_measures_a_line_in_its_functions_format() -> None:
+    counted: list[int] = []
+
+    class Meter:
+        def logged(self, nbytes: int) -> None:
+            counted.append(nbytes)
+
+    executor, sweeper = _formatters()
+    handler = billing.LogBytes(
+        Meter(),  # type: ignore[arg-type]
+        ByFunction({"rebound-executor": executor, "rebound-sweeper": sweeper}, sweeper),
+    )
+    record = _record()
+    with working_for(_in("executor")):
+        handler.handle(record)
+    with working_for(_in("sweeper")):
+        handler.handle(record)
+    assert counted == [len(executor.format(record).encode()) + 1, len(sweeper.format(record).encode()) + 1]
+    assert counted[0] > counted[1]  # the executor's line carries its invocation's request id
+
+
+@pytest.fixture
+def loggers_restored() -> Iterator[None]:
+    names = [n for n in logging.root.manager.loggerDict if n.startswith("rebound")]
+    saved = {n: (list(lg.handlers), lg.level, lg.propagate) for n in names for lg in [logging.getLogger(n)]}
+    yield
+    for name in [n for n in logging.root.manager.loggerDict if n.startswith("rebound")]:
+        logger = logging.getLogger(name)
+        for handler in logger.handlers:
+            if name not in saved or handler not in saved[name][0]:
+                handler.close()
+        logger.handlers, logger.level, logger.propagate = saved.get(name, ([], logging.NOTSET, True))
+
+
+@pytest.mark.usefixtures("loggers_restored")
+def test_the_local_log_file_names_the_function_that_wrote_each_engine_line(tmp_path: Path) -> None:
+    """Every function shares the engine's loggers in the local cloud's process; each line still
+    says which function wrote it, with that invocation's keys, as its own process would on Lambda."""
+    executor = logger_for("executor")
+    logger_for("sweeper")  # its function's logger, and so its format, exists
+    path = tmp_path / "handlers.log"
+    route_logs(None)  # a first stack in this process
+    route_logs(path)  # a second stack in the process formats with the functions' own formatters still
+    engine = logging.getLogger("rebound.engine.executor")
+    routed = engine.handlers[0]
+    assert isinstance(routed, Routed) and isinstance(routed.target.formatter, ByFunction)
+    assert routed.target.formatter.by_service["rebound-executor"] is executor.registered_formatter
+    # A function's logger made again after that still appends its keys to its own format.
+    assert logger_for("executor").registered_formatter is executor.registered_formatter
+    executor.append_keys(function_request_id="req-executor")
+    try:
+        with working_for(_in("executor")):
+            engine.info("attempt finished")
+        with working_for(_in("sweeper")):
+            engine.info("lease expired")
+    finally:
+        executor.remove_keys(["function_request_id"])
+    for handler in engine.handlers:
+        handler.flush()
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(line["message"], line["service"]) for line in lines] == [
+        ("attempt finished", "rebound-executor"),
+        ("lease expired", "rebound-sweeper"),
+    ]
+    assert lines[0]["function_request_id"] == "req-executor"
+    assert lines[1].get("function_request_id") != "req-executor"  # the sweeper's own keys, if any
