@@ -13,7 +13,8 @@ answer, or the same error, as without a child (``tests/unit/test_forked.py``). T
 nothing but the function, and waits on no lock another thread held at the fork (the runtime has
 finished when a report is made, and the report's child takes the local cloud's lock only if it is
 free); it leaves with ``os._exit``, running no exit handlers and flushing none of the parent's
-buffers.
+buffers. Used as a context manager, it stops and reaps a child whose answer was never asked
+for, so a report that raised leaves no child behind.
 """
 
 from __future__ import annotations
@@ -68,6 +69,26 @@ class Forked(Generic[T]):
     def forked(self) -> bool:
         """Whether a child is computing it."""
         return self._pid is not None
+
+    @property
+    def pid(self) -> int | None:
+        """The child's process id, until its answer is collected or it is stopped."""
+        return self._pid
+
+    def __enter__(self) -> Forked[T]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop and reap a child whose answer nobody asked for (the parent raised before it did)."""
+        if self._pid is None:
+            return
+        pid, self._pid = self._pid, None
+        os.close(self._read)
+        os.kill(pid, 9)  # an unreaped child is there to signal, even once it has exited
+        os.waitpid(pid, 0)
 
     def result(self) -> T:
         """The child's answer; computed here if the child gave none."""

@@ -61,3 +61,18 @@ def test_when_the_child_gives_no_answer_this_process_answers_its_own_way() -> No
 
     assert Forked(refuse, here=lambda: "read here").result() == "read here"
     assert Forked(lambda: "read there", here=lambda: "read here").result() == "read there"
+
+
+def test_a_child_whose_answer_nobody_asked_for_is_stopped_and_reaped() -> None:
+    def slow() -> int:
+        time.sleep(60 if os.getpid() != PARENT else 0)
+        return 1
+
+    with pytest.raises(RuntimeError, match="the report failed"), Forked(slow) as answer:
+        pid = answer.pid
+        assert pid is not None
+        raise RuntimeError("the report failed")
+    assert answer.pid is None and not answer.forked
+    with pytest.raises(ChildProcessError):  # already reaped: not even a zombie is left
+        os.waitpid(pid, os.WNOHANG)
+    assert answer.result() == 1  # asked after all: computed here

@@ -76,35 +76,35 @@ class SimulationReport(SimulationChecks):
         check_mac = stack.deps.store.audit_keys.check
         # Reading and checking every audit chain is a third of the report: a forked child does it
         # on the other core while this process judges the rest (``rebound_local.forked``).
-        chains_verified = Forked(
+        with Forked(
             lambda: inv.chains_verify(_chains_in_child(stack), check_mac),
             here=lambda: inv.chains_verify(chains, check_mac),
-        )
-        runs = observe.table_items(cloud, s.table("runs"))
-        orders = observe.table_items(cloud, s.table("workorders"))
-        chains = observe.audit_chains(cloud, s)
-        depths = observe.queue_depths(cloud, s)
+        ) as chains_verified:
+            runs = observe.table_items(cloud, s.table("runs"))
+            orders = observe.table_items(cloud, s.table("workorders"))
+            chains = observe.audit_chains(cloud, s)
+            depths = observe.queue_depths(cloud, s)
 
-        slots = [
-            i for i in observe.table_items(cloud, s.table("control")) if str(i["pk"]).startswith("slots#")
-        ]
-        workstream_runs, checkpoints_kept = workstream_items(stack)
-        world = inv.World(
-            runs=runs,
-            orders=orders,
-            chains=chains,
-            slots=slots,
-            dlq=self._dlq_copies(stack),
-            fires=self.fires,
-            target_calls=[(c.run_id, c.attempt) for c in stack.targets.calls],
-            paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
-            ended_at=clock.now(),
-            dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
-            check_mac=check_mac,
-            workstream_runs=workstream_runs,
-            notices=[inv.Notice(*notice) for notice in observe.topic_notices(cloud, s.topic_arn)],
-        )
-        invariants = inv.judge(world, chains_verified.result)
+            slots = [
+                i for i in observe.table_items(cloud, s.table("control")) if str(i["pk"]).startswith("slots#")
+            ]
+            workstream_runs, checkpoints_kept = workstream_items(stack)
+            world = inv.World(
+                runs=runs,
+                orders=orders,
+                chains=chains,
+                slots=slots,
+                dlq=self._dlq_copies(stack),
+                fires=self.fires,
+                target_calls=[(c.run_id, c.attempt) for c in stack.targets.calls],
+                paused_tasks={t.id for t in self.loaded.tasks if t.state.value == "paused"},
+                ended_at=clock.now(),
+                dlq_record=observe.table_items(cloud, s.table("dlq_messages")),
+                check_mac=check_mac,
+                workstream_runs=workstream_runs,
+                notices=[inv.Notice(*notice) for notice in observe.topic_notices(cloud, s.topic_arn)],
+            )
+            invariants = inv.judge(world, chains_verified.result)
         if self.loaded.workstreams:
             invariants.update(
                 judge_workstreams(
