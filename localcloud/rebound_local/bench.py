@@ -359,16 +359,26 @@ def bench_ops(apply_tasks: int) -> dict[str, Any]:
     class Measured(Simulation):
         def _report(self, stack: Any, clock: Any, settled_at: Any, hung: Any = None) -> dict[str, Any]:
             out = super()._report(stack, clock, settled_at, hung)
+            mark = time.monotonic()
             measured.update(_measure_ops(stack, apply_tasks))  # after the invariants were judged
+            measured["operations_s"] = time.monotonic() - mark
             return out
 
     path = COST_SCENARIOS["dead_letter"]
     wall, cpu = time.monotonic(), time.process_time()
     result = Measured(load_scenario(path)).run()
     figures = _figures(path, "direct", result, wall, cpu, 0.0)
+    # The operations ran inside the report's phase, while the stack was up: their time is theirs.
+    operations_s = measured.pop("operations_s", 0.0)
+    seconds = {**figures["seconds"], "operations_s": round(operations_s, 3)}
+    seconds["report_s"] = round(seconds["report_s"] - operations_s, 3)
     return {
         **measured,
-        "scenario": {k: figures[k] for k in ("scenario", "runs", "invariants_held", "seconds")},
+        "scenario": {
+            **{k: figures[k] for k in ("scenario", "runs", "invariants_held")},
+            "seconds": seconds,
+            "note": "report_s leaves out operations_s: the redrive and applies, run before the stack stops",
+        },
     }
 
 
