@@ -34,16 +34,12 @@ class ByFunction(logging.Formatter):
         self.by_service = dict(by_service)
         """Formatters by service name (``rebound-executor``), as the functions' loggers carry them."""
         self.default = default or logging.Formatter()
-        self._by_function: dict[str, logging.Formatter] = {}
 
     def formatter_for(self, function: str | None) -> logging.Formatter:
         """The formatter of ``function`` (a ``FunctionSpec.logical``), or the default one."""
         if function is None:
             return self.default
-        known = self._by_function.get(function)
-        if known is None:
-            known = self._by_function[function] = self.by_service.get(service_name(function), self.default)
-        return known
+        return self.by_service.get(service_name(function), self.default)
 
     def format(self, record: logging.LogRecord) -> str:
         current = invocations.current()

@@ -214,10 +214,10 @@ class Sweeper:
         now = self.clock.now()
         period = int(now.timestamp()) // PERIODIC_S
         asked = self.deps.cache.get(PERIOD_ASKED)
-        if asked is not None and asked[0] == period:
+        if asked is not None and asked[1] == period:
             return False
         claimed = self.store.claim_key(f"sweeper#periodic#{period}", now, timedelta(hours=1))
-        self.deps.cache[PERIOD_ASKED] = (float(period), None)
+        self.deps.cache[PERIOD_ASKED] = (now.timestamp(), period)  # (when read, what), as every entry
         return claimed
 
     # --------------------------------------------------------------------------- isolation
