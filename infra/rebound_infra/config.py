@@ -175,6 +175,30 @@ class VpcConfig(_Model):
         return self
 
 
+class CapacityConfig(_Model):
+    """How DynamoDB bills the tables. ``on_demand`` (the default): per request, nothing to plan, any
+    burst absorbed. ``provisioned``: every table and index is provisioned, and Application Auto
+    Scaling keeps its consumed capacity near ``target_utilization_percent`` between the minimum and
+    the maximum units. For a steady load it costs about 40 % of on-demand per write at 70 %
+    (docs/cost.md); a burst beyond the capacity and the burst credit (5 minutes of unused capacity)
+    is throttled until scaling catches up (minutes), and the handlers retry throttled calls."""
+
+    mode: Literal["on_demand", "provisioned"] = "on_demand"
+    target_utilization_percent: int = Field(70, ge=20, le=90)
+    min_read_units: int = Field(1, ge=1, le=40000)
+    max_read_units: int = Field(1000, ge=1, le=40000)
+    min_write_units: int = Field(1, ge=1, le=40000)
+    max_write_units: int = Field(1000, ge=1, le=40000)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> CapacityConfig:
+        for kind in ("read", "write"):
+            low, high = getattr(self, f"min_{kind}_units"), getattr(self, f"max_{kind}_units")
+            if low > high:
+                raise ValueError(f"min_{kind}_units ({low}) is above max_{kind}_units ({high})")
+        return self
+
+
 class EnvironmentConfig(_Model):
     name: Annotated[str, Field(pattern=ENVIRONMENT_NAME)]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
@@ -203,6 +227,7 @@ class EnvironmentConfig(_Model):
         "on) for the tables, queues, log groups and the alerts topic",
     )
     audit: AuditConfig = AuditConfig()
+    capacity: CapacityConfig = CapacityConfig()
     vpc: VpcConfig | None = None
     identities: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,

@@ -103,7 +103,12 @@ class ReboundStack(Stack):
         self.messaging = Messaging(self, "Messaging", retain=retain, key=key)
         queues = self.messaging.queues
         self.state = State(
-            self, "State", retain=retain, deletion_protection=config.deletion_protection, key=key
+            self,
+            "State",
+            retain=retain,
+            deletion_protection=config.deletion_protection,
+            key=key,
+            capacity=config.capacity,
         )
         seal_audit_table(self.state.tables[r.AUDIT.logical], retain=retain)
         self.scheduling = Scheduling(
@@ -243,6 +248,8 @@ class ReboundStack(Stack):
             functions={k: v.function for k, v in self.functions.functions.items()},
             outbox_relay=self.functions["outbox_relay"].function,
         )
+        if config.capacity.mode == "provisioned":
+            self.observability.add_capacity_alarms(self.state.tables)
         self.observability.add_dashboard(
             execution_queue=queues[r.EXECUTION.logical],
             dead_letter_queues=dead_letter_queues,

@@ -117,6 +117,18 @@ TARGETS = (
     ),
     _limit("idle environment, $ per month", ("cost", "idle_monthly", "total"), "<=", 10.0),
     _limit(
+        "$ per 1M clean runs, tables provisioned at 70 % (model)",
+        (*PER_MILLION, "clean", "dollars_provisioned"),
+        "<=",
+        None,
+    ),
+    _limit(
+        "idle environment, tables provisioned at 1 unit (model), $ per month",
+        ("cost", "idle_monthly_provisioned", "total"),
+        "<=",
+        None,
+    ),
+    _limit(
         "simulate day-100-tasks (28,900 runs), wall s",
         ("day", "seconds", "total_with_load"),
         "<=",
@@ -305,9 +317,11 @@ def bench_cost() -> dict[str, Any]:
             if line != "metrics.distinct"
         }
         dollars = billing.price(marginal)
+        provisioned = billing.provisioned_price(marginal)
         per_class[name] = {
             "runs": section["runs"],
             "dollars": round(sum(dollars.values()) * 1e6, 4),
+            "dollars_provisioned": round(sum(provisioned.values()) * 1e6, 4),
             "dollars_by_line": {line: round(v * 1e6, 4) for line, v in dollars.items()},
             "units_per_run": {line: round(v, 4) for line, v in sorted(marginal.items())},
         }
@@ -318,6 +332,12 @@ def bench_cost() -> dict[str, Any]:
         "prices_as_of": billing.PRICES_AS_OF,
         "per_million_runs": per_class,
         "idle_monthly": billing.fixed_monthly(idle),
+        "idle_monthly_provisioned": billing.provisioned_idle_monthly(billing.fixed_monthly(idle)),
+        "provisioned_model": {
+            "utilization": billing.PROVISIONED_UTILIZATION,
+            "unit_hour": billing.PROVISIONED_UNIT_HOUR,
+            "capacities": billing.PROVISIONED_CAPACITIES,
+        },
         "custom_metrics_in_a_month_with_runs": {
             "metrics": distinct,
             "dollars": round(distinct * billing.MONTHLY["custom_metric"], 2),

@@ -38,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebound.resources import SPEC
 from rebound_local import invocations
 from rebound_local.logformat import ByFunction
 
@@ -75,6 +76,18 @@ MONTHLY: dict[str, float] = {
     "dashboard": 3.00,
     "custom_metric": 0.30,
 }
+PROVISIONED_UNIT_HOUR: dict[str, float] = {
+    # dollars per capacity unit-hour, us-east-1, provisioned (sources: docs/cost.md)
+    "dynamodb.write_units": 0.00065,
+    "dynamodb.read_units": 0.00013,
+}
+PROVISIONED_UTILIZATION = 0.70
+"""The auto scaling target an environment with ``capacity.mode: provisioned`` keeps by default."""
+PROVISIONED_CAPACITIES = sum(1 + len(spec.indexes) for spec in SPEC.tables)
+"""Tables plus indexes, each provisioned with read and write units of its own (16:
+``tests/infra/test_infra_capacity.py`` checks the stack scales twice as many)."""
+PROVISIONED_ALARMS = len(SPEC.tables)
+"""One throttling alarm per table in an environment with provisioned capacity."""
 STEP_FUNCTIONS_STANDARD_PER_TRANSITION = 0.025 / 1000
 IDLE_RESOURCES = {"alarms": 28, "composite_alarms": 3, "dashboards": 1}
 """What the stack creates that bills by the month whatever it does (``tests/infra`` checks the counts)."""
@@ -688,6 +701,43 @@ BILLED = (
 def price(units: Mapping[str, float]) -> dict[str, float]:
     """Dollars per billed unit line, at ``PRICES``."""
     return {unit: units.get(unit, 0.0) * PRICES[unit] for unit in BILLED}
+
+
+def provisioned_price(
+    units: Mapping[str, float], utilization: float = PROVISIONED_UTILIZATION
+) -> dict[str, float]:
+    """``price`` with the tables provisioned and scaled to ``utilization``: a capacity unit-hour
+    serves 3,600 units at full use, so a unit costs its unit-hour price over 3,600 times ``utilization``.
+    A model of a steady load: auto scaling holds the consumed capacity near its target only when
+    the load changes more slowly than scaling follows (docs/cost.md)."""
+    if not 0 < utilization <= 1:
+        raise ValueError(f"utilization must be in (0, 1], not {utilization}")
+    out = price(units)
+    for unit, hourly in PROVISIONED_UNIT_HOUR.items():
+        out[unit] = units.get(unit, 0.0) * hourly / (3600 * utilization)
+    return out
+
+
+def provisioned_idle_monthly(
+    idle_monthly: Mapping[str, float], min_read_units: int = 1, min_write_units: int = 1
+) -> dict[str, float]:
+    """An idle month (``fixed_monthly``) with the tables provisioned at their minimum units: the
+    capacity is billed by the hour whatever is used (and covers an idle month's few requests, so
+    their on-demand lines go), and each table has its throttling alarm."""
+    hours = SECONDS_PER_MONTH / 3600
+    out = {k: v for k, v in idle_monthly.items() if k != "total" and not k.startswith("usage.dynamodb.")}
+    capacity = (
+        PROVISIONED_CAPACITIES
+        * hours
+        * (
+            min_read_units * PROVISIONED_UNIT_HOUR["dynamodb.read_units"]
+            + min_write_units * PROVISIONED_UNIT_HOUR["dynamodb.write_units"]
+        )
+    )
+    out["provisioned_capacity"] = round(capacity, 4)
+    out["alarms"] = round(out.get("alarms", 0.0) + PROVISIONED_ALARMS * MONTHLY["alarm"], 4)
+    out["total"] = round(sum(out.values()), 4)
+    return out
 
 
 def difference(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:

@@ -15,6 +15,7 @@ from typing import TypeVar
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -50,6 +51,9 @@ RUNBOOKS = {
 }
 SLO_WINDOW = Duration.hours(1)
 DLQ_RUNBOOK = "dlq-depth-and-age.md"
+# Provisioned capacity only: each table's ``<Table>Throttled`` alarm shares one page.
+THROTTLING_RUNBOOK = "dynamodb-throttling.md"
+THROTTLED_PERIODS = 3
 # The runbook of each function's ``<Function>Errors`` alarm, by the function's logical name.
 ERRORS_RUNBOOKS = {
     "executor": "executor-errors.md",
@@ -411,6 +415,45 @@ class Observability(Construct):
                 comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 description=f"the {logical} function failed invocations",
                 runbook=ERRORS_RUNBOOKS.get(logical),
+            )
+
+    def add_capacity_alarms(self, tables: Mapping[str, ddb.Table]) -> None:
+        """With provisioned capacity: one alarm per table when its reads or writes, or an index's,
+        were throttled in each of three five-minute periods in a row. A burst is throttled for
+        the minutes auto scaling takes to catch up; throttling that lasts 15 minutes means the
+        maximum units are too low for the load (docs/runbooks/dynamodb-throttling.md)."""
+        for spec in r.SPEC.tables:
+            table = tables[spec.logical]
+            using: dict[str, cw.IMetric] = {}
+            for kind in ("Read", "Write"):
+                using[f"{kind[0].lower()}0"] = table.metric(
+                    f"{kind}ThrottleEvents", statistic="Sum", period=QUEUE_PERIOD
+                )
+                for n, index in enumerate(spec.indexes, start=1):
+                    using[f"{kind[0].lower()}{n}"] = cw.Metric(
+                        namespace="AWS/DynamoDB",
+                        metric_name=f"{kind}ThrottleEvents",
+                        dimensions_map={
+                            "TableName": table.table_name,
+                            "GlobalSecondaryIndexName": index.name,
+                        },
+                        statistic="Sum",
+                        period=QUEUE_PERIOD,
+                    )
+            throttled = cw.MathExpression(
+                expression=" + ".join(f"FILL({name}, 0)" for name in using),
+                using_metrics=using,
+                period=QUEUE_PERIOD,
+                label=f"{spec.logical} throttled requests",
+            )
+            self.alarm(
+                f"{_camel(spec.logical)}Throttled",
+                throttled,
+                threshold=0,
+                evaluation_periods=THROTTLED_PERIODS,
+                description=f"the {spec.logical} table or an index of it was throttled for "
+                f"{THROTTLED_PERIODS * 5} minutes (provisioned capacity below the load)",
+                runbook=THROTTLING_RUNBOOK,
             )
 
     # --------------------------------------------------------------------------- dashboard

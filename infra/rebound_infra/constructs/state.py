@@ -1,6 +1,6 @@
 """Every DynamoDB table in ``SPEC.tables``: keys, indexes, TTL and streams from the spec;
-on-demand, encrypted (the AWS managed key, or the environment's customer-managed key), point-in-time
-recovery on."""
+on-demand or provisioned with auto scaling (the environment's ``capacity``), encrypted (the AWS
+managed key, or the environment's customer-managed key), point-in-time recovery on."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from rebound import resources as r
+from rebound_infra.config import CapacityConfig
 
 _TYPES = {"S": ddb.AttributeType.STRING, "N": ddb.AttributeType.NUMBER}
 _STREAMS = {
@@ -31,8 +32,13 @@ class State(Construct):
         retain: bool,
         deletion_protection: bool,
         key: kms.IKey | None = None,
+        capacity: CapacityConfig | None = None,
     ) -> None:
         super().__init__(scope, id)
+        self.capacity = capacity or CapacityConfig()
+        provisioned = self.capacity.mode == "provisioned"
+        read_units = self.capacity.min_read_units if provisioned else None
+        write_units = self.capacity.min_write_units if provisioned else None
         self.tables: dict[str, ddb.Table] = {}
         for spec in r.SPEC.tables:
             table = ddb.Table(
@@ -40,7 +46,9 @@ class State(Construct):
                 spec.construct_id,
                 partition_key=_attr(spec.partition),
                 sort_key=_attr(spec.sort) if spec.sort else None,
-                billing_mode=ddb.BillingMode.PAY_PER_REQUEST,
+                billing_mode=ddb.BillingMode.PROVISIONED if provisioned else ddb.BillingMode.PAY_PER_REQUEST,
+                read_capacity=read_units,
+                write_capacity=write_units,
                 encryption=ddb.TableEncryption.CUSTOMER_MANAGED if key else ddb.TableEncryption.AWS_MANAGED,
                 encryption_key=key,
                 point_in_time_recovery_specification=ddb.PointInTimeRecoverySpecification(
@@ -57,8 +65,25 @@ class State(Construct):
                     partition_key=_attr(index.partition),
                     sort_key=_attr(index.sort) if index.sort else None,
                     projection_type=ddb.ProjectionType.ALL,
+                    read_capacity=read_units,
+                    write_capacity=write_units,
                 )
+            if provisioned:
+                self._scale(table, spec)
             self.tables[spec.logical] = table
+
+    def _scale(self, table: ddb.Table, spec: r.TableSpec) -> None:
+        """Auto scaling of a provisioned table and each of its indexes: reads and writes each kept
+        near the target utilization, between the configured minimum and maximum units."""
+        c = self.capacity
+        reads = {"min_capacity": c.min_read_units, "max_capacity": c.max_read_units}
+        writes = {"min_capacity": c.min_write_units, "max_capacity": c.max_write_units}
+        scaled = [table.auto_scale_read_capacity(**reads), table.auto_scale_write_capacity(**writes)]
+        for index in spec.indexes:
+            scaled.append(table.auto_scale_global_secondary_index_read_capacity(index.name, **reads))
+            scaled.append(table.auto_scale_global_secondary_index_write_capacity(index.name, **writes))
+        for attribute in scaled:
+            attribute.scale_on_utilization(target_utilization_percent=c.target_utilization_percent)
 
     def table(self, logical: str) -> ddb.Table:
         return self.tables[logical]
