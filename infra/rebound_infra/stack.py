@@ -248,13 +248,13 @@ class ReboundStack(Stack):
             functions={k: v.function for k, v in self.functions.functions.items()},
             outbox_relay=self.functions["outbox_relay"].function,
         )
-        if config.capacity.mode == "provisioned":
-            self.observability.add_capacity_alarms(self.state.tables)
         self.observability.add_dashboard(
             execution_queue=queues[r.EXECUTION.logical],
             dead_letter_queues=dead_letter_queues,
             executor=self.functions["executor"].function,
         )
+        if config.capacity.mode == "provisioned":
+            self.observability.add_capacity_alarms(self.state.tables)
 
         self.resources_parameter = ssm.StringParameter(
             self,

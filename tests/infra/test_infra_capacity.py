@@ -4,11 +4,12 @@ cdk-nag passes on the provisioned stack too."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from infra_helpers import Synth
+from infra_helpers import Synth, flatten
 
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
@@ -170,3 +171,19 @@ def test_checkov_finds_nothing_new_in_the_provisioned_stack(provisioned: dict[st
     found = _scan(provisioned["outdir"], (("qa", provisioned["stack"].stack_name),))["qa"]
     unexplained = {check: sorted(res) for check, res in found.items() if check not in accepted()}
     assert not unexplained, unexplained
+
+
+def test_the_dashboard_graphs_every_tables_throttled_requests_when_provisioned(
+    provisioned: dict[str, Any], synth: Synth
+) -> None:
+    title = "DynamoDB throttled requests per table (provisioned capacity)"
+
+    def widgets(template: dict[str, Any]) -> dict[str, Any]:
+        [board] = _of_type(template, "AWS::CloudWatch::Dashboard").values()
+        body = json.loads(flatten(board["Properties"]["DashboardBody"]))
+        return {w["properties"]["title"]: w for w in body["widgets"]}
+
+    graph = widgets(provisioned["template"])[title]
+    labels = [row[-1]["label"] for row in graph["properties"]["metrics"] if "expression" in row[-1]]
+    assert labels == [f"{spec.logical} throttled requests" for spec in r.SPEC.tables]
+    assert title not in widgets(synth.template("prod"))

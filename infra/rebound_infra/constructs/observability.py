@@ -419,18 +419,21 @@ class Observability(Construct):
 
     def add_capacity_alarms(self, tables: Mapping[str, ddb.Table]) -> None:
         """With provisioned capacity: one alarm per table when its reads or writes, or an index's,
-        were throttled in each of three five-minute periods in a row. A burst is throttled for
+        were throttled in each of three five-minute periods in a row, and a dashboard row of
+        every table's throttled requests (call after ``add_dashboard``). A burst is throttled for
         the minutes auto scaling takes to catch up; throttling that lasts 15 minutes means the
         maximum units are too low for the load (docs/runbooks/dynamodb-throttling.md)."""
-        for spec in r.SPEC.tables:
+        graphed: list[cw.IMetric] = []
+        for t, spec in enumerate(r.SPEC.tables):
             table = tables[spec.logical]
             using: dict[str, cw.IMetric] = {}
             for kind in ("Read", "Write"):
-                using[f"{kind[0].lower()}0"] = table.metric(
+                # ids unique across the tables: the dashboard graphs every table's sum together
+                using[f"{kind[0].lower()}{t}i0"] = table.metric(
                     f"{kind}ThrottleEvents", statistic="Sum", period=QUEUE_PERIOD
                 )
                 for n, index in enumerate(spec.indexes, start=1):
-                    using[f"{kind[0].lower()}{n}"] = cw.Metric(
+                    using[f"{kind[0].lower()}{t}i{n}"] = cw.Metric(
                         namespace="AWS/DynamoDB",
                         metric_name=f"{kind}ThrottleEvents",
                         dimensions_map={
@@ -446,6 +449,7 @@ class Observability(Construct):
                 period=QUEUE_PERIOD,
                 label=f"{spec.logical} throttled requests",
             )
+            graphed.append(throttled)
             self.alarm(
                 f"{_camel(spec.logical)}Throttled",
                 throttled,
@@ -455,6 +459,13 @@ class Observability(Construct):
                 f"{THROTTLED_PERIODS * 5} minutes (provisioned capacity below the load)",
                 runbook=THROTTLING_RUNBOOK,
             )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="DynamoDB throttled requests per table (provisioned capacity)",
+                left=graphed,
+                width=24,
+            )
+        )
 
     # --------------------------------------------------------------------------- dashboard
     def add_dashboard(
