@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.errors import ConfigError
 from rebound.domain.models import TargetRules
+from rebound.resources import SPEC
 from rebound.settings import check_publish_events
 
 ENVIRONMENT_NAME = r"^[a-z][a-z0-9-]{1,15}$"
@@ -175,28 +176,79 @@ class VpcConfig(_Model):
         return self
 
 
-class CapacityConfig(_Model):
-    """How DynamoDB bills the tables. ``on_demand`` (the default): per request, nothing to plan, any
-    burst absorbed. ``provisioned``: every table and index is provisioned, and Application Auto
-    Scaling keeps its consumed capacity near ``target_utilization_percent`` between the minimum and
-    the maximum units. For a steady load it costs about 40 % of on-demand per write at 70 %
-    (docs/cost.md); a burst beyond the capacity and the burst credit (5 minutes of unused capacity)
-    is throttled until scaling catches up (minutes), and the handlers retry throttled calls."""
+Units = Annotated[int, Field(ge=1, le=40000)]
 
-    mode: Literal["on_demand", "provisioned"] = "on_demand"
-    target_utilization_percent: int = Field(70, ge=20, le=90)
-    min_read_units: int = Field(1, ge=1, le=40000)
-    max_read_units: int = Field(1000, ge=1, le=40000)
-    min_write_units: int = Field(1, ge=1, le=40000)
-    max_write_units: int = Field(1000, ge=1, le=40000)
+
+class ScalingUnits(_Model):
+    """The units a provisioned table and each of its indexes scale between, reads and writes apart."""
+
+    min_read_units: Units = 1
+    max_read_units: Units = 1000
+    min_write_units: Units = 1
+    max_write_units: Units = 1000
 
     @model_validator(mode="after")
-    def _ordered(self) -> CapacityConfig:
+    def _ordered(self) -> ScalingUnits:
         for kind in ("read", "write"):
             low, high = getattr(self, f"min_{kind}_units"), getattr(self, f"max_{kind}_units")
             if low > high:
                 raise ValueError(f"min_{kind}_units ({low}) is above max_{kind}_units ({high})")
         return self
+
+
+class TableUnits(_Model):
+    """One table's own units (its indexes' too); what it leaves out is the environment's."""
+
+    min_read_units: Units | None = None
+    max_read_units: Units | None = None
+    min_write_units: Units | None = None
+    max_write_units: Units | None = None
+
+
+class CapacityConfig(ScalingUnits):
+    """How DynamoDB bills the tables. ``on_demand`` (the default): per request, nothing to plan, any
+    burst absorbed. ``provisioned``: every table and index is provisioned, and Application Auto
+    Scaling keeps its consumed capacity near ``target_utilization_percent`` between the minimum and
+    the maximum units (``tables.<name>`` sets a table's own, for it and its indexes). For a steady
+    load it costs about 40 % of on-demand per write at 70 % (docs/cost.md); a burst beyond the
+    capacity and the burst credit (5 minutes of unused capacity) is throttled until scaling catches
+    up (minutes), and the handlers retry throttled calls."""
+
+    mode: Literal["on_demand", "provisioned"] = "on_demand"
+    target_utilization_percent: int = Field(70, ge=20, le=90)
+    tables: dict[str, TableUnits] = Field(default_factory=dict)
+
+    @field_validator("tables")
+    @classmethod
+    def _known_tables(cls, value: dict[str, TableUnits]) -> dict[str, TableUnits]:
+        known = [spec.logical for spec in SPEC.tables]
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"no such table: {', '.join(unknown)} (tables: {', '.join(known)})")
+        return value
+
+    @model_validator(mode="after")
+    def _tables_ordered(self) -> CapacityConfig:
+        for name in self.tables:
+            try:
+                self.units(name)
+            except ValueError as exc:
+                raise ValueError(f"tables.{name}: {exc}") from None
+        return self
+
+    def units(self, table: str) -> ScalingUnits:
+        """The units ``table`` and its indexes scale between: its own where given, else these."""
+        own = self.tables.get(table)
+        merged = {
+            field: getattr(self, field) if own is None or getattr(own, field) is None else getattr(own, field)
+            for field in ScalingUnits.model_fields
+        }
+        try:
+            return ScalingUnits(**merged)
+        except ValidationError as exc:
+            raise ValueError(
+                "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+            ) from None
 
 
 class EnvironmentConfig(_Model):

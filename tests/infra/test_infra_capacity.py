@@ -22,7 +22,10 @@ ENV_DIR = Path(__file__).resolve().parents[2] / "config" / "environments"
 PROVISIONED = (
     "capacity:\n  mode: provisioned\n  target_utilization_percent: 65\n"
     "  min_read_units: 2\n  max_read_units: 300\n  min_write_units: 3\n  max_write_units: 900\n"
+    "  tables:\n    runs:\n      min_write_units: 40\n      max_write_units: 4000\n"
 )
+OWN = {"runs": {"ReadCapacityUnits": 2, "WriteCapacityUnits": 40}}
+"""The tables whose own units differ from the environment's (reads are left to the environment)."""
 
 
 def write_env(tmp_path: Path, name: str, capacity: str) -> None:
@@ -71,13 +74,15 @@ def test_tables_are_on_demand_with_no_scaling_or_throttling_alarms_by_default(sy
 def test_provisioned_tables_and_indexes_start_at_the_minimum_units(provisioned: dict[str, Any]) -> None:
     tables = _of_type(provisioned["template"], "AWS::DynamoDB::Table")
     assert len(tables) == len(r.SPEC.tables)
-    minimum = {"ReadCapacityUnits": 2, "WriteCapacityUnits": 3}
-    for resource in tables.values():
-        props = resource["Properties"]
+    stack = provisioned["stack"]
+    for spec in r.SPEC.tables:
+        lid = stack.get_logical_id(stack.state.tables[spec.logical].node.default_child)
+        props = tables[lid]["Properties"]
+        minimum = OWN.get(spec.logical, {"ReadCapacityUnits": 2, "WriteCapacityUnits": 3})
         assert props.get("BillingMode", "PROVISIONED") == "PROVISIONED"
-        assert props["ProvisionedThroughput"] == minimum
+        assert props["ProvisionedThroughput"] == minimum, spec.logical
         for index in props.get("GlobalSecondaryIndexes", []):
-            assert index["ProvisionedThroughput"] == minimum
+            assert index["ProvisionedThroughput"] == minimum, (spec.logical, index["IndexName"])
 
 
 def test_every_table_and_index_scales_reads_and_writes_at_the_target(provisioned: dict[str, Any]) -> None:
@@ -86,14 +91,19 @@ def test_every_table_and_index_scales_reads_and_writes_at_the_target(provisioned
     indexes = sum(len(spec.indexes) for spec in r.SPEC.tables)
     assert len(targets) == 2 * (len(r.SPEC.tables) + indexes)
     dimensions: dict[str, int] = {}
+    runs_writes = 0
     for target in targets.values():
         props = target["Properties"]
         dimension = props["ScalableDimension"]
         dimensions[dimension] = dimensions.get(dimension, 0) + 1
+        limits = (props["MinCapacity"], props["MaxCapacity"])
         if dimension.endswith("ReadCapacityUnits"):
-            assert (props["MinCapacity"], props["MaxCapacity"]) == (2, 300)
+            assert limits == (2, 300)
+        elif limits == (40, 4000):  # the runs table's own, for it and its two indexes
+            runs_writes += 1
         else:
-            assert (props["MinCapacity"], props["MaxCapacity"]) == (3, 900)
+            assert limits == (3, 900)
+    assert runs_writes == 1 + len(r.RUNS.indexes)
     assert dimensions == {
         "dynamodb:table:ReadCapacityUnits": len(r.SPEC.tables),
         "dynamodb:table:WriteCapacityUnits": len(r.SPEC.tables),
@@ -150,6 +160,16 @@ def test_each_provisioned_table_alarms_when_it_or_an_index_stays_throttled(
             "capacity:\n  mode: provisioned\n  target_utilization_percent: 95\n",
             "capacity.target_utilization_percent",
             ("90",),
+        ),
+        (
+            "capacity:\n  tables:\n    run:\n      min_write_units: 5\n",
+            "capacity.tables",
+            ("run", "runs", "audit"),
+        ),
+        (
+            "capacity:\n  tables:\n    audit:\n      min_write_units: 2000\n",
+            "capacity",
+            ("tables.audit", "min_write_units (2000)", "max_write_units (1000)"),
         ),
     ],
 )

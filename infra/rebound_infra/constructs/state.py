@@ -37,10 +37,11 @@ class State(Construct):
         super().__init__(scope, id)
         self.capacity = capacity or CapacityConfig()
         provisioned = self.capacity.mode == "provisioned"
-        read_units = self.capacity.min_read_units if provisioned else None
-        write_units = self.capacity.min_write_units if provisioned else None
         self.tables: dict[str, ddb.Table] = {}
         for spec in r.SPEC.tables:
+            units = self.capacity.units(spec.logical)
+            read_units = units.min_read_units if provisioned else None
+            write_units = units.min_write_units if provisioned else None
             table = ddb.Table(
                 self,
                 spec.construct_id,
@@ -74,8 +75,8 @@ class State(Construct):
 
     def _scale(self, table: ddb.Table, spec: r.TableSpec) -> None:
         """Auto scaling of a provisioned table and each of its indexes: reads and writes each kept
-        near the target utilization, between the configured minimum and maximum units."""
-        c = self.capacity
+        near the target utilization, between the table's units (``capacity.units``)."""
+        c = self.capacity.units(spec.logical)
         reads = {"min_capacity": c.min_read_units, "max_capacity": c.max_read_units}
         writes = {"min_capacity": c.min_write_units, "max_capacity": c.max_write_units}
         scaled = [table.auto_scale_read_capacity(**reads), table.auto_scale_write_capacity(**writes)]
@@ -83,7 +84,9 @@ class State(Construct):
             scaled.append(table.auto_scale_global_secondary_index_read_capacity(index.name, **reads))
             scaled.append(table.auto_scale_global_secondary_index_write_capacity(index.name, **writes))
         for attribute in scaled:
-            attribute.scale_on_utilization(target_utilization_percent=c.target_utilization_percent)
+            attribute.scale_on_utilization(
+                target_utilization_percent=self.capacity.target_utilization_percent
+            )
 
     def table(self, logical: str) -> ddb.Table:
         return self.tables[logical]
