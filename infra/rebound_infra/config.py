@@ -239,10 +239,8 @@ class CapacityConfig(ScalingUnits):
     def units(self, table: str) -> ScalingUnits:
         """The units ``table`` and its indexes scale between: its own where given, else these."""
         own = self.tables.get(table)
-        merged = {
-            field: getattr(self, field) if own is None or getattr(own, field) is None else getattr(own, field)
-            for field in ScalingUnits.model_fields
-        }
+        merged = {field: getattr(self, field) for field in ScalingUnits.model_fields}
+        merged.update(own.model_dump(exclude_none=True) if own is not None else {})
         try:
             return ScalingUnits(**merged)
         except ValidationError as exc:

@@ -307,6 +307,7 @@ def bench_cost() -> dict[str, Any]:
         held[name] = bool(figures["invariants_held"])
     idle = sections["idle"]
     idle_rate = {line: amount / idle["seconds"] for line, amount in idle["units"].items()}
+    idle_monthly = billing.fixed_monthly(idle)
     per_class: dict[str, Any] = {}
     for name in ("clean", "one_retry", "dead_letter"):
         section = sections[name]
@@ -331,8 +332,8 @@ def bench_cost() -> dict[str, Any]:
     return {
         "prices_as_of": billing.PRICES_AS_OF,
         "per_million_runs": per_class,
-        "idle_monthly": billing.fixed_monthly(idle),
-        "idle_monthly_provisioned": billing.provisioned_idle_monthly(billing.fixed_monthly(idle)),
+        "idle_monthly": idle_monthly,
+        "idle_monthly_provisioned": billing.provisioned_idle_monthly(idle_monthly),
         "provisioned_model": {
             "utilization": billing.PROVISIONED_UTILIZATION,
             "unit_hour": billing.PROVISIONED_UNIT_HOUR,

@@ -4,6 +4,7 @@ cdk-nag passes on the provisioned stack too."""
 
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from infra_helpers import Synth, flatten
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
 from rebound_infra.app import ENVIRONMENTS_DIR_CONTEXT, build_app
-from rebound_infra.config import load_environment
+from rebound_infra.config import CapacityConfig, load_environment
 from rebound_infra.constructs.observability import THROTTLING_RUNBOOK
 
 pytestmark = pytest.mark.infra
@@ -69,6 +70,20 @@ def test_tables_are_on_demand_with_no_scaling_or_throttling_alarms_by_default(sy
             assert "ProvisionedThroughput" not in index
     assert not _of_type(template, "AWS::ApplicationAutoScaling::ScalableTarget")
     assert not [a for a in synth.stacks[env].observability.alarms if a.endswith("Throttled")]
+
+
+def test_the_bench_prices_provisioned_tables_at_the_stacks_defaults() -> None:
+    """``make bench``'s provisioned model (``rebound_local.billing``, which cannot import the CDK
+    app's config) assumes the target utilization and minimum units a ``provisioned`` environment
+    gets when it says nothing else, and one throttling alarm per table."""
+    from rebound_local import billing
+
+    defaults = CapacityConfig(mode="provisioned")
+    assert defaults.target_utilization_percent == billing.PROVISIONED_UTILIZATION * 100
+    signature = inspect.signature(billing.provisioned_idle_monthly).parameters
+    assert signature["min_read_units"].default == defaults.min_read_units
+    assert signature["min_write_units"].default == defaults.min_write_units
+    assert len(r.SPEC.tables) == billing.PROVISIONED_ALARMS
 
 
 def test_provisioned_tables_and_indexes_start_at_the_minimum_units(provisioned: dict[str, Any]) -> None:
