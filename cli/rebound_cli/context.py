@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from rebound.engine.deps import Deps
     from rebound.ops.access import Guard
     from rebound.ops.audit import AuditOps
+    from rebound.ops.authz import Rule
     from rebound.ops.dlq import DlqOps
     from rebound.ops.health import HealthOps
     from rebound.ops.notifications import NotificationOps
@@ -77,6 +78,8 @@ class App:
         self.output = output
         self.debug = debug
         self.overrides = overrides or Overrides()
+        self.decided_tenant: str | None = None
+        """The tenant the command's rule decided on (``decide``)."""
 
     @property
     def json(self) -> bool:
@@ -154,36 +157,13 @@ class App:
             return UNGUARDED
         return Gate(Caller(self.actor, access.tenants_of(self.actor)), access)
 
-    def check(self, action: str, tenant: str | None = None) -> None:
-        """Refuse (exit 7, audited) unless the operator may do ``action`` on ``tenant``."""
-        self.guard.check(action, tenant)
-
-    def check_run(self, action: str, run_id: str) -> None:
-        """Refuse (exit 7, audited) unless the operator may do ``action`` on run ``run_id``'s tenant."""
-        from rebound.ops.access import check_run
-
-        check_run(self.guard, self.deps.store, action, run_id)
-
-    def check_task(self, action: str, task_id: str | None) -> None:
-        """Refuse unless the operator may do ``action`` on the tenant of the task ``task_id`` names
-        (none: the operator needs a tenant, and lists are filtered with ``sees``)."""
-        from rebound.ops.access import check_task
-
-        check_task(self.guard, self.deps.store, action, task_id)
-
-    def check_shared(self, action: str, tenant: str | None) -> None:
-        """A thing of ``tenant`` or, with none, the environment's: read by any tenant, changed by an
-        administrator."""
-        from rebound.ops.access import check_shared
-
-        check_shared(self.guard, action, tenant)
-
-    def bound_tenant(self, action: str, tenant: str | None) -> str | None:
-        """The tenant a filtered command is about: ``--tenant`` (checked), else the operator's one
-        tenant; an administrator may leave it out, anyone else with several tenants must name one."""
-        from rebound.ops.access import bound_tenant
-
-        return bound_tenant(self.guard, action, tenant, field="--tenant")
+    def decide(self, rule: Rule, args: Mapping[str, Any]) -> str | None:
+        """Apply a command's declared rule (``rebound_cli.authz``) to its arguments, before the
+        command reads anything; the tenant decided on is ``decided_tenant``."""
+        if rule.public:
+            return None
+        self.decided_tenant = rule.decide(self.guard, self.deps, args)
+        return self.decided_tenant
 
     def sees(self, tenant: str | None) -> bool:
         """Whether a list shows the operator a thing of ``tenant`` (one of no tenant: always)."""

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from rebound_cli.authz import local_only
+
 
 @click.group()
 def local() -> None:
@@ -22,6 +24,7 @@ def local() -> None:
 
 
 @local.command()
+@local_only
 def demo() -> None:
     """Run the demo: three tasks through the retry loop, 36 minutes of schedule time in seconds.
 
@@ -70,6 +73,7 @@ def demo() -> None:
     help="the ops console on 127.0.0.1 (0: a free port; a taken port falls back to a free one)",
 )
 @click.option("--no-console", is_flag=True, help="do not serve the ops console")
+@local_only
 def up(
     port: int,
     time_scale: float,
@@ -137,6 +141,7 @@ def up(
     is_flag=True,
     help="run it again with every retry budget per target off, and show both side by side",
 )
+@local_only
 def simulate(
     scenario_file: Path,
     report_path: Path,

@@ -25,6 +25,7 @@ WORK_ORDER_PAGES = {
     "critical-task-dead-lettered.md",
     "heartbeat-timeouts.md",
     "target-unhealthy.md",  # the work order of a target whose retry budget tripped
+    "work-order-by-hand.md",  # an order an operator opened about a task or the environment
 }
 PROCEDURE_PAGES = {"restore.md"}  # an operator's procedure, not an alarm's or a work order's page
 # The page of alarms only an environment with provisioned capacity has (``test_infra_capacity.py``

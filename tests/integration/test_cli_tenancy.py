@@ -1,6 +1,7 @@
-"""The CLI asks ``authorize`` for the operator: ``rebound runs``, ``dlq``, ``workorders``,
-``workstreams`` and ``policies`` refuse another tenant's things (exit 7, audited ``access-refused``
-on the tenant's chain with the operator as actor) and list only the operator's tenants.
+"""The CLI decides each command's declared rule for the operator (``rebound_cli.authz``): another
+tenant's run, work order or workstream answers as one that does not exist (exit 4), what every
+tenant shares is refused (exit 7), each refusal audited ``access-refused`` on the tenant's chain
+with the operator as actor, and lists show only the operator's tenants.
 
 The commands run through click's ``CliRunner`` against moto, with the operator's
 identity and the environment's ``identities:`` set as ``sts:GetCallerIdentity`` and the resources
@@ -72,12 +73,18 @@ def test_runs_commands_act_on_the_operators_tenants_only(
         globex_run
     ]
     before = world.store.get_run(acme_run)
-    assert as_(world, monkeypatch, BOB, "runs", "show", acme_run).exit_code == 7
+    assert as_(world, monkeypatch, BOB, "runs", "show", acme_run).exit_code == 4
     refused = as_(world, monkeypatch, BOB, "runs", "skip", acme_run, "--reason", "mine now", "--yes")
-    assert refused.exit_code == 7 and "may not runs:skip on tenant 'acme'" in refused.output
-    assert as_(world, monkeypatch, BOB, "runs", "retry", acme_run).exit_code == 7
+    unknown = as_(
+        world, monkeypatch, BOB, "runs", "skip", "acme.job:20990101T000000Z", "--reason", "x", "--yes"
+    )
+    assert refused.exit_code == unknown.exit_code == 4
+    assert refused.output.replace(acme_run, "ID") == unknown.output.replace("acme.job:20990101T000000Z", "ID")
+    assert as_(world, monkeypatch, BOB, "runs", "retry", acme_run).exit_code == 4
     assert world.store.get_run(acme_run) == before  # nothing changed
-    assert refusals(world, "acme") == [(BOB, "runs:read"), (BOB, "runs:skip"), (BOB, "runs:retry")]
+    # an id in acme's namespace is refused (and audited) whether or not such a run exists
+    skips = [(BOB, "runs:skip")] * 2
+    assert refusals(world, "acme") == [(BOB, "runs:read"), *skips, (BOB, "runs:retry")]
     skipped = data(as_(world, monkeypatch, BOB, "runs", "skip", globex_run, "--reason", "by hand", "--yes"))
     assert skipped["state"] == RunState.SKIPPED.value
     everything = data(as_(world, monkeypatch, ROOT, "runs", "list", "--status", "dead_lettered"))
@@ -104,8 +111,8 @@ def test_work_orders_of_another_tenant_are_neither_listed_nor_changed(
     globex_order = orders.create(severity=Severity.HIGH, reason="by hand", run_id=globex_run)
     listed = data(as_(world, monkeypatch, BOB, "workorders", "list"))
     assert [o["work_order_id"] for o in listed] == [globex_order.work_order_id]
-    assert as_(world, monkeypatch, BOB, "workorders", "show", acme_order.work_order_id).exit_code == 7
-    assert as_(world, monkeypatch, BOB, "workorders", "ack", acme_order.work_order_id).exit_code == 7
+    assert as_(world, monkeypatch, BOB, "workorders", "show", acme_order.work_order_id).exit_code == 4
+    assert as_(world, monkeypatch, BOB, "workorders", "ack", acme_order.work_order_id).exit_code == 4
     assert world.store.get_work_order(acme_order.work_order_id) == acme_order
     assert refusals(world, "acme") == [(BOB, "workorders:read"), (BOB, "workorders:ack")]
     assert (
@@ -125,7 +132,7 @@ def test_retry_policies_are_changed_by_administrators_only(
     assert refusals(world, "*") == [(BOB, "policies:write")]
 
 
-def test_workstreams_of_another_tenant_are_refused_and_listed_only_to_theirs(
+def test_workstreams_of_another_tenant_are_hidden_and_listed_only_to_theirs(
     world: Deps, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from rebound.domain.workstreams import Workstream
@@ -137,7 +144,10 @@ def test_workstreams_of_another_tenant_are_refused_and_listed_only_to_theirs(
     WorkstreamOps(world, ROOT).register([mine, theirs], [])
     listed = data(as_(world, monkeypatch, BOB, "workstreams", "list"))
     assert [w["workstream_id"] for w in listed] == ["g-nightly"]
-    assert as_(world, monkeypatch, BOB, "workstreams", "run", "a-nightly").exit_code == 7
+    hidden = as_(world, monkeypatch, BOB, "workstreams", "run", "a-nightly")
+    unknown = as_(world, monkeypatch, BOB, "workstreams", "run", "z-nightly")
+    assert hidden.exit_code == unknown.exit_code == 4
+    assert hidden.output.replace("a-nightly", "ID") == unknown.output.replace("z-nightly", "ID")
     assert refusals(world, "acme") == [(BOB, "workstreams:run")]
     stolen = Workstream.model_validate({"id": "a-nightly", "tenant": "globex", "steps": [{"task": "load"}]})
     with pytest.raises(Exception, match="belongs to tenant 'acme'"):
@@ -151,7 +161,7 @@ def test_state_checks_are_for_administrators_and_the_sla_report_for_the_operator
     globex_dead_letter(world)
     assert as_(world, monkeypatch, BOB, "state", "check").exit_code == 7  # reads every tenant's items
     assert as_(world, monkeypatch, BOB, "state", "repair", "--dry-run").exit_code == 7
-    assert refusals(world, "*") == [(BOB, "state:check"), (BOB, "state:check")]
+    assert refusals(world, "*") == [(BOB, "state:check"), (BOB, "state:repair")]
     assert data(as_(world, monkeypatch, ROOT, "state", "check"))["differences"] == []
     report = as_(world, monkeypatch, BOB, "sla", "report", "--since", "30d")
     assert report.exit_code in (0, 3), report.output  # 3: the total misses an objective

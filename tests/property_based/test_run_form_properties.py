@@ -65,8 +65,8 @@ attempts = st.fixed_dictionaries(
 runs = st.fixed_dictionaries(
     {
         "run_id": st.text(max_size=8),
-        "task_id": st.text(max_size=8),
-        "tenant": st.just("acme"),
+        "task_id": st.one_of(st.text(max_size=8), st.sampled_from(["acme.job", "globex.job", "a.b.c"])),
+        "tenant": st.sampled_from(["acme", "globex"]),
         "trigger": st.sampled_from([t.value for t in Trigger]),
         "scheduled_for": canonical,
         "created_at": canonical,

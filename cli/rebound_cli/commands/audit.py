@@ -9,7 +9,9 @@ from pathlib import Path
 
 import click
 
+from rebound.ops.authz import Environment, FirstOf, Public, When
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 
@@ -37,6 +39,17 @@ def audit() -> None:
     "each is confirmed with KMS VerifyMac, and GenerateMac is never called",
 )
 @click.pass_obj
+@authorized(
+    "audit:verify",
+    FirstOf(
+        (
+            When(
+                "day_keys", Public("an auditor holding exported day keys: bounded by the auditor role's IAM")
+            ),
+            Environment(),
+        )
+    ),
+)
 def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None) -> None:
     """Verify a run's hash chain (or any SUBJECT such as workorder#wo-...), or --all of them.
 
@@ -57,11 +70,9 @@ def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None
     """
     if bool(subject) == check_all:
         raise click.UsageError("give a RUN_ID (or subject), or --all")
-    if day_keys is None:
-        # Any chain, any tenant: for administrators, as the API's POST /audit/verify. An auditor
-        # (--day-keys) is bounded by the auditor role's IAM policy instead: it reads the audit and
-        # runs tables and nothing else, not even the grants this check would read.
-        app.check("audit:verify")
+    # Any chain, any tenant: for administrators, as the API's POST /audit/verify. An auditor
+    # (--day-keys) is bounded by the auditor role's IAM policy instead: it reads the audit and runs
+    # tables and nothing else, not even the grants the rule would read.
     ops = app.audit(day_keys)
     if subject:
         results = [ops.verify(subject)]
@@ -102,6 +113,7 @@ def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None
     help="the file to write (created readable by you only)",
 )
 @click.pass_obj
+@authorized("audit:verify", Environment())  # the keys verify (and could MAC) every tenant's records
 def day_keys(app: App, since: datetime, until: datetime | None, out_file: Path) -> None:
     """Export the audit chain's day keys, for an auditor who may only call KMS VerifyMac.
 
@@ -120,7 +132,6 @@ def day_keys(app: App, since: datetime, until: datetime | None, out_file: Path) 
     """
     from rebound.adapters.audit_keys import day_keys_document
 
-    app.check("audit:verify")  # the keys verify (and could MAC) every tenant's records
     last = until.date() if until else app.deps.clock.now().date()
     labels = app.audit().day_labels(since.date(), last)
     document = day_keys_document(app.deps.store.audit_keys, labels)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from rebound.ops.authz import Public
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
 
@@ -12,6 +14,7 @@ from rebound_cli.context import App
     "--port", type=click.IntRange(0, 65535), default=8765, show_default=True, help="0 picks a free port"
 )
 @click.pass_obj
+@authorized("console:serve", Public("nobody here: each request, by its route's rule"))
 def console(app: App, port: int) -> None:
     """Serve the ops console on 127.0.0.1 until Ctrl-C; the first line printed is the URL to open.
 

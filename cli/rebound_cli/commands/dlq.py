@@ -11,10 +11,12 @@ import click
 
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import DEFAULT_KEEP_DAYS
+from rebound.ops.authz import JobOf, MessageOf, TenantFilter
 from rebound.ops.common import parse_seconds, parse_when
 from rebound.ops.dlq import FAILED, WINDOWS, DlqFilter, RedriveItem
 from rebound.ops.dlq.jobs import STALE_S, JobState, RedriveJob, RedriveJobs, continue_job
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_FAILED
 
@@ -36,15 +38,18 @@ def filter_options(fn: F) -> F:
     return fn
 
 
-def _filters(app: App, kwargs: dict[str, Any], action: str) -> DlqFilter:
-    """The filters given, once the operator may do ``action`` on their tenant: ``--tenant``, or
-    the operator's one tenant (``App.bound_tenant``)."""
+BY_TENANT = TenantFilter("tenant")
+"""The rule's owner of every filtered DLQ command: ``--tenant``, or the operator's one tenant."""
+
+
+def _filters(app: App, kwargs: dict[str, Any]) -> DlqFilter:
+    """The filters given, bound to the tenant the command's rule decided on (``BY_TENANT``)."""
     now = app.deps.clock.now()
     since, until = kwargs.pop("since"), kwargs.pop("until")
-    tenant = app.bound_tenant(action, kwargs.pop("tenant"))
+    kwargs.pop("tenant")
     return DlqFilter(
         task_id=app.task_key(kwargs.pop("task_id")),
-        tenant=tenant,
+        tenant=app.decided_tenant,
         error_code=kwargs.pop("error_code"),
         since=parse_when(since, now) if since else None,
         until=parse_when(until, now, option="--until") if until else None,
@@ -73,6 +78,7 @@ def dlq() -> None:
 @click.option("--limit", type=click.IntRange(1), default=200, show_default=True)
 @click.option("--after", "cursor", help="the cursor a previous listing printed: the page after it")
 @click.pass_obj
+@authorized("dlq:read", BY_TENANT)
 def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, **kwargs: Any) -> None:
     """List DLQ messages, oldest first, with the state of their runs.
 
@@ -93,7 +99,7 @@ def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, *
     (explicit|redrive_policy|refused), kind, dead_lettered_at, sent_at, receive_count, attempts,
     archive_status, run_state, work_order_id.
     """
-    filters = _filters(app, kwargs, "dlq:read")
+    filters = _filters(app, kwargs)
     following = None
     if archived:
         if cursor is not None:
@@ -131,6 +137,7 @@ def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, *
 @dlq.command("show")
 @click.argument("message_id")
 @click.pass_obj
+@authorized("dlq:read", MessageOf("message_id"))
 def show(app: App, message_id: str) -> None:
     """Show one DLQ message (from the DLQ's record or its archive), its run and its work order.
 
@@ -140,15 +147,14 @@ def show(app: App, message_id: str) -> None:
 
     JSON fields: as in `dlq list`, plus location, body, attributes, work_order.
     """
-    detail = app.dlq().show(message_id)
-    data = detail.as_dict()
-    app.check_shared("dlq:read", data.get("tenant"))
+    data = app.dlq().show(message_id).as_dict()
     out.emit(app, data, lambda: out.fields(f"message {message_id}", sorted(data.items())))
 
 
 @dlq.command("history")
 @click.option("--window", type=click.Choice(list(WINDOWS)), default="1h", show_default=True)
 @click.pass_obj
+@authorized("dlq:read")
 def history(app: App, window: str) -> None:
     """The DLQ's depth over the last hour (a row a minute) or day (a row a quarter of an hour).
 
@@ -166,7 +172,6 @@ def history(app: App, window: str) -> None:
     JSON fields: window, since, until, bucket_s, start_depth, points[] (at, depth, peak, arrived,
     left), arrived, left, read, complete (false when reading stopped at its limit), source.
     """
-    app.check("dlq:read")  # counts only, no tenant's messages
     found = app.dlq().history(window).as_dict()
 
     def render() -> None:
@@ -194,6 +199,7 @@ def _print_item(item: RedriveItem) -> None:
 @click.option("--archived", is_flag=True, help="redrive from the archive table instead of the queue")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("dlq:redrive", BY_TENANT)
 def redrive(
     app: App,
     /,
@@ -226,7 +232,7 @@ def redrive(
     outcomes{outcome: count}, moved, failed, sqs_requests, items[] (message_id, run_id, task_id,
     outcome: moved|resumed|cleaned-up|duplicate-removed|skipped|failed|would-..., detail).
     """
-    filters = _filters(app, kwargs, "dlq:redrive")
+    filters = _filters(app, kwargs)
     ops = app.dlq(writer=not dry_run)
     if not dry_run:
         out.confirm("Redrive the matching DLQ messages?", yes)
@@ -282,6 +288,7 @@ def _job_line(job: RedriveJob) -> str:
     "--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True, help="seconds between polls"
 )
 @click.pass_obj
+@authorized("dlq:read", JobOf("job_id"))
 def job(app: App, job_id: str, follow: bool, interval: float) -> None:
     """Show a redrive job: one the console or the API started (a redrive of more than 100
     messages, or with `async: true`, runs as a job in the ops API function and is polled).
@@ -306,7 +313,6 @@ def job(app: App, job_id: str, follow: bool, interval: float) -> None:
     """
     continuations = _Continuations()
     jobs = RedriveJobs(app.dlq(), continuations)
-    app.check_shared("dlq:read", (jobs.get(job_id).filters or {}).get("tenant"))
     found = jobs.poll(job_id) if follow else jobs.get(job_id)
     if follow and not found.done:
         with out.progress(f"redrive job {job_id}", total=found.total or None) as advance:
@@ -337,6 +343,7 @@ def job(app: App, job_id: str, follow: bool, interval: float) -> None:
 @click.option("--keep-days", type=click.IntRange(1), default=DEFAULT_KEEP_DAYS, show_default=True)
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("dlq:archive", BY_TENANT)
 def archive(
     app: App, /, older_than: str | None, delete: bool, keep_days: int, yes: bool, **kwargs: Any
 ) -> None:
@@ -354,7 +361,7 @@ def archive(
 
     JSON fields: examined, matched, archived, already_archived, deleted, failed{message_id: why}.
     """
-    filters = _filters(app, kwargs, "dlq:archive")
+    filters = _filters(app, kwargs)
     ops = app.dlq(writer=True)
     if delete:
         out.confirm("Archive the matching messages and remove them from the DLQ?", yes)

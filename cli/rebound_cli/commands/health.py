@@ -9,6 +9,7 @@ import click
 from rebound.ops.common import parse_seconds
 from rebound.ops.health import RetryHealthQuery, Status, Thresholds
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 from rebound_cli.model_options import model_options, request
@@ -28,6 +29,7 @@ _STYLE = {
     help="acknowledgement SLA for every severity (default: critical 5m, high 15m, medium 1h, low 4h)",
 )
 @click.pass_obj
+@authorized("health:read")
 def health(
     app: App,
     as_json: bool,

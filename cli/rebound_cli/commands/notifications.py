@@ -7,8 +7,10 @@ from typing import Any, TypeVar
 
 import click
 
+from rebound.ops.authz import Environment
 from rebound.ops.notifications import Decision, DeliveryRetryPlan, DeliveryRetryPolicy, DeliveryRetryRequest
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_FAILED
 from rebound_cli.model_options import model_options, request
@@ -61,6 +63,7 @@ def notifications() -> None:
 @notifications.command("plan")
 @plan_options
 @click.pass_obj
+@authorized("notifications:read")
 def plan(app: App, /, **kwargs: Any) -> None:
     """Decide retry, wait or suppress for each failed delivery, with the reason. Changes nothing.
 
@@ -81,7 +84,6 @@ def plan(app: App, /, **kwargs: Any) -> None:
     suppress}, deliveries[] (work_order_id, work_order_state, severity, channel, decision,
     reason, attempts, last_attempt_at, last_detail, retry_at).
     """
-    app.check("notifications:read")
     request = _request(kwargs)
     result = app.notifications().plan(request)
     out.emit(app, result.model_dump(mode="json"), lambda: _render_plan(result))
@@ -91,6 +93,7 @@ def plan(app: App, /, **kwargs: Any) -> None:
 @plan_options
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("notifications:retry", Environment())  # every tenant's work orders
 def retry(app: App, /, yes: bool, **kwargs: Any) -> None:
     """Carry the plan out: send every delivery it says to retry, now.
 
@@ -108,7 +111,6 @@ def retry(app: App, /, yes: bool, **kwargs: Any) -> None:
     JSON fields: plan (as `notifications plan`), retried[] (work_order_id, channel, status
     (delivered|failed), attempts, detail, recorded), delivered, failed.
     """
-    app.check("notifications:retry")  # every tenant's work orders: administrators, as the API
     request = _request(kwargs)
     ops = app.notifications(writer=True)
     due = ops.plan(request).counts[Decision.RETRY]

@@ -7,8 +7,10 @@ from typing import Any
 import click
 
 from rebound.domain.whatif import WhatIf
+from rebound.ops.authz import Environment
 from rebound.ops.policies import parse_assignments, policy_view, whatif_window
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
 SUMMARY = ("max_attempts", "base_delay", "multiplier", "max_delay", "max_age", "jitter", "severity")
@@ -29,6 +31,7 @@ def policies() -> None:
 
 @policies.command("list")
 @click.pass_obj
+@authorized("policies:read")
 def list_policies(app: App) -> None:
     """List the effective retry policies (the file's, or the latest stored version).
 
@@ -40,7 +43,6 @@ def list_policies(app: App) -> None:
     JSON: a list of policies: name, version, max_attempts, base_delay, multiplier, max_delay,
     max_age, jitter, retryable_errors, terminal_errors, severity, runbook_url (durations in seconds).
     """
-    app.check("policies:read")
     found = app.policies().find()
     views = [policy_view(p) for p in found]
     out.emit(
@@ -57,6 +59,7 @@ def list_policies(app: App) -> None:
 @policies.command("show")
 @click.argument("name")
 @click.pass_obj
+@authorized("policies:read")
 def show(app: App, name: str) -> None:
     """Show a policy, its stored versions and its audit trail.
 
@@ -67,7 +70,6 @@ def show(app: App, name: str) -> None:
     JSON fields: policy (as in `policies list`), source, versions[] (version, updated_at,
     updated_by, spec), audit[] (seq, at, actor, action, evidence), audit_verified.
     """
-    app.check("policies:read")
     detail = app.policies().show(name)
     data = detail.as_dict()
 
@@ -97,6 +99,7 @@ def show(app: App, name: str) -> None:
 )
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("policies:write", Environment())  # every tenant's: administrators only
 def set_policy(
     app: App, name: str, assignments: tuple[str, ...], dry_run: bool, show_whatif: bool, yes: bool
 ) -> None:
@@ -115,7 +118,6 @@ def set_policy(
     JSON fields: name, from_version, to_version, changes, diff{key: {from, to}}, stored; with
     --whatif also whatif (as `policies whatif` prints it).
     """
-    app.check("policies:write")  # retry policies are every tenant's: administrators only
     ops = app.policies(writer=not dry_run)
     changes = parse_assignments(assignments)
     change = ops.plan(name, changes)
@@ -177,6 +179,7 @@ def render_whatif(report: WhatIf) -> None:
 @click.argument("assignments", nargs=-1, required=True, metavar="KEY=VALUE...")
 @click.option("--since", default="7d", show_default=True, help="how far back to replay (1m to 30d)")
 @click.pass_obj
+@authorized("policies:read")
 def whatif(app: App, name: str, assignments: tuple[str, ...], since: str) -> None:
     """Replay the recorded failures of the runs that use a policy under proposed values.
 
@@ -194,6 +197,5 @@ def whatif(app: App, name: str, assignments: tuple[str, ...], since: str) -> Non
     dead_lettered, retries, retries_per_hour, peak_retries_per_hour, recovery_p50_s,
     recovery_p99_s, cost_usd), added_cost_usd, notes.
     """
-    app.check("policies:read")
     report = app.policies().whatif(name, parse_assignments(assignments), whatif_window(since))
     out.emit(app, report.model_dump(mode="json"), lambda: render_whatif(report))

@@ -9,9 +9,12 @@ import click
 from rebound.domain.models import RunState
 from rebound.domain.timefmt import iso
 from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
+from rebound.ops.authz import RunOf
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RetryOutcome, run_view
+from rebound.ops.state import restore_missing
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.commands.state import render_report
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_CONFLICT, EXIT_UNHEALTHY
@@ -43,6 +46,7 @@ def runs() -> None:
 @click.option("--until", help="scheduled at or before: ISO 8601, or a duration ago")
 @click.option("--limit", type=click.IntRange(1), default=100, show_default=True)
 @click.pass_obj
+@authorized("runs:read")
 def list_runs(
     app: App, task_id: str | None, status: str | None, since: str | None, until: str | None, limit: int
 ) -> None:
@@ -59,7 +63,6 @@ def list_runs(
     attempts_in_budget, last_error_code, next_retry_at, dead_lettered_at, work_order_id, updated_at.
     """
     task_id = app.task_key(task_id)
-    app.check_task("runs:read", task_id)
     now = app.deps.clock.now()
     found = app.runs().find(
         task_id=task_id,
@@ -95,6 +98,7 @@ def list_runs(
 @click.argument("run_id")
 @click.option("--no-dlq", is_flag=True, help="do not look for the run's message in the DLQ")
 @click.pass_obj
+@authorized("runs:read", RunOf("run_id"))
 def show(app: App, run_id: str, no_dlq: bool) -> None:
     """One correlated timeline of a run.
 
@@ -111,7 +115,6 @@ def show(app: App, run_id: str, no_dlq: bool) -> None:
     JSON fields: run (the stored run), timeline[] (at, source: trigger|run|workorder|dlq, action,
     actor, state, detail), work_order, dlq_message, audit (ok, records, detail).
     """
-    app.check_run("runs:read", run_id)
     timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq)
 
     def render() -> None:
@@ -163,6 +166,7 @@ def _outcome_line(outcome: RetryOutcome) -> str:
 @click.option("--max-attempts", type=int, help="attempts in this budget, instead of the policy's")
 @click.option("--reason", default="", help="why, for the audit trail")
 @click.pass_obj
+@authorized("runs:retry", RunOf("run_id"))
 def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None, reason: str) -> None:
     """Retry a run now.
 
@@ -178,7 +182,6 @@ def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None
 
     JSON fields: run_id, action (replayed|resent|dispatched), state, detail, overrides.
     """
-    app.check_run("runs:retry", run_id)
     outcome = app.runs(writer=True).retry(
         run_id, timeout_s=timeout_s, max_attempts=max_attempts, reason=reason
     )
@@ -186,7 +189,6 @@ def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None
 
 
 def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
-    app.check_run(f"runs:{verb}", run_id)
     ops = app.runs(writer=True)
     out.confirm(f"{verb.capitalize()} run {run_id}? It will not run again.", yes)
     run = ops.skip(run_id, reason) if verb == "skip" else ops.cancel(run_id, reason)
@@ -205,6 +207,7 @@ def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("runs:skip", RunOf("run_id"))
 def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
     """Skip a run: it will not run (again). Its open work order is resolved as `skipped`.
 
@@ -222,6 +225,7 @@ def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("runs:cancel", RunOf("run_id"))
 def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
     """Cancel a run, even a running one (its outcome is then discarded).
 
@@ -242,6 +246,7 @@ def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
 @click.option("--reason", default="", help="why, for the audit record of the repair")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("runs:restore", RunOf("run_id", missing=restore_missing))
 def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> None:
     """Write a run back as its audit chain says (recreated if its item is gone).
 
@@ -256,7 +261,6 @@ def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> Non
 
     JSON: as in `state check`.
     """
-    app.check_run("runs:read" if dry_run else "runs:restore", run_id)
     if not dry_run:
         out.confirm(f"Write run {run_id} back as its audit chain says?", yes)
     report = app.state(writer=not dry_run).restore_run(run_id, dry_run=dry_run, reason=reason)
@@ -271,6 +275,7 @@ def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> Non
 @click.option("--reason", default="", help="why, for the audit trail")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("runs:retry")
 def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, yes: bool) -> None:
     """Replay every dead-lettered run of a task, or since a time, with a fresh budget each.
 
@@ -285,7 +290,6 @@ def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, 
     JSON: a list of run_id, action (replayed|failed), state, detail, overrides.
     """
     task_id = app.task_key(task_id)
-    app.check_task("runs:retry", task_id)
     ops = app.runs(writer=True)
     start = parse_when(since, app.deps.clock.now()) if since else None
     chosen = [r for r in ops.failed_runs(task_id=task_id, since=start) if app.sees(r.tenant)]
@@ -328,6 +332,7 @@ def _token_options(fn: Any) -> Any:
 @runs.command("heartbeat")
 @_token_options
 @click.pass_obj
+@authorized("runs:report", RunOf("run_id"))
 def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None:
     """Report that an asynchronous attempt is alive (and how far it is).
 
@@ -346,6 +351,7 @@ def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None
 @runs.command("complete")
 @_token_options
 @click.pass_obj
+@authorized("runs:report", RunOf("run_id"))
 def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
     """Report that an asynchronous attempt succeeded: the run succeeds, the token is used.
 
@@ -367,6 +373,7 @@ def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
 @click.option("--message", default="", help="what went wrong")
 @click.option("--no-retry", is_flag=True, help="a terminal failure: dead-letter without retrying")
 @click.pass_obj
+@authorized("runs:report", RunOf("run_id"))
 def fail(
     app: App,
     run_id: str,

@@ -7,8 +7,10 @@ from typing import Any
 
 import click
 
+from rebound.ops.authz import Environment, FirstOf, TaskOf, TenantFilter, TenantOf, When
 from rebound.ops.sla_report import SlaReport, SlaReportOps
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 
@@ -96,6 +98,16 @@ def _render(report: SlaReport, data: dict[str, Any]) -> None:
 )
 @click.option("-y", "--yes", is_flag=True, help="with --rebuild: do not ask for confirmation")
 @click.pass_obj
+@authorized(
+    "sla:read",
+    FirstOf(
+        (
+            When("rebuild", FirstOf((TenantOf("tenant"), Environment())), action="sla:rebuild"),
+            TaskOf("task_id"),
+            TenantFilter("tenant"),
+        )
+    ),
+)
 def report(app: App, since: str, tenant: str | None, task_id: str | None, rebuild: bool, yes: bool) -> None:
     """On-time rate, missed fires, SLA breaches by task and tenant, start delay p50/p99.
 
@@ -121,13 +133,10 @@ def report(app: App, since: str, tenant: str | None, task_id: str | None, rebuil
     breaching_runs), counters[] (task_id, before, after, rewritten).
     """
     task_id = app.task_key(task_id)
-    if rebuild:
-        app.check_shared("sla:rebuild", tenant)  # without --tenant, every tenant's: an administrator
+    if rebuild:  # without --tenant, every tenant's: an administrator
         out.confirm("Rewrite the SLA counters from the run ledger?", yes)
-    elif task_id is not None:
-        app.check_task("sla:read", task_id)
-    else:
-        tenant = app.bound_tenant("sla:read", tenant)
+    elif task_id is None:
+        tenant = app.decided_tenant
     ops = SlaReportOps(app.deps, app.actor if rebuild else "sla-report")
     found = ops.report(since, tenant=tenant, task_id=task_id, rebuild=rebuild, option="--since")
     data = found.as_dict()

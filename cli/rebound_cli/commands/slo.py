@@ -7,6 +7,7 @@ import click
 
 from rebound.ops.slo import SloOps
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 
@@ -27,6 +28,7 @@ def _percent(value: float | None) -> str:
 
 @click.command()
 @click.pass_obj
+@authorized("slo:read")
 def slo(app: App) -> None:
     """Print each SLO: its target, its current value over its window and the error budget left.
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import click
 
+from rebound.ops.authz import Environment
 from rebound.ops.state import PHASES, StateReport
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 
@@ -50,7 +52,6 @@ def render_report(report: StateReport) -> None:
 
 
 def _pass(app: App, *, repair: bool, dry_run: bool = False, reason: str = "") -> StateReport:
-    app.check("state:repair" if repair and not dry_run else "state:check")  # every tenant's: administrators
     ops = app.state(writer=repair and not dry_run)
     with out.progress("items checked", total=None) as advance:
         if not repair:
@@ -60,6 +61,7 @@ def _pass(app: App, *, repair: bool, dry_run: bool = False, reason: str = "") ->
 
 @state.command("check")
 @click.pass_obj
+@authorized("state:check", Environment())  # every tenant's: administrators
 def check(app: App) -> None:
     """Report every field of every item that is not what its audit chain says.
 
@@ -85,6 +87,7 @@ def check(app: App) -> None:
 @click.option("--reason", default="", help="why, for the audit record of each repair")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("state:repair", Environment())
 def repair(app: App, dry_run: bool, reason: str, yes: bool) -> None:
     """Write every item that differs from its audit chain back as the chain says.
 

@@ -11,6 +11,7 @@ import click
 
 from rebound.ops.targets import HELD_AT_MOST, TargetsOps
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
 
@@ -51,6 +52,7 @@ def targets(ctx: click.Context) -> None:
 
 @targets.command("list")
 @click.pass_obj
+@authorized("targets:read")
 def list_targets(app: App) -> None:
     """List every target that is unhealthy or recovering, the longest unhealthy first.
 
@@ -64,7 +66,6 @@ def list_targets(app: App) -> None:
     recovering_since, failures_in_window, held, probes, probe_run, next_probe_at,
     next_probe_in_s, work_order_id, changed_at.
     """
-    app.check("targets:read")
     found = TargetsOps(app.deps).listing()
     data = [t.as_dict() for t in found]
 
@@ -100,6 +101,7 @@ def list_targets(app: App) -> None:
     help="held runs to list at most",
 )
 @click.pass_obj
+@authorized("targets:read")
 def show(app: App, target: str, at_most: int) -> None:
     """Show one target's retry budget: state, held runs (oldest first) and recent history.
 
@@ -113,7 +115,6 @@ def show(app: App, target: str, at_most: int) -> None:
     held_at, held_for_s, last_error_code), held_truncated and history (at, action, actor,
     evidence; newest first).
     """
-    app.check("targets:read")
     detail = TargetsOps(app.deps).show(target, at_most=at_most)
     data: dict[str, Any] = detail.as_dict()
 

@@ -8,11 +8,13 @@ import click
 
 from rebound.domain.models import TaskState
 from rebound.domain.timefmt import iso
+from rebound.ops.authz import Documents, TaskOf, document_tenants
 from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
 from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
 
@@ -107,6 +109,7 @@ def _print_preflight(report: PreflightReport) -> None:
 @click.option("--window", default="24h", show_default=True, help=WINDOW_HELP)
 @click.option("--fail-on-warnings", is_flag=True, help=FAIL_HELP)
 @click.pass_obj
+@authorized("tasks:read", Documents("path", document_tenants))
 def dryrun(app: App, path: Path, window: str, fail_on_warnings: bool) -> None:
     """Pre-flight FILE without changing anything: fires, quota headroom and conflicts ahead.
 
@@ -156,6 +159,7 @@ def dryrun(app: App, path: Path, window: str, fail_on_warnings: bool) -> None:
 @click.option("--no-preflight", is_flag=True, help="skip the pre-flight (`tasks dryrun`)")
 @click.option("--fail-on-warnings", is_flag=True, help=FAIL_HELP)
 @click.pass_obj
+@authorized("tasks:register", Documents("path", document_tenants))
 def apply(
     app: App,
     path: Path,
@@ -286,6 +290,7 @@ def _print_definitions(changes: list[DefinitionChange]) -> None:
 @click.option("--tenant", help="only this tenant's tasks")
 @click.option("--state", type=click.Choice([s.value for s in TaskState]), help="active or paused")
 @click.pass_obj
+@authorized("tasks:read")
 def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
     """List registered tasks.
 
@@ -328,6 +333,7 @@ def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
 @tasks.command("show")
 @click.argument("task_id")
 @click.pass_obj
+@authorized("tasks:read", TaskOf("task_id"))
 def show(app: App, task_id: str) -> None:
     """Show a task: its definition, its schedules as Scheduler holds them, next fires, recent runs.
 
@@ -399,6 +405,7 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
     "--token", help="idempotency token: a retried request with the same token (same second) is one run"
 )
 @click.pass_obj
+@authorized("tasks:run", TaskOf("task_id"))
 def run_now(app: App, task_id: str, token: str | None) -> None:
     """Run a registered task now, outside its schedule, with the task's retry policy.
 
@@ -424,6 +431,7 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
 @click.option("--reason", default="", help="why, for the audit trail")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("tasks:pause", TaskOf("task_id"))
 def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
     """Pause a task: its schedules are disabled, and fires that still arrive are skipped.
 
@@ -441,6 +449,7 @@ def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
 @click.pass_obj
+@authorized("tasks:resume", TaskOf("task_id"))
 def resume(app: App, task_id: str, reason: str) -> None:
     """Resume a paused task: its schedules are enabled again, the task's catch-up policy decides
     what happens to the fires of the pause, and retries held during it are sent.
@@ -459,6 +468,7 @@ def resume(app: App, task_id: str, reason: str) -> None:
 @click.option("--count", type=click.IntRange(1, MAX_PREVIEW), default=10, show_default=True)
 @click.option("--after", help="start after this time (ISO 8601 or a duration ago); default now")
 @click.pass_obj
+@authorized("tasks:read", TaskOf("task_id"))
 def preview(app: App, task_id: str, count: int, after: str | None) -> None:
     """The next COUNT fire times in the task's time zone, with DST changes marked.
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import click
 
+from rebound.ops.authz import Environment
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
 
@@ -27,7 +29,6 @@ def tenants() -> None:
 def _change(app: App, action: str, identity: str, names: tuple[str, ...]) -> None:
     from rebound.ops.access import TenantAccess
 
-    app.check(action)
     access = TenantAccess(app.deps)
     change = access.grant if action == "tenants:grant" else access.revoke
     after = change(identity, names, actor=app.actor)
@@ -42,6 +43,7 @@ def _change(app: App, action: str, identity: str, names: tuple[str, ...]) -> Non
 @click.argument("identity")
 @click.argument("names", nargs=-1, required=True, metavar="TENANT...")
 @click.pass_obj
+@authorized("tenants:grant", Environment())
 def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
     """Let IDENTITY act on TENANT... (`*`: every tenant, an administrator).
 
@@ -59,6 +61,7 @@ def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
 @click.argument("identity")
 @click.argument("names", nargs=-1, required=True, metavar="TENANT...")
 @click.pass_obj
+@authorized("tenants:revoke", Environment())
 def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
     """Take TENANT... away from IDENTITY's grants (the environment's `identities:` stay).
 
@@ -74,6 +77,7 @@ def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
 @tenants.command("show")
 @click.argument("identity")
 @click.pass_obj
+@authorized("tenants:read", Environment())
 def show(app: App, identity: str) -> None:
     """The tenants IDENTITY may act on: its grants and the environment's `identities:`.
 
@@ -113,6 +117,7 @@ def migrate() -> None:
 @migrate.command("tenancy")
 @click.option("--dry-run", is_flag=True, help="list what would move, change nothing")
 @click.pass_obj
+@authorized("tenants:migrate", Environment())
 def migrate_tenancy(app: App, dry_run: bool) -> None:
     """Move every task stored under an id without its tenant to TENANT.ID.
 

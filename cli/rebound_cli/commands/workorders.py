@@ -5,8 +5,10 @@ from __future__ import annotations
 import click
 
 from rebound.domain.models import Resolution, Severity, WorkOrderState
+from rebound.ops.authz import WorkOrderOf
 from rebound.ops.workorders import work_order_view
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
 
@@ -23,13 +25,6 @@ def workorders() -> None:
     """
 
 
-def _check(app: App, action: str, work_order_id: str) -> None:
-    """Refuse unless the operator may do ``action`` on the work order's tenant (one of no tenant,
-    such as a health finding's, is the environment's: ``App.check_shared``)."""
-    order = app.deps.store.get_work_order(work_order_id)
-    app.check_shared(action, order.tenant if order is not None else None)
-
-
 @workorders.command("list")
 @click.option("--state", type=click.Choice([s.value for s in WorkOrderState]), help="only in this state")
 @click.option("--task", "task_id", help="only this task's work orders")
@@ -40,6 +35,7 @@ def _check(app: App, action: str, work_order_id: str) -> None:
     help="only this escalation level: 1 informational, 2 owning team, 3 page on-call, 4 incident",
 )
 @click.pass_obj
+@authorized("workorders:read")
 def list_orders(
     app: App, state: str | None, task_id: str | None, severity: str | None, level: int | None
 ) -> None:
@@ -56,7 +52,6 @@ def list_orders(
     error_code, attempts, opened_at, acknowledged_at, acknowledged_by, resolved_at, resolved_by,
     resolution, runbook_url, notified{channel: delivered|failed}.
     """
-    app.check("workorders:read")
     found = app.workorders().find(
         state=WorkOrderState(state) if state else None,
         task_id=app.task_key(task_id),
@@ -92,6 +87,7 @@ def list_orders(
 @workorders.command("show")
 @click.argument("work_order_id")
 @click.pass_obj
+@authorized("workorders:read", WorkOrderOf("work_order_id"))
 def show(app: App, work_order_id: str) -> None:
     """Show a work order, its notifications, its run's state and its audit trail.
 
@@ -102,7 +98,6 @@ def show(app: App, work_order_id: str) -> None:
     JSON fields: as in `workorders list`, plus note, deliveries[], run_state, audit[] (seq, at,
     actor, action, from_state, to_state, evidence), audit_verified.
     """
-    _check(app, "workorders:read", work_order_id)
     detail = app.workorders().show(work_order_id)
     data = detail.as_dict()
 
@@ -134,6 +129,7 @@ def show(app: App, work_order_id: str) -> None:
 @click.argument("work_order_id")
 @click.option("--note", default="", help="what you are doing about it")
 @click.pass_obj
+@authorized("workorders:ack", WorkOrderOf("work_order_id"))
 def ack(app: App, work_order_id: str, note: str) -> None:
     """Acknowledge a work order: someone is on it (stops the acknowledgement-gap alarm).
 
@@ -143,7 +139,6 @@ def ack(app: App, work_order_id: str, note: str) -> None:
 
     JSON: the work order, as in `workorders list`.
     """
-    _check(app, "workorders:ack", work_order_id)
     order, changed = app.workorders(writer=True).ack(work_order_id, note)
     out.emit(
         app,
@@ -166,6 +161,7 @@ def ack(app: App, work_order_id: str, note: str) -> None:
 @click.option("--note", default="", help="what was done")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("workorders:resolve", WorkOrderOf("work_order_id"))
 def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool) -> None:
     """Resolve a work order.
 
@@ -179,7 +175,6 @@ def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool)
 
     JSON: the work order, as in `workorders list`.
     """
-    _check(app, "workorders:resolve", work_order_id)
     out.confirm(f"Resolve work order {work_order_id} as {resolution}?", yes)
     order = app.workorders(writer=True).resolve(work_order_id, Resolution(resolution), note)
     out.emit(

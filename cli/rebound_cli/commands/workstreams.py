@@ -10,17 +10,18 @@ import click
 
 from rebound.domain import workstream_runs as wr
 from rebound.domain.timefmt import iso
+from rebound.ops.authz import Documents, Environment, WorkstreamOf, document_tenants
 from rebound.ops.workstreams import OUTPUTS, WorkstreamOps, progress_view, render, run_view
 from rebound_cli import output as out
+from rebound_cli.authz import authorized
 from rebound_cli.context import App
 
+ON_RUN = WorkstreamOf("run_id", kind="run")
 
-def _ops(app: App, action: str, ref: str | None = None, writer: bool = False) -> WorkstreamOps:
-    """The operations, once the operator may do ``action`` on the tenant of the workstream (run)
-    ``ref`` names; with none, the operator needs a tenant and lists are filtered (``App.sees``)."""
-    reader = WorkstreamOps(app.deps, "reader", app.guard)
-    app.check(action, reader.tenant_of(ref) if ref is not None else None)
-    return WorkstreamOps(app.deps, app.actor, app.guard) if writer else reader
+
+def _ops(app: App, writer: bool = False) -> WorkstreamOps:
+    """The operations, for the operator the command's rule let through (``@authorized``)."""
+    return WorkstreamOps(app.deps, app.actor if writer else "reader", app.guard)
 
 
 def _show_change(app: App, run: wr.WorkstreamRun, progress: wr.Progress, done: str) -> None:
@@ -57,6 +58,7 @@ def workstreams() -> None:
 @workstreams.command("apply")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.pass_obj
+@authorized("workstreams:register", Documents("path", document_tenants))
 def apply(app: App, path: Path) -> None:
     """Register the workstreams and resources of a task file (its tasks with `rebound tasks apply`).
 
@@ -67,7 +69,7 @@ def apply(app: App, path: Path) -> None:
     Example:
       rebound workstreams apply config/demo/workstream.yaml
     """
-    result = _ops(app, "workstreams:read", writer=True).apply(path)
+    result = _ops(app, writer=True).apply(path)
 
     def human() -> None:
         names = ", ".join(result["workstreams"]) or "none"
@@ -80,6 +82,7 @@ def apply(app: App, path: Path) -> None:
 
 @workstreams.command("list")
 @click.pass_obj
+@authorized("workstreams:read")
 def list_workstreams(app: App) -> None:
     """List workstreams with their last run's state.
 
@@ -90,7 +93,7 @@ def list_workstreams(app: App) -> None:
     Example:
       rebound workstreams list --output json
     """
-    rows = [r for r in _ops(app, "workstreams:read").overview() if app.sees(r["tenant"])]
+    rows = [r for r in _ops(app).overview() if app.sees(r["tenant"])]
     out.emit(
         app,
         rows,
@@ -124,6 +127,7 @@ def list_workstreams(app: App) -> None:
     help="the graph as text (default), dot or mermaid; or the run as json",
 )
 @click.pass_obj
+@authorized("workstreams:read", WorkstreamOf("ref"))
 def show(app: App, ref: str, fmt: str | None) -> None:
     """Draw a workstream run's graph with each step's state (REF: a run id, or a workstream id for
     its latest run); --output dot or mermaid for documents.
@@ -136,7 +140,7 @@ def show(app: App, ref: str, fmt: str | None) -> None:
     \b
     JSON (--output json): the run with each step's state, task run, tries and times.
     """
-    run = _ops(app, "workstreams:read", ref).show(ref)
+    run = _ops(app).show(ref)
     if fmt == "json" or (fmt is None and app.json):
         out.emit_json(run_view(run))
     else:
@@ -147,6 +151,7 @@ def show(app: App, ref: str, fmt: str | None) -> None:
 @click.argument("workstream_id")
 @click.option("--token", help="the same token names the same run (a retried request starts one run)")
 @click.pass_obj
+@authorized("workstreams:run", WorkstreamOf("workstream_id", kind="workstream"))
 def run(app: App, workstream_id: str, token: str | None) -> None:
     """Start a run of a workstream now: its root steps start.
 
@@ -154,13 +159,14 @@ def run(app: App, workstream_id: str, token: str | None) -> None:
     Example:
       rebound workstreams run nightly-ledger
     """
-    started = _ops(app, "workstreams:run", workstream_id, writer=True).run(workstream_id, token)
+    started = _ops(app, writer=True).run(workstream_id, token)
     out.emit(app, run_view(started), lambda: click.echo(render(started), nl=False))
 
 
 @workstreams.command("retry")
 @click.argument("run_id")
 @click.pass_obj
+@authorized("workstreams:retry", ON_RUN)
 def retry(app: App, run_id: str) -> None:
     """Retry the whole workstream: a new run of every step.
 
@@ -168,13 +174,14 @@ def retry(app: App, run_id: str) -> None:
     Example:
       rebound workstreams retry RUN_ID
     """
-    new = _ops(app, "workstreams:retry", run_id, writer=True).retry(run_id)
+    new = _ops(app, writer=True).retry(run_id)
     out.emit(app, run_view(new), lambda: click.echo(render(new), nl=False))
 
 
 @workstreams.command("retry-failed")
 @click.argument("run_id")
 @click.pass_obj
+@authorized("workstreams:retry", ON_RUN)
 def retry_failed(app: App, run_id: str) -> None:
     """Run the failed and cancelled steps again; their blocked dependents follow.
 
@@ -182,7 +189,7 @@ def retry_failed(app: App, run_id: str) -> None:
     Example:
       rebound workstreams retry-failed RUN_ID
     """
-    after, progress = _ops(app, "workstreams:retry", run_id, writer=True).retry_failed(run_id)
+    after, progress = _ops(app, writer=True).retry_failed(run_id)
     _show_change(app, after, progress, f"retrying the failed steps of {run_id}")
 
 
@@ -190,6 +197,7 @@ def retry_failed(app: App, run_id: str) -> None:
 @click.argument("run_id")
 @click.option("--from", "from_step", help="run this step and every step after it again")
 @click.pass_obj
+@authorized("workstreams:resume", ON_RUN)
 def resume(app: App, run_id: str, from_step: str | None) -> None:
     """Carry on after a rollback, or re-run from a step (the steps it needs must be completed).
 
@@ -197,7 +205,7 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
     Example:
       rebound workstreams resume RUN_ID --from transform
     """
-    after, progress = _ops(app, "workstreams:resume", run_id, writer=True).resume(run_id, from_step)
+    after, progress = _ops(app, writer=True).resume(run_id, from_step)
     _show_change(app, after, progress, f"resumed {run_id}" + (f" from {from_step}" if from_step else ""))
 
 
@@ -206,6 +214,7 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
 @click.option("--to", "to", type=int, help="checkpoint version (default: the one before the latest)")
 @click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
 @click.pass_obj
+@authorized("workstreams:rollback", ON_RUN)
 def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
     """Roll back to a checkpoint: running steps are cancelled, queued ones reset, step states
     restored, every resource released. Completed steps are never rolled back: the command says
@@ -216,7 +225,7 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
       rebound workstreams rollback RUN_ID --to 3 --yes
     """
     out.confirm(f"Roll back {run_id} to checkpoint {to if to is not None else '(previous)'}?", yes)
-    after, progress = _ops(app, "workstreams:rollback", run_id, writer=True).rollback(run_id, to)
+    after, progress = _ops(app, writer=True).rollback(run_id, to)
     _show_change(
         app, after, progress, f"rolled back {run_id}; resume it with `rebound workstreams resume {run_id}`"
     )
@@ -227,6 +236,7 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.pass_obj
+@authorized("workstreams:skip", ON_RUN)
 def skip(app: App, run_id: str, step: str, reason: str) -> None:
     """Mark a step completed without running it (with a warning and your reason).
 
@@ -234,7 +244,7 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
     Example:
       rebound workstreams skip RUN_ID report --reason "report server retired"
     """
-    after, progress = _ops(app, "workstreams:skip", run_id, writer=True).skip(run_id, step, reason)
+    after, progress = _ops(app, writer=True).skip(run_id, step, reason)
     _show_change(app, after, progress, f"skipped {step}")
 
 
@@ -243,6 +253,7 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
 @click.pass_obj
+@authorized("workstreams:cancel", ON_RUN)
 def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
     """Cancel a step (and its running task run) and unblock its dependents.
 
@@ -250,7 +261,7 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
     Example:
       rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen"
     """
-    after, progress = _ops(app, "workstreams:cancel", run_id, writer=True).cancel_step(run_id, step, reason)
+    after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
     _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
 
 
@@ -259,6 +270,7 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("step")
 @click.argument("need")
 @click.pass_obj
+@authorized("workstreams:edit", ON_RUN)
 def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
     """Let STEP run without NEED in this run.
 
@@ -266,13 +278,14 @@ def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
     Example:
       rebound workstreams remove-dependency RUN_ID report load
     """
-    after, progress = _ops(app, "workstreams:edit", run_id, writer=True).remove_dependency(run_id, step, need)
+    after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
     _show_change(app, after, progress, f"{step} no longer needs {need}")
 
 
 @workstreams.command("checkpoints")
 @click.argument("run_id")
 @click.pass_obj
+@authorized("workstreams:read", ON_RUN)
 def checkpoints(app: App, run_id: str) -> None:
     """The run's checkpoints (the last 100), oldest first.
 
@@ -284,7 +297,7 @@ def checkpoints(app: App, run_id: str) -> None:
     Example:
       rebound workstreams checkpoints RUN_ID
     """
-    found = _ops(app, "workstreams:read", run_id).checkpoints(run_id)
+    found = _ops(app).checkpoints(run_id)
     data: list[dict[str, Any]] = [c.model_dump(mode="json") for c in found]
     out.emit(
         app,
@@ -322,6 +335,7 @@ def resources() -> None:
 
 @resources.command("list")
 @click.pass_obj
+@authorized("resources:read")
 def list_resources(app: App) -> None:
     """Each resource, its limit and who holds it now.
 
@@ -329,7 +343,7 @@ def list_resources(app: App) -> None:
     Example:
       rebound resources list
     """
-    rows = _ops(app, "resources:read").resources()
+    rows = _ops(app).resources()
     out.emit(
         app,
         rows,
@@ -346,6 +360,7 @@ def list_resources(app: App) -> None:
 @click.argument("resource")
 @click.argument("max_holders", type=click.IntRange(min=1))
 @click.pass_obj
+@authorized("resources:write", Environment())
 def set_limit(app: App, resource: str, max_holders: int) -> None:
     """Change a resource's max_holders (audited); steps holding it keep it.
 
@@ -353,5 +368,5 @@ def set_limit(app: App, resource: str, max_holders: int) -> None:
     Example:
       rebound resources set-limit warehouse-write 2
     """
-    limits = _ops(app, "resources:write", writer=True).set_limit(resource, max_holders)
+    limits = _ops(app, writer=True).set_limit(resource, max_holders)
     out.emit(app, limits, lambda: out.say(f"{resource}: at most {limits[resource]} holders"))

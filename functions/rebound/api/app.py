@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response, content_types
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
@@ -21,10 +21,12 @@ from rebound.api.auth import Caller, Gate, caller_of
 from rebound.config.loader import problem
 from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
-from rebound.ops.access import TenantAccess, bound_tenant, check_run, check_shared, check_task, task_key
+from rebound.ops.access import TenantAccess, task_key
+from rebound.ops.authz import Public, Rule
 from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
+Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 TITLE = "Rebound operations API"
 VERSION = "1"
@@ -32,54 +34,74 @@ VERSION = "1"
 
 @dataclass
 class Api:
-    """What a route needs: the app (for the current request) and the dependencies."""
+    """What a route needs: the app (for the current request), the dependencies, and the rule each
+    route declares (``route``), which is applied before the route's code runs."""
 
     app: APIGatewayRestResolver
     deps: Callable[[], Deps]
     continuation: Continuation
     """How a redrive job's next chunk gets run (``rebound.ops.dlq.jobs``)."""
+    rules: dict[tuple[str, str], Rule] = field(default_factory=dict)
+    """Every route's rule, by (method, path): what the generated authorization test walks."""
+
+    def route(self, method: str, path: str, rule: Rule, **options: Any) -> Callable[[Handler], Handler]:
+        """Register a route with its rule: ``rule.decide`` runs before the route, with the request's
+        validated parameters, and the route reads its caller from ``caller``/``gate``."""
+        self.rules[(method.upper(), path)] = rule
+
+        def decide(app: APIGatewayRestResolver, next_middleware: Any) -> Any:
+            if not rule.public:
+                gate = self.gate()
+                tenant = rule.decide(gate, self.deps(), app.context.get("_route_args") or {})
+                app.context.update(rebound_gate=gate, rebound_tenant=tenant)
+            return next_middleware(app)
+
+        decide.__name__ = f"authorize[{rule.action}]"
+        route: Callable[[Handler], Handler] = self.app.route(
+            path, method.upper(), middlewares=[decide], **options
+        )
+        return route
+
+    def get(self, path: str, rule: Rule, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("GET", path, rule, **options)
+
+    def post(self, path: str, rule: Rule, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("POST", path, rule, **options)
+
+    def put(self, path: str, rule: Rule, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("PUT", path, rule, **options)
+
+    def delete(self, path: str, rule: Rule, **options: Any) -> Callable[[Handler], Handler]:
+        return self.route("DELETE", path, rule, **options)
 
     def gate(self) -> Gate:
-        """``authorize`` for the current request's caller (refusals audited)."""
+        """``authorize`` for the current request's caller (refusals audited): the one its route's
+        rule decided with."""
+        decided = self.app.context.get("rebound_gate")
+        if isinstance(decided, Gate):
+            return decided
         access = TenantAccess(self.deps())
         return Gate(caller_of(self.app.current_event.raw_event, access), access)
 
-    def allow(self, action: str, tenant: str | None = None) -> Caller:
-        """The caller, once ``authorize`` let them do ``action`` (on ``tenant``)."""
-        gate = self.gate()
-        gate.check(action, tenant)
-        return gate.caller
+    @property
+    def caller(self) -> Caller:
+        """The current request's caller, as its route's rule let it through."""
+        return self.gate().caller
 
-    def allow_run(self, action: str, run_id: str) -> Caller:
-        """The caller, once allowed ``action`` on the tenant of run ``run_id`` as stored (an
-        unknown run is left to the operation, which answers 404)."""
-        gate = self.gate()
-        check_run(gate, self.deps().store, action, run_id)
-        return gate.caller
+    @property
+    def tenant(self) -> str | None:
+        """The tenant the route's rule decided on (``TenantFilter``: the one a filtered request is
+        about; ``None``: every tenant, for an administrator)."""
+        return self.app.context.get("rebound_tenant")
 
-    def allow_task(self, action: str, task_id: str | None) -> Caller:
-        """The caller, once allowed ``action`` on the tenant of task ``task_id`` as stored (none
-        named: on no tenant, and the answer is filtered to the caller's tenants)."""
-        gate = self.gate()
-        check_task(gate, self.deps().store, action, task_id)
-        return gate.caller
+    def sees(self, tenant: str | None) -> bool:
+        """Whether a list shows the caller a thing of ``tenant`` (one of no tenant: always)."""
+        return tenant is None or self.gate().sees(tenant)
 
     def task_key(self, task_id: str | None) -> str | None:
         """The key of the task ``task_id`` names: a short id one task the caller may see has
         becomes that task's ``<tenant>.<id>`` (several: a 400 listing them)."""
         return task_key(self.deps().store, task_id, self.gate()) if task_id else task_id
-
-    def allow_shared(self, action: str, tenant: str | None) -> Caller:
-        """A thing of ``tenant``, or, with none (a health work order), the environment's own:
-        reading it needs any tenant, changing it an administrator."""
-        gate = self.gate()
-        check_shared(gate, action, tenant)
-        return gate.caller
-
-    def tenant_filter(self, action: str, tenant: str | None) -> tuple[Caller, str | None]:
-        """The tenant a filtered request is about (``rebound.ops.access.bound_tenant``)."""
-        gate = self.gate()
-        return gate.caller, bound_tenant(gate, action, tenant)
 
 
 def _error(status: int, body: dict[str, Any]) -> Response[str]:
@@ -137,7 +159,7 @@ def build_app(
         event = app.current_event
         return _error(404, {"code": "NO_SUCH_ROUTE", "message": f"no route {event.http_method} {event.path}"})
 
-    @app.get("/health")
+    @api.get("/health", Rule("health:ping", Public()))
     def health() -> dict[str, Any]:
         """What deploy pipelines and monitors poll: with ``environment``, answered without building
         the dependencies or touching AWS."""
@@ -145,7 +167,7 @@ def build_app(
 
     document: dict[str, Any] = {}
 
-    @app.get("/openapi.json")
+    @api.get("/openapi.json", Rule("api:describe", Public()))
     def openapi() -> dict[str, Any]:
         if not document:  # the routes do not change once built: generate it once
             document.update(openapi_document(app))

@@ -18,6 +18,7 @@ from rebound.api.app import Api
 from rebound.domain.completion import MAX_TOKEN_CHARS
 from rebound.domain.models import ERROR_CODE_PATTERN
 from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
+from rebound.ops.authz import Rule, RunOf
 
 REFUSED_STATUS = 409
 
@@ -50,25 +51,25 @@ def answer(result: ReportAnswer) -> Response[str]:
 
 
 def register(api: Api) -> None:
-    app = api.app
-
     def reports(run_id: str) -> AsyncReports:
         """The token proves which attempt is reported; the caller must still hold its tenant."""
-        return AsyncReports(api.deps(), api.allow_run("runs:report", run_id).actor)
+        return AsyncReports(api.deps(), api.caller.actor)
 
-    @app.post("/runs/<run_id>/heartbeat", summary="Report that an asynchronous attempt is alive")
+    reporting = Rule("runs:report", RunOf("run_id"))
+
+    @api.post("/runs/<run_id>/heartbeat", reporting, summary="Report that an asynchronous attempt is alive")
     def heartbeat(run_id: str, body: Heartbeat) -> Response[str]:
         report = Report(ReportKind.HEARTBEAT, body.token, run_id=run_id, progress=body.progress)
         return answer(reports(run_id).report(report))
 
-    @app.post("/runs/<run_id>/complete", summary="Report that an asynchronous attempt succeeded")
+    @api.post("/runs/<run_id>/complete", reporting, summary="Report that an asynchronous attempt succeeded")
     def complete(run_id: str, body: Complete) -> Response[str]:
         report = Report(
             ReportKind.COMPLETE, body.token, run_id=run_id, progress=body.progress, output=body.output
         )
         return answer(reports(run_id).report(report))
 
-    @app.post("/runs/<run_id>/fail", summary="Report that an asynchronous attempt failed")
+    @api.post("/runs/<run_id>/fail", reporting, summary="Report that an asynchronous attempt failed")
     def fail(run_id: str, body: Fail) -> Response[str]:
         report = Report(
             ReportKind.FAIL,

@@ -15,6 +15,7 @@ from rebound.api.app import Api
 from rebound.domain.errors import ReboundError
 from rebound.engine.deps import Deps
 from rebound.engine.ports import DlqQuery
+from rebound.ops.authz import rule
 from rebound.resources import SPEC
 
 RECORDED_DLQ = "dlq"
@@ -37,11 +38,12 @@ def oldest_age(deps: Deps, queue: str) -> tuple[float | None, str | None]:
 
 
 def register(api: Api) -> None:
-    app = api.app
-
-    @app.get("/queues", summary="Each queue's depth (visible, in flight, delayed) and oldest message's age")
+    @api.get(
+        "/queues",
+        rule("queues:read"),
+        summary="Each queue's depth (visible, in flight, delayed) and oldest message's age",
+    )
     def queues() -> list[dict[str, Any]]:
-        api.allow("queues:read")
         deps = api.deps()
         found = []
         for spec in SPEC.queues:

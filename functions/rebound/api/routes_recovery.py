@@ -13,6 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.api.app import Api
 from rebound.domain.models import Resolution, Severity, TaskKey, Tenant, WorkOrderState
+from rebound.ops.authz import (
+    Environment,
+    FirstOf,
+    JobOf,
+    MessageOf,
+    Rule,
+    RunOf,
+    TaskOf,
+    TenantFilter,
+    WorkOrderOf,
+    rule,
+)
 from rebound.ops.common import parse_when
 from rebound.ops.dlq import WINDOWS, DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import ASYNC_OVER, RedriveJobs
@@ -71,12 +83,8 @@ def _to_move(ops: DlqOps, wanted: DlqFilter, limit: int | None) -> int:
 
 
 def register(api: Api) -> None:
-    app = api.app
-
-    def dlq(action: str, tenant: str | None = None) -> tuple[DlqOps, str | None]:
-        """The operations and the tenant the request is about (``Api.tenant_filter``)."""
-        caller, tenant = api.tenant_filter(action, tenant)
-        return DlqOps(api.deps(), caller.actor, wait_s=0), tenant
+    def dlq_ops() -> DlqOps:
+        return DlqOps(api.deps(), api.caller.actor, wait_s=0)
 
     def filters(f: Filters, ops: DlqOps) -> DlqFilter:
         now = ops.deps.clock.now()
@@ -88,7 +96,11 @@ def register(api: Api) -> None:
             until=parse_when(f.until, now, option="until") if f.until else None,
         )
 
-    @app.get("/dlq", summary="Messages in the DLQ, oldest first, with their runs (from its record)")
+    @api.get(
+        "/dlq",
+        Rule("dlq:read", TenantFilter("tenant")),
+        summary="Messages in the DLQ, oldest first, with their runs (from its record)",
+    )
     def list_dlq(
         task_id: Annotated[str | None, Query()] = None,
         tenant: Annotated[str | None, Query()] = None,
@@ -100,8 +112,8 @@ def register(api: Api) -> None:
     ) -> dict[str, Any]:
         """Reading receives nothing from the queue, so it hides nothing from a redrive or another
         reader; ``next`` is the cursor of the next page (``null`` on the last)."""
-        ops, tenant = dlq("dlq:read", tenant)
-        wanted = Filters(task_id=task_id, tenant=tenant, error_code=error_code, since=since, until=until)
+        ops = dlq_ops()
+        wanted = Filters(task_id=task_id, tenant=api.tenant, error_code=error_code, since=since, until=until)
         page = ops.find_page(filters(wanted, ops), limit=limit, after=after)
         depth = ops.depth()
         return {
@@ -110,25 +122,30 @@ def register(api: Api) -> None:
             "next": page.cursor,
         }
 
-    @app.get("/dlq/history", summary="The DLQ's depth over time, bucket by bucket, from its record")
+    @api.get(
+        "/dlq/history",
+        rule("dlq:read"),
+        summary="The DLQ's depth over time, bucket by bucket, from its record",
+    )
     def dlq_history(
         window: Annotated[str, Query(description=f"one of {', '.join(WINDOWS)}")] = "1h",
     ) -> dict[str, Any]:
         """The depth at the end of each bucket (a minute over ``1h``, a quarter of an hour over
         ``24h``), its peak, and what arrived and left in it: from the arrivals and departures the
         DLQ's record holds, so it covers the time before anyone looked. Nothing is received."""
-        ops = DlqOps(api.deps(), api.allow("dlq:read").actor, wait_s=0)  # counts, no tenant's messages
-        return ops.history(window).as_dict()
+        return dlq_ops().history(window).as_dict()  # counts, no tenant's messages
 
-    @app.get("/dlq/<message_id>", summary="One DLQ (or archived) message with its reason and run")
+    @api.get(
+        "/dlq/<message_id>",
+        Rule("dlq:read", MessageOf("message_id")),
+        summary="One DLQ (or archived) message with its reason and run",
+    )
     def show_dlq(message_id: str) -> dict[str, Any]:
-        detail = DlqOps(api.deps(), "reader", wait_s=0).show(message_id)
-        view = detail.as_dict()
-        api.allow_shared("dlq:read", view.get("tenant"))
-        return view
+        return dlq_ops().show(message_id).as_dict()
 
-    @app.post(
+    @api.post(
         "/dlq/redrive",
+        Rule("dlq:redrive", TenantFilter("body.tenant")),
         summary="Redrive matching DLQ messages: each run replayed with a fresh budget",
         responses={
             200: {"description": "the redrive's report (done within the request)"},
@@ -138,69 +155,69 @@ def register(api: Api) -> None:
     def redrive(body: Redrive) -> Response[str]:
         """A dry run, and a redrive of at most ``ASYNC_OVER`` matching messages, answer with the
         report. A larger one (or ``async: true``) starts a job and answers 202 with it."""
-        ops, tenant = dlq("dlq:redrive", body.tenant)
-        wanted = filters(body.model_copy(update={"tenant": tenant}), ops)
+        ops = dlq_ops()
+        wanted = filters(body.model_copy(update={"tenant": api.tenant}), ops)
         if not body.dry_run and (body.as_job or _to_move(ops, wanted, body.limit) > ASYNC_OVER):
             job = RedriveJobs(ops, api.continuation).start(wanted, rate=body.rate, limit=body.limit)
             return _json(202, job.as_dict(), {"Location": f"/dlq/redrive-jobs/{job.job_id}"})
         report = ops.redrive(wanted, dry_run=body.dry_run, rate=body.rate, limit=body.limit)
         return _json(200, report.as_dict())
 
-    @app.get(
+    @api.get(
         "/dlq/redrive-jobs/<job_id>",
+        Rule("dlq:read", JobOf("job_id")),
         summary="A redrive job's progress: moved, failed, remaining and state",
     )
     def redrive_job(job_id: str) -> dict[str, Any]:
-        ops = DlqOps(api.deps(), api.allow("dlq:read").actor, wait_s=0)
-        job = RedriveJobs(ops, api.continuation).poll(job_id).as_dict()
-        api.allow_shared("dlq:read", (job.get("filters") or {}).get("tenant"))
-        return job
+        return RedriveJobs(dlq_ops(), api.continuation).poll(job_id).as_dict()
 
-    def orders(action: str, work_order_id: str | None = None) -> WorkOrderOps:
-        """The operations, once the caller may do ``action`` on the work order's tenant."""
-        if work_order_id is None:
-            return WorkOrderOps(api.deps(), api.allow(action).actor)
-        order = api.deps().store.get_work_order(work_order_id)
-        tenant = order.tenant if order is not None else None
-        return WorkOrderOps(api.deps(), api.allow_shared(action, tenant).actor)
+    def orders() -> WorkOrderOps:
+        return WorkOrderOps(api.deps(), api.caller.actor)
 
-    @app.get("/workorders", summary="Work orders, oldest first")
+    def on_order(action: str) -> Rule:
+        return Rule(action, WorkOrderOf("work_order_id"))
+
+    @api.get("/workorders", rule("workorders:read"), summary="Work orders, oldest first")
     def list_orders(
         state: Annotated[WorkOrderState | None, Query()] = None,
         task_id: Annotated[str | None, Query()] = None,
         severity: Annotated[Severity | None, Query()] = None,
         level: Annotated[int | None, Query(ge=1, le=4, description="escalation level 1-4")] = None,
     ) -> list[dict[str, Any]]:
-        ops = orders("workorders:read")
-        gate = api.gate()
+        ops = orders()
         now = ops.deps.clock.now()
         found = ops.find(state=state, task_id=api.task_key(task_id), severity=severity, level=level)
-        return [work_order_view(o, now) for o in found if o.tenant is None or gate.sees(o.tenant)]
+        return [work_order_view(o, now) for o in found if api.sees(o.tenant)]
 
-    @app.get("/workorders/<work_order_id>", summary="A work order with its deliveries and audit trail")
+    @api.get(
+        "/workorders/<work_order_id>",
+        on_order("workorders:read"),
+        summary="A work order with its deliveries and audit trail",
+    )
     def show_order(work_order_id: str) -> dict[str, Any]:
-        return orders("workorders:read", work_order_id).show(work_order_id).as_dict()
+        return orders().show(work_order_id).as_dict()
 
     def create(body: NewWorkOrder) -> dict[str, Any]:
-        if body.run_id is not None:
-            api.allow_run("workorders:create", body.run_id)
-        task_id = api.task_key(body.task_id)
-        api.allow_task("workorders:create", task_id)
-        order = orders("workorders:create").create(
-            severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=task_id
+        order = orders().create(
+            severity=body.severity, reason=body.reason, run_id=body.run_id, task_id=api.task_key(body.task_id)
         )
         return work_order_view(order)
 
-    app.post("/workorders", summary="Open a work order by hand")(create)
-    app.post("/ops/workorders", summary="Open a work order by hand (the seeds' path)")(create)
+    opening = Rule(
+        "workorders:create", FirstOf((RunOf("body.run_id"), TaskOf("body.task_id"), Environment()))
+    )
+    api.post("/workorders", opening, summary="Open a work order by hand")(create)
+    api.post("/ops/workorders", opening, summary="Open a work order by hand (the seeds' path)")(create)
 
-    @app.post("/workorders/<work_order_id>/ack", summary="Acknowledge a work order")
+    @api.post(
+        "/workorders/<work_order_id>/ack", on_order("workorders:ack"), summary="Acknowledge a work order"
+    )
     def ack(work_order_id: str, body: Ack | None = None) -> dict[str, Any]:
-        order, changed = orders("workorders:ack", work_order_id).ack(work_order_id, (body or Ack()).note)
+        order, changed = orders().ack(work_order_id, (body or Ack()).note)
         return {**work_order_view(order), "changed": changed}
 
-    @app.post("/workorders/<work_order_id>/resolve", summary="Resolve a work order")
+    @api.post(
+        "/workorders/<work_order_id>/resolve", on_order("workorders:resolve"), summary="Resolve a work order"
+    )
     def resolve(work_order_id: str, body: Resolve) -> dict[str, Any]:
-        return work_order_view(
-            orders("workorders:resolve", work_order_id).resolve(work_order_id, body.resolution, body.note)
-        )
+        return work_order_view(orders().resolve(work_order_id, body.resolution, body.note))

@@ -14,6 +14,8 @@ from pydantic import BaseModel, Field, model_validator
 from rebound.api.app import Api
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState, TaskKey
+from rebound.domain.tenancy import ALL_TENANTS, tenant_of
+from rebound.ops.authz import FirstOf, Listing, Rule, RunOf, rule
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RunOps, run_view
 
@@ -66,16 +68,18 @@ def _page(runs: list[Run], next_after: str | None) -> Response[str]:
 
 
 def register(api: Api) -> None:
-    app = api.app
+    def ops() -> RunOps:
+        """The operations, as the caller the route's rule let through."""
+        return RunOps(api.deps(), api.caller.actor)
 
-    def ops(action: str, *, run_id: str | None = None, task_id: str | None = None) -> RunOps:
-        """The operations, once the caller may do ``action`` on the tenant of the run (or the task)
-        it is about; with neither, lists are filtered to the caller's tenants."""
-        if run_id is not None:
-            return RunOps(api.deps(), api.allow_run(action, run_id).actor)
-        return RunOps(api.deps(), api.allow_task(action, task_id).actor)
+    def on_run(action: str) -> Rule:
+        return Rule(action, RunOf("run_id"))
 
-    @app.get("/runs", summary="List runs of a task (newest first) or in a state (latest change first)")
+    @api.get(
+        "/runs",
+        rule("runs:read"),
+        summary="List runs of a task (newest first) or in a state (latest change first)",
+    )
     def list_runs(
         task_id: Annotated[str | None, Query(description="the task's runs (by schedule time)")] = None,
         state: Annotated[RunState | None, Query(description="runs in this state")] = None,
@@ -90,13 +94,13 @@ def register(api: Api) -> None:
         """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
         to pass as ``after`` for the next page. A task's runs are its ``by_task`` index by schedule
         time; runs in a state (without a task) are the ``by_state`` index, latest change first,
-        ``after`` being a cursor. Neither scans."""
+        ``after`` being a cursor. Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
             )
         task_id = api.task_key(task_id)
-        run_ops = ops("runs:read", task_id=task_id)
+        run_ops = ops()
         now = run_ops.deps.clock.now()
         since_at = parse_when(since, now, option="since") if since else None
         if task_id is None and state is not None:
@@ -106,8 +110,9 @@ def register(api: Api) -> None:
                     field="until",
                 )
             found = run_ops.store.runs_in_state_page(state, since=since_at, limit=limit, after=after)
-            gate = api.gate()
-            return _page([r for r in found.runs if gate.sees(r.tenant)], found.cursor)
+            return _page([r for r in found.runs if api.sees(r.tenant)], found.cursor)
+        if task_id is not None and not api.sees(tenant_of(task_id) or ALL_TENANTS):
+            return _page([], None)  # another tenant's task lists as one that has no runs
         listed = run_ops.find(
             task_id=task_id,
             state=state,
@@ -116,11 +121,12 @@ def register(api: Api) -> None:
             limit=limit + 1,
             after=run_ops.get(after) if after else None,
         )
-        page = listed[:limit]
+        page = [r for r in listed[:limit] if api.sees(r.tenant)]
         return _page(page, page[-1].run_id if len(listed) > limit and page else None)
 
-    @app.get(
+    @api.get(
         "/runs/recovery",
+        rule("runs:read"),
         summary="Runs by state over the last hour and day, and the retry success rate against its target",
     )
     def recovery(
@@ -128,51 +134,59 @@ def register(api: Api) -> None:
     ) -> dict[str, Any]:
         """Counting queries on the ``by_state`` index (never a scan), each stopping just past
         ``at_most``: a count above it means "more than ``at_most``"."""
-        return ops("runs:read").recovery(at_most=at_most)
+        return ops().recovery(at_most=at_most)
 
-    @app.get("/runs/<run_id>", summary="A run and its whole timeline")
+    @api.get("/runs/<run_id>", on_run("runs:read"), summary="A run and its whole timeline")
     def show_run(run_id: str) -> dict[str, Any]:
-        return ops("runs:read", run_id=run_id).timeline(run_id).as_dict()
+        return ops().timeline(run_id).as_dict()
 
-    @app.post("/runs/<run_id>/retry", summary="Retry a run now (a dead-lettered run gets a fresh budget)")
+    @api.post(
+        "/runs/<run_id>/retry",
+        on_run("runs:retry"),
+        summary="Retry a run now (a dead-lettered run gets a fresh budget)",
+    )
     def retry(run_id: str, body: Retry | None = None) -> dict[str, Any]:
         b = body or Retry()
         return (
-            ops("runs:retry", run_id=run_id)
-            .retry(run_id, timeout_s=b.timeout_s, max_attempts=b.max_attempts, reason=b.reason)
-            .as_dict()
+            ops().retry(run_id, timeout_s=b.timeout_s, max_attempts=b.max_attempts, reason=b.reason).as_dict()
         )
 
-    @app.post("/runs/<run_id>/skip", summary="Skip a run (a reason is required)")
+    @api.post("/runs/<run_id>/skip", on_run("runs:skip"), summary="Skip a run (a reason is required)")
     def skip(run_id: str, body: Close) -> dict[str, Any]:
-        return run_view(ops("runs:skip", run_id=run_id).skip(run_id, body.reason))
+        return run_view(ops().skip(run_id, body.reason))
 
-    @app.post("/runs/<run_id>/cancel", summary="Cancel a run (a reason is required)")
+    @api.post("/runs/<run_id>/cancel", on_run("runs:cancel"), summary="Cancel a run (a reason is required)")
     def cancel(run_id: str, body: Close) -> dict[str, Any]:
-        return run_view(ops("runs:cancel", run_id=run_id).cancel(run_id, body.reason))
+        return run_view(ops().cancel(run_id, body.reason))
 
     def retry_failed(task_id: str | None, since: str | None, reason: str) -> dict[str, Any]:
         task_id = api.task_key(task_id)
-        run_ops = ops("runs:retry", task_id=task_id)
+        run_ops = ops()
         now = run_ops.deps.clock.now()
-        gate = api.gate()
         runs = [
             r
             for r in run_ops.failed_runs(
                 task_id=task_id, since=parse_when(since, now, option="since") if since else None
             )
-            if gate.sees(r.tenant)
+            if api.sees(r.tenant)
         ]
         outcomes = run_ops.retry_failed(runs, reason=reason)
         return {"matched": len(runs), "outcomes": [o.as_dict() for o in outcomes]}
 
-    @app.post("/runs/retry-failed", summary="Replay the dead-lettered runs of a task and/or since a time")
+    @api.post(
+        "/runs/retry-failed",
+        rule("runs:retry"),
+        summary="Replay the dead-lettered runs of a task and/or since a time",
+    )
     def retry_failed_route(body: RetryFailed) -> dict[str, Any]:
         return retry_failed(body.task_id, body.since, body.reason)
 
-    @app.post("/internal/tasks/retry", summary="Retry one run, or the dead-lettered runs of a filter")
+    @api.post(
+        "/internal/tasks/retry",
+        Rule("runs:retry", FirstOf((RunOf("body.run_id"), Listing()))),
+        summary="Retry one run, or the dead-lettered runs of a filter",
+    )
     def internal_retry(body: InternalRetry) -> dict[str, Any]:
         if body.run_id is not None:
-            run_ops = ops("runs:retry", run_id=body.run_id)
-            return {"matched": 1, "outcomes": [run_ops.retry(body.run_id, reason=body.reason).as_dict()]}
+            return {"matched": 1, "outcomes": [ops().retry(body.run_id, reason=body.reason).as_dict()]}
         return retry_failed(body.task_id, body.since, body.reason)

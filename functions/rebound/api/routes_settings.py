@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
 from rebound.ops.audit import AuditOps
+from rebound.ops.authz import Environment, Rule, rule
 from rebound.ops.common import validated
 from rebound.ops.health import HealthOps
 from rebound.ops.health_report import RetryHealthQuery
@@ -34,42 +35,50 @@ class Verify(BaseModel):
 
 
 def register(api: Api) -> None:
-    app = api.app
+    def policies() -> PolicyOps:
+        return PolicyOps(api.deps(), api.caller.actor)
 
-    def policies(action: str) -> PolicyOps:
-        return PolicyOps(api.deps(), api.allow(action).actor)
-
-    @app.get("/policies", summary="Retry policies, as the next retry decision uses them")
+    @api.get(
+        "/policies", rule("policies:read"), summary="Retry policies, as the next retry decision uses them"
+    )
     def list_policies() -> list[dict[str, Any]]:
-        return [policy_view(p) for p in policies("policies:read").find()]
+        return [policy_view(p) for p in policies().find()]
 
-    @app.get("/policies/<name>", summary="A policy with its version history")
+    @api.get("/policies/<name>", rule("policies:read"), summary="A policy with its version history")
     def show_policy(name: str) -> dict[str, Any]:
-        return policies("policies:read").show(name).as_dict()
+        return policies().show(name).as_dict()
 
-    @app.put("/policies/<name>", summary="Change a policy: a new version the next retry uses")
+    @api.put(
+        "/policies/<name>",
+        Rule("policies:write", Environment()),
+        summary="Change a policy: a new version the next retry uses",
+    )
     def set_policy(name: str, body: PolicyUpdate) -> dict[str, Any]:
-        ops = policies("policies:write")
+        ops = policies()
         change = ops.plan(name, body.changes)
         if body.dry_run:
             return {"dry_run": True, "change": change.as_dict()}
         saved = ops.set(change)
         return {"dry_run": False, "change": change.as_dict(), "policy": policy_view(saved)}
 
-    @app.post(
+    @api.post(
         "/policies/<name>/whatif",
+        rule("policies:read"),
         summary="Replay the recorded failures of the policy's runs under proposed values (stores nothing)",
     )
     def policy_whatif(name: str, body: PolicyWhatIf) -> dict[str, Any]:
         since = whatif_window(body.since)
-        return policies("policies:read").whatif(name, body.changes, since).model_dump(mode="json")
+        return policies().whatif(name, body.changes, since).model_dump(mode="json")
 
-    @app.post("/audit/verify", summary="Verify one audit chain")
+    @api.post("/audit/verify", Rule("audit:verify", Environment()), summary="Verify one audit chain")
     def verify(body: Verify) -> dict[str, Any]:
-        api.allow("audit:verify")
         return AuditOps(api.deps()).verify(body.target).as_dict()
 
-    @app.get("/health/retry", summary="Retry health: worker, stale plans, ack gaps, failures, schedules")
+    @api.get(
+        "/health/retry",
+        rule("health:read"),
+        summary="Retry health: worker, stale plans, ack gaps, failures, schedules",
+    )
     def retry_health(
         expected_interval_minutes: Annotated[int, Query(description="retry worker limit (minutes)")] = 30,
         stale_metadata_minutes: Annotated[
@@ -77,7 +86,6 @@ def register(api: Api) -> None:
         ] = 120,
         generated_by: Annotated[str | None, Query(description="who or what asked; echoed")] = None,
     ) -> dict[str, Any]:
-        api.allow("health:read")
         query = validated(
             RetryHealthQuery,
             {
@@ -88,17 +96,19 @@ def register(api: Api) -> None:
         )
         return HealthOps(api.deps()).retry_health(query).as_dict()
 
-    @app.post(
-        "/notifications/retry-plan", summary="For each failed delivery: retry, wait or suppress, and why"
+    @api.post(
+        "/notifications/retry-plan",
+        rule("notifications:read"),
+        summary="For each failed delivery: retry, wait or suppress, and why",
     )
     def retry_plan(body: DeliveryRetryRequest) -> dict[str, Any]:
-        return (
-            NotificationOps(api.deps(), api.allow("notifications:read").actor)
-            .plan(body)
-            .model_dump(mode="json")
-        )
+        return NotificationOps(api.deps(), api.caller.actor).plan(body).model_dump(mode="json")
 
-    @app.post("/notifications/retry-plan/execute", summary="Carry out the delivery-retry plan, audited")
+    @api.post(
+        "/notifications/retry-plan/execute",
+        Rule("notifications:retry", Environment()),
+        summary="Carry out the delivery-retry plan, audited",
+    )
     def retry_plan_execute(body: DeliveryRetryRequest) -> dict[str, Any]:
-        ops = NotificationOps(api.deps(), api.allow("notifications:retry").actor)
+        ops = NotificationOps(api.deps(), api.caller.actor)
         return ops.execute(body).model_dump(mode="json")

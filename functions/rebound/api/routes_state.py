@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
-from rebound.ops.state import StateOps
+from rebound.ops.authz import Environment, Rule, RunOf
+from rebound.ops.state import StateOps, restore_missing
 
 BUDGET_S = 20.0
 """How long one request's pass reads before it stops at a page boundary and answers ``next``."""
@@ -41,25 +42,32 @@ def _budget() -> Callable[[], bool]:
 
 
 def register(api: Api) -> None:
-    app = api.app
+    def ops() -> StateOps:
+        return StateOps(api.deps(), api.caller.actor)
 
-    def ops(action: str) -> StateOps:
-        return StateOps(api.deps(), api.allow(action).actor)
-
-    @app.post("/state/check", summary="Every item against its audit chain (writes nothing)")
+    @api.post(
+        "/state/check",
+        Rule("state:check", Environment()),
+        summary="Every item against its audit chain (writes nothing)",
+    )
     def check(body: Check | None = None) -> dict[str, Any]:
         b = body or Check()
-        return ops("state:check").check(after=b.after, stop=_budget()).as_dict()
+        return ops().check(after=b.after, stop=_budget()).as_dict()
 
-    @app.post("/state/repair", summary="Write the items that differ from their audit chains back as they say")
+    @api.post(
+        "/state/repair",
+        Rule("state:repair", Environment()),
+        summary="Write the items that differ from their audit chains back as they say",
+    )
     def repair(body: Repair | None = None) -> dict[str, Any]:
         b = body or Repair()
-        action = "state:check" if b.dry_run else "state:repair"
-        return ops(action).repair(dry_run=b.dry_run, reason=b.reason, after=b.after, stop=_budget()).as_dict()
+        return ops().repair(dry_run=b.dry_run, reason=b.reason, after=b.after, stop=_budget()).as_dict()
 
-    @app.post("/runs/<run_id>/restore", summary="Write a run back as its audit chain says")
+    @api.post(
+        "/runs/<run_id>/restore",
+        Rule("runs:restore", RunOf("run_id", missing=restore_missing)),
+        summary="Write a run back as its audit chain says",
+    )
     def restore(run_id: str, body: Restore | None = None) -> dict[str, Any]:
         b = body or Restore()
-        action = "runs:read" if b.dry_run else "runs:restore"
-        state = StateOps(api.deps(), api.allow_run(action, run_id).actor)
-        return state.restore_run(run_id, dry_run=b.dry_run, reason=b.reason).as_dict()
+        return ops().restore_run(run_id, dry_run=b.dry_run, reason=b.reason).as_dict()

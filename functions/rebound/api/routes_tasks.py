@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 from rebound.api.app import Api
 from rebound.config.loader import parse_task_document
 from rebound.domain.models import TaskState
+from rebound.ops.authz import Documents, Rule, TaskOf, document_tenants, rule
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import Change, TaskOps, change_view, detail_view, task_view
 
@@ -32,18 +33,18 @@ class RunNow(BaseModel):
 
 
 def register(api: Api) -> None:
-    app = api.app
-
     def ops() -> TaskOps:
-        """The operations, asking ``authorize`` for the caller on each task's tenant."""
+        """The operations, as the caller the route's rule let through (which they check again on
+        each task's tenant)."""
         gate = api.gate()
         return TaskOps(api.deps(), gate.caller.actor, guard=gate)
+
+    def on_task(action: str) -> Rule:
+        return Rule(action, TaskOf("task_id"))
 
     def register_tasks(body: Register) -> dict[str, Any]:
         task_ops = ops()
         document = parse_task_document(body.document, "request body", api.deps().policies.book)
-        for name in document.tenants:  # before anything is written
-            task_ops.guard.check("tasks:register", name)
         changes = task_ops.plan(document.tasks, allow_past=body.allow_past)
         plan = [change_view(c) for c in changes]
         if body.dry_run or not changes:
@@ -58,17 +59,24 @@ def register(api: Api) -> None:
             "changed": todo,
         }
 
-    app.post("/tasks", summary="Register or update tasks from a task document")(register_tasks)
-    app.post("/internal/tasks/register", summary="Register tasks (the seeds' path)")(register_tasks)
+    registering = Rule("tasks:register", Documents("body.document", document_tenants))
+    api.post("/tasks", registering, summary="Register or update tasks from a task document")(register_tasks)
+    api.post("/internal/tasks/register", registering, summary="Register tasks (the seeds' path)")(
+        register_tasks
+    )
 
-    @app.get("/tasks", summary="List tasks")
+    @api.get("/tasks", rule("tasks:read"), summary="List tasks")
     def list_tasks(
         tenant: Annotated[str | None, Query(description="only this tenant's tasks")] = None,
         state: Annotated[TaskState | None, Query(description="active or paused")] = None,
     ) -> list[dict[str, Any]]:
         return [task_view(s) for s in ops().find(tenant=tenant, state=state)]
 
-    @app.get("/tasks/<task_id>", summary="A task with its schedules, next fires and recent runs")
+    @api.get(
+        "/tasks/<task_id>",
+        on_task("tasks:read"),
+        summary="A task with its schedules, next fires and recent runs",
+    )
     def show_task(task_id: str) -> dict[str, Any]:
         return detail_view(ops().show(task_id))
 
@@ -81,15 +89,15 @@ def register(api: Api) -> None:
         return task_view(task_ops.set_state(task_id, TaskState.ACTIVE, (body or StateChange()).reason))
 
     for prefix in ("", "/internal"):
-        app.put(f"{prefix}/tasks/<task_id>/pause", summary="Pause a task")(pause)
-        app.put(f"{prefix}/tasks/<task_id>/resume", summary="Resume a task")(resume)
+        api.put(f"{prefix}/tasks/<task_id>/pause", on_task("tasks:pause"), summary="Pause a task")(pause)
+        api.put(f"{prefix}/tasks/<task_id>/resume", on_task("tasks:resume"), summary="Resume a task")(resume)
 
-    @app.post("/tasks/<task_id>/run", summary="Run a task now (a manual run)")
+    @api.post("/tasks/<task_id>/run", on_task("tasks:run"), summary="Run a task now (a manual run)")
     def run_now(task_id: str, body: RunNow | None = None) -> dict[str, Any]:
         run_id = ops().run_now(task_id, (body or RunNow()).token)
         return {"task_id": run_id.partition(":")[0], "run_id": run_id}
 
-    @app.get("/tasks/<task_id>/preview", summary="The task's next fire times")
+    @api.get("/tasks/<task_id>/preview", on_task("tasks:read"), summary="The task's next fire times")
     def preview(
         task_id: str, count: Annotated[int, Query(ge=1, le=MAX_PREVIEW, description="how many fires")] = 5
     ) -> list[dict[str, Any]]:

@@ -77,13 +77,28 @@ class Forbidden(ReboundError):
 class TaskNotFound(NotFound):
     code = "TASK_NOT_FOUND"
 
+    @classmethod
+    def of(cls, task_id: str) -> TaskNotFound:
+        """The one answer for a task that does not exist, or that the caller may not see."""
+        return cls(f"no task {task_id!r}", task_id=task_id)
+
 
 class RunNotFound(NotFound):
     code = "RUN_NOT_FOUND"
 
+    @classmethod
+    def of(cls, run_id: str) -> RunNotFound:
+        """The one answer for a run that does not exist, or that the caller may not see."""
+        return cls(f"no run {run_id!r}", run_id=run_id)
+
 
 class WorkOrderNotFound(NotFound):
     code = "WORK_ORDER_NOT_FOUND"
+
+    @classmethod
+    def of(cls, work_order_id: str) -> WorkOrderNotFound:
+        """The one answer for a work order that does not exist, or that the caller may not see."""
+        return cls(f"no work order {work_order_id!r}", work_order_id=work_order_id)
 
 
 class PolicyNotFound(NotFound):
@@ -92,6 +107,11 @@ class PolicyNotFound(NotFound):
 
 class MessageNotFound(NotFound):
     code = "MESSAGE_NOT_FOUND"
+
+    @classmethod
+    def of(cls, message_id: str) -> MessageNotFound:
+        """The one answer for a DLQ message that is not there, or that the caller may not see."""
+        return cls(f"no message {message_id} in the DLQ or its archive", message_id=message_id)
 
 
 class Conflict(ReboundError):

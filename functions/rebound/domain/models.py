@@ -807,6 +807,18 @@ class Run(BaseModel):
         default=0, ge=0, description="write revision: every write of the item increments it (optimistic lock)"
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _tenant_of_its_task(cls, data: Any) -> Any:
+        """A run's tenant is its task's: the tenant its task key names, whatever whoever started
+        it said (a workstream step, a replay, an event). Only a run of a task stored before
+        tenancy (a key with no tenant part) keeps the tenant it was given."""
+        if isinstance(data, dict):
+            owner = tenancy.tenant_of(str(data.get("task_id") or ""))
+            if owner is not None and data.get("tenant") != owner:
+                data = {**data, "tenant": owner}
+        return data
+
     @property
     def waiting(self) -> bool:
         return self.waiting_since is not None

@@ -11,7 +11,8 @@ defaults, as the model fills them). Anything else (a float, an event's detail, b
 a timestamp written another way, a key the model does not have, a required field missing) makes
 ``json_form`` answer ``None``, and the caller asks pydantic: what this vouches for is always
 exactly what pydantic answers (``tests/property_based/test_run_form_properties.py``), and it
-vouches for nothing at all if either model gains a validator, a serializer or a config.
+vouches for nothing at all if either model gains a validator, a serializer or a config it does not
+mirror (it mirrors one: a run's tenant is the one its task key names).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, PlainSerializer
 
 from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.tenancy import tenant_of
 from rebound.domain.timefmt import iso, parse_utc
 
 
@@ -126,7 +128,9 @@ def _bounds(metadata: list[Any]) -> tuple[Any, Any] | None:
     return low, high
 
 
-def _has_hooks(model: type[BaseModel]) -> bool:
+def _has_hooks(model: type[BaseModel], known: frozenset[str] = frozenset()) -> bool:
+    """Whether ``model`` has a validator, serializer or config this module does not mirror
+    (``known``: the model validators it does)."""
     hooks = model.__pydantic_decorators__
     return bool(
         model.model_config
@@ -135,9 +139,13 @@ def _has_hooks(model: type[BaseModel]) -> bool:
         or hooks.root_validators
         or hooks.field_serializers
         or hooks.model_serializers
-        or hooks.model_validators
+        or set(hooks.model_validators) - known
         or hooks.computed_fields
     )
+
+
+_MIRRORED = frozenset({"_tenant_of_its_task"})
+"""``Run``'s model validators ``json_form`` does as well: a run's tenant is its task key's."""
 
 
 _TIMESTAMP_HOOKS = ("parse_utc", "iso")
@@ -218,7 +226,7 @@ def _attempt(value: Any) -> Any:
 _RUN_FORMS = _forms(Run, {**_NAMED, "list[Attempt]": _list_of(_attempt)})
 _RUN_REQUIRED, _RUN_DEFAULTS = _required_and_defaults(Run)
 _LIST_DEFAULTS = tuple(n for n, v in _RUN_DEFAULTS.items() if type(v) is list)
-_VOUCHES = not (_has_hooks(Run) or _has_hooks(Attempt))
+_VOUCHES = not (_has_hooks(Run, _MIRRORED) or _has_hooks(Attempt))
 
 
 def json_form(fields: dict[str, Any]) -> dict[str, Any] | None:
@@ -236,4 +244,7 @@ def json_form(fields: dict[str, Any]) -> dict[str, Any] | None:
     for name in _LIST_DEFAULTS:
         if out[name] is _RUN_DEFAULTS[name]:
             out[name] = []  # the defaults' own lists are never handed out
+    owner = tenant_of(out["task_id"])  # as Run's _tenant_of_its_task
+    if owner is not None:
+        out["tenant"] = owner
     return out

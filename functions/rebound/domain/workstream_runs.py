@@ -35,7 +35,14 @@ from rebound.domain.errors import DomainError, IllegalTransition
 from rebound.domain.events import DomainEvent, EventType
 from rebound.domain.models import RunState
 from rebound.domain.timefmt import UtcDatetime, iso
-from rebound.domain.workstreams import Workstream, ancestors, cycle_text, descendants, find_cycle
+from rebound.domain.workstreams import (
+    Workstream,
+    ancestors,
+    cycle_text,
+    descendants,
+    find_cycle,
+    foreign_step,
+)
 
 CHECKPOINTS_KEPT = 100
 
@@ -219,6 +226,12 @@ def step_run_id(run: WorkstreamRun, step: StepRun) -> str:
 
 
 def new_run(workstream: Workstream, run_id: str, at: datetime) -> WorkstreamRun:
+    """A run of ``workstream``; refused if a step names another tenant's task (a definition stored
+    before ``tasks apply`` refused that: its steps' runs would be the other tenant's)."""
+    for step in workstream.steps:
+        why = foreign_step(workstream, step.task_id)
+        if why is not None:
+            raise WorkstreamRefused(f"step {step.task!r}: {why}", step=step.task)
     return WorkstreamRun(
         workstream_id=workstream.id,
         run_id=run_id,

@@ -153,6 +153,18 @@ def task_key(ws: Workstream, step: str, tasks: Mapping[str, str]) -> str:
     return qualified if qualified in tasks or step not in tasks else step
 
 
+def foreign_step(ws: Workstream, step: str) -> str | None:
+    """Why ``ws`` may not run ``step``: a task key of another tenant (a workstream runs its own
+    tenant's tasks only); ``None`` when it may."""
+    named = tenancy.tenant_of(step)
+    if named is None or named == ws.tenant:
+        return None
+    return (
+        f"task {step!r} belongs to tenant {named!r}; workstream {ws.id!r} of tenant {ws.tenant!r} "
+        f"may run only its own tenant's tasks (write the short id of a task of {ws.tenant!r})"
+    )
+
+
 def reference_problems(
     workstreams: Sequence[Workstream],
     resources: Sequence[ResourceSpec],
@@ -186,7 +198,10 @@ def reference_problems(
                 )
             key = task_key(ws, step.task, tasks)
             owners = sorted({tenant for k, tenant in tasks.items() if tenancy.short_id(k) == short})
-            if key in tasks and tasks[key] == ws.tenant:
+            named = tenancy.tenant_of(step.task)
+            if named is not None and named != ws.tenant:
+                problems.append(((*at, "task"), str(foreign_step(ws, step.task))))
+            elif key in tasks and tasks[key] == ws.tenant:
                 pass
             elif owners and ws.tenant not in owners:
                 problems.append(

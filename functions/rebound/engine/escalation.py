@@ -45,6 +45,10 @@ from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.ports import Channel, DeliveryFailed, Metrics, Store, UnitOfWork
 
+DEAD_LETTER_RUNBOOK = "dead-lettered-run.md"
+"""The page of a dead-lettered run's work order when its policy names none."""
+BY_HAND_RUNBOOK = "work-order-by-hand.md"
+"""The page of a work order an operator opened by hand about a task or the environment."""
 log = logging.getLogger(__name__)
 
 OPEN_STATES = frozenset({WorkOrderState.OPEN, WorkOrderState.ACKNOWLEDGED})
@@ -282,10 +286,15 @@ class Escalation:
         )
         return outcome.settled("resolved notice")
 
-    def open_by_hand(self, subject: str, detail: dict[str, Any]) -> WorkOrder:
-        """An operator opens a work order (about a run, a task, or anything else): a new order
-        each time, notified like any other."""
+    def open_by_hand(self, subject: str, detail: dict[str, Any], runbook: str | None = None) -> WorkOrder:
+        """An operator (or the health watch) opens a work order about a run, a task, or anything
+        else: a new order each time, notified like any other. Its runbook is ``runbook`` (a page
+        of the runbooks), else its run's policy's, else the page for orders opened by hand."""
         order_id = work_order_id(subject, iso(self.clock.now()))
+        if runbook is None and not detail.get("run_id"):
+            runbook = BY_HAND_RUNBOOK
+        if runbook is not None:
+            detail = {**detail, "runbook_url": f"{self.deps.settings.runbook_base_url}/{runbook}"}
         return self.notify(self._open(order_id, {**detail, "subject": subject}, link_run=False))
 
     def on_sla_breached(self, detail: dict[str, Any]) -> str:
@@ -377,8 +386,9 @@ class Escalation:
                 reason=str(detail.get("reason") or "dead_lettered"),
                 error_code=detail.get("error_code"),
                 attempts=int(detail.get("attempts") or 0),
-                runbook_url=policy.runbook_url
-                or f"{self.deps.settings.runbook_base_url}/dead-lettered-run.md",
+                runbook_url=detail.get("runbook_url")
+                or policy.runbook_url
+                or f"{self.deps.settings.runbook_base_url}/{DEAD_LETTER_RUNBOOK}",
                 message_id=detail.get("message_id"),
                 opened_at=now,
             )

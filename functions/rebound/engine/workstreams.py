@@ -60,6 +60,14 @@ Change = Callable[[wr.WorkstreamRun, wr.ResourceBook, datetime], wr.Progress]
 class WorkstreamNotFound(NotFound):
     code = "WORKSTREAM_NOT_FOUND"
 
+    @classmethod
+    def workstream(cls, workstream_id: str) -> WorkstreamNotFound:
+        return cls(f"no workstream {workstream_id!r}", workstream_id=workstream_id)
+
+    @classmethod
+    def run(cls, run_id: str) -> WorkstreamNotFound:
+        return cls(f"no workstream run {run_id!r}", run_id=run_id)
+
 
 def definition_key(workstream_id: str) -> str:
     return f"ws#def#{workstream_id}"
@@ -242,7 +250,7 @@ class Workstreams:
     def definition(self, workstream_id: str) -> tuple[Workstream, list[str]]:
         body, _ = _body(self.store.get_key(definition_key(workstream_id)))
         if body is None:
-            raise WorkstreamNotFound(f"no workstream {workstream_id!r}", workstream_id=workstream_id)
+            raise WorkstreamNotFound.workstream(workstream_id)
         return Workstream.model_validate(body["definition"]), list(body.get("runs", []))
 
     def ids(self) -> list[str]:
@@ -255,7 +263,7 @@ class Workstreams:
     def _load(self, run_id: str) -> tuple[wr.WorkstreamRun, int]:
         body, version = _body(self.store.get_key(run_key(run_id)))
         if body is None or version is None:
-            raise WorkstreamNotFound(f"no workstream run {run_id!r}", run_id=run_id)
+            raise WorkstreamNotFound.run(run_id)
         return wr.WorkstreamRun.model_validate(body), version
 
     def checkpoints(self, run_id: str) -> list[wr.Checkpoint]:

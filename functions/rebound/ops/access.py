@@ -28,7 +28,7 @@ from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import tenant_subject
 from rebound.domain.models import TENANT_PATTERN
 from rebound.domain.stored import StoredTask
-from rebound.domain.tenancy import ALL_TENANTS, SEPARATOR, short_id, tenant_of_run
+from rebound.domain.tenancy import ALL_TENANTS, SEPARATOR, short_id
 from rebound.engine.deps import Deps
 from rebound.engine.ports import Store
 
@@ -92,27 +92,6 @@ def task_key(store: Store, task_id: str, guard: Guard = UNGUARDED, field: str = 
     matches, so that what is looked up with it finds nothing, as before."""
     stored = find_task(store, task_id, guard, field)
     return stored.task.id if stored is not None else task_id
-
-
-def check_run(guard: Guard, store: Store, action: str, run_id: str) -> None:
-    """Refuse unless the caller may do ``action`` on the tenant of run ``run_id`` as stored (a run
-    that is not stored, which a restore may recreate: the tenant its id names)."""
-    run = store.get_run(run_id)
-    guard.check(action, run.tenant if run is not None else tenant_of_run(run_id))
-
-
-def check_task(guard: Guard, store: Store, action: str, task_id: str | None) -> None:
-    """Refuse unless the caller may do ``action`` on the tenant of task ``task_id`` (none named: on
-    no tenant, and what it lists is filtered to the caller's tenants)."""
-    stored = find_task(store, task_id, guard) if task_id else None
-    guard.check(action, stored.task.tenant if stored is not None else None)
-
-
-def check_shared(guard: Guard, action: str, tenant: str | None) -> None:
-    """A thing of ``tenant``, or, with none (a health work order), the environment's own: reading
-    it needs any tenant, changing it an administrator."""
-    reading = action.endswith(":read")
-    guard.check(action, tenant if tenant is not None or reading else ALL_TENANTS)
 
 
 def bound_tenant(guard: Guard, action: str, tenant: str | None, field: str = "tenant") -> str | None:

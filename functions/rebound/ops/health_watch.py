@@ -36,6 +36,8 @@ from rebound.ops.notifications import Decision, NotificationOps
 log = logging.getLogger(__name__)
 ACTOR = "health"
 SUBJECT_PREFIX = HEALTH_SUBJECT_PREFIX
+HEALTH_RUNBOOK = "retry-health-unhealthy.md"
+"""The page of a failing check's work order (``health#<check>``): it describes every check."""
 
 
 @dataclass
@@ -101,6 +103,7 @@ class HealthWatch:
                 "reason": f"health_{check}: {summary}"[:500],
                 "opened_by": ACTOR,
             },
+            runbook=HEALTH_RUNBOOK,
         )
         return order.work_order_id
 

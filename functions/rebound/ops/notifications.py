@@ -229,7 +229,7 @@ class NotificationOps:
         if work_order_id is not None:
             order = self.store.get_work_order(work_order_id)
             if order is None:
-                raise WorkOrderNotFound(f"no work order {work_order_id!r}", work_order_id=work_order_id)
+                raise WorkOrderNotFound.of(work_order_id)
             return [order]
         return self.store.work_orders(WorkOrderState.OPEN) + self.store.work_orders(
             WorkOrderState.ACKNOWLEDGED

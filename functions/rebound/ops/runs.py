@@ -150,7 +150,7 @@ class RunOps:
     def get(self, run_id: str) -> Run:
         run = self.store.get_run(run_id)
         if run is None:
-            raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+            raise RunNotFound.of(run_id)
         return run
 
     def find(

@@ -106,6 +106,11 @@ def _start(after: str | None) -> tuple[int, str | None]:
     return PHASES.index(phase), cursor or None
 
 
+def restore_missing(run_id: str) -> NotFound:
+    """The one answer for a run ``runs restore`` cannot find, or that the caller may not see."""
+    return NotFound(f"no run {run_id!r} and no audit trail for it", run_id=run_id)
+
+
 class StateOps:
     def __init__(self, deps: Deps, actor: str = "operator") -> None:
         self.deps = deps
@@ -143,7 +148,7 @@ class StateOps:
         report = StateReport(dry_run=dry_run, repair=True)
         item = self._run_item(run_id, self.store.get_run(run_id))
         if item is None:
-            raise NotFound(f"no run {run_id!r} and no audit trail for it", run_id=run_id)
+            raise restore_missing(run_id)
         report.examined["runs"] = 1
         self._judge(report, item, None if dry_run else (reason or ""))
         return report

@@ -282,7 +282,7 @@ class TaskOps:
         the caller may see, and must name one), once the caller may do ``action`` on its tenant."""
         stored = find_task(self.store, task_id, self.guard)
         if stored is None:
-            raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+            raise TaskNotFound.of(task_id)
         self.guard.check(action, stored.task.tenant)
         return stored
 

@@ -108,7 +108,7 @@ class WorkOrderOps:
     def get(self, work_order_id: str) -> WorkOrder:
         order = self.store.get_work_order(work_order_id)
         if order is None:
-            raise WorkOrderNotFound(f"no work order {work_order_id!r}", work_order_id=work_order_id)
+            raise WorkOrderNotFound.of(work_order_id)
         return order
 
     def find(
@@ -151,12 +151,12 @@ class WorkOrderOps:
         if run_id is not None:
             run = self.deps.store.get_run(run_id)
             if run is None:
-                raise RunNotFound(f"no run {run_id!r}", run_id=run_id)
+                raise RunNotFound.of(run_id)
             subject, task_id, tenant = run_subject(run_id), run.task_id, run.tenant
         elif task_id is not None:
             stored = self.deps.store.get_task(task_id)
             if stored is None:
-                raise TaskNotFound(f"no task {task_id!r}", task_id=task_id)
+                raise TaskNotFound.of(task_id)
             subject, tenant = task_subject(task_id), stored.task.tenant
         else:
             subject = f"env#{self.deps.settings.environment}"

@@ -454,10 +454,33 @@ class WorkstreamOps:
 
     # --------------------------------------------------------------------------- resources
     def resources(self) -> list[dict[str, Any]]:
-        return [
-            {"resource": name, "max_holders": limit, "holders": self.engine.resource_holders(name)}
-            for name, limit in sorted(self.engine.resources().items())
-        ]
+        """Each resource, its limit and its holders (``<workstream run>/<step>``): those of the
+        caller's tenants by name, the others counted only."""
+        tenants: dict[str, str | None] = {}
+
+        def visible(holder: str) -> bool:
+            run_id = holder.rpartition("/")[0]
+            if run_id not in tenants:
+                try:
+                    tenants[run_id] = self.engine.get_run(run_id).tenant
+                except WorkstreamNotFound:
+                    tenants[run_id] = None
+            tenant = tenants[run_id]
+            return self.guard.sees(tenant) if tenant is not None else self.guard.held().admin
+
+        rows = []
+        for name, limit in sorted(self.engine.resources().items()):
+            holders = self.engine.resource_holders(name)
+            shown = [h for h in holders if visible(h)]
+            rows.append(
+                {
+                    "resource": name,
+                    "max_holders": limit,
+                    "holders": shown,
+                    "other_holders": len(holders) - len(shown),
+                }
+            )
+        return rows
 
     def set_limit(self, resource: str, max_holders: int) -> dict[str, int]:
         return self.engine.set_limit(resource, max_holders)

@@ -70,6 +70,18 @@ CONTINUE = "rebound-redrive-job"
 class RedriveJobNotFound(NotFound):
     code = "REDRIVE_JOB_NOT_FOUND"
 
+    @classmethod
+    def of(cls, job_id: str) -> RedriveJobNotFound:
+        """The one answer for a job that does not exist, or that the caller may not see."""
+        return cls(f"no redrive job {job_id}", job_id=job_id)
+
+
+def job_tenant(record: dict[str, Any]) -> str | None:
+    """The tenant a stored job's filters name (``None``: every tenant, an administrator's job)."""
+    filters = json.loads(str(record["job"])).get("filters") or {}
+    tenant = filters.get("tenant")
+    return str(tenant) if tenant else None
+
 
 class JobState(StrEnum):
     RUNNING = "running"
@@ -207,7 +219,7 @@ class RedriveJobs:
     def get(self, job_id: str) -> RedriveJob:
         data = self.store.get_key(JOB_PREFIX + job_id)
         if data is None or "job" not in data:
-            raise RedriveJobNotFound(f"no redrive job {job_id}", job_id=job_id)
+            raise RedriveJobNotFound.of(job_id)
         return RedriveJob.from_record(data)
 
     def poll(self, job_id: str) -> RedriveJob:
