@@ -85,7 +85,6 @@ class Public:
 class Listing:
     """A list or a summary: the caller needs some tenant, and sees only its tenants' things."""
 
-
     def given(self, args: Args) -> bool:
         return True
 
@@ -97,7 +96,6 @@ class Listing:
 @dataclass(frozen=True)
 class Environment:
     """What every tenant shares: an administrator (``*``) only."""
-
 
     def given(self, args: Args) -> bool:
         return True
