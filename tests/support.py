@@ -278,10 +278,13 @@ def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[A
 
 def dead_letters(deps: Deps, count: int, task_id: str = "job") -> list[str]:
     """``count`` runs of task ``task_id`` dead-lettered by the engine on a terminal error."""
+    from rebound.domain.tenancy import tenant_of
     from rebound.engine.executor import Executor, QueueMessage
     from rebound.engine.retry_scheduler import RetryScheduler
 
-    register(deps, task(task_id, target={"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}))
+    tenant = tenant_of(task_id) or "acme"
+    failing = {"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}
+    register(deps, task(task_id, tenant=tenant, target=failing))
     run_ids = []
     for minute in range(count):
         when = f"2026-03-07T{9 + minute // 60:02d}:{minute % 60:02d}:00Z"
@@ -290,7 +293,7 @@ def dead_letters(deps: Deps, count: int, task_id: str = "job") -> list[str]:
         run_id = f"{task_id}:20260307T{9 + minute // 60:02d}{minute % 60:02d}00Z"
         assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
         run_ids.append(run_id)
-    register(deps, task(task_id))  # the operator fixes the target
+    register(deps, task(task_id, tenant=tenant))  # the operator fixes the target
     return run_ids
 
 

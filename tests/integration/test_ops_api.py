@@ -4,13 +4,13 @@ identity. The actor of every change is the caller's IAM identity, never a field 
 
 from __future__ import annotations
 
-import copy
 import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from api_support import ALICE, call, ok
 from fakes import FakeNotifier
 
 from rebound import wiring
@@ -25,8 +25,6 @@ from support import Context, dead_letters, register, task
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-SAMPLE = json.loads((ROOT / "events" / "ops_api" / "get-health.json").read_text())
-ALICE = SAMPLE["requestContext"]["identity"]["userArn"]
 DOCUMENT = {
     "tasks": [
         {"id": "nightly", "tenant": "acme", "schedule": {"cron": "0 2 * * *"}, "target": {"type": "sim"}}
@@ -41,40 +39,6 @@ def api(deps: Deps) -> Any:
     wiring.use(deps)
     yield ops_api
     wiring.use(None)
-
-
-def call(
-    handler: Any,
-    method: str,
-    path: str,
-    body: Any = None,
-    query: dict[str, str] | None = None,
-    caller: str | None = ALICE,
-    with_headers: bool = False,
-) -> Any:
-    event = copy.deepcopy(SAMPLE)
-    event["httpMethod"] = event["requestContext"]["httpMethod"] = method
-    event["path"] = path
-    event["pathParameters"] = {"proxy": path.lstrip("/")}
-    event["queryStringParameters"] = query
-    event["multiValueQueryStringParameters"] = {k: [v] for k, v in query.items()} if query else None
-    event["body"] = json.dumps(body) if body is not None else None
-    if body is not None:
-        event["headers"]["Content-Type"] = "application/json"
-    identity = event["requestContext"]["identity"]
-    identity["userArn"] = identity["caller"] = caller
-    response = handler.lambda_handler(event, Context())
-    text = response.get("body") or "null"
-    if with_headers:
-        headers = {k: v[0] for k, v in (response.get("multiValueHeaders") or {}).items()}
-        return int(response["statusCode"]), json.loads(text), {**headers, **(response.get("headers") or {})}
-    return int(response["statusCode"]), json.loads(text)
-
-
-def ok(handler: Any, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-    status, data = call(handler, method, path, body, **kw)
-    assert status == 200, (status, data)
-    return data
 
 
 def test_health_and_the_openapi_document(api: Any, deps: Deps) -> None:

@@ -27,6 +27,7 @@ from rebound.ops.dlq.jobs import Continuation, ThreadContinuation
 
 log = logging.getLogger(__name__)
 Handler = TypeVar("Handler", bound=Callable[..., Any])
+RULES_ATTRIBUTE = "rebound_rules"
 
 TITLE = "Rebound operations API"
 VERSION = "1"
@@ -186,7 +187,13 @@ def build_app(
         routes_targets,
     ):
         module.register(api)
+    setattr(app, RULES_ATTRIBUTE, api.rules)
     return app
+
+
+def route_rules(app: APIGatewayRestResolver) -> dict[tuple[str, str], Rule]:
+    """Every route's declared rule, by (method, path as registered: ``/runs/<run_id>``)."""
+    return dict(getattr(app, RULES_ATTRIBUTE, {}))
 
 
 def openapi_document(app: APIGatewayRestResolver) -> dict[str, Any]:
