@@ -114,6 +114,6 @@ def test_a_failed_step_dead_letters_then_rollback_and_resume_complete_the_workst
     listed = local_cloud.json("workstreams", "list")
     assert listed[0]["last_run"] == run_id and listed[0]["last_state"] == "completed"
     assert local_cloud.json("resources", "list") == [
-        {"resource": "warehouse-write", "max_holders": 1, "holders": []}
+        {"resource": "warehouse-write", "max_holders": 1, "holders": [], "other_holders": 0}
     ]
     assert local_cloud.json("resources", "set-limit", "warehouse-write", "2") == {"warehouse-write": 2}

@@ -70,7 +70,7 @@ def test_start_show_and_recover_a_workstream_over_http(api: Any, deps: Deps) -> 
     status, limits = call(api, "PUT", "/resources/warehouse-write", {"max_holders": 3})
     assert status == 200 and limits == {"warehouse-write": 3}
     status, resources = call(api, "GET", "/resources")
-    assert resources == [{"resource": "warehouse-write", "max_holders": 3, "holders": []}]
+    assert resources == [{"resource": "warehouse-write", "max_holders": 3, "holders": [], "other_holders": 0}]
     assert call(api, "GET", "/workstreams/nope")[0] == 404
 
     trail = deps.store.audit_trail(workstream_subject(run_id))

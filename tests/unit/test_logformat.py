@@ -78,10 +78,13 @@ def loggers_restored() -> Iterator[None]:
     yield
     for name in [n for n in logging.root.manager.loggerDict if n.startswith("rebound")]:
         logger = logging.getLogger(name)
+        # A Powertools logger made during the test keeps its own handler: a later Logger of the
+        # same service finds the logger marked as set up and reads that handler.
+        own = logger.handlers[:1] if name not in saved and getattr(logger, "powertools_handler", None) else []
         for handler in logger.handlers:
-            if name not in saved or handler not in saved[name][0]:
+            if handler not in own and (name not in saved or handler not in saved[name][0]):
                 handler.close()
-        logger.handlers, logger.level, logger.propagate = saved.get(name, ([], logging.NOTSET, True))
+        logger.handlers, logger.level, logger.propagate = saved.get(name, (own, logging.NOTSET, True))
 
 
 @pytest.mark.usefixtures("loggers_restored")

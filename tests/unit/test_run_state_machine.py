@@ -42,7 +42,7 @@ def test_every_other_transition_raises_a_domain_error(current: S, new: S) -> Non
 
 
 def test_finished_states_have_no_way_out() -> None:
-    assert {S.SUCCEEDED, S.SKIPPED, S.CANCELLED} == TERMINAL
+    assert {S.SUCCEEDED, S.SKIPPED, S.CANCELLED, S.SUPERSEDED} == TERMINAL
     for state in TERMINAL:
         assert not TRANSITIONS[state]
 

@@ -401,9 +401,7 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
 
 @tasks.command("run")
 @click.argument("task_id")
-@click.option(
-    "--token", help="idempotency token: a retried request with the same token (same second) is one run"
-)
+@click.option("--token", help="idempotency token: every request with the same token names the same run")
 @click.pass_obj
 @authorized("tasks:run", TaskOf("task_id"))
 def run_now(app: App, task_id: str, token: str | None) -> None:

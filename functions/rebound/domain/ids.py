@@ -24,8 +24,14 @@ def event_run_id(task_id: str, event_id: str) -> str:
     return f"{task_id}:evt-{_EVENT_ID.sub('_', event_id)[:64]}"
 
 
-def manual_run_id(task_id: str, at: datetime, token: str) -> str:
-    return f"{task_id}:manual-{compact(at)}-{_digest(token, length=8)}"
+def manual_run_id(owner_id: str, at: datetime, token: str | None = None, *, unique: str = "") -> str:
+    """The run a request to start ``owner_id`` (a task or a workstream) now names. With a
+    ``token``, the token alone: the same token names the same run whenever it is sent again (a
+    client retrying after a timeout a day later starts nothing new). Without one, a new run at
+    ``at``, told apart by ``unique``."""
+    if token is not None:
+        return f"{owner_id}:manual-t{_digest(token)}"
+    return f"{owner_id}:manual-{compact(at)}-{_digest(unique, length=8)}"
 
 
 def work_order_id(subject: str, occurrence: str = "") -> str:

@@ -693,6 +693,9 @@ class RunState(StrEnum):
     REPLAYED = "replayed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+    """A dead-lettered run whose work another run took over (a workstream ran its step again):
+    closed, never redriven, replayed or retried; ``superseded_by`` names what replaced it."""
 
 
 class Trigger(StrEnum):
@@ -801,6 +804,9 @@ class Run(BaseModel):
     workstream_run: str | None = Field(
         default=None, description="the workstream run this run is a step of (its end is reported there)"
     )
+    superseded_by: str | None = Field(
+        default=None, description="what took this run's work over when it was superseded (a run id)"
+    )
     audit_seq: int = 0
     audit_head: str = "0" * 64
     rev: int = Field(
@@ -879,6 +885,7 @@ class Resolution(StrEnum):
     SKIPPED = "skipped"
     FIXED = "fixed"
     CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
 
 
 class DeliveryStatus(StrEnum):

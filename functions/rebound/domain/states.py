@@ -14,11 +14,12 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     S.RUNNING: frozenset({S.SUCCEEDED, S.FAILED, S.CANCELLED}),
     S.FAILED: frozenset({S.RETRY_SCHEDULED, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),
     S.RETRY_SCHEDULED: frozenset({S.RUNNING, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),
-    S.DEAD_LETTERED: frozenset({S.REPLAYED, S.SKIPPED, S.CANCELLED}),
+    S.DEAD_LETTERED: frozenset({S.REPLAYED, S.SKIPPED, S.CANCELLED, S.SUPERSEDED}),
     S.REPLAYED: frozenset({S.RUNNING, S.DEAD_LETTERED, S.CANCELLED, S.SKIPPED}),
     S.SUCCEEDED: frozenset(),
     S.SKIPPED: frozenset(),
     S.CANCELLED: frozenset(),
+    S.SUPERSEDED: frozenset(),
 }
 
 TERMINAL: frozenset[RunState] = frozenset(state for state, nxt in TRANSITIONS.items() if not nxt)

@@ -23,7 +23,7 @@ starts nothing until it is resumed.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -200,6 +200,12 @@ class Progress:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     checkpoint: Checkpoint | None = None
     not_rolled_back: dict[str, str] = field(default_factory=dict)
+    replaced: dict[str, str] = field(default_factory=dict)
+    """Task runs a step no longer follows (reset, rolled back), with the step: the engine closes a
+    dead-lettered one as superseded, so that it is never redriven for nothing."""
+    replaced_by: str | None = None
+    """What took their work over when no new run of the step starts in this change (a new run of
+    the whole workstream); by default the step's next run, else this workstream run."""
 
     def domain_events(self) -> list[DomainEvent]:
         """The events, each validated against its schema's model."""
@@ -211,6 +217,7 @@ class Progress:
         self.events += other.events
         self.checkpoint = other.checkpoint or self.checkpoint
         self.not_rolled_back.update(other.not_rolled_back)
+        self.replaced.update(other.replaced)
         return self
 
 
@@ -436,6 +443,42 @@ def failure_evidence(run: WorkstreamRun) -> dict[str, Any]:
 # --------------------------------------------------------------------------- outcomes
 
 
+OUTCOMES = {
+    RunState.SUCCEEDED: StepState.SUCCEEDED,
+    RunState.SKIPPED: StepState.SKIPPED,
+    RunState.DEAD_LETTERED: StepState.FAILED,
+    RunState.CANCELLED: StepState.CANCELLED,
+}
+"""A step's state once its task run reached each final state."""
+RUN_ACTIVE = frozenset(
+    {RunState.PENDING, RunState.RUNNING, RunState.FAILED, RunState.RETRY_SCHEDULED, RunState.REPLAYED}
+)
+
+
+def settle_outcome(
+    run: WorkstreamRun, task_run_id: str, final: RunState, resources: ResourceBook, at: datetime
+) -> StepRun | None:
+    """The step whose task run ``task_run_id`` reached ``final``, now in its state, its resources
+    released, nothing started; ``None`` when no step follows that run any more (a try before a
+    rollback or a retry), or the outcome is recorded already."""
+    if final is RunState.SUPERSEDED:
+        return None  # its step follows another run now
+    if final not in OUTCOMES:
+        raise IllegalTransition(final.value, "a step outcome", task_run_id)
+    step = next((s for s in run.steps if s.run_id == task_run_id), None)
+    new_state = OUTCOMES[final]
+    if step is None or step.state is new_state or step.state in DONE:
+        return None
+    if step.state not in (StepState.RUNNING, StepState.FAILED, StepState.CANCELLED):
+        return None
+    resources.release(step.resources, run.holder(step))
+    step.state = new_state
+    step.ended_at = at
+    if new_state is StepState.SKIPPED:
+        step.warning = "its task run was skipped; counted as completed"
+    return step
+
+
 def record_outcome(
     run: WorkstreamRun,
     task_run_id: str,
@@ -447,26 +490,36 @@ def record_outcome(
     """A step's task run reached a final state. An outcome of a run the step no longer follows (a
     try before a rollback or a retry), or one already recorded, changes nothing: the outbox
     delivers at least once."""
-    mapping = {
-        RunState.SUCCEEDED: StepState.SUCCEEDED,
-        RunState.SKIPPED: StepState.SKIPPED,
-        RunState.DEAD_LETTERED: StepState.FAILED,
-        RunState.CANCELLED: StepState.CANCELLED,
-    }
-    if final not in mapping:
-        raise IllegalTransition(final.value, "a step outcome", task_run_id)
-    step = next((s for s in run.steps if s.run_id == task_run_id), None)
-    new_state = mapping[final]
-    if step is None or step.state is new_state or step.state in DONE:
+    step = settle_outcome(run, task_run_id, final, resources, at)
+    if step is None:
         return Progress()
-    if step.state not in (StepState.RUNNING, StepState.FAILED, StepState.CANCELLED):
-        return Progress()
-    resources.release(step.resources, run.holder(step))
-    step.state = new_state
-    step.ended_at = at
-    if new_state is StepState.SKIPPED:
-        step.warning = "its task run was skipped; counted as completed"
-    return advance(run, resources, at, f"{step.step} {new_state.value}", run_ids)
+    return advance(run, resources, at, f"{step.step} {step.state.value}", run_ids)
+
+
+def reconcile(
+    run: WorkstreamRun, states: Mapping[str, RunState], resources: ResourceBook, at: datetime
+) -> dict[str, str]:
+    """Before an operator's change, the steps as their task runs are now (``states``, by run id),
+    where the ``workstream.step.ended`` event is still on its way: a running step whose run ended
+    takes that outcome (a finished run is the step's outcome, never cancelled, never run again);
+    a failed or cancelled step whose run runs again (an operator retried it) is running. Nothing
+    starts here: the change decides what runs next. Each step changed, with why."""
+    changed: dict[str, str] = {}
+    for step in run.steps:
+        state = states.get(step.run_id) if step.run_id is not None else None
+        if state is None:
+            continue
+        if step.state is StepState.RUNNING and state in OUTCOMES:
+            settle_outcome(run, str(step.run_id), state, resources, at)
+            changed[step.step] = f"its run {step.run_id} is {state.value}"
+        elif step.state in (StepState.FAILED, StepState.CANCELLED) and state in RUN_ACTIVE:
+            step.state = StepState.RUNNING
+            step.ended_at = None
+            changed[step.step] = f"its run {step.run_id} is {state.value} again"
+        elif step.state is StepState.FAILED and state in (RunState.SUCCEEDED, RunState.SKIPPED):
+            settle_outcome(run, str(step.run_id), state, resources, at)
+            changed[step.step] = f"its run {step.run_id} is {state.value}"
+    return changed
 
 
 # --------------------------------------------------------------------------- checkpoints and rollback
@@ -533,7 +586,9 @@ def rollback(run: WorkstreamRun, target: Checkpoint, resources: ResourceBook, at
         if wanted in (StepState.RUNNING, StepState.WAITING, StepState.BLOCKED):
             wanted = StepState.PENDING
         step.state = wanted
-        step.run_id = None if wanted is StepState.PENDING else step.run_id
+        if wanted is StepState.PENDING and step.run_id is not None:
+            progress.replaced[step.run_id] = step.step  # a failed try: its run is no longer the step's
+            step.run_id = None
         step.waiting_since = None
         step.exhausted_reported = False
         step.ended_at = None if wanted is StepState.PENDING else step.ended_at
@@ -585,10 +640,13 @@ def resume(
             raise WorkstreamRefused(
                 f"cannot resume from {from_step}: {', '.join(sorted(running))} still running"
             )
+    progress = Progress()
+    if from_step is not None:
         for name in descendants(graph, from_step):
-            _reset(run.step(name))
+            _reset(run.step(name), progress)
     run.state = WorkstreamState.RUNNING
-    return advance(run, resources, at, f"resumed from {from_step}" if from_step else "resumed", run_ids)
+    cause = f"resumed from {from_step}" if from_step else "resumed"
+    return progress.merge(advance(run, resources, at, cause, run_ids))
 
 
 def retry_failed(
@@ -598,10 +656,11 @@ def retry_failed(
     stopped = run.in_state(*STOPPED)
     if not stopped:
         raise WorkstreamRefused(f"workstream run {run.run_id} has no failed or cancelled step to retry")
+    progress = Progress()
     for name in stopped:
-        _reset(run.step(name))
+        _reset(run.step(name), progress)
     run.state = WorkstreamState.RUNNING
-    return advance(run, resources, at, "retry failed: " + ", ".join(stopped), run_ids)
+    return progress.merge(advance(run, resources, at, "retry failed: " + ", ".join(stopped), run_ids))
 
 
 def skip_step(
@@ -684,7 +743,10 @@ def _carry_on(
     return advance(run, resources, at, cause, run_ids)
 
 
-def _reset(step: StepRun) -> None:
+def _reset(step: StepRun, progress: Progress) -> None:
+    """``step`` back to pending; its last run, which it no longer follows, noted in ``progress``."""
+    if step.run_id is not None:
+        progress.replaced[step.run_id] = step.step
     step.state = StepState.PENDING
     step.run_id = None
     step.ended_at = None

@@ -4,7 +4,8 @@
   escalated exactly like an explicit dead letter, and stays in the DLQ; its record is written
   with its dead letter.
 - A second DLQ copy of a dead letter (a sender that died before recording the first) is removed,
-  and its record says ``deleted``.
+  and its record says ``deleted``; so is the message of a superseded run (its record says
+  ``superseded``).
 - Any message the check reads without a record (a send whose id was never recorded, a stale
   copy, a message put there by hand) is recorded, so ``rebound dlq list`` shows what the queue
   holds (``rebound.engine.dlq_record``).
@@ -57,6 +58,8 @@ class ArrivalsSeen:
     scanned: int = 0
     escalated: list[str] = field(default_factory=list)
     duplicates_removed: list[str] = field(default_factory=list)
+    superseded_removed: list[str] = field(default_factory=list)
+    """Messages of superseded runs, deleted (``rebound.engine.superseded``)."""
     recorded: list[str] = field(default_factory=list)
     """Messages found in the DLQ without a record, recorded now."""
 
@@ -101,6 +104,13 @@ class DlqArrivals:
     def _one(self, message: PeekedMessage, recorded: set[str], seen: ArrivalsSeen) -> None:
         now = self.clock.now()
         if "reason" in message.attributes:
+            if self._superseded(message):  # its run's work is another run's: not a dead letter
+                self.deps.queues.delete("dlq", message.receipt_handle)
+                self.store.mark_dlq_entries(
+                    [message.message_id], DlqStatus.SUPERSEDED, at=now, actor=self.actor
+                )
+                seen.superseded_removed.append(message.message_id)
+                return
             # Rebound put it there and escalated it on the way; keep exactly one copy.
             if self._duplicate(message):
                 self.deps.queues.delete("dlq", message.receipt_handle)
@@ -138,6 +148,12 @@ class DlqArrivals:
             run=run,
             reason=reason,
         )
+
+    def _superseded(self, message: PeekedMessage) -> bool:
+        """Whether the run a Rebound-sent DLQ message names was superseded (``rebound.engine.superseded``)."""
+        run_id = message.attributes.get("run_id")
+        run = self._run(run_id) if run_id else None
+        return run is not None and run.state is RunState.SUPERSEDED
 
     def _duplicate(self, message: PeekedMessage) -> bool:
         """Whether a Rebound-sent DLQ message is a second copy of a dead letter that has one.

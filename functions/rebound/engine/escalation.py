@@ -87,20 +87,25 @@ def stage_resolution(
     return saved
 
 
-CLOSING_RESOLUTION = {RunState.SKIPPED: Resolution.SKIPPED, RunState.CANCELLED: Resolution.CANCELLED}
+CLOSING_RESOLUTION = {
+    RunState.SKIPPED: Resolution.SKIPPED,
+    RunState.CANCELLED: Resolution.CANCELLED,
+    RunState.SUPERSEDED: Resolution.SUPERSEDED,
+}
 """How a run's open work order is resolved when the run is closed without succeeding."""
 
 
 def stage_closing_resolution(
     uow: UnitOfWork, store: Store, run: Run, state: RunState, *, by: str, reason: str, via: str
 ) -> WorkOrder | None:
-    """Resolve the open work order of ``run``, which ``uow`` closes as ``state`` (skipped or
-    cancelled), in that same transaction: by whoever closes it (an operator, or Rebound's own
-    overlap and workstream paths), with their reason. Nothing when the run has no open order."""
+    """Resolve the open work order of ``run``, which ``uow`` closes as ``state`` (skipped,
+    cancelled or superseded), in that same transaction: by whoever closes it (an operator, or
+    Rebound's own overlap and workstream paths), with their reason. Nothing when the run has no
+    open order."""
     order = store.get_work_order(run.work_order_id) if run.work_order_id else None
     if order is None or order.state is WorkOrderState.RESOLVED:
         return None
-    action = "skipped" if state is RunState.SKIPPED else "cancelled"
+    action = state.value
     return stage_resolution(
         uow,
         order,

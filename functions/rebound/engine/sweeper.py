@@ -92,6 +92,7 @@ class SweepReport:
     plans_redispatched: list[str] = field(default_factory=list)
     dlq_escalated: list[str] = field(default_factory=list)
     dlq_duplicates_removed: list[str] = field(default_factory=list)
+    dlq_superseded_removed: list[str] = field(default_factory=list)
     dlq_recorded: list[str] = field(default_factory=list)
     dlq_scanned: int = 0
     events_republished: int = 0
@@ -119,6 +120,7 @@ class SweepReport:
             + len(self.plans_redispatched)
             + len(self.dlq_escalated)
             + len(self.dlq_duplicates_removed)
+            + len(self.dlq_superseded_removed)
             + len(self.dlq_recorded)
             + self.events_republished
             + len(self.control_handled)
@@ -484,6 +486,7 @@ class Sweeper:
         report.dlq_scanned = seen.scanned
         report.dlq_escalated += seen.escalated
         report.dlq_duplicates_removed += seen.duplicates_removed
+        report.dlq_superseded_removed += seen.superseded_removed
         report.dlq_recorded += seen.recorded
 
     # --------------------------------------------------------------------------- the control DLQ

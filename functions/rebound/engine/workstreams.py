@@ -45,6 +45,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import UnitOfWork
+from rebound.engine.superseded import mark_superseded_messages, stage_supersede
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ class Workstreams:
         ``run_id`` names the run (a fire's or an event's); the same run id starts one run."""
         definition, _ = self.definition(workstream_id)
         now = self.clock.now()
-        run_id = run_id or manual_run_id(workstream_id, now, token or uuid.uuid4().hex)
+        run_id = run_id or manual_run_id(workstream_id, now, token, unique=uuid.uuid4().hex)
         for _ in range(WRITE_TRIES):
             existing = self.store.get_key(run_key(run_id))
             if existing is not None:
@@ -340,24 +341,41 @@ class Workstreams:
             lambda run, books, at: wr.record_outcome(run, task_run, final, books, at),
             action="step-ended",
             evidence={"task_run": task_run, "state": final.value, "event_id": detail.get("event_id")},
+            reconcile=False,  # this is the outcome itself
         )[0].state.value
 
     def change(
-        self, run_id: str, change: Change, *, action: str, evidence: dict[str, Any], always: bool = False
+        self,
+        run_id: str,
+        change: Change,
+        *,
+        action: str,
+        evidence: dict[str, Any],
+        always: bool = False,
+        reconcile: bool = True,
     ) -> tuple[wr.WorkstreamRun, wr.Progress]:
         """Read the run, apply ``change``, write it back guarded by its version; again on a
         conflict. A change that changes nothing writes nothing (unless ``always``: an operator's
-        action is audited even when it changes no step)."""
+        action is audited even when it changes no step).
+
+        With ``reconcile`` (an operator's change, racing the engine), the steps are first brought
+        up to their task runs as stored (``wr.reconcile``), so a step whose run finished while its
+        end event was still in the outbox is that outcome, never cancelled or run again. A task run
+        that moves on between that read and the commit fails the commit (every write of a run is
+        guarded by its revision), and the change is decided again; one that keeps moving is
+        refused as changed under you, with nothing changed."""
         for _ in range(WRITE_TRIES):
             run, version = self._load(run_id)
             before = run.model_copy(deep=True)
             books = SlotResources(self.deps, self.resources())
             now = self.clock.now()
+            reconciled = self._reconcile(run, books, now) if reconcile else {}
             progress = change(run, books, now)
             if run == before and not progress.events and not progress.cancel and not always:
                 return run, progress
+            noted = {**evidence, "reconciled": reconciled} if reconciled else evidence
             try:
-                self._commit(version, run, progress, books, action, evidence, before.state.value)
+                self._commit(version, run, progress, books, action, noted, before.state.value)
             except Conflict:
                 continue
             if books.deferred:  # a step left a resource another step waits for: it may start now
@@ -368,7 +386,24 @@ class Workstreams:
                         "a step waiting for a freed resource was not started", extra={"run_id": run_id}
                     )
             return run, progress
-        raise OperationalError(f"could not change workstream run {run_id}: it kept changing")
+        raise Conflict(
+            f"workstream run {run_id} changed under you (its steps' runs kept moving on); nothing was "
+            "changed: look at it again and retry",
+            run_id=run_id,
+        )
+
+    def _reconcile(self, run: wr.WorkstreamRun, books: SlotResources, at: datetime) -> dict[str, str]:
+        """``wr.reconcile`` with the stored state of each step's current task run."""
+        followed = [
+            s.run_id
+            for s in run.steps
+            if s.run_id is not None
+            and s.state in (wr.StepState.RUNNING, wr.StepState.FAILED, wr.StepState.CANCELLED)
+        ]
+        if not followed:
+            return {}
+        states = {rid: r.state for rid, r in self.store.get_runs(followed).items()}
+        return wr.reconcile(run, states, books, at)
 
     def poll(self, run_id: str) -> wr.Progress:
         """Look again at the steps waiting for a resource (the sweeper, every minute)."""
@@ -463,11 +498,15 @@ class Workstreams:
             uow.emit(ev.execution_updated(saved, None, now), run_subject(saved.run_id))
             started.append(saved)
         resolved = [self._stage_cancel(uow, task_run_id, run.run_id) for task_run_id in progress.cancel]
+        superseded = self._stage_supersede(uow, run, progress)
+        resolved += [order for _, order in superseded]
         books.stage(uow, now + RESOURCE_HOLD)
         uow.commit()
         for order in resolved:
             if order is not None:
                 count_resolution(self.deps.metrics, order)
+        if superseded:
+            mark_superseded_messages(self.store, [r for r, _ in superseded], at=now, by=self.actor)
         dispatcher = Dispatcher(self.deps, self.actor)
         for task_run in started:
             dispatcher.send(task_run)
@@ -476,8 +515,11 @@ class Workstreams:
         """Cancel a step's task run in the same transaction (a rollback, a cancelled step), and
         resolve the work order it may have open. That order, if one was resolved."""
         current = self.store.get_run(task_run_id)
-        if current is None or current.state in TERMINAL:
+        if current is None:
             return None
+        if current.state in TERMINAL or current.state is RunState.DEAD_LETTERED:
+            # it ended after the workstream was read: its outcome is the step's, decide again
+            raise Conflict(f"task run {task_run_id} is {current.state.value} now", run_id=task_run_id)
         now = uow.at
         reason = f"workstream {workstream_run}: rolled back or step cancelled"
         saved = uow.save_run(
@@ -498,3 +540,32 @@ class Workstreams:
             reason=reason,
             via="workstream cancel",
         )
+
+    def _stage_supersede(
+        self, uow: UnitOfWork, run: wr.WorkstreamRun, progress: wr.Progress
+    ) -> list[tuple[Run, WorkOrder | None]]:
+        """Close each dead-lettered task run a step no longer follows as superseded (by the step's
+        new run when one starts in this change, else by the workstream run), in ``uow``. A run the
+        step no longer follows that runs again (an operator retried it) makes the change wait:
+        ``Conflict``, decided again once ``reconcile`` sees it."""
+        if not progress.replaced:
+            return []
+        started = {s.step: s.run_id for s in progress.start}
+        closed: list[tuple[Run, WorkOrder | None]] = []
+        for task_run_id, step in progress.replaced.items():
+            current = self.store.get_run(task_run_id)
+            if current is None or current.state in TERMINAL:
+                continue
+            if current.state is not RunState.DEAD_LETTERED:
+                raise Conflict(f"task run {task_run_id} is {current.state.value} now", run_id=task_run_id)
+            successor = started.get(step) or progress.replaced_by or run.run_id
+            order = stage_supersede(
+                uow,
+                self.store,
+                current,
+                replaced_by=successor,
+                by=self.actor,
+                reason=f"workstream run {run.run_id}: step {step} no longer follows it ({successor} does)",
+            )
+            closed.append((current, order))
+        return closed

@@ -321,6 +321,14 @@ class RunOps:
     ) -> RetryOutcome:
         overrides = BudgetOverrides.of(timeout_s, max_attempts)
         run = self.get(run_id)
+        if run.state is RunState.SUPERSEDED:
+            raise Conflict(
+                f"run {run_id} was superseded by {run.superseded_by}: its work is that run's now, and "
+                "it is never run again (follow the one that replaced it)",
+                run_id=run_id,
+                state=run.state.value,
+                superseded_by=run.superseded_by,
+            )
         if run.state is RunState.DEAD_LETTERED:
             saved = self.replays.begin(
                 run, via="cli-retry", dlq_message_id=run.dlq_message_id, overrides=overrides, reason=reason

@@ -552,8 +552,8 @@ class TaskOps:
     def run_now(self, task_id: str, token: str | None = None) -> str:
         """Ask for a run of a registered, active task now. Returns the run id.
 
-        The same ``token`` at the same second names the same run, so a retried request does not
-        start a second one; without a token every request is a new run.
+        The same ``token`` names the same run, whenever it is sent again, so a retried request does
+        not start a second one; without a token every request is a new run.
         """
         stored = self.get(task_id, "tasks:run")  # an unknown task is refused here, not at run time
         task_id = stored.task.id
@@ -562,7 +562,7 @@ class TaskOps:
                 f"task {task_id} is paused; resume it before asking for a run", key_path="state"
             )
         now = self.deps.clock.now()
-        run_id = manual_run_id(task_id, now, token or uuid.uuid4().hex)
+        run_id = manual_run_id(task_id, now, token, unique=uuid.uuid4().hex)
         body = {
             "v": 1,
             "kind": "manual",

@@ -219,6 +219,12 @@ class WorkOrderOps:
                 f"(rebound runs retry {run.run_id}, or rebound dlq redrive)",
                 key_path="resolution",
             )
+        if resolution is Resolution.SUPERSEDED and run.state is not RunState.SUPERSEDED:
+            raise ValidationFailed(
+                f"run {run.run_id} is {run.state.value}, not superseded; only a workstream that runs "
+                "its step again supersedes a run (and resolves its work order itself)",
+                key_path="resolution",
+            )
         wanted = {Resolution.SKIPPED: RunState.SKIPPED, Resolution.CANCELLED: RunState.CANCELLED}.get(
             resolution
         )

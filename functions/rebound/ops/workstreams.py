@@ -10,6 +10,7 @@ import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -378,15 +379,17 @@ class WorkstreamOps:
         return self.engine.start(workstream_id, token)
 
     def retry(self, run_id: str) -> wr.WorkstreamRun:
-        """Retry the whole workstream: a new run of every step (the old run stays as it was)."""
+        """Retry the whole workstream: a new run of every step. The old run keeps its states; the
+        runs of its failed steps, which the new run's steps take over, are superseded by it."""
         old = self.engine.get_run(run_id)
         new = self.engine.start(old.workstream_id, token=f"retry-{run_id}-{uuid.uuid4().hex}")
+
+        def hand_over(run: wr.WorkstreamRun, books: wr.ResourceBook, at: datetime) -> wr.Progress:
+            failed = [s for s in run.steps if s.state is wr.StepState.FAILED and s.run_id is not None]
+            return wr.Progress(replaced={str(s.run_id): s.step for s in failed}, replaced_by=new.run_id)
+
         self.engine.change(
-            run_id,
-            lambda run, books, at: wr.Progress(events=[]),
-            action="retried-as-new-run",
-            evidence={"new_run": new.run_id},
-            always=True,
+            run_id, hand_over, action="retried-as-new-run", evidence={"new_run": new.run_id}, always=True
         )
         return new
 

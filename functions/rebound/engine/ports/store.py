@@ -31,6 +31,9 @@ class DlqStatus(StrEnum):
     """Removed as a second copy (by a redrive or the sweeper)."""
     ARCHIVED = "archived"
     """Copied into the archive and removed from the queue (``rebound dlq archive --delete``)."""
+    SUPERSEDED = "superseded"
+    """Its run was superseded (a workstream ran its step again): no longer a dead letter; the
+    sweeper's next DLQ check (or a redrive) deletes it from the queue."""
 
 
 @dataclass(frozen=True)

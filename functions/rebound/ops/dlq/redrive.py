@@ -80,6 +80,11 @@ def classify(msg: DlqMessage, run: Run | None, moved: set[str], replays: Replays
         if unclaimed:
             return Verdict.RESUME, f"replayed at {iso(record.at)}; its replay may not have been sent"
         return Verdict.CLEAN_UP, f"replayed at {iso(record.at)}; the run is {run.state.value} now"
+    if run.state is RunState.SUPERSEDED:
+        return (
+            Verdict.CLEAN_UP,
+            f"run was superseded by {run.superseded_by}: its message is removed, never moved",
+        )
     if run.state is RunState.SUCCEEDED:
         return Verdict.SKIP, "run already succeeded"
     if run.state in (RunState.SKIPPED, RunState.CANCELLED):
