@@ -26,18 +26,22 @@ from rebound.engine.escalation import Escalation
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.policies import PolicyService
 from rebound.engine.ports import (
+    BatchResult,
     BusEvent,
     Channel,
     Listed,
+    Outgoing,
     PeekedMessage,
     QueueBatches,
     QueueCounts,
+    Received,
     RecurringSchedule,
     SentMessage,
     SequentialFanout,
     Synced,
     SyncResult,
 )
+from rebound.engine.ports.transport import BATCH
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.workstreams import Workstreams
 from rebound.settings import QueueRef, Settings, default_config_dir
@@ -147,7 +151,55 @@ class FakeQueues:
         return len(self.messages[queue])
 
     def batches(self) -> QueueBatches:
-        raise NotImplementedError("FakeQueues has no batch interface")
+        return FakeBatches(self)
+
+
+class FakeBatches:
+    """The batch interface over ``FakeQueues``: what operators' replays send; a receive hands out
+    every visible message with its id as the receipt handle."""
+
+    def __init__(self, queues: FakeQueues) -> None:
+        self.queues = queues
+        self.requests = 0
+
+    def receive(self, queue: str, *, visibility_s: int, wait_s: int = 0) -> list[Received]:
+        self.requests += 1
+        taken = self.queues.visible(queue)[:BATCH]
+        for m in taken:
+            m.receive_count += 1
+            self.queues.change_visibility(queue, m.message_id, visibility_s)
+        return [
+            Received(
+                m.message_id,
+                m.message_id,
+                m.body,
+                {k: str(v) for k, v in m.attributes.items()},
+                int(m.sent_at.timestamp() * 1000),
+                m.receive_count,
+            )
+            for m in taken
+        ]
+
+    def send(self, queue: str, messages: Sequence[Outgoing]) -> BatchResult:
+        self.requests += 1
+        for m in messages:
+            self.queues.send(queue, m.body, attributes=m.attributes)
+        return BatchResult(ok=[m.key for m in messages])
+
+    def delete(self, queue: str, messages: Sequence[tuple[str, str]]) -> BatchResult:
+        self.requests += 1
+        for _, handle in messages:
+            self.queues.delete(queue, handle)
+        return BatchResult(ok=[key for key, _ in messages])
+
+    def set_visibility(self, queue: str, messages: Sequence[tuple[str, str]], seconds: int) -> BatchResult:
+        self.requests += 1
+        for _, handle in messages:
+            self.queues.change_visibility(queue, handle, seconds)
+        return BatchResult(ok=[key for key, _ in messages])
+
+    def depth(self, queue: str) -> QueueCounts:
+        return self.queues.counts(queue)
 
 
 # ------------------------------------------------------------------------- schedules and bus

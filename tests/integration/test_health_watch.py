@@ -90,6 +90,9 @@ def test_the_acknowledgement_gaps_order_does_not_count_itself(wired: Deps, clock
     opened = sweep()["health"]["opened"]
     [gaps] = [o for o in findings(wired) if o.subject == "health#acknowledgement_gaps"]
     assert gaps.work_order_id in opened and gaps.state is WorkOrderState.OPEN
+    # each links the runbook that describes it, not the dead-lettered run's
+    assert gaps.runbook_url is not None and gaps.runbook_url.endswith("retry-health-unhealthy.md")
+    assert late.runbook_url is not None and late.runbook_url.endswith("work-order-by-hand.md")
 
     clock.sleep(20 * 60)  # the finding's own order is now past its SLA too, unacknowledged
     ops.ack(late.work_order_id)

@@ -110,6 +110,19 @@ def test_a_task_of_another_tenant_is_refused() -> None:
     assert "tenant 'globex'" in error.problem
 
 
+def test_a_qualified_key_of_another_tenant_is_refused_even_beside_a_decoy_of_the_same_short_id() -> None:
+    """The steal: globex declares its own ``secret`` and names acme's ``acme.secret`` as a step."""
+    text = """
+tasks:
+  - {id: secret, tenant: globex, target: {type: sim}}
+workstreams:
+  - {id: steal, tenant: globex, steps: [{task: acme.secret}]}
+"""
+    error = refused(text)
+    assert error.key_path == "workstreams[0].steps[0].task"
+    assert "belongs to tenant 'acme'" in error.problem and "'globex'" in error.problem
+
+
 def test_a_misspelt_key_names_its_path() -> None:
     error = refused(TASKS + WORKSTREAMS.replace("critical: false", "critcal: false"))
     assert error.key_path == "workstreams[0].steps[3].critcal"
