@@ -318,6 +318,17 @@ def loopback_http(answer: Callable[[str, bytes, Mapping[str, str]], tuple[int, b
         yield base
 
 
+def ledger_tasks(deps: Deps, transform: dict[str, Any] | None = None) -> None:
+    """The ledger's four tasks, ``transform`` with that sim behaviour (default: it succeeds)."""
+    register(
+        deps,
+        task("extract"),
+        task("transform", target={"type": "sim", "behavior": transform or {"ok": True}}),
+        task("load"),
+        task("report"),
+    )
+
+
 def nightly_ledger(report_critical: bool = False) -> Any:
     """The issue's workstream: extract -> transform -> load (holds warehouse-write) -> report."""
     from rebound.domain.workstreams import Workstream, WorkstreamStep

@@ -14,7 +14,7 @@ from rebound.domain.workstream_runs import StepState, WorkstreamState
 from rebound.domain.workstream_runs import rollback as rollback_to
 from rebound.domain.workstreams import ResourceSpec
 from rebound.engine.workstreams import Workstreams, resource_slot, workstream_subject
-from support import nightly_ledger, open_order_on, register, task
+from support import ledger_tasks, nightly_ledger, open_order_on, register, task
 
 pytestmark = pytest.mark.unit
 
@@ -25,13 +25,7 @@ def world() -> MemoryWorld:
 
 
 def ledger(world: MemoryWorld, transform: dict[str, Any] | None = None, max_holders: int = 1) -> Workstreams:
-    register(
-        world.deps,
-        task("extract"),
-        task("transform", target={"type": "sim", "behavior": transform or {"ok": True}}),
-        task("load"),
-        task("report"),
-    )
+    ledger_tasks(world.deps, transform)
     engine = Workstreams(world.deps, actor="test")
     engine.register(
         [nightly_ledger()],

@@ -21,7 +21,7 @@ from rebound.ops.replay import Replays
 from rebound.ops.runs import RunOps
 from rebound.ops.tasks import TaskOps
 from rebound.ops.workstreams import WorkstreamOps
-from support import nightly_ledger, register, task
+from support import ledger_tasks, nightly_ledger
 
 pytestmark = pytest.mark.unit
 
@@ -32,13 +32,7 @@ def world() -> MemoryWorld:
 
 
 def ledger(world: MemoryWorld, transform: dict[str, Any] | None = None) -> WorkstreamOps:
-    register(
-        world.deps,
-        task("extract"),
-        task("transform", target={"type": "sim", "behavior": transform or {"ok": True}}),
-        task("load"),
-        task("report"),
-    )
+    ledger_tasks(world.deps, transform)
     from rebound.domain.workstreams import ResourceSpec
 
     Workstreams(world.deps, actor="test").register(
