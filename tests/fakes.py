@@ -391,7 +391,8 @@ class MemoryWorld:
                 scheduler = RetryScheduler(self.deps)
                 results.append(scheduler.on_failed(event.detail["run_id"], int(event.detail["attempt"])))
             elif event.detail_type == EventType.DEAD_LETTERED:
-                results.append(Escalation(self.deps).on_dead_lettered(event.detail).work_order_id)
+                order = Escalation(self.deps).on_dead_lettered(event.detail)
+                results.append(order.work_order_id if order is not None else "superseded")
             elif event.detail_type == EventType.WORKSTREAM_STEP_ENDED:
                 results.append(Workstreams(self.deps).on_step_ended(event.detail))
             elif event.detail_type in (EventType.WORKSTREAM_FAILED, EventType.DEPENDENCY_CYCLE_DETECTED):

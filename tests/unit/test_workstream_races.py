@@ -185,3 +185,33 @@ def test_the_same_start_token_names_the_same_run_a_day_later(world: MemoryWorld)
     world.clock.advance(timedelta(days=2).total_seconds())
     assert tasks.run_now("extract", token="deploy-42") == run
     assert tasks.run_now("extract") != tasks.run_now("extract"), "without a token each request is new"
+
+
+def test_a_step_run_superseded_before_its_dead_letter_event_arrives_pages_nobody(world: MemoryWorld) -> None:
+    """retry-failed at the instant the step's run dead-letters: its ``task.dead_lettered`` event is
+    still in the outbox, so no work order is open yet, and none is opened for it afterwards."""
+    ops = ledger(world, transform={"terminal_error": "BAD_INPUT"})
+    run_id = ops.run("nightly-ledger", token="t1").run_id
+
+    def transform_dead() -> str | None:
+        step_run = ops.show(run_id).step("transform").run_id
+        stored = world.store.get_run(step_run) if step_run else None
+        return step_run if stored is not None and stored.state is RunState.DEAD_LETTERED else None
+
+    for _ in range(60):  # one relay pass or one delivery at a time, until the dead letter commits
+        if transform_dead():
+            break
+        if len(world.store.events) > world.relayed:
+            world.relay()
+            continue
+        pending = world.queues.messages["execution"]
+        world.clock.set(max(world.clock.now(), min(m.visible_at for m in pending)))
+        world.deliver()
+    old = transform_dead()
+    assert old is not None and not [o for o in world.store.work_orders() if o.run_id == old]
+    retried, _ = ops.retry_failed(run_id)
+    assert retried.step("transform").run_id != old
+    relay_all(world)  # the late dead-letter event of the superseded run
+    assert [o for o in world.store.work_orders() if o.run_id == old] == [], "nobody is paged for it"
+    superseded = world.store.get_run(old)
+    assert superseded is not None and superseded.state is RunState.SUPERSEDED

@@ -146,6 +146,14 @@ class DeliveryOutcome:
         return self.order
 
 
+class _Superseded(Exception):
+    """The dead-lettered run was superseded before its work order was opened."""
+
+    def __init__(self, extra: dict[str, Any]) -> None:
+        super().__init__(extra)
+        self.extra = extra
+
+
 class Escalation:
     def __init__(self, deps: Deps, actor: str = "escalation") -> None:
         self.deps = deps
@@ -153,11 +161,14 @@ class Escalation:
         self.clock = deps.clock
         self.actor = actor
 
-    def on_dead_lettered(self, detail: dict[str, Any]) -> WorkOrder:
+    def on_dead_lettered(self, detail: dict[str, Any]) -> WorkOrder | None:
         """Open the work order, make sure the dead letter has its DLQ message, then notify.
 
         Every dead letter reaches this handler through the outbox, so this is where a DLQ message
-        the dead-lettering invocation did not live to send is sent after all."""
+        the dead-lettering invocation did not live to send is sent after all. A run superseded
+        before its event arrived (a workstream ran its step again meanwhile) gets neither: nobody
+        is paged for work another run has taken over, and its DLQ message, if any, is removed by
+        the sweeper (``None``)."""
         subject = str(detail["subject"])
         order_id = work_order_id(subject, str(detail.get("dead_lettered_at") or ""))
         order = self.store.get_work_order(order_id)
@@ -167,6 +178,9 @@ class Escalation:
         elif order is None:
             try:
                 order = self._open(order_id, detail)
+            except _Superseded as superseded:
+                log.info("dead letter superseded before its work order: none opened", extra=superseded.extra)
+                return None
             except ReboundError as exc:
                 self.deps.metrics.count(m.WORKORDER_FAILURE)
                 log.error(
@@ -378,6 +392,8 @@ class Escalation:
                 return existing
             now = self.clock.now()
             run = self.store.get_run(detail["run_id"]) if detail.get("run_id") else None
+            if link_run and run is not None and run.state is RunState.SUPERSEDED:
+                raise _Superseded({"run_id": run.run_id, "superseded_by": run.superseded_by})
             policy = (
                 self.deps.policies.of_task(run.task_id) if run else self.deps.policies.for_stored(None)
             ).policy

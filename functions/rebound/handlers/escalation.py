@@ -50,7 +50,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
         if kind == Rebound.WORKORDER_RESOLVED:
             escalation.on_resolved(detail)
             return str(detail["work_order_id"])
-        return escalation.on_dead_lettered(detail).work_order_id
+        order = escalation.on_dead_lettered(detail)
+        return order.work_order_id if order is not None else "superseded"
 
     def record_handler(record: SQSRecord) -> str:
         accepted = (
