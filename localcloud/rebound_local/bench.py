@@ -10,6 +10,8 @@ The figures (``python -m rebound_local.bench --only NAME`` runs one group):
 - ``stress``: ``scenarios/stress-10k.yaml``, 10,000 tasks due in one minute with AWS-like latency
   and scaling in virtual time: the share started within 60 s and the p99 start delay.
 - ``hostile``: ``scenarios/hostile-day.yaml``, 24 h under every hostile fault: invariants.
+- ``races``: ``scenarios/workstreams-races.yaml``, operator actions fired the instant workstream
+  steps end, under the hostile faults: invariants (each one's detail is recorded).
 - ``ops``: against the local cloud over HTTP, as the CLI reaches it: ``scenarios/cost-dead-letter.yaml``
   run to its end, then a redrive of every dead letter (SQS requests per moved message), and
   ``tasks apply`` of ``--apply-tasks`` unchanged tasks (seconds, and seconds scaled to 10,000).
@@ -50,6 +52,7 @@ SCENARIOS = {
     "stress": REPO / "scenarios" / "stress-10k.yaml",
     "hostile": REPO / "scenarios" / "hostile-day.yaml",
     "conflicts": REPO / "scenarios" / "conflicts-day.yaml",
+    "races": REPO / "scenarios" / "workstreams-races.yaml",
 }
 COST_SCENARIOS = {
     "idle": REPO / "scenarios" / "cost-idle.yaml",
@@ -58,7 +61,19 @@ COST_SCENARIOS = {
     "dead_letter": REPO / "scenarios" / "cost-dead-letter.yaml",
 }
 OUTAGE_SCENARIO = REPO / "scenarios" / "target-outage.yaml"
-GROUPS = ("cost", "day", "stress", "hostile", "outage", "ops", "verify", "imports", "console", "conflicts")
+GROUPS = (
+    "cost",
+    "day",
+    "stress",
+    "hostile",
+    "races",
+    "outage",
+    "ops",
+    "verify",
+    "imports",
+    "console",
+    "conflicts",
+)
 HANDLERS = (
     "rebound.handlers.executor",
     "rebound.handlers.retry_scheduler",
@@ -140,6 +155,13 @@ TARGETS = (
     ),
     _limit("stress-10k: p99 start delay, s", ("stress", "dispatch_latency", "p99_s"), "<=", 25, "{:.1f}"),
     Target("hostile day: every invariant", "held", _at("hostile", "invariants_held"), bool, "held {}".format),
+    Target(
+        "operators racing workstreams: every invariant",
+        "held",
+        _at("races", "invariants_held"),
+        bool,
+        "held {}".format,
+    ),
     Target(
         "target outage with budgets: work orders, dead letters",
         "1, 0",

@@ -314,6 +314,9 @@ def judge(world: World, chains_verified: Callable[[], Invariant] | None = None) 
         "work_orders_close_when_their_runs_recover": recovered_orders_close(
             world.runs, world.orders, world.chains, world.notices
         ),
+        "superseded_runs_stay_closed": superseded_runs_stay_closed(
+            world.runs, world.orders, world.chains, world.dlq, world.dlq_record
+        ),
     }
     judged["audit_chains_verify"] = (
         chains_verified() if chains_verified is not None else chains_verify(world.chains, world.check_mac)
@@ -572,6 +575,59 @@ def record_matches_queue(dlq: list[DlqCopy], record: list[dict[str, Any]]) -> In
     left = Counter(str(item.get("status")) for item in record if item.get("status") != "in_dlq")
     return Invariant(
         True, f"{len(queued)} message(s) in the DLQ, each recorded in_dlq; {dict(left) or 'none'} left it"
+    )
+
+
+def superseded_runs_stay_closed(
+    runs: list[dict[str, Any]],
+    orders: list[dict[str, Any]],
+    chains: dict[str, list[dict[str, Any]]],
+    dlq: list[DlqCopy],
+    record: list[dict[str, Any]],
+) -> Invariant:
+    """A run superseded by another (a workstream ran its step again) names its successor, and
+    nothing happens to it after its ``superseded`` record (never redriven, replayed or retried);
+    each of its work orders is resolved, once; no DLQ message of it is left in the DLQ, and its
+    record does not list one as ``in_dlq``."""
+    superseded = [run for run in runs if run["state"] == "superseded"]
+    problems: list[str] = []
+    for run in superseded:
+        run_id = str(run["run_id"])
+        if not run.get("superseded_by"):
+            problems.append(f"{run_id}: superseded by nobody")
+        chain = chains.get(f"run#{run_id}", [])
+        at = next((i for i, r in enumerate(chain) if r["action"] == "superseded"), None)
+        if at is None:
+            problems.append(f"{run_id}: no superseded record in its chain")
+        else:
+            problems += [
+                f"{run_id}: {r['action']} (seq {r['seq']}) after it was superseded" for r in chain[at + 1 :]
+            ]
+        for order in (o for o in orders if o.get("run_id") == run_id):
+            resolved = [
+                r for r in chains.get(f"workorder#{order['work_order_id']}", []) if r["action"] == "resolved"
+            ]
+            if order.get("state") != "resolved" or len(resolved) != 1:
+                problems.append(
+                    f"{run_id}: work order {order['work_order_id']} is {order.get('state')}, "
+                    f"resolved {len(resolved)} time(s)"
+                )
+        problems += [
+            f"{run_id}: DLQ message {c.message_id} still in the DLQ"
+            for c in dlq
+            if c.run_id == run_id and c.where == "dlq"
+        ]
+        problems += [
+            f"{run_id}: DLQ record lists {item['message_id']} as in_dlq"
+            for item in record
+            if item.get("run_id") == run_id and item.get("status") == "in_dlq"
+        ]
+    if problems:
+        return Invariant(
+            False, f"{len(problems)} problem(s) with {len(superseded)} superseded run(s)", problems
+        )
+    return Invariant(
+        True, f"{len(superseded)} superseded run(s), each closed: work order resolved once, DLQ clear"
     )
 
 

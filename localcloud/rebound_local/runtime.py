@@ -160,6 +160,8 @@ class LocalRuntime:
         self.sweep_every = sweep_every
         self.stats = RuntimeStats()
         self.recent_events: deque[tuple[datetime, str, dict[str, Any]]] = deque(maxlen=200)
+        self.before_relay: Callable[[list[dict[str, Any]]], None] | None = None
+        """Called with each batch of outbox records just before the relay is invoked with it."""
         self.latency = latency or LatencyModel()
         self.gate = gate or CallGate(clock)
         self.concurrency = concurrency
@@ -403,6 +405,8 @@ class LocalRuntime:
         delivery = self.stream.next_batch(self.clock.now())
         if delivery is None:
             return False
+        if self.before_relay is not None:  # a scenario's operator acting while these are in flight
+            self.before_relay(delivery.records)
         self._relay_busy = True
         self._submit(self._run_relay, delivery)
         return True

@@ -14,6 +14,7 @@ operations:                        # what an operator does, and when: to a works
   - {at: 5m, workstream: nightly, op: start}
   - {at: 2h, workstream: nightly, op: rollback, to: 1}
   - {at: 2h1m, workstream: nightly, op: resume}
+  - {at: 3h, workstream: nightly, op: rollback, on_end_of: extract}  # the instant extract's run ends
   - {at: 3h, replay: dead_lettered, task: "billing-*"}   # or to the dead-lettered runs of tasks
   - {at: 3h, redrive: dlq, task: export-1}
   - {at: 3h, skip: dead_lettered, task: "doomed-*", reason: "retired"}   # or cancel: dead_lettered
@@ -154,6 +155,13 @@ class Sabotage(_Strict):
     reopen_work_orders: int = Field(
         default=0, ge=0, description="resolved work orders of runs set back to open at the end"
     )
+    rerun_completed_steps: int = Field(
+        default=0, ge=0, description="succeeded workstream step runs given a second succeeded run at the end"
+    )
+    reopen_superseded_orders: int = Field(
+        default=0, ge=0, description="work orders of superseded runs set back to open at the end"
+    )
+    ignore_start_tokens: int = Field(default=0, ge=0, description="starts with a token that start a new run")
 
 
 class Model(_Strict):
@@ -200,8 +208,14 @@ class InjectedMessage(_Strict):
 
 class Operation(_Strict):
     """An operator's action on a workstream at a time (``rebound workstreams ...``): ``start`` a
-    run, or act on the workstream's latest run. ``step`` is the step of ``skip`` and
-    ``cancel_step`` and the ``--from`` of ``resume``; ``to`` the checkpoint of ``rollback``."""
+    run (with ``token``, as ``workstreams run --token`` does), or act on the workstream's latest
+    run. ``step`` is the step of ``skip`` and ``cancel_step`` and the ``--from`` of ``resume``;
+    ``to`` the checkpoint of ``rollback``.
+
+    ``on_end_of`` makes it a race: from ``at`` on, the operation waits for that step's task run to
+    end and is carried out at that instant, with the run's outcome committed and its
+    ``workstream.step.ended`` event still in the outbox (the relay has not handed it to the
+    workstream yet)."""
 
     at: Seconds = Field(description="offset from start")
     workstream: str
@@ -209,6 +223,8 @@ class Operation(_Strict):
     step: str | None = None
     to: int | None = Field(default=None, ge=1)
     reason: str = "scenario operator"
+    token: str | None = Field(default=None, min_length=1, max_length=64)
+    on_end_of: str | None = Field(default=None, description="a step: act the instant its run ends")
 
     @model_validator(mode="after")
     def _fits_the_op(self) -> Operation:
@@ -218,6 +234,10 @@ class Operation(_Strict):
             raise ValueError(f"step: is for skip, cancel_step and resume, not {self.op}")
         if self.to is not None and self.op != "rollback":
             raise ValueError(f"to: is the checkpoint of a rollback, not of {self.op}")
+        if self.token is not None and self.op != "start":
+            raise ValueError(f"token: names the run a start begins, not for {self.op}")
+        if self.on_end_of is not None and self.op == "start":
+            raise ValueError("on_end_of: acts on a run at a step's end; a start has no run yet")
         return self
 
 
@@ -474,12 +494,14 @@ def _check_operations(
                 file, f"{where}.workstream", f"unknown workstream {operation.workstream!r}; declared: {known}"
             )
         steps = [s.task for s in workstream.steps]
-        if operation.step is not None and operation.step not in steps:
-            raise ConfigError(
-                file,
-                f"{where}.step",
-                f"workstream {workstream.id!r} has no step {operation.step!r}; its steps: {', '.join(steps)}",
-            )
+        for field_name in ("step", "on_end_of"):
+            named = getattr(operation, field_name)
+            if named is not None and named not in steps:
+                raise ConfigError(
+                    file,
+                    f"{where}.{field_name}",
+                    f"workstream {workstream.id!r} has no step {named!r}; its steps: {', '.join(steps)}",
+                )
 
 
 def _group_path(key_path: str, groups: list[dict[str, Any]]) -> str:

@@ -190,6 +190,21 @@ def test_a_scenario_takes_the_workstreams_of_its_tasks_file(tmp_path: Path) -> N
             "has no step 'nope'; its steps: extract, transform, load, report",
         ),
         ("{at: 1m, workstream: nightly-ledger, op: skip}", "operations[0]", "skip needs the step it acts on"),
+        (
+            "{at: 1m, workstream: nightly-ledger, op: rollback, on_end_of: nope}",
+            "operations[0].on_end_of",
+            "has no step 'nope'",
+        ),
+        (
+            "{at: 1m, workstream: nightly-ledger, op: resume, token: t1}",
+            "operations[0]",
+            "token: names the run",
+        ),
+        (
+            "{at: 1m, workstream: nightly-ledger, op: start, on_end_of: extract}",
+            "operations[0]",
+            "a start has no run yet",
+        ),
         ("{at: 1m, workstream: nightly-ledger, op: start, to: 2}", "operations[0]", "to: is the checkpoint"),
         ("{at: 1m, workstream: nightly-ledger, op: explode}", "operations[0].op", "start"),
         (

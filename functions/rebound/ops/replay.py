@@ -120,6 +120,12 @@ class Replays:
         evidence: dict[str, Any],
     ) -> Run:
         now = uow.at
+        if run.state is RunState.SUPERSEDED:
+            raise Conflict(
+                f"run {run.run_id} was superseded by {run.superseded_by}: it is never run again",
+                run_id=run.run_id,
+                superseded_by=run.superseded_by,
+            )
         ensure_transition(run.state, RunState.REPLAYED, run.run_id)
         update: dict[str, Any] = {
             "state": RunState.REPLAYED,

@@ -279,14 +279,73 @@ def workstream_fires_became_runs(workstream_runs: list[dict[str, Any]], fires: l
     return Invariant(True, f"{len(fires)} deliveries of {len(named)} workstream fires, one run each")
 
 
+def completed_steps_run_once(
+    workstream_runs: list[dict[str, Any]],
+    chains: dict[str, list[dict[str, Any]]],
+    task_runs: dict[str, dict[str, Any]],
+) -> Invariant:
+    """No completed step runs its target again: of each step of each workstream run, at most one
+    task run succeeded. Only an operator's explicit ``resume --from`` runs completed steps again
+    (its record names ``from_step``); such workstream runs are left out."""
+    succeeded: Counter[tuple[str, str]] = Counter()
+    for run in task_runs.values():
+        if run.get("workstream_run") and run["state"] == "succeeded":
+            succeeded[(str(run["workstream_run"]), str(run["task_id"]))] += 1
+    rerun_on_purpose = {
+        str(run["run_id"])
+        for run, chain in _workstream_chains(chains, workstream_runs)
+        if any(r["action"] == "resumed" and (r.get("evidence") or {}).get("from_step") for r in chain)
+    }
+    twice = sorted(
+        f"{ws_run} step {task_id}: {n} task runs succeeded"
+        for (ws_run, task_id), n in succeeded.items()
+        if n > 1 and ws_run not in rerun_on_purpose
+    )
+    if twice:
+        return Invariant(False, f"{len(twice)} completed step(s) ran their target again", twice)
+    return Invariant(
+        True,
+        f"{len(succeeded)} completed steps, each run to success once"
+        + (
+            f" ({len(rerun_on_purpose)} workstream run(s) resumed --from left out)"
+            if rerun_on_purpose
+            else ""
+        ),
+    )
+
+
+def one_run_per_start_token(
+    operations: list[dict[str, Any]], workstream_runs: list[dict[str, Any]]
+) -> Invariant:
+    """Every start with the same token, whenever it came, named the same workstream run, and that
+    run exists once."""
+    named: dict[tuple[str, str], set[str]] = {}
+    for entry in operations:
+        if entry.get("op") == "start" and entry.get("token") and entry.get("ok"):
+            named.setdefault((str(entry["workstream"]), str(entry["token"])), set()).add(str(entry["run_id"]))
+    stored = Counter(str(run["run_id"]) for run in workstream_runs)
+    problems = [
+        f"{workstream} token {token}: runs {', '.join(sorted(ids))}"
+        for (workstream, token), ids in sorted(named.items())
+        if len(ids) != 1 or stored[next(iter(ids))] != 1
+    ]
+    if problems:
+        return Invariant(False, f"{len(problems)} start token(s) named more than one run", problems)
+    starts = sum(1 for e in operations if e.get("op") == "start" and e.get("token") and e.get("ok"))
+    return Invariant(True, f"{starts} start(s) with {len(named)} token(s), one workstream run each")
+
+
 def judge_workstreams(
     workstream_runs: list[dict[str, Any]],
     chains: dict[str, list[dict[str, Any]]],
     task_runs: dict[str, dict[str, Any]],
     limits: dict[str, int],
     fires: list[inv.Fire] | None = None,
+    operations: list[dict[str, Any]] | None = None,
 ) -> dict[str, Invariant]:
     return {
+        "workstream_completed_steps_run_once": completed_steps_run_once(workstream_runs, chains, task_runs),
+        "workstream_one_run_per_start_token": one_run_per_start_token(operations or [], workstream_runs),
         "workstream_fires_became_runs": workstream_fires_became_runs(workstream_runs, fires or []),
         "workstream_steps_start_after_their_needs": steps_start_after_their_needs(workstream_runs, chains),
         "workstream_rollbacks_keep_completed_steps": rollbacks_keep_completed_steps(workstream_runs, chains),

@@ -113,6 +113,7 @@ class SimulationReport(SimulationChecks):
                     {str(run["run_id"]): run for run in runs},
                     {r.id: r.max_holders for r in self.loaded.resources},
                     self.workstream_fires,
+                    self.operations,
                 )
             )
         invariants["no_message_lost"] = self._no_message_lost(stack)

@@ -32,7 +32,7 @@ from rebound_local.simulate.invariants import UNSETTLED
 from rebound_local.simulate.recovery import recover
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
 from rebound_local.simulate.sabotage import SimulationSabotage
-from rebound_local.simulate.workstreams import operate, workstream_items
+from rebound_local.simulate.workstreams import Races, operate, workstream_items
 from rebound_local.stack import Faults, LocalStack, start_local
 from rebound_local.workers import RuntimeHung
 
@@ -70,6 +70,7 @@ class Simulation(SimulationSabotage, SimulationReport):
         self.stall_wall_s = stall_wall_s
         self._drops_left = self.scenario.sabotage.drop_messages
         self._duplicates_left = self.scenario.sabotage.duplicate_fires
+        self._tokens_to_ignore = self.scenario.sabotage.ignore_start_tokens
         self.sabotaged: dict[str, list[str]] = {}
         self._stack: LocalStack | None = None
         self.window_start: tuple[datetime, dict[str, float], int] | None = None
@@ -79,6 +80,8 @@ class Simulation(SimulationSabotage, SimulationReport):
         """Every start a workstream's schedule delivered (its id, its fire's time)."""
         self.operations: list[dict[str, Any]] = []
         """What the scenario's operator did (``operations``), one entry each."""
+        self.races: Races | None = None
+        """The operations waiting for a step's end (``on_end_of``)."""
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
@@ -127,6 +130,7 @@ class Simulation(SimulationSabotage, SimulationReport):
                 mark = time.monotonic()
                 settled_at = self._settle(stack, clock)
                 self.timing["settle_s"] = time.monotonic() - mark
+                self.operations += self.races.unfired() if self.races is not None else []
             except RuntimeHung as hung:  # mid-run: the tables may be mid-change; no invariants
                 log.error("the simulation did not finish: %s", hung)
                 out = self._unfinished(stack, clock, hung)
@@ -204,14 +208,23 @@ class Simulation(SimulationSabotage, SimulationReport):
             key=lambda entry: (entry[0], entry[1]),
         )
         on_step = self._on_step(clock)
+        races = self.races = Races(stack.deps, self.operations)
+        runtime.before_relay = races.before_relay
         for at, _, what in timeline:
             when = sc.start + timedelta(seconds=at)
             if when > clock.now():
                 runtime.run_virtual(min(when, sc.end), on_step=on_step)
             if when > sc.end:
                 continue
+            if isinstance(what, Operation) and what.on_end_of is not None:
+                races.arm(what)
+                continue
             if isinstance(what, Operation):
-                self.operations.append(operate(stack.deps, what))
+                ignore = what.token is not None and self._tokens_to_ignore > 0
+                self._tokens_to_ignore -= int(ignore)
+                self.operations.append(operate(stack.deps, what, ignore_token=ignore))
+                if ignore:
+                    self.sabotaged.setdefault("ignore_start_tokens", []).append(str(what.token))
                 continue
             if isinstance(what, Recovery):
                 task_ids = [t.id for t in self.loaded.tasks]

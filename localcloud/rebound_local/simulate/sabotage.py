@@ -61,6 +61,8 @@ class SimulationSabotage(SimulationState):
                 sab.remove_work_orders,
                 sab.stale_heads,
                 sab.reopen_work_orders,
+                sab.rerun_completed_steps,
+                sab.reopen_superseded_orders,
             )
         ):
             return
@@ -100,6 +102,12 @@ class SimulationSabotage(SimulationState):
                 orders.delete_item(DynamoType({"S": order_id}), None)
                 self.sabotaged.setdefault("remove_work_orders", []).append(order_id)
             self._reopen(orders, sab.reopen_work_orders)
+            self._reopen(
+                orders,
+                sab.reopen_superseded_orders,
+                of_runs={str(r["run_id"]) for r in runs if r["state"] == "superseded"},
+            )
+            self._rerun_steps(stack, runs, sab.rerun_completed_steps)
             dead = {r["dlq_message_id"]: r["run_id"] for r in runs if r["state"] == "dead_lettered"}
             queue = stack.cloud.sqs_backend().get_queue(s.queue("dlq").name)
             gone = [m for m in queue._messages if m.id in dead][: sab.remove_dlq_messages]
@@ -112,9 +120,26 @@ class SimulationSabotage(SimulationState):
                 stack, [r for r in done if r["run_id"] in delivered][-sab.skip_delivered_fires :]
             )
 
-    def _reopen(self, orders: Any, count: int) -> None:
-        """Set resolved work orders of runs back to open, as a bad write would, leaving their
-        audit chains as they are (the caller holds ``motopatch.LOCK``)."""
+    def _rerun_steps(self, stack: LocalStack, runs: list[dict[str, Any]], count: int) -> None:
+        """A second succeeded run of ``count`` succeeded workstream steps, as a completed step run
+        again would leave (the caller holds ``motopatch.LOCK``)."""
+        if not count:
+            return
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("runs"))
+        steps = [r for r in runs if r["state"] == "succeeded" and r.get("workstream_run")]
+        for run in steps[:count]:
+            item = table.items[DynamoType({"S": run["run_id"]})]
+            again = f"{run['run_id']}-again"
+            attrs = {k: v.to_json() for k, v in item.attrs.items()}
+            attrs["run_id"] = {"S": again}
+            table.put_item(attrs)
+            self.sabotaged.setdefault("rerun_completed_steps", []).append(again)
+
+    def _reopen(self, orders: Any, count: int, of_runs: set[str] | None = None) -> None:
+        """Set resolved work orders of runs (of ``of_runs``, if given) back to open, as a bad write
+        would, leaving their audit chains as they are (the caller holds ``motopatch.LOCK``)."""
         if not count:
             return
         from moto.dynamodb.models.dynamo_type import DynamoType
@@ -125,7 +150,9 @@ class SimulationSabotage(SimulationState):
         resolved = [
             (order, item)
             for order, item in sorted(decoded, key=lambda pair: str(pair[0]["work_order_id"]))
-            if order.get("state") == "resolved" and str(order.get("subject", "")).startswith("run#")
+            if order.get("state") == "resolved"
+            and str(order.get("subject", "")).startswith("run#")
+            and (of_runs is None or str(order.get("run_id")) in of_runs)
         ]
         for order, item in resolved[:count]:
             if "state" in item.attrs:
@@ -134,7 +161,8 @@ class SimulationSabotage(SimulationState):
                 doc = json.loads(item.attrs[DOC].value)
                 doc.update(state="open", resolution=None, resolved_at=None, resolved_by=None)
                 item.attrs[DOC] = DynamoType({"S": json.dumps(doc)})
-            self.sabotaged.setdefault("reopen_work_orders", []).append(str(order["work_order_id"]))
+            kind = "reopen_work_orders" if of_runs is None else "reopen_superseded_orders"
+            self.sabotaged.setdefault(kind, []).append(str(order["work_order_id"]))
 
     def _skip_delivered(self, stack: LocalStack, runs: list[dict[str, Any]]) -> None:
         """Replace delivered fires' runs by runs the ledger records as missed (with valid chains)."""

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from collections import defaultdict
 from typing import Any
 
 from rebound.domain.errors import Conflict, DomainError, OperationalError
+from rebound.domain.events import EventType
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.ops.workstreams import WorkstreamOps
@@ -30,11 +32,16 @@ OPERATOR = "simulated-operator"
 OPERATOR_TRIES = 5
 RUN_PREFIX = "ws#run#"
 CHECKPOINT_PREFIX = "ws#cp#"
+STEP_ENDED = EventType.WORKSTREAM_STEP_ENDED.value
 
 
-def operate(deps: Deps, operation: Operation) -> dict[str, Any]:
-    """Carry out one operation; the report's entry for it (what it did, or why it was refused)."""
+def operate(deps: Deps, operation: Operation, *, ignore_token: bool = False) -> dict[str, Any]:
+    """Carry out one operation; the report's entry for it (what it did, or why it was refused).
+    ``ignore_token`` (sabotage): a start is made without its token, its entry still naming it."""
     ops = WorkstreamOps(deps, actor=OPERATOR)
+    if ignore_token and operation.token is not None:
+        untokened = operate(deps, operation.model_copy(update={"token": None}))
+        return {**untokened, "token": operation.token}
     entry: dict[str, Any] = {
         "at": iso(deps.clock.now()),
         "workstream": operation.workstream,
@@ -61,7 +68,8 @@ def operate(deps: Deps, operation: Operation) -> dict[str, Any]:
 
 def _carry_out(ops: WorkstreamOps, operation: Operation) -> dict[str, Any]:
     if operation.op == "start":
-        return {"run_id": ops.run(operation.workstream).run_id}
+        started = {"run_id": ops.run(operation.workstream, operation.token).run_id}
+        return {**started, "token": operation.token} if operation.token else started
     run_id = ops.show(operation.workstream).run_id
     if operation.op == "retry":
         return {"run_id": run_id, "new_run": ops.retry(run_id).run_id}
@@ -77,6 +85,62 @@ def _carry_out(ops: WorkstreamOps, operation: Operation) -> dict[str, Any]:
     else:
         _, progress = ops.cancel_step(run_id, str(operation.step), operation.reason)
     return {"run_id": run_id, "started": [s.step for s in progress.start]}
+
+
+class Races:
+    """The operations that wait for a step's end (``on_end_of``): armed at their time, each is
+    carried out by the outbox relay's mapping just before it hands over a batch holding that
+    step's ``workstream.step.ended`` (the run's outcome committed, the workstream not told yet).
+    ``entries`` receives the report's entry of each, with what triggered it."""
+
+    def __init__(self, deps: Deps, entries: list[dict[str, Any]]) -> None:
+        self.deps = deps
+        self.entries = entries
+        self.armed: list[Operation] = []
+        self._lock = threading.Lock()
+
+    def arm(self, operation: Operation) -> None:
+        with self._lock:
+            self.armed.append(operation)
+
+    def before_relay(self, records: list[dict[str, Any]]) -> None:
+        """The relay's hook: carry out each armed operation whose step ends in ``records``."""
+        if not self.armed:
+            return
+        for record in records:
+            image = record.get("dynamodb", {}).get("NewImage") or {}
+            if record.get("eventName") != "INSERT" or image.get("detail_type", {}).get("S") != STEP_ENDED:
+                continue
+            detail = json.loads(image["detail"]["S"])
+            workstream = str(detail.get("workstream_run_id") or "").partition(":")[0]
+            step = str(detail.get("task_id") or "").rpartition(".")[2]
+            with self._lock:
+                due = [o for o in self.armed if o.workstream == workstream and o.on_end_of == step]
+                self.armed = [o for o in self.armed if o not in due]
+            for operation in due:
+                entry = operate(self.deps, operation)
+                entry["trigger"] = {
+                    "step": step,
+                    "task_run": detail.get("run_id"),
+                    "state": detail.get("state"),
+                    "end_event": "in the outbox, not relayed",
+                }
+                self.entries.append(entry)
+
+    def unfired(self) -> list[dict[str, Any]]:
+        """An entry for each operation whose step never ended after it was armed."""
+        with self._lock:
+            left, self.armed = self.armed, []
+        return [
+            {
+                "workstream": o.workstream,
+                "op": o.op,
+                "on_end_of": o.on_end_of,
+                "ok": False,
+                "error": f"never carried out: step {o.on_end_of} did not end after it was armed",
+            }
+            for o in left
+        ]
 
 
 def workstream_items(stack: LocalStack) -> tuple[list[dict[str, Any]], dict[str, int]]:
