@@ -49,8 +49,10 @@ def test_each_race_was_carried_out_with_the_step_s_end_still_in_the_outbox(repor
     rollback = raced(report, "rollback")
     assert rollback["trigger"]["step"] == "extract" and rollback["trigger"]["state"] == "succeeded"
     assert "extract" in rollback["not_rolled_back"] and rollback["cancelled"] == []
-    cancel = raced(report, "cancel_step")
-    assert cancel["ok"] is False and "already succeeded" in cancel["error"]
+    for op, step in (("cancel_step", "part-a"), ("skip", "load")):
+        refused = raced(report, op)
+        assert refused["trigger"]["step"] == step and refused["ok"] is False
+        assert f"step {step} is already succeeded" in refused["error"]
     retried = raced(report, "retry_failed")
     assert retried["trigger"]["state"] == "dead_lettered" and retried["started"] == ["compute"]
     assert all(
