@@ -19,8 +19,8 @@ from rebound import resources as r
 from rebound.adapters.memory import MemoryStore
 from rebound.config.loader import load_policy_book
 from rebound.domain.events import EventType
-from rebound.domain.models import TargetRules
 from rebound.domain.notification import Notification
+from rebound.domain.target_specs import TargetRules
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
 from rebound.engine.executor import Executor, QueueMessage

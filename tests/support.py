@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rebound.domain.events import execution_updated
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Task, Trigger
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.task import Task
 from rebound.engine.deps import Deps
 from rebound.ops.tasks import TaskOps
 
@@ -454,8 +455,9 @@ def ended_run(deps: Deps, run_id: str, state: RunState) -> Run:
 def open_order_on(deps: Deps, run_id: str) -> str:
     """Give the run an open work order, as a replayed run of a dead-lettered one still has while it
     runs again: the order (``opened``) and the run naming it, in one transaction. The order's id."""
+    from rebound.domain.basics import Severity
     from rebound.domain.ids import work_order_id
-    from rebound.domain.models import Severity, WorkOrder
+    from rebound.domain.work_order import WorkOrder
 
     run = deps.store.get_run(run_id)
     assert run is not None, run_id

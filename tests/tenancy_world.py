@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebound.domain.models import Severity
+from rebound.domain.basics import Severity
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation

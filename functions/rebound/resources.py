@@ -111,7 +111,7 @@ class ResourceSpec:
 
 # Executor timeout drives the execution queue's visibility timeout: AWS recommends >= 6x.
 # An attempt runs inside one executor invocation, so the longest task timeout (MAX_TASK_TIMEOUT_S
-# in rebound.domain.models, 270 s) plus a safety margin must fit in it.
+# in rebound.domain.basics, 270 s) plus a safety margin must fit in it.
 EXECUTOR_TIMEOUT_S = 300
 EXECUTION_VISIBILITY_S = 6 * EXECUTOR_TIMEOUT_S
 HANDLER_TIMEOUT_S = 60

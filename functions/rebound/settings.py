@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rebound import resources as r
 from rebound.domain.errors import ConfigError
 from rebound.domain.events import EventType
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 
 
 class QueueRef(BaseModel):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.errors import ConfigError
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.resources import SPEC
 from rebound.settings import check_publish_events
 

@@ -16,7 +16,7 @@ from constructs import Construct
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig

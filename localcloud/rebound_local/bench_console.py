@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rebound.adapters.dynamo.codec import to_item
-from rebound.domain.models import Run, RunState, Trigger
+from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.timefmt import iso
 
 RUNS = 100_000

@@ -43,7 +43,7 @@ START = datetime(2026, 11, 23, 3, 0, tzinfo=UTC)
 def seed_chains(deps: Any, put: Any, chains: int) -> int:
     """``chains`` runs with their chains through ``deps.store``'s unit of work; each staged item is
     handed to ``put(table_name, item)`` instead of a transaction. The number of records."""
-    from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+    from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
 
     records = 0
     for n in range(chains):

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from rebound.domain.models import PolicyOverride, TargetBudget, Task
+from rebound.domain.retry_policy import PolicyOverride, TargetBudget
+from rebound.domain.task import Task
 from rebound.domain.timefmt import iso, parse_utc
 
 if TYPE_CHECKING:

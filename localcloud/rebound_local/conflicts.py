@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rebound.config.loader import load_policy_book, resolve_policy
-from rebound.domain.models import Task
+from rebound.domain.task import Task
 from rebound.domain.workstreams import TaskDocument
 from rebound.ops.preflight import Collision, Planned, PreflightReport, hit_rate, preflight
 from rebound.settings import default_config_dir

@@ -22,7 +22,8 @@ from rich.table import Table
 
 from rebound.config.loader import load_task_file
 from rebound.domain.audit import verify_chain
-from rebound.domain.models import Run, RunState, WorkOrder
+from rebound.domain.run import Run, RunState
+from rebound.domain.work_order import WorkOrder
 from rebound.ops.tasks import TaskOps
 from rebound_local.clock import VirtualClock
 from rebound_local.demo_workstream import WorkstreamDemo, run_workstream_demo

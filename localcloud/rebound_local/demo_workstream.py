@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from rebound.domain.models import SimBehavior, SimTarget
+from rebound.domain.target_specs import SimBehavior, SimTarget
 from rebound.domain.tenancy import short_id
 from rebound.domain.workstream_runs import WorkstreamRun, WorkstreamState
 from rebound.ops.tasks import TaskOps

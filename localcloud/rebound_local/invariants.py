@@ -47,8 +47,8 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import CheckMac, verify_chain, verify_fields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import event_run_id, scheduled_run_id, work_order_id
-from rebound.domain.models import AuditRecord
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.dispatch import WAITING_STATES
 

@@ -16,7 +16,7 @@ from botocore.exceptions import ClientError
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
 

@@ -75,9 +75,10 @@ from rebound.config.loader import (
     parse_task_document,
     parse_task_file,
 )
+from rebound.domain.basics import TENANT_PATTERN
 from rebound.domain.durations import Seconds
 from rebound.domain.errors import ConfigError
-from rebound.domain.models import TENANT_PATTERN, Task, TenantSettings
+from rebound.domain.task import Task, TenantSettings
 from rebound.domain.timefmt import UtcDatetime
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.crashpoints import CRASH_POINTS

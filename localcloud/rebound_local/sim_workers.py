@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from rebound.domain.models import SimAsync
+from rebound.domain.target_specs import SimAsync
 from rebound.engine.ports import Bus, BusEvent, Clock
 from rebound.targets.base import Invocation
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from rebound.domain.events import execution_updated
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Attempt, Run, RunState, Trigger, WorkOrder
+from rebound.domain.run import Attempt, Run, RunState, Trigger
+from rebound.domain.work_order import WorkOrder
 from rebound.engine.ports import Store
 from support import START
 

@@ -21,7 +21,8 @@ from rebound.adapters.dynamo import DynamoStore, from_item
 from rebound.adapters.dynamo.codec import to_item
 from rebound.adapters.memory import MemoryStore
 from rebound.domain.audit import record_hash
-from rebound.domain.models import AuditRecord, RunState
+from rebound.domain.audit_record import AuditRecord
+from rebound.domain.run import RunState
 from rebound.engine.ports import Store
 from rebound.ops.audit import AuditOps, AuditResult
 from rebound.ops.audit import _judge_stored as judge_stored

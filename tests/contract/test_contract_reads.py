@@ -7,9 +7,12 @@ import pytest
 from contract_support import at, create, new_run, new_work_order
 
 from rebound.domain.audit import GENESIS, verify_chain, verify_fields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict
-from rebound.domain.models import AuditRecord, Run, RunState, TaskState, TenantSettings, WorkOrderState
+from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import TaskState, TenantSettings
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine.ports import Store
 from support import START, task
 

@@ -12,7 +12,8 @@ from contract_support import Event, at, create, new_run, new_work_order, running
 from rebound.domain.audit import GENESIS, rebuild_run, verify_chain
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.events import execution_updated
-from rebound.domain.models import RunState, WorkOrderState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine.ports import Store
 from support import START
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.async_attempts import completion_token
 from rebound_cli.errors import EXIT_CONFLICT
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import STALE_S, RedriveJobs, continue_job
 from support import dead_letters

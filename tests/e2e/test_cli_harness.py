@@ -24,7 +24,7 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from rebound.domain.models import Run
+from rebound.domain.run import Run
 from rebound.engine.deps import Deps
 from rebound_cli.app import cli
 from rebound_cli.context import Overrides

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 
 pytestmark = pytest.mark.e2e

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 
 pytestmark = pytest.mark.e2e
 local_cloud_base = cloud_fixture(name="local_cloud_base")

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from test_cli_harness import Cloud, cloud_fixture
 
-from rebound.domain.models import Task
+from rebound.domain.task import Task
 from rebound.ops.tasks import TaskOps
 
 pytestmark = pytest.mark.e2e

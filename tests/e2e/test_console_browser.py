@@ -182,7 +182,7 @@ def test_a_bad_policy_value_shows_its_field_error(page: Any, deps: Deps) -> None
 
 
 def test_work_orders_and_retry_health(page: Any, deps: Deps) -> None:
-    from rebound.domain.models import Severity
+    from rebound.domain.basics import Severity
     from rebound.ops.workorders import WorkOrderOps
 
     order = WorkOrderOps(deps, OPERATOR).create(severity=Severity.HIGH, reason="disk full")

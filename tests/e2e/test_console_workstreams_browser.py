@@ -18,7 +18,7 @@ import pytest
 from test_console_browser import OPERATOR, browser, console_open, expect_text, shot, tab  # noqa: F401
 from test_console_browser import page as moto_page  # noqa: F401  (the console over the moto deps)
 
-from rebound.domain.models import SimBehavior, SimTarget
+from rebound.domain.target_specs import SimBehavior, SimTarget
 from rebound.domain.tenancy import short_id
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import workstream_subject

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import DeliveryStatus, RunState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import DeliveryStatus
 from rebound.engine import telemetry as m
 from rebound.engine.executor import intake as executor_engine
 from rebound.ops.health_report import Thresholds

@@ -11,8 +11,9 @@ import pytest
 
 from rebound.config.loader import load_task_file
 from rebound.domain.audit import rebuild_run, trail_mismatches, verify_chain
-from rebound.domain.models import Run, RunState, WorkOrderState
+from rebound.domain.run import Run, RunState
 from rebound.domain.tenancy import short_id
+from rebound.domain.work_order import WorkOrderState
 from rebound.ops.health_report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S
 from rebound_local.clock import VirtualClock

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound_local.stack import LocalStack
 from support import local_stack_at, loopback_server, register, task
 

@@ -9,7 +9,7 @@ import pytest
 from infra_helpers import Synth, ref_target
 
 from rebound import resources as r
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.settings import settings_from_env
 
 pytestmark = pytest.mark.infra

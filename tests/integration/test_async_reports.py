@@ -13,7 +13,7 @@ from test_ops_api import call
 
 from rebound import wiring
 from rebound.domain.ids import run_subject
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.ops.async_reports import reports_subject

@@ -15,8 +15,8 @@ from botocore.exceptions import ClientError
 from rebound.adapters.audit_keys import VerifyingAuditKeys, day_keys_document, read_day_keys
 from rebound.adapters.dynamo import from_item, to_item
 from rebound.domain.audit import GENESIS, record_hash
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import OperationalError, ValidationFailed
-from rebound.domain.models import AuditRecord
 from rebound.engine.deps import Deps
 from rebound.ops.audit import MAX_EXPORTED_DAYS, AuditOps
 from support import START, new_run, task

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from rebound.domain.models import RunState, Severity
+from rebound.domain.basics import Severity
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.ops.workorders import WorkOrderOps
 from rebound_cli.app import cli

@@ -8,7 +8,8 @@ import pytest
 
 from rebound.adapters.notify import DeliveryFailed, Notification
 from rebound.domain.errors import OperationalError
-from rebound.domain.models import DeliveryStatus, RunState, WorkOrderState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import DeliveryStatus, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.handlers import escalation, executor, retry_scheduler
 from support import Context, bus_event, fire, outbox_events, register, sqs_event, task

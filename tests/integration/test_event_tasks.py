@@ -8,7 +8,8 @@ import pytest
 
 from rebound.domain.errors import ConfigError
 from rebound.domain.ids import task_rule_name
-from rebound.domain.models import RunState, TaskState
+from rebound.domain.run import RunState
+from rebound.domain.task import TaskState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.ops.tasks import TaskOps

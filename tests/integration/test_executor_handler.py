@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from rebound.domain.errors import Throttled
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.handlers import executor
 from rebound.targets.base import Invocation, Outcome
@@ -252,7 +252,7 @@ def test_a_fire_due_before_the_pause_still_runs_when_delivered_late(
 ) -> None:
     register(wired, task("job"))
     wired.clock.sleep(600)
-    from rebound.domain.models import TaskState
+    from rebound.domain.task import TaskState
     from rebound.ops.tasks import TaskOps
 
     TaskOps(wired, "test").set_state("job", TaskState.PAUSED)  # paused at 09:10

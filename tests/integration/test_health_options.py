@@ -10,7 +10,8 @@ import boto3
 import pytest
 
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import RunState, TaskState
+from rebound.domain.run import RunState
+from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import RetryScheduler

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import DeliveryStatus, Resolution, WorkOrderState
+from rebound.domain.work_order import DeliveryStatus, Resolution, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
 from rebound.handlers import sweeper

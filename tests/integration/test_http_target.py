@@ -19,7 +19,7 @@ import boto3
 import pytest
 
 from rebound.adapters.secrets import SecretResolver
-from rebound.domain.models import HttpTarget, TargetRules
+from rebound.domain.target_specs import HttpTarget, TargetRules
 from rebound.targets.base import Invocation
 from rebound.targets.http_target import HttpInvoker, verify_signature
 
@@ -426,7 +426,7 @@ def test_error_answers_are_kept_only_from_allowlisted_hosts(
 
 
 def test_the_sim_target_is_refused_where_it_is_not_enabled(aws: boto3.session.Session, clock: Any) -> None:
-    from rebound.domain.models import SimTarget
+    from rebound.domain.target_specs import SimTarget
     from rebound.targets.registry import default_targets
 
     prod = default_targets(aws, clock, {}, TargetRules.defaults_for("prod"))

@@ -16,7 +16,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
-from rebound.domain.models import ERROR_CODE_PATTERN, LambdaTarget
+from rebound.domain.basics import ERROR_CODE_PATTERN
+from rebound.domain.target_specs import LambdaTarget
 from rebound.targets.base import Invocation
 from rebound.targets.lambda_target import LambdaInvoker, sanitize_code
 from rebound.targets.registry import lambda_clients

@@ -25,9 +25,10 @@ from rebound.adapters.notify import (
     SnsChannel,
 )
 from rebound.adapters.secrets import SecretResolver
+from rebound.domain.basics import Severity
 from rebound.domain.errors import OperationalError
 from rebound.domain.ids import work_order_id
-from rebound.domain.models import DeliveryStatus, Resolution, Severity, WorkOrder, WorkOrderState
+from rebound.domain.work_order import DeliveryStatus, Resolution, WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.settings import Settings, settings_from_env, settings_to_env
 from support import loopback_http

@@ -17,7 +17,8 @@ from rebound import wiring
 from rebound.api import build_app, openapi_document
 from rebound.domain.errors import OperationalError
 from rebound.domain.ids import task_rule_name, task_schedule_name
-from rebound.domain.models import DeliveryStatus, RunState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import DeliveryStatus
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
 from rebound.engine.ports import DeliveryFailed
@@ -449,7 +450,7 @@ def test_a_job_whose_continuation_was_lost_is_continued_by_the_next_poll(
 
 def finished_run(deps: Deps, run_id: str, state: RunState, attempt: int, changed_ago_s: float) -> None:
     """A run that finished ``changed_ago_s`` ago after ``attempt`` attempts of one budget."""
-    from rebound.domain.models import Run, Trigger
+    from rebound.domain.run import Run, Trigger
 
     now = deps.clock.now()
     at = now - timedelta(seconds=changed_ago_s)

@@ -12,8 +12,9 @@ from test_ops_api import ALICE, call
 
 from rebound import wiring
 from rebound.adapters.dynamo import DynamoStore
+from rebound.domain.basics import Severity
 from rebound.domain.ids import run_subject
-from rebound.domain.models import RunState, Severity
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.ops.state import ACTION
 from rebound.ops.workorders import WorkOrderOps

@@ -11,7 +11,7 @@ import pytest
 from test_ops_api import call
 
 from rebound import wiring
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.target_budgets import TargetBudgets
 from support import ended_run, register, task

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import ScheduleSpec
+from rebound.domain.schedule_spec import ScheduleSpec
 from rebound.ops.preview import NOT_REPEATED, REPEATED, SHIFTED, SKIPPED, preview_fires
 
 pytestmark = pytest.mark.unit

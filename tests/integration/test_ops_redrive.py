@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from rebound.domain.errors import Conflict
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.ports import BatchResult

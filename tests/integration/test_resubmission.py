@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.engine.deps import Deps
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor, retry_scheduler

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import retry_dispatch_reference
-from rebound.domain.models import AuditRecord, RunState
+from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import MAX_QUEUE_DELAY_S

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from rebound.domain.ids import retry_dispatch_reference
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.handlers import executor, retry_scheduler
 from support import Context, bus_event, fire, outbox_events, queue_messages, register, sqs_event, task

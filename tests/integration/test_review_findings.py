@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from rebound.domain.models import RunState, TaskState
+from rebound.domain.run import RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import TaskState
 from rebound.engine import crashpoints as cp
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import observe_queue

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rebound.domain.models import Task
+from rebound.domain.task import Task
 from rebound.engine.ports import RecurringSchedule
 from rebound.ops.tasks import TaskOps
 from rebound_local import motopatch, observe, snapshot

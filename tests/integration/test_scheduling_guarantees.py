@@ -8,14 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rebound.domain.models import (
-    AttemptOutcome,
-    Resolution,
-    RunState,
-    TaskState,
-    TenantSettings,
-    WorkOrderState,
-)
+from rebound.domain.run import AttemptOutcome, RunState
+from rebound.domain.task import TaskState, TenantSettings
+from rebound.domain.work_order import Resolution, WorkOrderState
 from rebound.engine import sla
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import observe_queue

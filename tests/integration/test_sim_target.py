@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import AttemptOutcome, RunState, SimTarget
+from rebound.domain.run import AttemptOutcome, RunState
+from rebound.domain.target_specs import SimTarget
 from rebound.engine.deps import Deps
 from rebound.handlers import executor, retry_scheduler
 from rebound.targets.base import TIMEOUT, Invocation, Outcome

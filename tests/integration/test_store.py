@@ -11,7 +11,7 @@ from botocore.exceptions import ClientError
 from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.errors import Conflict
 from rebound.domain.events import execution_updated
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.retry_scheduler import RetryScheduler

@@ -192,7 +192,8 @@ def test_the_sweeper_publishes_again_a_stream_batch_the_relay_gave_up_on(
     """The bus is down long enough for the mapping to give up: the failed attempt's
     ``task.execution.failed`` sits only in the stream. When the bus is back, the sweeper reads
     the range again from the stream, publishes it, and the run is retried and succeeds."""
-    from rebound.domain.models import RunState, Task
+    from rebound.domain.run import RunState
+    from rebound.domain.task import Task
 
     stack, _ = start_virtual(
         local_stacks, datetime(2026, 3, 7, 8, 59, 30, tzinfo=UTC), faults=Faults(stream_retries=1)

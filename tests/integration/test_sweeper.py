@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from rebound.domain.models import AttemptOutcome, RunState
+from rebound.domain.run import AttemptOutcome, RunState
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.engine.ports import DlqStatus
@@ -145,7 +145,7 @@ def test_sweep_finds_nothing_to_do_on_a_healthy_system(wired: Deps) -> None:
 
 
 def test_a_replay_whose_message_was_lost_is_sent_again(wired: Deps) -> None:
-    from rebound.domain.models import RunState as S
+    from rebound.domain.run import RunState as S
 
     register(wired, task("job", target={"type": "sim", "behavior": {"terminal_error": "BAD"}}))
     executor.lambda_handler(sqs_event(fire("job")), Context())

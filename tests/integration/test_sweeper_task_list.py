@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rebound.domain.models import TaskState
+from rebound.domain.task import TaskState
 from rebound.engine.deps import Deps
 from rebound.engine.ledger import Ledger
 from rebound.ops.health import HealthOps

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine import telemetry
 from rebound.engine.deps import Deps

@@ -15,7 +15,8 @@ from api_support import call, ok
 from tenancy_world import BOB, ROOT, World, build
 
 from rebound import wiring
-from rebound.domain.models import Run, RunState, Severity
+from rebound.domain.basics import Severity
+from rebound.domain.run import Run, RunState
 from rebound.domain.workstreams import Workstream
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import Workstreams

@@ -21,7 +21,8 @@ import pytest
 
 from rebound.adapters.notify import PagerDutyChannel, SlackChannel
 from rebound.adapters.secrets import SecretResolver
-from rebound.domain.models import DeliveryStatus, Resolution, RunState, WorkOrderState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import DeliveryStatus, Resolution, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import escalation, executor, retry_scheduler

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rebound.adapters.dynamo.codec import _plain, from_item, to_item
 from rebound.domain.audit import GENESIS, AuditFields, audit_record, next_fields, verify_chain, verify_fields
-from rebound.domain.models import AuditRecord
+from rebound.domain.audit_record import AuditRecord
 
 pytestmark = pytest.mark.property_based
 T0 = datetime(2026, 3, 7, 9, tzinfo=UTC)

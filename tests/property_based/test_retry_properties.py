@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebound.domain.models import Attempt, AttemptOutcome, JitterMode, RetryPolicy, Run, Trigger
+from rebound.domain.backoff import JitterMode
 from rebound.domain.retry import capped_delay, decide_retry, delay_for_attempt
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import Attempt, AttemptOutcome, Run, Trigger
 
 pytestmark = pytest.mark.property_based
 T0 = datetime(2026, 3, 7, tzinfo=UTC)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from rebound.domain.audit import _rebuilt_fields, next_record, run_changes
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
 from rebound.domain.run_form import json_form
 from rebound.domain.timefmt import iso
 

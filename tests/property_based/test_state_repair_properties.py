@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebound.adapters.memory import MemoryStore
-from rebound.domain.models import Attempt, Run, RunState, Trigger
+from rebound.domain.run import Attempt, Run, RunState, Trigger
 from rebound.ops.state import StateOps
 
 START = datetime(2026, 3, 7, 9, tzinfo=UTC)

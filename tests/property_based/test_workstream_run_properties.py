@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.workstream_runs import (
     DONE,
     OPEN,

@@ -14,7 +14,7 @@ from rebound.adapters.completion_keys import StaticCompletionKey
 from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY, Claims, Refusal, sign
 from rebound.domain.ids import run_subject
-from rebound.domain.models import AttemptOutcome, Run, RunState
+from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.engine.sweeper import Sweeper
 from rebound.ops.async_reports import AsyncReports, Report, ReportKind, reports_subject
 from support import fire, register, task

@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from rebound.domain.audit import GENESIS, next_record, rebuild_run, run_changes, verify_chain
-from rebound.domain.models import Attempt, AuditRecord, Run, RunState, Trigger
+from rebound.domain.audit_record import AuditRecord
+from rebound.domain.run import Attempt, Run, RunState, Trigger
 from rebound.domain.timefmt import iso
 
 pytestmark = pytest.mark.unit

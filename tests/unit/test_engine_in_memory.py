@@ -11,7 +11,8 @@ from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Run, RunState, WorkOrderState
+from rebound.domain.run import Run, RunState
+from rebound.domain.work_order import WorkOrderState
 from support import START, fire, register, task
 
 pytestmark = pytest.mark.unit

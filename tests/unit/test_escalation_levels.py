@@ -10,9 +10,10 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 from test_engine_in_memory import RUN
 
+from rebound.domain.basics import Severity
 from rebound.domain.escalation_levels import ACK_TARGETS, INCIDENT_FACTOR, derive_level, level_of
-from rebound.domain.models import Severity, WorkOrder, WorkOrderState
 from rebound.domain.restore import work_order_from_chain
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine.levels import ACTION
 from rebound.engine.sweeper import Sweeper
 from rebound.ops.workorders import WorkOrderOps, work_order_view

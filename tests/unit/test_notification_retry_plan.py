@@ -15,9 +15,9 @@ from fakes import FakeChannel, FakeNotifier, MemoryWorld, memory_deps
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import OperationalError, ValidationFailed, WorkOrderNotFound
 from rebound.domain.ids import work_order_subject
-from rebound.domain.models import DeliveryStatus, Resolution, WorkOrder
 from rebound.domain.notification import Notification
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import DeliveryStatus, Resolution, WorkOrder
 from rebound.engine.escalation import Escalation
 from rebound.engine.ports import DeliveryFailed
 from rebound.ops.notifications import RETRIED, Decision, NotificationOps, PlannedDelivery

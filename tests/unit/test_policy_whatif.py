@@ -9,7 +9,7 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
 from rebound.domain.whatif import DEAD_LETTER_COST_USD, RETRY_COST_USD
 from rebound.ops.policies import PolicyOps
 from support import START, register, task

@@ -13,7 +13,7 @@ from fakes import MemoryWorld, memory_deps
 from rebound.config.loader import parse_task_document
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import scheduled_run_id
-from rebound.domain.models import TaskState
+from rebound.domain.task import TaskState
 from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import TaskDocument
 from rebound.ops.preflight import Collision, PreflightOps, PreflightWarning, hit_rate, parse_window

@@ -11,8 +11,9 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import UNVERIFIED_ACTOR, sign_actor, verified_actor
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import run_subject
-from rebound.domain.models import AuditRecord, Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.ops.replay import Replays
 from support import fire, register, task
 

@@ -7,8 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from rebound.domain.models import Attempt, AttemptOutcome, JitterMode, RetryPolicy, Run, Trigger
+from rebound.domain.backoff import JitterMode
 from rebound.domain.retry import Reason, capped_delay, decide_retry, delay_for_attempt, jitter_rng
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import Attempt, AttemptOutcome, Run, Trigger
 
 pytestmark = pytest.mark.unit
 T0 = datetime(2026, 3, 7, 9, tzinfo=UTC)

@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from rebound.domain.errors import IllegalTransition
-from rebound.domain.models import RunState as S
+from rebound.domain.run import RunState as S
 from rebound.domain.states import ACTIVE, CLAIMABLE, TERMINAL, TRANSITIONS, can_transition, ensure_transition
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,7 @@ from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.engine.sla import counter_key
 from rebound.ops.sla_report import SlaReportOps, counter_subject, percentile
 from rebound.ops.slo import MISSED_MARK

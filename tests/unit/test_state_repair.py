@@ -19,8 +19,8 @@ from test_workstream_engine import drive, ledger
 from rebound.domain.audit import trail_mismatches
 from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import run_subject
-from rebound.domain.models import RunState
 from rebound.domain.restore import CHAIN
+from rebound.domain.run import RunState
 from rebound.domain.workstream_runs import WorkstreamState
 from rebound.engine.workstreams import run_key, workstream_subject
 from rebound.ops.state import ACTION, StateOps

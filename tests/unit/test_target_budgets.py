@@ -16,7 +16,9 @@ from fakes import MemoryWorld, memory_deps
 
 from rebound.domain import target_budget as tb
 from rebound.domain.ids import run_subject
-from rebound.domain.models import RunState, TargetBudget, WorkOrderState
+from rebound.domain.retry_policy import TargetBudget
+from rebound.domain.run import RunState
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine.sweeper import Sweeper
 from rebound.engine.target_budgets import INDEX_KEY, TargetBudgets, held_by_target
 from support import START, fire, register, task

@@ -11,9 +11,10 @@ import pytest
 from fakes import memory_deps
 
 from rebound.config.loader import parse_task_file
+from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.errors import ConfigError, ValidationFailed
 from rebound.domain.item_size import ITEM_LIMIT, item_size
-from rebound.domain.models import MAX_PAYLOAD_BYTES, TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.ops.tasks import TaskOps, write_sizes
 from rebound.targets.safety import (
     TargetRefused,

@@ -11,7 +11,7 @@ from fakes import MemoryWorld, memory_deps
 from test_target_budgets import IDS, all_held
 
 from rebound.domain.errors import NotFound, ValidationFailed
-from rebound.domain.models import WorkOrderState
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine.sweeper import Sweeper
 from rebound.ops.targets import TargetsOps
 from support import START, register, task

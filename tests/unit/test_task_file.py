@@ -9,7 +9,8 @@ import yaml
 
 from rebound.config.loader import load_policy_book, parse_task_file, resolve_policy
 from rebound.domain.errors import ConfigError
-from rebound.domain.models import HttpTarget, PolicyOverride, SimTarget
+from rebound.domain.retry_policy import PolicyOverride
+from rebound.domain.target_specs import HttpTarget, SimTarget
 
 pytestmark = pytest.mark.unit
 CONFIG = Path(__file__).resolve().parents[2] / "config"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from fakes import MemoryWorld, memory_deps
 
-from rebound.domain.models import TaskState
+from rebound.domain.task import TaskState
 from rebound.engine.task_list import listed_tasks
 from rebound.ops.tasks import TaskOps
 from support import count_task_scans, register, task

@@ -19,8 +19,9 @@ from rebound.api.auth import Caller, Gate, authorize
 from rebound.config.loader import parse_task_document, parse_task_file
 from rebound.domain.errors import ConfigError, Conflict, Forbidden, OperationalError, ValidationFailed
 from rebound.domain.ids import task_rule_name, task_schedule_name
-from rebound.domain.models import HttpTarget, TargetRules, Task, TenantSettings
 from rebound.domain.schedules import planned_schedules
+from rebound.domain.target_specs import HttpTarget, TargetRules
+from rebound.domain.task import Task, TenantSettings
 from rebound.domain.tenancy import qualify, secret_problem, short_id, tenant_of, tenant_of_run
 from rebound.engine.executor import Executor, QueueMessage
 from rebound.ops.access import TenantAccess, Tenants, find_task, identity_keys, task_key

@@ -9,7 +9,9 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.audit import verify_chain
-from rebound.domain.models import Resolution, RunState, Severity, WorkOrderState
+from rebound.domain.basics import Severity
+from rebound.domain.run import RunState
+from rebound.domain.work_order import Resolution, WorkOrderState
 from rebound.domain.workstream_runs import StepState, WorkstreamState
 from rebound.domain.workstream_runs import rollback as rollback_to
 from rebound.domain.workstreams import ResourceSpec
@@ -271,7 +273,7 @@ def test_a_schedule_scheduler_cannot_express_is_refused_naming_the_workstream_an
     world: MemoryWorld,
 ) -> None:
     from rebound.domain.errors import ValidationFailed
-    from rebound.domain.models import ScheduleSpec
+    from rebound.domain.schedule_spec import ScheduleSpec
     from rebound.ops.workstreams import WorkstreamOps
 
     bad = nightly_ledger().model_copy(

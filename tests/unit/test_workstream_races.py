@@ -12,7 +12,8 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.errors import Conflict
-from rebound.domain.models import Resolution, RunState, WorkOrderState
+from rebound.domain.run import RunState
+from rebound.domain.work_order import Resolution, WorkOrderState
 from rebound.domain.workstream_runs import StepState, WorkstreamRefused, WorkstreamState
 from rebound.engine.workstreams import Workstreams
 from rebound.ops.dlq.message import Arrival, DlqMessage

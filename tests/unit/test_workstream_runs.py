@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.workstream_runs import (
     MemoryResources,
     StepState,

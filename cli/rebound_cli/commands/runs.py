@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.authz import RunOf

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rebound.domain.models import TaskState
+from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, TaskOf, document_tenants
 from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window

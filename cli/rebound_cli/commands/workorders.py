@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from rebound.domain.models import Resolution, Severity, WorkOrderState
+from rebound.domain.basics import Severity
+from rebound.domain.work_order import Resolution, WorkOrderState
 from rebound.ops.authz import WorkOrderOf
 from rebound.ops.workorders import work_order_view
 from rebound_cli import output as out

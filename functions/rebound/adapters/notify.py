@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.secrets import SecretResolver
+from rebound.domain.basics import Severity
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import Severity
 from rebound.domain.notification import Notification
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Channel, DeliveryFailed, Sent

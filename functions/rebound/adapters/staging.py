@@ -20,15 +20,18 @@ from typing import Any, TypeVar
 
 from rebound.adapters import dlq_items
 from rebound.domain.audit import GENESIS, AuditFields, audit_record, next_fields, run_changes
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import TRANSIENT, OperationalError
 from rebound.domain.escalation_levels import with_level
 from rebound.domain.events import DomainEvent, step_ended
 from rebound.domain.ids import outbox_event_id, run_subject, task_subject, tenant_subject, work_order_subject
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder
 from rebound.domain.restore import work_order_changes
+from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task, TenantSettings
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder
 from rebound.engine.ports import AuditKeys, DlqEntry
 
 T = TypeVar("T")

@@ -15,8 +15,8 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
+from rebound.domain.basics import ERROR_CODE_PATTERN
 from rebound.domain.completion import MAX_TOKEN_CHARS
-from rebound.domain.models import ERROR_CODE_PATTERN
 from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.authz import Rule, RunOf
 

@@ -12,7 +12,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from rebound.api.app import Api
-from rebound.domain.models import Resolution, Severity, TaskKey, Tenant, WorkOrderState
+from rebound.domain.basics import Severity, TaskKey, Tenant
+from rebound.domain.work_order import Resolution, WorkOrderState
 from rebound.ops.authz import (
     Environment,
     FirstOf,

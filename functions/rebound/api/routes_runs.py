@@ -12,8 +12,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field, model_validator
 
 from rebound.api.app import Api
+from rebound.domain.basics import MAX_TASK_TIMEOUT_S, TaskKey
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, Run, RunState, TaskKey
+from rebound.domain.run import Run, RunState
 from rebound.domain.tenancy import ALL_TENANTS, tenant_of
 from rebound.ops.authz import FirstOf, Listing, Rule, RunOf, rule
 from rebound.ops.common import parse_when

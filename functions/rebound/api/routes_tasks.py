@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
 from rebound.config.loader import parse_task_document
-from rebound.domain.models import TaskState
+from rebound.domain.task import TaskState
 from rebound.ops.authz import Documents, Rule, TaskOf, document_tenants, rule
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import Change, TaskOps, change_view, detail_view, task_view

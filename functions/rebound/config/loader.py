@@ -11,8 +11,9 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rebound.domain.errors import ConfigError, PolicyNotFound
-from rebound.domain.models import POLICY_FIELDS, PolicyOverride, RetryPolicy, Task
 from rebound.domain.planning import CONFLICTS_SECTION, SLA_SECTION, PlanningDefaults
+from rebound.domain.retry_policy import POLICY_FIELDS, PolicyOverride, RetryPolicy
+from rebound.domain.task import Task
 from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems, task_key
 
 M = TypeVar("M", bound=BaseModel)

@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.jsonutil import canonical_bytes, canonical_bytes_of_plain
-from rebound.domain.models import AuditRecord, Run
+from rebound.domain.run import Run
 from rebound.domain.timefmt import iso, parse_utc
 
 GENESIS = "0" * 64

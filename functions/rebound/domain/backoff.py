@@ -1,8 +1,8 @@
 """Backoff: how long to wait after a failed attempt, and whether the budget allows another one.
 
 This module owns the jitter modes and the delay arithmetic of a retry policy. It reads a policy through
-:class:`BackoffPolicy` (``rebound.domain.models.RetryPolicy`` is one) and imports nothing of Rebound, so the
-models can use it and ``rebound.domain.retry`` (the retry decision) can build on it.
+:class:`BackoffPolicy` (``rebound.domain.retry_policy.RetryPolicy`` is one) and imports nothing of
+Rebound, so the models can use it and ``rebound.domain.retry`` (the retry decision) can build on it.
 
 ``attempt`` always counts attempts made in the run's current budget, the one that just failed
 included. After attempt 1 fails the wait is ``base_delay``; after attempt 2, ``base_delay *

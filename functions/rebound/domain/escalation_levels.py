@@ -26,7 +26,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from enum import IntEnum
 
-from rebound.domain.models import Severity, WorkOrder
+from rebound.domain.basics import Severity
+from rebound.domain.work_order import WorkOrder
 
 ACK_TARGETS: dict[Severity, timedelta] = {
     Severity.CRITICAL: timedelta(minutes=5),

@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rebound.domain.models import Run, RunState, WorkOrder
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder
 
 
 class EventType(StrEnum):

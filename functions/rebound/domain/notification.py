@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from rebound.domain.models import WorkOrder
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder
 
 
 @dataclass(frozen=True)

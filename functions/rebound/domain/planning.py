@@ -13,8 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+from rebound.domain.basics import Strict
 from rebound.domain.durations import Seconds
-from rebound.domain.models import Strict
 
 CONFLICTS_SECTION = "conflicts"
 SLA_SECTION = "sla"

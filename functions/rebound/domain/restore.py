@@ -22,8 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain.audit import ChainCheck, rebuild_run, trail_mismatches
-from rebound.domain.models import AuditRecord, Run, Task, WorkOrder
+from rebound.domain.audit_record import AuditRecord
+from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task
+from rebound.domain.work_order import WorkOrder
 from rebound.domain.workstream_runs import WorkstreamRun
 
 CHAIN = "audit chain"

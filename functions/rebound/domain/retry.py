@@ -14,7 +14,8 @@ from datetime import datetime, timedelta
 from rebound.domain.backoff import capped_delay as capped_delay
 from rebound.domain.backoff import delay_for_attempt as delay_for_attempt
 from rebound.domain.backoff import should_schedule_retry as should_schedule_retry
-from rebound.domain.models import RetryPolicy, Run
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import Run
 
 
 def jitter_rng(seed: int | None, run_id: str, attempt: int) -> random.Random:

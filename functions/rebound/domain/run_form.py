@@ -26,7 +26,7 @@ from typing import Any
 from annotated_types import Ge, Le
 from pydantic import BaseModel, BeforeValidator, PlainSerializer
 
-from rebound.domain.models import Attempt, AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
 from rebound.domain.tenancy import tenant_of
 from rebound.domain.timefmt import iso, parse_utc
 

@@ -14,7 +14,8 @@ from rebound.domain import cron
 from rebound.domain.durations import parse_rate
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import task_schedule_name, workstream_schedule_name
-from rebound.domain.models import ScheduleSpec, Task
+from rebound.domain.schedule_spec import ScheduleSpec
+from rebound.domain.task import Task
 from rebound.domain.workstreams import Workstream
 
 FIRE_TEMPLATE_TIME = "<aws.scheduler.scheduled-time>"

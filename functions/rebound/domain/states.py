@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from rebound.domain.errors import IllegalTransition
-from rebound.domain.models import AttemptOutcome, Run, RunState
+from rebound.domain.run import AttemptOutcome, Run, RunState
 
 S = RunState
 

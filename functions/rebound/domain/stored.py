@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import GENESIS
-from rebound.domain.models import Task, TaskState
+from rebound.domain.task import Task, TaskState
 from rebound.domain.timefmt import iso, parse_utc
 
 

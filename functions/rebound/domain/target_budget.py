@@ -26,7 +26,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from rebound.domain.models import HttpTarget, LambdaTarget, SimTarget, TargetBudget, Task
+from rebound.domain.retry_policy import TargetBudget
+from rebound.domain.target_specs import HttpTarget, LambdaTarget, SimTarget
+from rebound.domain.task import Task
 from rebound.domain.timefmt import UtcDatetime
 
 TARGET_UNHEALTHY = "target-unhealthy"

@@ -5,7 +5,7 @@ other part of Rebound stores and passes around, is ``<tenant>.<id>`` (``acme.nig
 a tenant nor a short id may contain ``.``, so a key splits back unambiguously, and two tenants'
 ``nightly`` are two tasks. Run ids start with the task's key, so they carry the tenant too.
 
-The loader qualifies (``rebound.domain.models.TaskFile``): it is the one place a short id becomes
+The loader qualifies (``rebound.domain.task.TaskFile``): it is the one place a short id becomes
 a key. Everything else treats a task id as opaque. Keys written before tenancy existed have no
 tenant part; ``rebound migrate tenancy`` rewrites them.
 

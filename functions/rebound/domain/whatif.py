@@ -29,8 +29,9 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, Field
 
 from rebound.domain.backoff import delay_for_attempt, should_schedule_retry
-from rebound.domain.models import Attempt, AttemptOutcome, RetryPolicy, Run
 from rebound.domain.retry import is_terminal, jitter_rng
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import Attempt, AttemptOutcome, Run
 from rebound.domain.timefmt import iso
 
 RETRY_COST_USD = (50.79 - 16.05) / 1e6

@@ -33,7 +33,7 @@ from pydantic import BaseModel, Field
 
 from rebound.domain.errors import DomainError, IllegalTransition
 from rebound.domain.events import DomainEvent, EventType
-from rebound.domain.models import RunState
+from rebound.domain.run import RunState
 from rebound.domain.timefmt import UtcDatetime, iso
 from rebound.domain.workstreams import (
     Workstream,

@@ -27,8 +27,10 @@ from typing import Annotated, Any
 from pydantic import Field, field_validator, model_validator
 
 from rebound.domain import tenancy
+from rebound.domain.basics import TASK_ID_PATTERN, Strict, TaskKey, Tenant
 from rebound.domain.durations import Seconds
-from rebound.domain.models import TASK_ID_PATTERN, ScheduleSpec, Strict, TaskFile, TaskKey, Tenant
+from rebound.domain.schedule_spec import ScheduleSpec
+from rebound.domain.task import TaskFile
 
 WorkstreamId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]
 ResourceId = Annotated[str, Field(pattern=TASK_ID_PATTERN, description="[a-z0-9_-], at most 48 characters")]

@@ -16,7 +16,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from rebound.domain.completion import Claims, sign, token_id_for
-from rebound.domain.models import Run, Task
+from rebound.domain.run import Run
+from rebound.domain.task import Task
 
 if TYPE_CHECKING:
     from rebound.engine.deps import Deps

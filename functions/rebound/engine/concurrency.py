@@ -22,7 +22,8 @@ from typing import Any
 
 from rebound.domain.errors import Conflict
 from rebound.domain.ids import slot_expiry_attribute, slot_subject
-from rebound.domain.models import OverlapPolicy, Task, TenantSettings
+from rebound.domain.schedule_spec import OverlapPolicy
+from rebound.domain.task import Task, TenantSettings
 from rebound.engine.ports import Store, UnitOfWork
 
 SLOT_PREFIX = "slots#"

@@ -21,7 +21,8 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import message_subject, run_subject
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import AttemptOutcome, RetryPolicy, Run, RunState
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp

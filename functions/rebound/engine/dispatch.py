@@ -23,7 +23,7 @@ from typing import Any
 
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import retry_dispatch_reference
-from rebound.domain.models import Run, RunState, with_changes
+from rebound.domain.run import Run, RunState, with_changes
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps

@@ -26,8 +26,8 @@ from datetime import timedelta
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import message_subject, run_subject
-from rebound.domain.models import Run, RunState, Trigger
 from rebound.domain.retry import Reason
+from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
 from rebound.engine.dead_letters import DeadLetters

@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import Run
+from rebound.domain.run import Run
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.messages import parse_execution_message
 from rebound.engine.ports import DlqEntry

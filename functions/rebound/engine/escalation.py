@@ -24,20 +24,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import RUN_PREFIX, work_order_id, work_order_subject
-from rebound.domain.models import (
-    Delivery,
-    DeliveryStatus,
-    Resolution,
-    Run,
-    RunState,
-    Severity,
-    WorkOrder,
-    WorkOrderState,
-)
 from rebound.domain.notification import Notification
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.work_order import Delivery, DeliveryStatus, Resolution, WorkOrder, WorkOrderState
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla
 from rebound.engine import telemetry as m

@@ -40,7 +40,8 @@ from rebound.domain import cron
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict
 from rebound.domain.ids import run_subject, scheduled_run_id
-from rebound.domain.models import Run, RunState, ScheduleSpec, Trigger
+from rebound.domain.run import Run, RunState, Trigger
+from rebound.domain.schedule_spec import ScheduleSpec
 from rebound.domain.schedules import scheduler_expressions
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc

@@ -16,7 +16,7 @@ from datetime import datetime
 
 from rebound.domain.errors import Conflict
 from rebound.domain.escalation_levels import unacknowledged_for, with_level
-from rebound.domain.models import WorkOrder, WorkOrderState
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 
 log = logging.getLogger(__name__)

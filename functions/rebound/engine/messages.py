@@ -9,9 +9,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from rebound.domain.basics import TASK_KEY_PATTERN
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import event_run_id, scheduled_run_id
-from rebound.domain.models import TASK_KEY_PATTERN
 from rebound.domain.timefmt import UtcDatetime
 
 

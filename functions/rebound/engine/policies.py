@@ -9,8 +9,9 @@ from typing import Any
 from rebound.config.loader import PolicyBook, build_policy, merge_spec
 from rebound.domain.errors import Conflict, PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
-from rebound.domain.models import POLICY_FIELDS, RetryPolicy, Task
+from rebound.domain.retry_policy import POLICY_FIELDS, RetryPolicy
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Store
 

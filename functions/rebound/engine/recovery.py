@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from rebound.domain.models import WorkOrderState
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine import telemetry as m
 from rebound.engine.ports import Metrics, Store
 

@@ -20,8 +20,8 @@ import logging
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import retry_dispatch_reference, run_subject
-from rebound.domain.models import Run, RunState
 from rebound.domain.retry import Reason, decide_retry, is_terminal
+from rebound.domain.run import Run, RunState
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp

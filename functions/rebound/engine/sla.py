@@ -14,7 +14,8 @@ from datetime import datetime
 
 from rebound.domain import events as ev
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Run, Task
+from rebound.domain.run import Run
+from rebound.domain.task import Task
 from rebound.engine import telemetry as m
 from rebound.engine.ports import Metrics, UnitOfWork
 

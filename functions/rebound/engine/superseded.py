@@ -21,8 +21,9 @@ from datetime import datetime
 
 from rebound.domain import events as ev
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Run, RunState, WorkOrder
+from rebound.domain.run import Run, RunState
 from rebound.domain.states import closed, ensure_transition
+from rebound.domain.work_order import WorkOrder
 from rebound.engine.escalation import stage_closing_resolution
 from rebound.engine.ports import DlqStatus, Store, UnitOfWork
 

@@ -42,9 +42,10 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
 from rebound.domain.ids import run_subject
-from rebound.domain.models import AttemptOutcome, Run, RunState, Task
+from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.domain.schedules import WORKSTREAM_START
 from rebound.domain.states import ensure_transition
+from rebound.domain.task import Task
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import recovery, sla

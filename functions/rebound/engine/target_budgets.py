@@ -39,11 +39,13 @@ from rebound.domain import events as ev
 from rebound.domain import target_budget as tb
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import run_subject, work_order_id, work_order_subject
-from rebound.domain.models import Resolution, RetryPolicy, Run, RunState, WorkOrder, with_changes
 from rebound.domain.retry import Reason
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import Run, RunState, with_changes
 from rebound.domain.states import ACTIVE, ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import Resolution, WorkOrder
 from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters

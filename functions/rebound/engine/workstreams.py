@@ -36,9 +36,10 @@ from rebound.domain import events as ev
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, NotFound, OperationalError
 from rebound.domain.ids import event_run_id, manual_run_id, run_subject, scheduled_run_id
-from rebound.domain.models import Run, RunState, Trigger, WorkOrder
+from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.states import TERMINAL, closed
 from rebound.domain.timefmt import parse_utc
+from rebound.domain.work_order import WorkOrder
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.concurrency import SLOT_PREFIX, holders, leave
 from rebound.engine.deps import Deps

@@ -24,9 +24,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
+from rebound.domain.basics import TENANT_PATTERN
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import tenant_subject
-from rebound.domain.models import TENANT_PATTERN
 from rebound.domain.stored import StoredTask
 from rebound.domain.tenancy import ALL_TENANTS, SEPARATOR, short_id
 from rebound.engine.deps import Deps

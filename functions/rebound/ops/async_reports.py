@@ -33,10 +33,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from rebound.domain.basics import ERROR_CODE_PATTERN
 from rebound.domain.completion import Claims, Refusal, TokenRefused, verify
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.jsonutil import canonical_bytes
-from rebound.domain.models import ERROR_CODE_PATTERN, AttemptOutcome, Run, RunState
+from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.async_attempts import heartbeat_lease
 from rebound.engine.deps import Deps

@@ -34,9 +34,10 @@ from rebound.domain.audit import (
     verify_chain,
     verify_fields,
 )
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import RUN_PREFIX, run_subject
-from rebound.domain.models import AuditRecord, Run
+from rebound.domain.run import Run
 from rebound.engine.deps import Deps
 from rebound.engine.ports import AuditKeys
 

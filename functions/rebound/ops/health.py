@@ -36,8 +36,10 @@ from datetime import datetime, timedelta
 
 from rebound.domain.errors import ReboundError
 from rebound.domain.ids import task_schedule_name
-from rebound.domain.models import Run, RunState, TaskState, WorkOrderState
+from rebound.domain.run import Run, RunState
+from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso, parse_utc
+from rebound.domain.work_order import WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 from rebound.engine.task_list import listed_tasks

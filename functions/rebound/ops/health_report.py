@@ -28,8 +28,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rebound.domain.basics import Severity
 from rebound.domain.escalation_levels import ACK_TARGETS
-from rebound.domain.models import Severity
 from rebound.domain.timefmt import UtcDatetime
 from rebound.engine.dispatch import OVERDUE_AFTER
 

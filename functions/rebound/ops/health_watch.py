@@ -25,7 +25,8 @@ import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from rebound.domain.models import Resolution, Severity, WorkOrder
+from rebound.domain.basics import Severity
+from rebound.domain.work_order import Resolution, WorkOrder
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import OPEN_STATES, Escalation, count_resolution, stage_resolution

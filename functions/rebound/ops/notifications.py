@@ -35,9 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rebound.domain.basics import Severity
 from rebound.domain.errors import WorkOrderNotFound
-from rebound.domain.models import Delivery, DeliveryStatus, Severity, WorkOrder, WorkOrderState
 from rebound.domain.timefmt import UtcDatetime, iso
+from rebound.domain.work_order import Delivery, DeliveryStatus, WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
 from rebound.ops.common import validated

@@ -20,10 +20,11 @@ import yaml
 
 from rebound.config.loader import build_policy, merge_spec
 from rebound.domain.audit import verify_chain
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.durations import parse_duration
 from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
-from rebound.domain.models import POLICY_FIELDS, AuditRecord, RetryPolicy, TargetBudget
+from rebound.domain.retry_policy import POLICY_FIELDS, RetryPolicy, TargetBudget
 from rebound.domain.timefmt import iso
 from rebound.domain.whatif import Replayed, WhatIf, what_if
 from rebound.engine.deps import Deps

@@ -46,9 +46,11 @@ from rebound.config.loader import load_task_document, parse_task_document
 from rebound.domain import cron
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import scheduled_run_id
-from rebound.domain.models import OverlapPolicy, ScheduleSpec, SimTarget, Task, TaskState, TenantSettings
 from rebound.domain.planning import ConflictDefaults
+from rebound.domain.schedule_spec import OverlapPolicy, ScheduleSpec
 from rebound.domain.stored import StoredTask
+from rebound.domain.target_specs import SimTarget
+from rebound.domain.task import Task, TaskState, TenantSettings
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream
 from rebound.engine.deps import Deps

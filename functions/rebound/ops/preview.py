@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo
 
 from rebound.domain import cron
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import ScheduleSpec
+from rebound.domain.schedule_spec import ScheduleSpec
 from rebound.domain.schedules import scheduler_expressions
 from rebound.domain.timefmt import iso
 

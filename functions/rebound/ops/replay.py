@@ -24,10 +24,12 @@ from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.audit import sign_actor
+from rebound.domain.audit_record import AuditRecord
+from rebound.domain.basics import MAX_TASK_TIMEOUT_S
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import MAX_TASK_TIMEOUT_S, AuditRecord, Run, RunState, with_changes
+from rebound.domain.run import Run, RunState, with_changes
 from rebound.domain.states import ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps

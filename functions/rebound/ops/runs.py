@@ -23,18 +23,13 @@ from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, verify_chain
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
-from rebound.domain.models import (
-    AuditRecord,
-    Run,
-    RunState,
-    Trigger,
-    WorkOrder,
-    with_changes,
-)
+from rebound.domain.run import Run, RunState, Trigger, with_changes
 from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder
 from rebound.engine import crashpoints as cp
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps

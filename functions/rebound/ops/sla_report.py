@@ -38,9 +38,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain.errors import ValidationFailed
-from rebound.domain.models import Run, RunState, Task, Trigger
 from rebound.domain.planning import SlaDefaults
+from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task
 from rebound.domain.timefmt import iso
 from rebound.engine import sla
 from rebound.engine.deps import Deps

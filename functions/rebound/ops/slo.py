@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from rebound.domain.models import AttemptOutcome, Run, RunState, Trigger
+from rebound.domain.run import AttemptOutcome, Run, RunState, Trigger
 from rebound.engine import recovery
 from rebound.engine import telemetry as m
 from rebound.engine.deps import Deps

@@ -29,7 +29,6 @@ from typing import Any
 from rebound.domain.audit import verify_chain
 from rebound.domain.errors import Conflict, NotFound, ValidationFailed
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
-from rebound.domain.models import Run, WorkOrder
 from rebound.domain.restore import (
     CHAIN,
     Difference,
@@ -43,7 +42,9 @@ from rebound.domain.restore import (
     work_order_differences,
     workstream_differences,
 )
+from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
+from rebound.domain.work_order import WorkOrder
 from rebound.domain.workstream_runs import WorkstreamRun
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import Workstreams, definition_key, run_key, workstream_subject

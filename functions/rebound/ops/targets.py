@@ -20,7 +20,7 @@ from typing import Any
 
 from rebound.domain import target_budget as tb
 from rebound.domain.errors import NotFound, ValidationFailed
-from rebound.domain.models import Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.engine.deps import Deps
 from rebound.engine.target_budgets import TargetBudgets, held_by_target, state_key
 from rebound.ops.common import age_s, when

@@ -28,9 +28,10 @@ from rebound.domain.errors import ConfigError, Conflict, PolicyNotFound, TaskNot
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
-from rebound.domain.models import Run, Task, TaskState, TenantSettings
+from rebound.domain.run import Run
 from rebound.domain.schedules import fire_payload, planned_schedules
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task, TaskState, TenantSettings
 from rebound.domain.tenancy import short_id
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.domain.workstreams import TaskDocument

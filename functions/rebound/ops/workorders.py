@@ -14,19 +14,14 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import ChainCheck, verify_chain
+from rebound.domain.audit_record import AuditRecord
+from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, RunNotFound, TaskNotFound, ValidationFailed, WorkOrderNotFound
 from rebound.domain.escalation_levels import level_of
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
-from rebound.domain.models import (
-    AuditRecord,
-    Resolution,
-    Run,
-    RunState,
-    Severity,
-    WorkOrder,
-    WorkOrderState,
-)
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import Resolution, WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation, count_resolution, stage_resolution
 from rebound.engine.ports import UnitOfWork

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from rebound.domain.models import HttpTarget, LambdaTarget, SimTarget
+from rebound.domain.target_specs import HttpTarget, LambdaTarget, SimTarget
 
 TargetSpec = SimTarget | LambdaTarget | HttpTarget
 log = logging.getLogger(__name__)

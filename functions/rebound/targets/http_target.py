@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 from rebound.adapters.secrets import SecretResolver, TenantSecrets
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import HttpTarget, SecretHeader, TargetRules
+from rebound.domain.target_specs import HttpTarget, SecretHeader, TargetRules
 from rebound.domain.tenancy import secret_problem
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock

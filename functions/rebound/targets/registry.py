@@ -11,7 +11,7 @@ import boto3
 from botocore.config import Config
 
 from rebound.adapters.secrets import SecretResolver, TenantSecrets
-from rebound.domain.models import TargetRules
+from rebound.domain.target_specs import TargetRules
 from rebound.engine.ports import Clock
 from rebound.targets.base import Invocation, Outcome, TargetInvoker, Targets
 from rebound.targets.http_target import HttpInvoker

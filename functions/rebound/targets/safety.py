@@ -25,7 +25,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from rebound.domain.models import HttpTarget, SecretHeader, TargetRules, Task
+from rebound.domain.target_specs import HttpTarget, SecretHeader, TargetRules
+from rebound.domain.task import Task
 from rebound.domain.tenancy import secret_problem
 
 TARGET_REFUSED = "TARGET_REFUSED"

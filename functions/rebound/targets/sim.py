@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
-from rebound.domain.models import SimAsync, SimTarget
+from rebound.domain.target_specs import SimAsync, SimTarget
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
 from rebound.targets.base import TIMEOUT, Invocation, Outcome

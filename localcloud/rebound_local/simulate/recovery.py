@@ -31,7 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.errors import Conflict, ReboundError
-from rebound.domain.models import Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.ops.dlq import FAILED, MOVED, RESUMED, DlqFilter, DlqOps

@@ -23,17 +23,13 @@ from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
 from rebound.domain.audit import GENESIS, AuditFields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError, Throttled
-from rebound.domain.models import (
-    AuditRecord,
-    Run,
-    RunState,
-    TenantSettings,
-    WorkOrder,
-    WorkOrderState,
-)
+from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine.ports import AuditKeys
 from rebound.engine.ports.store import RunPage, parse_run_cursor, run_cursor
 

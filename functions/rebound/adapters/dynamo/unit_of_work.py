@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING, Any
 from rebound.adapters.dynamo.codec import CONTROL, to_item
 from rebound.adapters.staging import TASKS_EPOCH, StagingUnitOfWork
 from rebound.domain.audit import AuditFields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import slot_expiry_attribute
-from rebound.domain.models import AuditRecord, Run, WorkOrder
+from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
+from rebound.domain.work_order import WorkOrder
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef

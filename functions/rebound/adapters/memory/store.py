@@ -22,18 +22,14 @@ from rebound.adapters.memory.unit_of_work import (
 )
 from rebound.adapters.staging import StagingStore
 from rebound.domain.audit import GENESIS, AuditFields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.jsonutil import dumps, plain_loads
-from rebound.domain.models import (
-    AuditRecord,
-    Run,
-    RunState,
-    TenantSettings,
-    WorkOrder,
-    WorkOrderState,
-)
+from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine.ports import (
     AuditKeys,
     DlqEntry,

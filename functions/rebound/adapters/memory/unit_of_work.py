@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.staging import TASKS_EPOCH, StagingUnitOfWork
 from rebound.domain.audit import AuditFields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import slot_expiry_attribute
 from rebound.domain.jsonutil import dumps
-from rebound.domain.models import AuditRecord, Run, WorkOrder
+from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
+from rebound.domain.work_order import WorkOrder
 
 if TYPE_CHECKING:
     from rebound.adapters.memory.store import MemoryStore

@@ -26,19 +26,13 @@ from typing import Any
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import run_subject
-from rebound.domain.models import (
-    AttemptOutcome,
-    OverlapPolicy,
-    RetryPolicy,
-    Run,
-    RunState,
-    TenantSettings,
-    Trigger,
-    with_changes,
-)
 from rebound.domain.retry import Reason
+from rebound.domain.retry_policy import RetryPolicy
+from rebound.domain.run import AttemptOutcome, Run, RunState, Trigger, with_changes
+from rebound.domain.schedule_spec import OverlapPolicy
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m

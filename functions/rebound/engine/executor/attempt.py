@@ -25,23 +25,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
-from rebound.domain.models import (
-    MAX_PAYLOAD_BYTES,
-    Attempt,
-    AttemptOutcome,
-    Run,
-    RunState,
-    Task,
-    Trigger,
-    with_changes,
-)
 from rebound.domain.retry import Reason
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger, with_changes
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
 from rebound.engine import sla

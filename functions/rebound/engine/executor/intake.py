@@ -22,8 +22,8 @@ from rebound.domain import events as ev
 from rebound.domain.audit import verified_actor
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import run_subject
-from rebound.domain.models import Run, RunState, Trigger
 from rebound.domain.retry import Reason
+from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso

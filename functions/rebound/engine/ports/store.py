@@ -10,11 +10,14 @@ from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from rebound.domain.audit import AuditFields
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.events import DomainEvent
-from rebound.domain.models import AuditRecord, Run, RunState, Task, TenantSettings, WorkOrder, WorkOrderState
+from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
+from rebound.domain.task import Task, TenantSettings
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine.ports.keys import AuditKeys
 
 T = TypeVar("T")

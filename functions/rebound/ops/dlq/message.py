@@ -14,8 +14,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from rebound.domain.models import Run, WorkOrder
+from rebound.domain.run import Run
 from rebound.domain.timefmt import iso
+from rebound.domain.work_order import WorkOrder
 from rebound.engine.dlq_record import About, read_message
 from rebound.engine.ports import ArchivedItem, DlqEntry, Received
 from rebound.ops.common import when

@@ -38,7 +38,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from rebound.domain.errors import Conflict
-from rebound.domain.models import Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import BATCH, DlqStatus
 from rebound.ops.dlq.message import Arrival, DlqFilter, DlqMessage

@@ -1,0 +1,177 @@
+"""A run and its attempts: the states a run moves through, what started it, and each attempt's
+outcome."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rebound.domain import tenancy
+from rebound.domain.basics import MAX_TASK_TIMEOUT_S
+from rebound.domain.timefmt import UtcDatetime
+
+
+class RunState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RETRY_SCHEDULED = "retry_scheduled"
+    DEAD_LETTERED = "dead_lettered"
+    REPLAYED = "replayed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+    SUPERSEDED = "superseded"
+    """A dead-lettered run whose work another run took over (a workstream ran its step again):
+    closed, never redriven, replayed or retried; ``superseded_by`` names what replaced it."""
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "schedule"
+    EVENT = "event"
+    MANUAL = "manual"
+
+
+class AttemptOutcome(StrEnum):
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+
+
+class BudgetOverrides(BaseModel):
+    """What an operator changed for one attempt budget of one run (``rebound runs retry``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    timeout_s: int | None = Field(default=None, ge=1, le=MAX_TASK_TIMEOUT_S)
+    max_attempts: int | None = Field(default=None, ge=1, le=100)
+
+
+class Attempt(BaseModel):
+    n: int = Field(ge=1)
+    started_at: UtcDatetime
+    ended_at: UtcDatetime | None = None
+    outcome: AttemptOutcome = AttemptOutcome.RUNNING
+    error_code: str | None = None
+    error_message: str | None = None
+    retryable: bool | None = None
+    duration_ms: int | None = None
+
+
+class Run(BaseModel):
+    """One logical execution of a task, identified by task and logical fire time."""
+
+    run_id: str
+    task_id: str
+    tenant: str
+    trigger: Trigger
+    scheduled_for: UtcDatetime
+    created_at: UtcDatetime
+    updated_at: UtcDatetime
+    state: RunState = RunState.PENDING
+    attempt: int = Field(default=0, ge=0, description="attempts started, over the run's whole life")
+    budget_start: int = Field(default=0, ge=0, description="value of attempt when the current budget began")
+    budget_started_at: UtcDatetime | None = None
+    budget_overrides: BudgetOverrides | None = Field(
+        default=None, description="the operator's overrides for the current budget only"
+    )
+    attempts: list[Attempt] = Field(default_factory=list)
+    lease_expires_at: UtcDatetime | None = None
+    lease_owner: str | None = None
+    next_retry_at: UtcDatetime | None = Field(
+        default=None, description="when the message that carries the next step is due (a retry, a poll)"
+    )
+    dispatch: int = Field(
+        default=0,
+        ge=0,
+        description="token of the one message that may carry this run's next step; every new "
+        "message for the run gets a new token, so older copies are recognised as stale",
+    )
+    dispatch_reference: str | None = None
+    last_error_code: str | None = None
+    last_error_message: str | None = None
+    last_error_retryable: bool | None = None
+    dead_lettered_at: UtcDatetime | None = None
+    dead_letter_reason: str | None = None
+    work_order_id: str | None = None
+    dlq_message_id: str | None = None
+    policy_ref: str | None = None
+    event_detail: dict[str, Any] | None = None
+    due_at: UtcDatetime | None = Field(default=None, description="when the first attempt was meant to start")
+    waits: int = Field(default=0, ge=0, description="wait episodes: times the run found a slot busy")
+    waiting_since: UtcDatetime | None = Field(default=None, description="start of the current wait episode")
+    wait_reason: str | None = None
+    wait_polls: int = Field(default=0, ge=0, description="polls in the current wait episode")
+    releases: int = Field(
+        default=0, ge=0, description="times a message for it was handed back unstarted (too little time)"
+    )
+    slots: list[str] = Field(default_factory=list, description="concurrency slots the running attempt holds")
+    forgiven: list[int] = Field(
+        default_factory=list,
+        description="attempts that failed while their target was unhealthy: the run was held, and "
+        "they do not count against its attempt budget",
+    )
+    held_at: UtcDatetime | None = Field(default=None, description="a retry held while its task is paused")
+    catch_up: bool = Field(default=False, description="dispatched by the run ledger for a missed fire")
+    sla_breaches: list[str] = Field(default_factory=list, description="start_delay, duration")
+    async_token_id: str | None = Field(
+        default=None,
+        description="the id of the completion token of the running asynchronous attempt; cleared when "
+        "it completes, fails or times out, so the token is used once",
+    )
+    async_ends_at: UtcDatetime | None = Field(
+        default=None, description="when the running asynchronous attempt reaches its max_duration"
+    )
+    heartbeat_timeout_s: float | None = Field(
+        default=None, description="the running asynchronous attempt's heartbeat timeout (from its task)"
+    )
+    heartbeat_at: UtcDatetime | None = Field(default=None, description="the last heartbeat of the attempt")
+    heartbeats: int = Field(default=0, ge=0, description="heartbeats of the running asynchronous attempt")
+    progress: float | None = Field(default=None, ge=0.0, le=1.0, description="last reported progress, 0..1")
+    workstream_run: str | None = Field(
+        default=None, description="the workstream run this run is a step of (its end is reported there)"
+    )
+    superseded_by: str | None = Field(
+        default=None, description="what took this run's work over when it was superseded (a run id)"
+    )
+    audit_seq: int = 0
+    audit_head: str = "0" * 64
+    rev: int = Field(
+        default=0, ge=0, description="write revision: every write of the item increments it (optimistic lock)"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tenant_of_its_task(cls, data: Any) -> Any:
+        """A run's tenant is its task's: the tenant its task key names, whatever whoever started
+        it said (a workstream step, a replay, an event). Only a run of a task stored before
+        tenancy (a key with no tenant part) keeps the tenant it was given."""
+        if isinstance(data, dict):
+            owner = tenancy.tenant_of(str(data.get("task_id") or ""))
+            if owner is not None and data.get("tenant") != owner:
+                data = {**data, "tenant": owner}
+        return data
+
+    @property
+    def waiting(self) -> bool:
+        return self.waiting_since is not None
+
+    @property
+    def attempts_in_budget(self) -> int:
+        """Attempts of the current budget, less those forgiven (failed while the target was unhealthy)."""
+        return self.attempt - self.budget_start - sum(1 for n in self.forgiven if n > self.budget_start)
+
+    @property
+    def current_attempt(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+
+# --------------------------------------------------------------------------- audit
+
+
+def with_changes(run: Run, update: dict[str, Any]) -> Run:
+    """``run`` with ``update`` applied and validated (``model_copy`` would not validate)."""
+    return Run.model_validate({**run.model_dump(), **update})
