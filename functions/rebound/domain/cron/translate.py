@@ -5,7 +5,8 @@ needs two schedules (one per day field); on a day matched by both, both schedule
 the consumer must deduplicate by scheduled minute (Rebound's run ledger does). A day-of-month part that never
 occurs in the chosen months (``31`` in ``FEB``) gets no schedule. Expressions longer than 256 characters are
 split by minute into several disjoint schedules. EventBridge Scheduler has no years after 2199.
-:func:`translate` also says, in :attr:`Translation.notes`, why an expression became other than one schedule.
+:func:`translate` also says, in :attr:`Translation.notes`, why the day fields became two schedules or one
+was left out.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def unix_to_aws(expr: str) -> list[str]:
 
 
 def translate(expr: str) -> Translation:
-    """:func:`unix_to_aws`, with a note for each reason the expression is not one schedule as written."""
+    """:func:`unix_to_aws`, with a note when the day fields became two schedules or one was left out."""
     sets = _parse_unix(expr)[1]
     minutes = sorted(sets.minutes)
     hours = _aws_field_text(sets.hours, 0, 23, steps=True)
@@ -112,9 +113,4 @@ def translate(expr: str) -> Translation:
     out: list[str] = []
     for dom_text, dow_text in day_fields:
         out.extend(_assemble(minutes, f"{hours} {dom_text} {months} {dow_text} *"))
-    if len(out) > len(day_fields):
-        notes.append(
-            f"longer than EventBridge Scheduler's {AWS_MAX_EXPRESSION_LENGTH} characters, so split by minute "
-            f"into {len(out)} schedules that never fire in the same minute"
-        )
     return Translation(out, notes)
