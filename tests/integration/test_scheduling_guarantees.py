@@ -19,7 +19,7 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import escalation
 from rebound.handlers import executor as executor_handler
-from rebound.ops.tasks import TaskOps
+from rebound.ops.tasks import Change, TaskOps
 from support import (
     Context,
     ManualClock,
@@ -527,3 +527,32 @@ def test_a_unix_day_of_month_or_day_of_week_task_deploys_two_schedules_that_toge
     assert len(names) == 2
     expressions = sorted(deps.schedules.get(n)["ScheduleExpression"] for n in names)  # type: ignore[index]
     assert expressions == ["cron(0 9 1 * ? *)", "cron(0 9 ? * MON *)"]
+
+
+def test_a_task_whose_cron_now_translates_to_fewer_schedules_loses_the_old_one_on_apply(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Stored by a Rebound that deployed February 31 as a schedule of its own, beside the Sundays.
+    from rebound.domain import schedules
+
+    monkeypatch.setattr(
+        schedules.cron, "unix_to_aws", lambda expr: ["cron(0 0 31 2 ? *)", "cron(0 0 ? 2 SUN *)"]
+    )
+    job = task("feb", schedule={"cron": "0 0 31 2 0", "timezone": "UTC"})
+    register(deps, job)
+    old = deps.store.get_task("feb").schedule_names  # type: ignore[union-attr]
+    assert len(old) == 2
+    monkeypatch.undo()
+
+    ops = TaskOps(deps, actor="test")
+    [change] = ops.plan([job])
+    assert change.change is Change.UPDATE
+    assert change.diff == {"schedules": (list(old), [old[0]])}
+    ops.apply([change])
+
+    stored = deps.store.get_task("feb")
+    assert stored is not None and stored.schedule_names == (old[0],)
+    assert deps.schedules.get(old[0])["ScheduleExpression"] == "cron(0 0 ? 2 SUN *)"  # type: ignore[index]
+    assert deps.schedules.get(old[1]) is None
+    [again] = ops.plan([job])
+    assert again.change is Change.UNCHANGED

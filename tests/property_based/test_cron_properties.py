@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import contextlib
+from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-from croniter import croniter
-from hypothesis import HealthCheck, assume, given, settings
+from croniter import CroniterBadDateError, croniter
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from cron_oracle import aws_fires, croniter_fires, differences
 from rebound.domain.cron import (
     AwsCron,
     CronError,
     DstPolicy,
     next_fire,
     scheduler_delivers,
+    translate,
     unix_fire_times,
     unix_to_aws,
     validate_unix_cron,
 )
+from rebound.domain.schedule_spec import ScheduleSpec
+from rebound.domain.schedules import scheduler_expressions
 
 pytestmark = pytest.mark.property_based
 
@@ -51,34 +56,49 @@ def value(lo: int, hi: int, names: list[str] | None, name_base: int) -> st.Searc
     return st.one_of(numbers, spelled)
 
 
-def field(lo: int, hi: int, names: list[str] | None = None, name_base: int = 0) -> st.SearchStrategy[str]:
-    """One Unix cron field from croniter's grammar: ``*``, or a list of */n, n, a-b, a-b/n and n/step."""
+def field(
+    lo: int, hi: int, names: list[str] | None = None, name_base: int = 0, *, posix: bool = False
+) -> st.SearchStrategy[str]:
+    """One Unix cron field from croniter's grammar: ``*``, or a list of */n, n, a-b, a-b/n and n/step.
+
+    croniter reads a range with equal bounds as the whole field, where POSIX (and Rebound) read its one
+    value, and a list holding ``*`` as ``*``. Only with ``posix`` are those generated (equal bounds more
+    often than by chance), for tests whose oracle reads them as POSIX does (``tests/cron_oracle.py``).
+    """
     span = hi - lo + 1 if hi != 7 else 7
     val = value(lo, hi, names, name_base)
     step = st.integers(1, span)
 
     def ranged(pair: tuple[tuple[int, str], tuple[int, str]]) -> bool:
         (a, _), (b, _) = pair
-        return a != b and not (hi == 7 and a % 7 == b % 7 and a > b)  # equal bounds are refused
+        return posix or (a != b and not (hi == 7 and a % 7 == b % 7 and a > b))
 
     rng = st.tuples(val, val).filter(ranged)
-    atom = st.one_of(
+    if posix:
+        rng = st.one_of(rng, val.map(lambda v: (v, v)))
+    atoms = [
         step.map(lambda s: f"*/{s}"),
         val.map(lambda v: v[1]),
         rng.map(lambda r: f"{r[0][1]}-{r[1][1]}"),
         st.tuples(rng, step).map(lambda r: f"{r[0][0][1]}-{r[0][1][1]}/{r[1]}"),
         st.tuples(val, step).map(lambda r: f"{r[0][1]}/{r[1]}"),
-    )
-    return st.one_of(st.just("*"), st.lists(atom, min_size=1, max_size=3).map(",".join))
+    ]
+    if posix:
+        atoms.append(st.just("*"))
+    return st.one_of(st.just("*"), st.lists(st.one_of(atoms), min_size=1, max_size=3).map(",".join))
 
 
-unix_expressions = st.tuples(
-    field(0, 59),
-    field(0, 23),
-    field(1, 31),
-    field(1, 12, MONTHS, 1),
-    field(0, 7, DAYS, 0),
-).map(" ".join)
+def expressions(*, posix: bool = False) -> st.SearchStrategy[str]:
+    return st.tuples(
+        field(0, 59, posix=posix),
+        field(0, 23, posix=posix),
+        field(1, 31, posix=posix),
+        field(1, 12, MONTHS, 1, posix=posix),
+        field(0, 7, DAYS, 0, posix=posix),
+    ).map(" ".join)
+
+
+unix_expressions = expressions()
 
 
 def valid(expr: str) -> str:
@@ -202,3 +222,48 @@ def test_default_policy_is_exactly_what_eventbridge_delivers(expr: str, start: d
     got = [t for t in aws_instants(unix_to_aws(expr), tz, after, 30) if t.year < 2199]
     assert got == expected[: len(got)]
     assert len(got) == len(expected) or got[-1:] == [] or got[-1].year >= 2198
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Every Unix expression is deployed as EventBridge Scheduler schedules that fire exactly when croniter says
+# it does (equal-bound ranges read as POSIX does), or refused because it never fires. The oracle
+# (tests/cron_oracle.py) runs croniter on the Unix expression and the aws-croniter package on the deployed
+# cron(...) expressions, over a year and a day: neither is Rebound's code. Scheduler evaluates cron(...) on
+# the wall clock of the schedule's zone, so these wall-clock fires are the same in every zone (what DST does
+# to them is the fire engine's, tested above); the zone is drawn so the schedules are planned as a task's.
+# ----------------------------------------------------------------------------------------------------------
+
+WINDOW = timedelta(days=366)
+firsts = st.dates(min_value=date(2001, 1, 1), max_value=date(2090, 1, 1))
+
+
+@settings(PROPERTY, max_examples=100)
+@given(expressions(posix=True), firsts, st.sampled_from(ZONES))
+@example("0 0 31 2 0", date(2027, 1, 1), "UTC")
+@example("5-5 * * * *", date(2027, 1, 1), "Europe/London")
+@example("59-59/15 * * * *", date(2027, 1, 1), "UTC")
+@example("1-1,59/15,55-59/2 * * * *", date(2027, 1, 1), "UTC")
+@example("0 0 * JAN-JAN *", date(2027, 1, 1), "America/New_York")
+@example("* * * 1-1,12/6,11-12/1 *", date(2027, 1, 1), "UTC")
+@example("* * * * *,0", date(2027, 1, 1), "UTC")
+@example("0 0 29 2 7-0", date(2027, 6, 1), "UTC")
+@example("* * 31 2 *", date(2027, 1, 1), "UTC")
+def test_deployed_schedules_fire_exactly_as_croniter_or_it_is_refused(
+    expr: str, first: date, zone: str
+) -> None:
+    last = first + WINDOW
+    try:
+        validate_unix_cron(expr)
+    except CronError as refused:
+        # Only an expression that never fires is refused: croniter finds no fire in four years either.
+        assert refused.field == "day-of-month" and "never fires" in str(refused), refused
+        with contextlib.suppress(CroniterBadDateError):
+            assert croniter_fires(expr, first, first + timedelta(days=4 * 366)) == {}
+        return
+    translation = translate(expr)
+    deployed = scheduler_expressions(ScheduleSpec(cron=expr, timezone=zone))
+    assert deployed == translation.expressions
+    assert all(len(text) <= 256 for text in deployed)
+    assert (len(deployed) > 1) <= bool(translation.notes)  # a split is always explained
+    unix, aws = croniter_fires(expr, first, last), aws_fires(deployed, first, last)
+    assert unix == aws, differences(unix, aws)

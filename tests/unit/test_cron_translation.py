@@ -204,6 +204,23 @@ def test_dst_windows_really_cross_transitions() -> None:
         ("* * * * *", ["cron(* * * * ? *)"]),
         ("  0   9 *  * MON-FRI ", ["cron(0 9 ? * MON-FRI *)"]),
         ("@hourly", ["cron(0 * * * ? *)"]),
+        # issue 38: Unix cron that was refused or changed; a range of one value is that value (POSIX)
+        ("0 0 31 2 0", ["cron(0 0 ? 2 SUN *)"]),  # February 31 never comes: the Sundays of February
+        ("0 0 30,31 2 MON", ["cron(0 0 ? 2 MON *)"]),
+        ("0 0 30,31 2,3 MON", ["cron(0 0 30,31 2,3 ? *)", "cron(0 0 ? 2,3 MON *)"]),
+        ("5-5 * * * *", ["cron(5 * * * ? *)"]),
+        ("59-59/15 * * * *", ["cron(59 * * * ? *)"]),
+        ("1-1,59/15,55-59/2 * * * *", ["cron(1,55,57,59 * * * ? *)"]),
+        ("0 0 * JAN-JAN *", ["cron(0 0 * 1 ? *)"]),
+        ("* * * 1-1,12/6,11-12/1 *", ["cron(* * * 1,11,12 ? *)"]),
+        ("* * * * *,0", ["cron(* * * * ? *)"]),  # '*' in a list: the whole field, as croniter reads it
+        ("0 0 5 * *,0", ["cron(0 0 5 * ? *)"]),  # ... so day-of-week is unrestricted: the 5th only
+        ("*,5 0 * * *", ["cron(* 0 * * ? *)"]),
+        ("0 0 * * SUN-SUN", ["cron(0 0 ? * SUN *)"]),
+        ("0 0 * * 7-0", ["cron(0 0 ? * SUN *)"]),
+        ("0 0 * * 7-7/2", ["cron(0 0 ? * SUN *)"]),
+        ("0 0 5 * 0-0", ["cron(0 0 5 * ? *)", "cron(0 0 ? * SUN *)"]),  # restricted: the 5th or Sundays
+        ("0 0 * jan-JAN,3-MAR *", ["cron(0 0 * 1,3 ? *)"]),
     ],
 )
 def test_translation_text(expr: str, expected: list[str]) -> None:
@@ -297,15 +314,11 @@ def test_validate_normalizes(expr: str, normalized: str) -> None:
         ("0 0 * * MON#2", "day-of-week", "schedule.aws"),
         ("H 0 * * *", "minute", "hashed"),
         ("0 R * * *", "hour", "hashed"),
-        ("5-5 * * * *", "minute", "equal bounds"),
-        ("0 0 * JAN-JAN *", "month", "equal bounds"),
-        ("0 0 * * SUN-SUN", "day-of-week", "equal bounds"),
-        ("0 0 * * 7-0", "day-of-week", "equal bounds"),
         ("0 0 30 2 *", "day-of-month", "never"),
+        ("* * 31 2 *", "day-of-month", "day(s) 31 never occur in FEB, so it never fires"),
+        ("0 0 30-31 2 *,*", "day-of-month", "day(s) 30,31 never occur in FEB"),
         ("0 0 31 4,6,9,11 *", "day-of-month", "never"),
         ("0 0 1,,2 * *", "day-of-month", "empty item"),
-        ("0 0 * * *,5", "day-of-week", "'*' cannot be combined"),
-        ("*,5 0 * * *", "minute", "'*' cannot be combined"),
         ("0 0 1-2-3 * *", "day-of-month", "cannot read"),
         ("0 0 * * 1/", "day-of-week", "cannot read"),
         ("0 0 -1 * *", "day-of-month", "cannot read"),

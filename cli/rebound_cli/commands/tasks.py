@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from rebound.domain.schedules import schedule_notes
 from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, TaskOf, document_tenants
@@ -344,8 +345,8 @@ def show(app: App, task_id: str) -> None:
 
     \b
     JSON fields: task (as in `tasks list`), definition (the task file entry), schedules[] (name,
-    expression, timezone, state, drift), next_fires[] (as in `tasks preview`), recent_runs[] (as in
-    `runs list`).
+    expression, timezone, state, drift), schedule_notes[] (why a Unix cron became several schedules, or
+    lost a part that never fires), next_fires[] (as in `tasks preview`), recent_runs[] (as in `runs list`).
     """
     detail = app.tasks().show(task_id)
     data = detail_view(detail)
@@ -362,6 +363,8 @@ def show(app: App, task_id: str) -> None:
             ["name", "expression", "timezone", "state", "drift"],
             [[s.name, s.expression, s.timezone, s.state, s.drift] for s in detail.schedules],
         )
+        for note in detail.schedule_notes:
+            out.say(f"note: {note}")
         out.table(
             "next fires",
             ["at (UTC)", "local", "dst"],
@@ -481,6 +484,9 @@ def preview(app: App, task_id: str, count: int, after: str | None) -> None:
       rebound tasks preview sync-invoices --count 20
       rebound tasks preview nightly --after 2026-03-28T00:00:00Z --count 5
 
+    Where a Unix cron is deployed as several schedules (day-of-month OR day-of-week), or without a
+    part that never fires, a note on stderr says so.
+
     \b
     JSON: a list of at (UTC), local (ISO with offset), utc_offset, fires, note, dst_change.
     """
@@ -489,6 +495,8 @@ def preview(app: App, task_id: str, count: int, after: str | None) -> None:
     ops = app.tasks()
     start = parse_when(after, app.deps.clock.now(), option="--after") if after else None
     fires = ops.preview(task_id, count, start)
+    for note in schedule_notes(ops.get(task_id).task.schedule):
+        out.note(f"note: {note}")
     out.emit(
         app,
         [f.as_dict() for f in fires],

@@ -75,7 +75,7 @@ def register(api: Api) -> None:
     @api.get(
         "/tasks/<task_id>",
         on_task("tasks:read"),
-        summary="A task with its schedules, next fires and recent runs",
+        summary="A task with its schedules (and why a Unix cron became several), next fires and recent runs",
     )
     def show_task(task_id: str) -> dict[str, Any]:
         return detail_view(ops().show(task_id))

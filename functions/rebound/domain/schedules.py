@@ -44,6 +44,14 @@ def scheduler_expressions(spec: ScheduleSpec) -> list[str]:
     return [spec.aws]
 
 
+def schedule_notes(spec: ScheduleSpec | None) -> list[str]:
+    """Why a Unix cron schedule is deployed as several Scheduler schedules, or without a part that never
+    fires; empty when it is one schedule meaning what it says."""
+    if spec is None or spec.cron is None:
+        return []
+    return cron.translate(spec.cron).notes
+
+
 def _zone(name: str) -> ZoneInfo:
     return ZoneInfo(name)
 

@@ -29,7 +29,7 @@ from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
 from rebound.domain.run import Run
-from rebound.domain.schedules import fire_payload, planned_schedules
+from rebound.domain.schedules import fire_payload, planned_schedules, schedule_notes
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import Task, TaskState, TenantSettings
 from rebound.domain.tenancy import short_id
@@ -115,6 +115,7 @@ class TaskDetail:
     schedules: list[ScheduleStatus]
     recent_runs: list[Run]
     next_fires: list[PreviewFire]
+    schedule_notes: list[str] = field(default_factory=list)
 
 
 def trigger_text(task: Task) -> str:
@@ -174,6 +175,7 @@ def detail_view(detail: TaskDetail) -> dict[str, Any]:
         "task": task_view(detail.stored),
         "definition": detail.stored.task.model_dump(mode="json", exclude_none=True),
         "schedules": [s.as_dict() for s in detail.schedules],
+        "schedule_notes": detail.schedule_notes,
         "next_fires": [f.as_dict() for f in detail.next_fires],
         "recent_runs": [run_view(r) for r in detail.recent_runs],
     }
@@ -230,6 +232,16 @@ def definition_diff(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str
         for k in sorted(set(before) | set(after))
         if before.get(k) != after.get(k)
     }
+
+
+def _schedules_diff(previous: StoredTask, task: Task) -> dict[str, tuple[Any, Any]]:
+    """For a definition that has not changed: the schedules, when this version of Rebound deploys it as
+    other schedules than the stored task holds (a Unix cron translated anew), so the update stores their
+    names and removes the ones it no longer has."""
+    names = [p.name for p in planned_schedules(task)]
+    if not previous.schedule_names or names == list(previous.schedule_names):
+        return {}
+    return {"schedules": (list(previous.schedule_names), names)}
 
 
 class TaskOps:
@@ -304,7 +316,8 @@ class TaskOps:
         schedules = [self._schedule_status(stored, plan) for plan in planned_schedules(stored.task)]
         recent = self.store.runs_for_task(task_id, limit=runs)
         upcoming = self.preview(task_id, fires) if stored.task.schedule is not None else []
-        return TaskDetail(stored, schedules, recent, [f for f in upcoming if f.fires])
+        notes = schedule_notes(stored.task.schedule)
+        return TaskDetail(stored, schedules, recent, [f for f in upcoming if f.fires], notes)
 
     def _schedule_status(self, stored: StoredTask, plan: Any) -> ScheduleStatus:
         live = self.deps.schedules.get(plan.name)
@@ -405,7 +418,7 @@ class TaskOps:
             if previous is None:
                 changes.append(TaskChange(task, Change.CREATE, None, task_diff(None, task)))
                 continue
-            diff = task_diff(previous.task, task)
+            diff = task_diff(previous.task, task) or _schedules_diff(previous, task)
             changes.append(TaskChange(task, Change.UPDATE if diff else Change.UNCHANGED, previous, diff))
         return changes
 

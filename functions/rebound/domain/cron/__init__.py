@@ -6,7 +6,8 @@ single place that knows both dialects; import from the package, whose names are 
 
 * ``unix`` - :func:`validate_unix_cron` checks a Unix expression (croniter semantics) and names the bad field.
 * ``translate`` - :func:`unix_to_aws`: the EventBridge Scheduler expressions whose fire times, together, are
-  exactly the Unix expression's fire times (as local wall-clock times in the same zone).
+  exactly the Unix expression's fire times (as local wall-clock times in the same zone); :func:`translate`
+  adds notes saying why an expression became several schedules (or lost a part that never fires).
 * ``aws`` - :class:`AwsCron` / :func:`parse_schedule_expression`: an evaluator for ``cron(...)``,
   ``rate(...)`` and ``at(...)`` written from the AWS documentation, independent of croniter, so that the two
   cross-check each other; EventBridge Scheduler's documented semantics are quoted there.
@@ -35,8 +36,8 @@ from rebound.domain.cron.fires import (
     scheduler_delivers,
     unix_fire_times,
 )
+from rebound.domain.cron.translate import Translation, translate, unix_to_aws
 from rebound.domain.cron.translate import _assemble as _assemble
-from rebound.domain.cron.translate import unix_to_aws
 from rebound.domain.cron.unix import validate_unix_cron
 
 __all__ = [
@@ -46,10 +47,12 @@ __all__ = [
     "DstPolicy",
     "FireTime",
     "RateExpression",
+    "Translation",
     "fire_times_between",
     "next_fire",
     "parse_schedule_expression",
     "scheduler_delivers",
+    "translate",
     "unix_fire_times",
     "unix_to_aws",
     "validate_unix_cron",

@@ -5,15 +5,19 @@ Unix semantics are croniter's (the field sets come from ``croniter.expand``): ``
 ``0-7`` with both 0 and 7 meaning Sunday, ranges that wrap (``FRI-MON``, ``22-2``), and the day rule: when
 day-of-month and day-of-week are both restricted a day matches if **either** matches; when only one is
 restricted only that one counts. A field counts as unrestricted when croniter expands it to ``*`` (so ``1-31``
-beside a restricted day-of-week is *restricted* and ``0 0 1-31 * MON`` fires every day, as croniter does).
+beside a restricted day-of-week is *restricted* and ``0 0 1-31 * MON`` fires every day, as croniter does), and
+so does a list with ``*`` in it (``*,0``), which croniter also reads as unrestricted.
+
+One departure from croniter: a range with equal bounds (``5-5``, ``59-59/15``, ``JAN-JAN``, day-of-week
+``7-0``) is its one value, as in Vixie cron and POSIX. croniter 7 reads it as the *whole* field (and a list
+holding one as ``*``), which would widen the schedule; Rebound rewrites such ranges to the single value
+before croniter expands the field.
 
 Deliberate refusals in :func:`validate_unix_cron` (each with an error naming the field):
 
 * 6/7-field expressions (seconds, year) and AWS-only syntax (``?``, ``L``, ``W``, ``#``) - use
   ``schedule.aws``;
 * croniter's hash/random extensions (``H``, ``R``) and ``@reboot``;
-* ranges with equal bounds (``5-5``, ``MON-MON``, ``7-0``): croniter reads them as the *whole* field, which is
-  almost never what was meant;
 * expressions that can never fire (``0 0 30 2 *``).
 
 The standard macros ``@yearly``/``@annually``, ``@monthly``, ``@weekly``, ``@daily``/``@midnight`` and
@@ -62,12 +66,11 @@ _MACROS = {
 }
 
 
-def _check_unix_field(expr: str, field: _Field, text: str) -> None:
+def _unix_field_text(expr: str, field: _Field, text: str) -> str:
+    """Check one field and return it as croniter is to read it: equal-bound ranges become their value."""
     what = "cron expression"
-    items = text.split(",")
-    if len(items) > 1 and "*" in items:
-        raise CronError(expr, f"'*' cannot be combined with other values in {text!r}", field=field.name)
-    for part in items:
+    items: list[str] = []
+    for part in text.split(","):
         if not part:
             raise CronError(expr, f"empty item in list {text!r}", field=field.name)
         if _AWS_ONLY_UNIX.fullmatch(part) or _LONE_L_OR_W.search(part) or "#" in part or "?" in part:
@@ -83,19 +86,16 @@ def _check_unix_field(expr: str, field: _Field, text: str) -> None:
         if match is None:
             raise CronError(expr, f"cannot read {part!r}", field=field.name)
         _step(expr, field, match["step"], what=what)
+        items.append(part)
         if match["star"]:
             continue
         lo = _value(expr, field, match["lo"], what=what)
         if match["hi"] is not None:
             hi = _value(expr, field, match["hi"], what=what)
-            same_day = field is _UNIX_FIELDS[_DOW] and lo % 7 == hi % 7 and lo > hi
-            if lo == hi or same_day:
-                raise CronError(
-                    expr,
-                    f"range {part!r} has equal bounds, which croniter reads as the whole field; "
-                    "write the single value or '*'",
-                    field=field.name,
-                )
+            sunday_to_sunday = field is _UNIX_FIELDS[_DOW] and lo % 7 == hi % 7 and lo > hi
+            if lo == hi or sunday_to_sunday:
+                items[-1] = match["lo"]  # a range of one value, whatever its step
+    return ",".join(items)
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ class _UnixSets:
 
 
 def _expanded(values: list[Any], field: _Field) -> frozenset[int] | None:
-    if values == ["*"]:
+    if "*" in values:  # croniter keeps '*' in a list (``*,0``) and reads the field as unrestricted
         return None
     out = frozenset(int(v) for v in values)
     if field is _UNIX_FIELDS[_DOW]:
@@ -140,10 +140,9 @@ def _parse_unix(expr: str) -> tuple[str, _UnixSets]:
             f"expected 5 fields (minute hour day-of-month month day-of-week), got {len(parts)}{extra}; "
             "AWS expressions belong under `schedule.aws`",
         )
-    for field, part in zip(_UNIX_FIELDS, parts, strict=True):
-        _check_unix_field(expr, field, part)
+    read = " ".join(_unix_field_text(expr, f, part) for f, part in zip(_UNIX_FIELDS, parts, strict=True))
     try:
-        expanded, nth = croniter.expand(text)
+        expanded, nth = croniter.expand(read)
     except CroniterError as exc:  # pragma: no cover - the checks above are meant to catch everything first
         raise CronError(expr, f"croniter refused it: {exc}") from exc
     if nth:  # pragma: no cover - '#' is refused above
@@ -156,23 +155,30 @@ def _parse_unix(expr: str) -> tuple[str, _UnixSets]:
         months=_expanded(fields[_MONTH], _UNIX_FIELDS[_MONTH]) or frozenset(range(1, 13)),
         dows=_expanded(fields[_DOW], _UNIX_FIELDS[_DOW]),
     )
-    if sets.doms is not None and sets.dows is None:
-        longest = max(29 if m == 2 else calendar.monthrange(2001, m)[1] for m in sets.months)
-        if min(sets.doms) > longest:
-            months = ",".join(_MONTH_NAMES[m - 1] for m in sorted(sets.months))
-            raise CronError(
-                expr,
-                f"day(s) {','.join(map(str, sorted(sets.doms)))} never occur in {months}, so it never fires",
-                field="day-of-month",
-            )
+    if sets.doms is not None and sets.dows is None and not _day_of_month_occurs(sets):
+        raise CronError(expr, f"{_days_never_text(sets)}, so it never fires", field="day-of-month")
     return text, sets
+
+
+def _day_of_month_occurs(sets: _UnixSets) -> bool:
+    """Whether some restricted day of the month occurs in some chosen month (February 29 counts)."""
+    assert sets.doms is not None
+    longest = max(29 if m == 2 else calendar.monthrange(2001, m)[1] for m in sets.months)
+    return min(sets.doms) <= longest
+
+
+def _days_never_text(sets: _UnixSets) -> str:
+    """``day(s) 31 never occur in FEB``: why the day-of-month part of ``sets`` never matches."""
+    assert sets.doms is not None
+    months = ",".join(_MONTH_NAMES[m - 1] for m in sorted(sets.months))
+    return f"day(s) {','.join(map(str, sorted(sets.doms)))} never occur in {months}"
 
 
 def validate_unix_cron(expr: str) -> str:
     """Check a Unix 5-field cron expression (croniter semantics) and return it normalized to single spaces.
 
     Standard macros are expanded (``@daily`` -> ``0 0 * * *``); ``@reboot``, 6/7-field expressions, AWS-only
-    syntax (``?``, ``L``, ``W``, ``#``), hashed values, equal-bound ranges and never-firing expressions raise
+    syntax (``?``, ``L``, ``W``, ``#``), hashed values and never-firing expressions raise
     :class:`CronError` naming the field.
     """
     return _parse_unix(expr)[0]
