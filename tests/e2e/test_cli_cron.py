@@ -45,7 +45,7 @@ def task(number: int, expr: str) -> dict[str, object]:
 def test_each_cron_is_deployed_to_fire_as_unix_cron_does(local_cloud: Cloud, tmp_path: Path) -> None:
     path = tmp_path / "cron.yaml"
     path.write_text(yaml.safe_dump({"tasks": [task(i, expr) for i, expr in enumerate(DEPLOYED)]}))
-    applied = local_cloud.json("tasks", "apply", "-f", str(path), "--yes", "--no-preflight")
+    applied = local_cloud.json("tasks", "apply", "-f", str(path), "--yes")
     assert len(applied["applied"]["created"]) == len(DEPLOYED)
 
     scheduler = boto3.client("scheduler", endpoint_url=local_cloud.stack.cloud.endpoint_url)
@@ -66,7 +66,7 @@ def test_a_split_or_a_dropped_part_is_said_by_show_and_preview(local_cloud: Clou
     path = tmp_path / "split.yaml"
     tasks = [task(90, "0 9 1 * MON"), task(91, "0 0 31 2 0"), task(92, "5-5 * * * *")]
     path.write_text(yaml.safe_dump({"tasks": tasks}))
-    local_cloud.ok("tasks", "apply", "-f", str(path), "--yes", "--no-preflight")
+    local_cloud.ok("tasks", "apply", "-f", str(path), "--yes")
 
     either = local_cloud.json("tasks", "show", "cron-90")["schedule_notes"]
     assert len(either) == 1 and "fires on a day matching either" in either[0]

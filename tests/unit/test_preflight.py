@@ -250,3 +250,18 @@ def test_a_task_file_error_in_the_dry_run_names_the_key(world: MemoryWorld) -> N
     with pytest.raises(ConfigError, match=r"tasks\[0\]\.mutex_group"):
         PreflightOps(world.deps).parse({"tasks": [hourly("a", mutex_group="Not Valid")]})
     assert isinstance(parse_task_document({"tasks": []}, "x"), TaskDocument)
+
+
+def test_each_tasks_policy_is_read_once_however_many_collisions_meet_it(
+    world: MemoryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[str] = []
+    real = world.deps.policies.for_task_or_default
+    monkeypatch.setattr(
+        world.deps.policies, "for_task_or_default", lambda task: asked.append(task.id) or real(task)
+    )
+    every_minute = [{**hourly(f"t{i}"), "schedule": {"cron": "* * * * *"}} for i in range(4)]
+    report = dryrun(world, {"tasks": [{**t, "mutex_group": "ledger"} for t in every_minute]}, "2h")
+    [mutex] = [w for w in report.warnings if w.kind == "mutex"]
+    assert mutex.detail["found_full"] > 4, "many collisions met the same tasks"
+    assert sorted(asked) == sorted(set(asked)), "one read per task"

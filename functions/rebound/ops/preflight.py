@@ -717,9 +717,14 @@ class PreflightOps:
                 if median is not None:
                     observed[task_id] = median
         policies = self.deps.policies
+        waits: dict[str, float] = {}
 
         def max_wait(task: Task) -> float:
-            return float(policies.for_task_or_default(task)[0].max_wait)
+            """Its policy's ``max_wait``, read once per task for the whole prediction (a collision
+            asks for it each time it meets the task)."""
+            if task.id not in waits:
+                waits[task.id] = float(policies.for_task_or_default(task)[0].max_wait)
+            return waits[task.id]
 
         return preflight(
             planned, document, now, now + window, planning.conflicts, tenants, max_wait, observed
