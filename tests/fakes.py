@@ -17,6 +17,8 @@ from typing import Any
 
 from rebound import resources as r
 from rebound.adapters.memory import MemoryStore
+from rebound.adapters.targets.dispatch import TargetDispatcher
+from rebound.adapters.targets.sim import SimInvoker
 from rebound.config.loader import load_policy_book
 from rebound.domain.events import EventType
 from rebound.domain.notification import Notification
@@ -41,12 +43,11 @@ from rebound.engine.ports import (
     Synced,
     SyncResult,
 )
+from rebound.engine.ports.targets import Invocation, Outcome, TargetSpec
 from rebound.engine.ports.transport import BATCH
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.workstreams import Workstreams
 from rebound.settings import QueueRef, Settings, default_config_dir
-from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
-from rebound.targets.sim import SimInvoker
 from support import ManualClock
 
 ACCOUNT_ARN = "arn:aws:sqs:us-east-1:123456789012"
@@ -336,7 +337,7 @@ class FakeMetrics:
         self.observations[name].append(value)
 
 
-class HookedTargets(Targets):
+class HookedTargets(TargetDispatcher):
     """The real targets (the sim target), with a hook that may run while a task's target is called
     (another delivery arriving while an attempt runs)."""
 

@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
+    from rebound.adapters.targets.dispatch import TargetDispatcher
     from rebound.engine.deps import Deps
     from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics
     from rebound.settings import Settings
-    from rebound.targets.base import Targets
 
 
 @cache
@@ -65,7 +65,7 @@ def build_deps(
     clock: Clock | None = None,
     metrics: Metrics | None = None,
     faults: CrashPoints | None = None,
-    targets: Targets | None = None,
+    targets: TargetDispatcher | None = None,
     fanout: Fanout | None = None,
     client_kwargs: dict[str, Any] | None = None,
 ) -> Deps:
@@ -84,13 +84,13 @@ def build_deps(
     from rebound.adapters.scheduler import Schedules, ScheduleTarget
     from rebound.adapters.secrets import SecretResolver
     from rebound.adapters.streams import StreamReader
+    from rebound.adapters.targets.registry import default_targets
     from rebound.config.loader import load_policy_book
     from rebound.domain.errors import ConfigError
     from rebound.engine.deps import Deps
     from rebound.engine.policies import PolicyService
     from rebound.engine.ports import ARCHIVE_TABLE, NoCompletionKey, NoCrashes, SystemClock, ThreadFanout
     from rebound.engine.telemetry import AUDIT_FAILURE
-    from rebound.targets.registry import default_targets
 
     session = session or boto3.session.Session()
     kwargs: dict[str, Any] = {"config": aws_config(), **(client_kwargs or {})}

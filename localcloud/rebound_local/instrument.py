@@ -20,8 +20,9 @@ from typing import Any
 import boto3
 from botocore.awsrequest import AWSResponse
 
+from rebound.adapters.targets.dispatch import TargetDispatcher
 from rebound.engine.ports import Clock
-from rebound.targets.base import Invocation, Outcome, Targets, TargetSpec
+from rebound.engine.ports.targets import Invocation, Outcome, TargetSpec
 from rebound_local.billing import Meter
 from rebound_local.invocations import SimulatedCrash as SimulatedCrash  # re-exported: it began here
 from rebound_local.invocations import abandon_current
@@ -109,10 +110,10 @@ class TargetCall:
     error_code: str | None
 
 
-class RecordingTargets(Targets):
+class RecordingTargets(TargetDispatcher):
     """Targets that also remember every real call, for the 'no target twice' invariant."""
 
-    def __init__(self, inner: Targets, clock: Clock) -> None:
+    def __init__(self, inner: TargetDispatcher, clock: Clock) -> None:
         super().__init__(inner.invokers)
         self.clock = clock
         self.calls: list[TargetCall] = []

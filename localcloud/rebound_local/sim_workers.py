@@ -2,7 +2,7 @@
 runtime's clock.
 
 When the executor starts such an attempt, the sim target hands its completion token here
-(``rebound.targets.sim.SimWorkers``). The plan: a heartbeat every ``heartbeat_every`` while the
+(``rebound.adapters.targets.sim.SimWorkers``). The plan: a heartbeat every ``heartbeat_every`` while the
 work runs, none after ``stop_heartbeats_after``; at ``duration``, a completion (or a failure with
 ``fail_with``), sent ``1 + duplicate_completions`` times. Each report is an event on Rebound's bus
 (``rebound.task.*``), exactly what ``rebound.worker.Completion`` sends, so the rule, the queue and
@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 
 from rebound.domain.target_specs import SimAsync
 from rebound.engine.ports import Bus, BusEvent, Clock
-from rebound.targets.base import Invocation
+from rebound.engine.ports.targets import Invocation
 
 log = logging.getLogger(__name__)
 

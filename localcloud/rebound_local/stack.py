@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rebound.adapters.queues import queue_name
+from rebound.adapters.targets.registry import default_targets
+from rebound.adapters.targets.sim import SimInvoker
 from rebound.settings import Settings
-from rebound.targets.registry import default_targets
-from rebound.targets.sim import SimInvoker
 from rebound.wiring import build_deps
 from rebound_local import hostile
 from rebound_local.billing import LogBytes, Meter

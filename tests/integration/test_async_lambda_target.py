@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from test_lambda_target import FUNCTION, FakeLambda, a_call
 
+from rebound.adapters.targets.aws_lambda import LambdaInvoker
 from rebound.domain.target_specs import LambdaTarget
-from rebound.targets.lambda_target import LambdaInvoker
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ import pytest
 from rebound.domain.errors import Throttled
 from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
+from rebound.engine.ports.targets import Invocation, Outcome
 from rebound.handlers import executor
-from rebound.targets.base import Invocation, Outcome
 from rebound_local.instrument import RecordingTargets
 from support import (
     Context,

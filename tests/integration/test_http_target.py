@@ -19,9 +19,9 @@ import boto3
 import pytest
 
 from rebound.adapters.secrets import SecretResolver
+from rebound.adapters.targets.http import HttpInvoker, verify_signature
 from rebound.domain.target_specs import HttpTarget, TargetRules
-from rebound.targets.base import Invocation
-from rebound.targets.http_target import HttpInvoker, verify_signature
+from rebound.engine.ports.targets import Invocation
 
 pytestmark = pytest.mark.integration
 
@@ -319,7 +319,7 @@ def test_neither_the_key_nor_the_signature_is_logged(
 
 
 def test_default_targets_register_lambda_and_http(aws: boto3.session.Session, clock: Any) -> None:
-    from rebound.targets.registry import default_targets
+    from rebound.adapters.targets.registry import default_targets
 
     targets = default_targets(aws, clock, {})
 
@@ -426,8 +426,8 @@ def test_error_answers_are_kept_only_from_allowlisted_hosts(
 
 
 def test_the_sim_target_is_refused_where_it_is_not_enabled(aws: boto3.session.Session, clock: Any) -> None:
+    from rebound.adapters.targets.registry import default_targets
     from rebound.domain.target_specs import SimTarget
-    from rebound.targets.registry import default_targets
 
     prod = default_targets(aws, clock, {}, TargetRules.defaults_for("prod"))
     outcome = prod.invoke(SimTarget(type="sim"), a_call(clock))

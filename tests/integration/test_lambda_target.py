@@ -16,11 +16,11 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from botocore.response import StreamingBody
 from botocore.stub import ANY, Stubber
 
+from rebound.adapters.targets.aws_lambda import LambdaInvoker, sanitize_code
+from rebound.adapters.targets.registry import lambda_clients
 from rebound.domain.basics import ERROR_CODE_PATTERN
 from rebound.domain.target_specs import LambdaTarget
-from rebound.targets.base import Invocation
-from rebound.targets.lambda_target import LambdaInvoker, sanitize_code
-from rebound.targets.registry import lambda_clients
+from rebound.engine.ports.targets import Invocation
 from rebound.wiring import AWS_CONFIG
 
 pytestmark = pytest.mark.integration

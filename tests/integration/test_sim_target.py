@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from rebound.adapters.targets.sim import SIM_FAILURE, SimInvoker
 from rebound.domain.run import AttemptOutcome, RunState
 from rebound.domain.target_specs import SimTarget
 from rebound.engine.deps import Deps
+from rebound.engine.ports.targets import TIMEOUT, Invocation, Outcome
 from rebound.handlers import executor, retry_scheduler
-from rebound.targets.base import TIMEOUT, Invocation, Outcome
-from rebound.targets.sim import SIM_FAILURE, SimInvoker
 from support import START, Context, ManualClock, bus_event, fire, outbox_events, register, sqs_event, task
 
 pytestmark = pytest.mark.integration

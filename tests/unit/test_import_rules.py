@@ -83,3 +83,11 @@ def test_only_handlers_import_the_wiring() -> None:
         if any(within(name, "rebound.wiring") for name in imports_of(path))
     )
     assert importers and all(p.startswith("handlers/") for p in importers), importers
+
+
+def test_the_engine_reaches_targets_through_their_port_only() -> None:
+    """The target types the engine sees are a port (``engine/ports/targets.py``); the invokers and
+    their dispatcher are adapters, which import no operator code."""
+    assert violations("engine", ("rebound.adapters.targets",)) == []
+    assert violations("adapters", ("rebound.ops", "rebound.handlers")) == []
+    assert not list((PACKAGE / "targets").glob("*.py")), "targets/ is gone: a port and adapters, not a layer"

@@ -1,4 +1,4 @@
-"""What a target may reach (``rebound.targets.safety``) and what registration refuses (issue 14)."""
+"""What a target may reach (``rebound.domain.target_safety``) and what registration refuses (issue 14)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ from rebound.config.loader import parse_task_file
 from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.errors import ConfigError, ValidationFailed
 from rebound.domain.item_size import ITEM_LIMIT, item_size
-from rebound.domain.target_specs import TargetRules
-from rebound.ops.tasks import TaskOps, write_sizes
-from rebound.targets.safety import (
+from rebound.domain.target_safety import (
     TargetRefused,
     address_refusal,
     check_url,
     redact,
     self_trigger_problem,
 )
+from rebound.domain.target_specs import TargetRules
+from rebound.ops.tasks import TaskOps, write_sizes
 from support import task
 
 STRICT = TargetRules()

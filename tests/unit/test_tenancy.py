@@ -15,6 +15,7 @@ from fakes import memory_deps
 from pydantic import ValidationError
 
 from rebound.adapters.secrets import SESSION_SECONDS, TenantSecrets
+from rebound.adapters.targets.http import SECRET_REFUSED, HttpInvoker
 from rebound.api.auth import Caller, Gate, authorize
 from rebound.config.loader import parse_task_document, parse_task_file
 from rebound.domain.errors import ConfigError, Conflict, Forbidden, OperationalError, ValidationFailed
@@ -24,10 +25,9 @@ from rebound.domain.target_specs import HttpTarget, TargetRules
 from rebound.domain.task import Task, TenantSettings
 from rebound.domain.tenancy import qualify, secret_problem, short_id, tenant_of, tenant_of_run
 from rebound.engine.executor import Executor, QueueMessage
+from rebound.engine.ports.targets import Invocation
 from rebound.ops.access import TenantAccess, Tenants, find_task, identity_keys, task_key
 from rebound.ops.tasks import TaskOps
-from rebound.targets.base import Invocation
-from rebound.targets.http_target import SECRET_REFUSED, HttpInvoker
 from support import START, ManualClock, fire, register, start_and_crash, task
 
 AWS_NAME = re.compile(r"^[0-9A-Za-z._-]{1,64}$")

@@ -42,8 +42,8 @@ from rebound.domain.timefmt import iso
 from rebound.engine.async_attempts import heartbeat_lease
 from rebound.engine.deps import Deps
 from rebound.engine.executor.attempt import attempt_telemetry, stage_outcome
+from rebound.engine.ports.targets import Outcome
 from rebound.engine.sweeper import Sweeper
-from rebound.targets.base import Outcome
 
 log = logging.getLogger(__name__)
 

@@ -31,6 +31,7 @@ from rebound.domain.jsonutil import canonical_bytes, dumps
 from rebound.domain.run import Run
 from rebound.domain.schedules import fire_payload, planned_schedules, schedule_notes
 from rebound.domain.stored import StoredTask
+from rebound.domain.target_safety import task_problems
 from rebound.domain.task import Task, TaskState, TenantSettings
 from rebound.domain.tenancy import short_id
 from rebound.domain.timefmt import iso, parse_utc
@@ -43,7 +44,6 @@ from rebound.ops.preview import PreviewFire, preview_fires
 from rebound.ops.runs import run_view
 from rebound.ops.schedule_sync import SyncView
 from rebound.ops.throttle import Backoff, RateLimiter
-from rebound.targets.safety import task_problems
 
 T = TypeVar("T")
 

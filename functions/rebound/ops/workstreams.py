@@ -19,6 +19,7 @@ from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import workstream_rule_name
 from rebound.domain.schedules import planned_workstream_schedules, workstream_start_payload
+from rebound.domain.target_safety import self_trigger_problem
 from rebound.domain.timefmt import iso
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
@@ -27,7 +28,6 @@ from rebound.engine.workstreams import WorkstreamNotFound, Workstreams
 from rebound.ops.access import UNGUARDED, Guard
 from rebound.ops.tasks import Change, definition_diff
 from rebound.ops.throttle import Backoff
-from rebound.targets.safety import self_trigger_problem
 
 SYMBOL = {
     wr.StepState.PENDING: "·",

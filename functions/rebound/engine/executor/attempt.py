@@ -50,7 +50,7 @@ from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.executor.admission import Admission, log, waited
 from rebound.engine.executor.intake import UNKNOWN_TASK, delivery
 from rebound.engine.ports import Metrics, UnitOfWork
-from rebound.targets.base import Invocation, Outcome
+from rebound.engine.ports.targets import Invocation, Outcome
 
 LEASE_GRACE_S = 30
 SAFETY_MARGIN_S = 10

@@ -9,7 +9,8 @@ bus, a range of the outbox stream) are declared with the port that carries them:
 
 - ``store``: ``Store`` and its ``UnitOfWork``, and the record of the DLQ (``DlqEntry``);
 - ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
-- ``delivery``: ``Notifier`` (and its channels), ``Targets``, ``Archive`` (the DLQ archive);
+- ``delivery``: ``Notifier`` (and its channels), ``Archive`` (the DLQ archive);
+- ``targets``: ``Targets`` (a task's target, called for one attempt: ``Invocation``, ``Outcome``);
 - ``keys``: ``AuditKeys`` (the MACs of the audit chain and of actors in queue messages);
 - ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
 """
@@ -28,7 +29,6 @@ from rebound.engine.ports.delivery import (
     NoCompletionKey,
     Notifier,
     Sent,
-    Targets,
 )
 from rebound.engine.ports.keys import AuditKeys
 from rebound.engine.ports.runtime import (
@@ -54,6 +54,7 @@ from rebound.engine.ports.store import (
     parse_run_cursor,
     run_cursor,
 )
+from rebound.engine.ports.targets import Targets
 from rebound.engine.ports.transport import (
     BATCH,
     BatchResult,

@@ -1,4 +1,4 @@
-"""The delivery ports: notification channels, task targets, and the DLQ archive."""
+"""The delivery ports: notification channels and the DLQ archive."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import Any, Protocol
 
 from rebound.domain.errors import NotFound, OperationalError
 from rebound.domain.notification import Notification
-from rebound.targets.base import Invocation, Outcome, TargetSpec
 
 
 class DeliveryFailed(Exception):
@@ -53,10 +52,6 @@ class Notifier(Protocol):
     def names(self) -> list[str]: ...
 
     def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]: ...
-
-
-class Targets(Protocol):
-    def invoke(self, target: TargetSpec, call: Invocation) -> Outcome: ...
 
 
 class CompletionKeys(Protocol):

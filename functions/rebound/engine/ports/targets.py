@@ -1,9 +1,10 @@
-"""The target port: one call of a task's target for one attempt, and its outcome."""
+"""The target port: one call of a task's target for one attempt, its outcome, and what the engine
+calls (``Targets``). The invokers (http, lambda, sim) and their dispatcher are adapters
+(``rebound.adapters.targets``)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -55,20 +56,7 @@ class TargetInvoker(Protocol):
     def invoke(self, target: Any, call: Invocation) -> Outcome: ...
 
 
-class Targets:
-    """Dispatches a call to the invoker of the target's type."""
+class Targets(Protocol):
+    """What the engine calls to run a task's target (``rebound.adapters.targets.TargetDispatcher``)."""
 
-    def __init__(self, invokers: Mapping[str, TargetInvoker]) -> None:
-        self.invokers = dict(invokers)
-
-    def invoke(self, target: TargetSpec, call: Invocation) -> Outcome:
-        invoker = self.invokers.get(target.type)
-        if invoker is None:
-            return Outcome.failure(
-                "UNSUPPORTED_TARGET", f"no invoker for target type {target.type!r}", retryable=False
-            )
-        try:
-            return invoker.invoke(target, call)
-        except Exception as exc:  # a target's own bug must fail the attempt, not the batch
-            log.exception("target %s raised", target.type)
-            return Outcome.failure(TARGET_ERROR, f"{type(exc).__name__}: {exc}")
+    def invoke(self, target: TargetSpec, call: Invocation) -> Outcome: ...

@@ -19,7 +19,7 @@ How the answer is classified (``Outcome.error_code``, then whether it is retryab
 - refused, reset, DNS or TLS failure: ``CONNECTION_ERROR``, retryable.
 - the signing secret could not be read: ``SECRET_UNAVAILABLE``, retryable.
 - a header or URL in the task that cannot be sent: ``HTTP_INVALID_REQUEST``, terminal.
-- a URL or address the environment's ``TargetRules`` refuse (``rebound.targets.safety``):
+- a URL or address the environment's ``TargetRules`` refuse (``rebound.domain.target_safety``):
   ``TARGET_REFUSED``, terminal; nothing is sent.
 
 Before connecting, the host name is resolved and every address is checked; the connection goes
@@ -49,22 +49,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from rebound.adapters.secrets import SecretResolver, TenantSecrets
+from rebound.adapters.targets.safety import Resolver, resolve
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
+from rebound.domain.target_safety import (
+    TARGET_REFUSED,
+    TargetRefused,
+    check_url,
+    redact,
+    secret_references,
+)
 from rebound.domain.target_specs import HttpTarget, SecretHeader, TargetRules
 from rebound.domain.tenancy import secret_problem
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
-from rebound.targets.base import TIMEOUT, Invocation, Outcome
-from rebound.targets.safety import (
-    TARGET_REFUSED,
-    Resolver,
-    TargetRefused,
-    check_url,
-    redact,
-    resolve,
-    secret_references,
-)
+from rebound.engine.ports.targets import TIMEOUT, Invocation, Outcome
 
 log = logging.getLogger(__name__)
 

@@ -11,13 +11,14 @@ import boto3
 from botocore.config import Config
 
 from rebound.adapters.secrets import SecretResolver, TenantSecrets
+from rebound.adapters.targets.aws_lambda import LambdaClientFactory, LambdaInvoker
+from rebound.adapters.targets.dispatch import TargetDispatcher
+from rebound.adapters.targets.http import HttpInvoker
+from rebound.adapters.targets.sim import SimInvoker
+from rebound.domain.target_safety import TARGET_REFUSED
 from rebound.domain.target_specs import TargetRules
 from rebound.engine.ports import Clock
-from rebound.targets.base import Invocation, Outcome, TargetInvoker, Targets
-from rebound.targets.http_target import HttpInvoker
-from rebound.targets.lambda_target import LambdaClientFactory, LambdaInvoker
-from rebound.targets.safety import TARGET_REFUSED
-from rebound.targets.sim import SimInvoker
+from rebound.engine.ports.targets import Invocation, Outcome, TargetInvoker
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -33,7 +34,7 @@ def default_targets(
     rules: TargetRules | None = None,
     environment: str | None = None,
     tenant_secrets_role: str | None = None,
-) -> Targets:
+) -> TargetDispatcher:
     """Every target type; under ``rules`` (default: the strictest), ``sim`` only where enabled; with
     ``environment``, an http target may use only its tenant's secrets."""
     rules = rules or TargetRules()
@@ -58,7 +59,7 @@ def default_targets(
         "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
         "http": HttpInvoker(secrets, clock, rules=rules, environment=environment, tenant_secrets=per_tenant),
     }
-    return Targets(invokers)
+    return TargetDispatcher(invokers)
 
 
 class RefusedInvoker:

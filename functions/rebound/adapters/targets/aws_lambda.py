@@ -42,11 +42,11 @@ from botocore.exceptions import (
 )
 
 from rebound.adapters.errors import THROTTLING_CODES, error_code
+from rebound.adapters.targets.http import CONNECTION_ERROR, deadline_seconds, invocation_document, output_from
 from rebound.domain.jsonutil import dumps
 from rebound.domain.target_specs import LambdaTarget
 from rebound.engine.ports import Clock
-from rebound.targets.base import TIMEOUT, Invocation, Outcome
-from rebound.targets.http_target import CONNECTION_ERROR, deadline_seconds, invocation_document, output_from
+from rebound.engine.ports.targets import TIMEOUT, Invocation, Outcome
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient

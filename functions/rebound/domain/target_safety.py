@@ -21,7 +21,7 @@ import fnmatch
 import ipaddress
 import re
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +32,6 @@ from rebound.domain.tenancy import secret_problem
 TARGET_REFUSED = "TARGET_REFUSED"
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Resolver = Callable[..., list[tuple[Any, ...]]]
 
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _IPV4_LITERAL = re.compile(r"^(0x[0-9a-f]+|[0-9]+)(\.(0x[0-9a-f]+|[0-9]+)){0,3}$", re.IGNORECASE)
@@ -125,26 +124,6 @@ def check_url(url: str, rules: TargetRules, field: str = "target.url") -> None:
         why = address_refusal(ip, rules)
         if why:
             raise TargetRefused(field, why)
-
-
-def resolve(host: str, port: int, rules: TargetRules, getaddrinfo: Resolver = socket.getaddrinfo) -> str:
-    """The address to connect to for ``host``: every address it resolves to must be allowed.
-
-    Raises ``TargetRefused`` (one refused address refuses the name: a name that also points
-    inside is not a public target) and ``OSError`` when the name does not resolve.
-    """
-    infos = getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    addresses: list[str] = []
-    for info in infos:
-        raw = str(info[4][0]).split("%", 1)[0]
-        ip = ipaddress.ip_address(raw)
-        why = address_refusal(ip, rules)
-        if why:
-            raise TargetRefused("target.url", f"{host} resolves to {why}")
-        addresses.append(str(ip))
-    if not addresses:
-        raise OSError(f"{host} did not resolve")
-    return addresses[0]
 
 
 # --------------------------------------------------------------------------- event patterns

@@ -10,7 +10,7 @@ from rebound.domain.completion import ASYNC_PAYLOAD_KEY
 from rebound.domain.target_specs import SimAsync, SimTarget
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
-from rebound.targets.base import TIMEOUT, Invocation, Outcome
+from rebound.engine.ports.targets import TIMEOUT, Invocation, Outcome
 
 SIM_FAILURE = "SIM_FAILURE"
 SIM_OUTAGE = "SIM_OUTAGE"
