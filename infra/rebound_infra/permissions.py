@@ -142,7 +142,7 @@ ACCESS: dict[str, Access] = {
     ),
     "retry_scheduler": Access(
         # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
-        # reports of asynchronous attempts (``rebound.ops.async_reports``, from the bus) leave
+        # reports of asynchronous attempts (``rebound.engine.async_reports``, from the bus) leave
         # slots and count SLA streaks (updates) as the executor's outcomes do; the retry budget
         # per target (``rebound.engine.target_budgets``: a target's record, read and put).
         # workorders: the failure that makes a target unhealthy opens its work order in the same

@@ -14,9 +14,9 @@ from test_ops_api import call
 from rebound import wiring
 from rebound.domain.ids import run_subject
 from rebound.domain.run import RunState
+from rebound.engine.async_reports import reports_subject
 from rebound.engine.deps import Deps
 from rebound.engine.executor import Executor, QueueMessage
-from rebound.ops.async_reports import reports_subject
 from rebound.worker import Completion
 from support import Context, bus_event, fire, queue_messages, register, sqs_event, task
 
@@ -146,9 +146,9 @@ def test_a_report_the_retry_queues_consumer_gave_up_on_is_answered_by_the_sweepe
 ) -> None:
     """SQS moves a report its consumer kept failing on to the control DLQ. It used to stay there:
     the attempt then timed out and was retried although its worker had finished."""
+    from rebound.engine.async_reports import REPORT_DETAIL_TYPES
     from rebound.engine.sweeper import REPORT_PREFIX
     from rebound.handlers import sweeper
-    from rebound.ops.async_reports import REPORT_DETAIL_TYPES
 
     assert all(kind.startswith(REPORT_PREFIX) for kind in REPORT_DETAIL_TYPES)
     completed = bus_event("rebound.task.completed", {"token": started, "output": {"rows": 7}})

@@ -1,5 +1,5 @@
 """Asynchronous attempts on the in-memory engine: start, heartbeats, completion, timeouts, and
-every refusal of a report (``rebound.ops.async_reports``), each audited once and never reopening
+every refusal of a report (``rebound.engine.async_reports``), each audited once and never reopening
 the run."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from rebound.domain.audit import rebuild_run, verify_chain
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY, Claims, Refusal, sign
 from rebound.domain.ids import run_subject
 from rebound.domain.run import AttemptOutcome, Run, RunState
+from rebound.engine.async_reports import AsyncReports, Report, ReportKind, reports_subject
 from rebound.engine.sweeper import Sweeper
-from rebound.ops.async_reports import AsyncReports, Report, ReportKind, reports_subject
 from support import fire, register, task
 
 pytestmark = pytest.mark.unit

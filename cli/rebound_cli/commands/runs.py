@@ -8,7 +8,7 @@ import click
 
 from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
-from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
+from rebound.engine.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.authz import RunOf
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RetryOutcome, run_view

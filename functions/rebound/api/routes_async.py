@@ -1,6 +1,6 @@
 """Routes for asynchronous attempts' reports: ``POST /runs/{run_id}/heartbeat|complete|fail``.
 
-Each carries the attempt's completion token and goes to ``rebound.ops.async_reports``, as the bus
+Each carries the attempt's completion token and goes to ``rebound.engine.async_reports``, as the bus
 events and the CLI do. An accepted report answers 200; a refused one 409 with its ``reason``
 (``used``, ``timed_out``, ``expired``, ``other_run``, ``other_attempt``, ``not_running``, ...), so
 a worker can tell "already done" from "too late" without parsing text.
@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from rebound.api.app import Api
 from rebound.domain.basics import ERROR_CODE_PATTERN
 from rebound.domain.completion import MAX_TOKEN_CHARS
-from rebound.ops.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
+from rebound.engine.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.authz import Rule, RunOf
 
 REFUSED_STATUS = 409

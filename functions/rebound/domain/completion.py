@@ -5,7 +5,7 @@ base64 of canonical JSON, and an HMAC-SHA256 of them under the environment's com
 scoped to one (run, attempt) and expires at the attempt's ``max_duration`` plus a grace period.
 Single use is not the token's own doing: the run names the id of its one live token
 (``Run.async_token_id``) and a completion or failure clears it in the same conditional write, so
-a token used once is refused after (``rebound.ops.async_reports``).
+a token used once is refused after (``rebound.engine.async_reports``).
 
 No I/O here: the key comes from the caller (``rebound.engine.ports.CompletionKeys``).
 """

@@ -124,7 +124,7 @@ def parse_control_event(body: str, accepted: tuple[str, ...]) -> tuple[str, _Det
         raise ValidationFailed("detail: expected an object", reason="schema_mismatch")
     try:
         # a detail-type without a schema here is checked by its consumer (the reports of
-        # asynchronous attempts: ``rebound.ops.async_reports.report_from_event``)
+        # asynchronous attempts: ``rebound.engine.async_reports.report_from_event``)
         return str(kind), DETAILS.get(str(kind), _Detail).model_validate(detail)
     except ValidationError as exc:
         err = exc.errors()[0]

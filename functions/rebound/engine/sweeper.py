@@ -81,7 +81,7 @@ WORKSTREAM_EVENTS = (
 )
 """Workstream events the control DLQ pass handles again (``work_control_dlq``)."""
 REPORT_PREFIX = "rebound.task."
-"""The detail types of an asynchronous attempt's reports (``rebound.ops.async_reports``)."""
+"""The detail types of an asynchronous attempt's reports (``rebound.engine.async_reports``)."""
 ReportAnswerer = Callable[[str, Any], bool]
 """Answers one report event (its detail type and detail); False when it is no report at all."""
 

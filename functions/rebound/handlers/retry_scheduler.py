@@ -1,7 +1,7 @@
 """Retry scheduler: ``task.execution.failed`` events (via the retry queue) in; retries or dead letters out.
 
 The same queue carries the reports of asynchronous attempts sent as events on Rebound's bus
-(``rebound.task.heartbeat|completed|failed``): each goes to ``rebound.ops.async_reports``. A report
+(``rebound.task.heartbeat|completed|failed``): each goes to ``rebound.engine.async_reports``. A report
 that is refused is answered in the log and not retried; a body that is neither a report nor a
 failure event goes to the control DLQ with its reason (``rebound.engine.control_messages``)."""
 
@@ -30,9 +30,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
     from rebound.domain.events import EventType as Rebound
+    from rebound.engine.async_reports import REPORT_DETAIL_TYPES
     from rebound.engine.control_messages import consume
     from rebound.engine.retry_scheduler import RetryScheduler
-    from rebound.ops.async_reports import REPORT_DETAIL_TYPES
 
     accepted = (Rebound.EXECUTION_FAILED, *REPORT_DETAIL_TYPES)
     deps = wiring.deps()
@@ -61,8 +61,8 @@ def on_report(deps: Deps, message_id: str, body: str, detail_type: str, detail: 
     """One report event: accepted, or refused with its reason (never retried: the answer is final).
     A report that is not valid goes to the control DLQ with what is wrong, like any bad body."""
     from rebound.domain.errors import ValidationFailed
+    from rebound.engine.async_reports import AsyncReports, report_from_event
     from rebound.engine.control_messages import refuse
-    from rebound.ops.async_reports import AsyncReports, report_from_event
 
     try:
         report = report_from_event(detail_type, detail)

@@ -28,7 +28,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         return float(context.get_remaining_time_in_millis()) / 1000
 
     def reports(detail_type: str, detail: Any) -> bool:
-        from rebound.ops.async_reports import answer_event  # only when the control DLQ holds one
+        from rebound.engine.async_reports import answer_event  # only when the control DLQ holds one
 
         return answer_event(deps, detail_type, detail)
 

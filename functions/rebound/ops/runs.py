@@ -31,12 +31,12 @@ from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
 from rebound.domain.work_order import WorkOrder
 from rebound.engine import crashpoints as cp
+from rebound.engine.async_reports import reports_subject
 from rebound.engine.concurrency import leave
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
-from rebound.ops.async_reports import reports_subject
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.replay import BudgetOverrides, Replays

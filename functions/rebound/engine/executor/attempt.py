@@ -202,7 +202,7 @@ class Attempts(Admission):
             outcome = self.deps.targets.invoke(task.target, call)
         self.deps.faults.reached(cp.AFTER_TARGET)
         if asynchronous is not None and outcome.ok:
-            # The work has started and reports for itself (rebound.ops.async_reports); the run
+            # The work has started and reports for itself (rebound.engine.async_reports); the run
             # stays running under its heartbeat lease, set by the claim. Nothing more to write.
             log.info("asynchronous attempt started", extra={"run_id": run.run_id, "attempt": n})
             return "started-async"
@@ -299,7 +299,7 @@ def stage_outcome(
     """Stage the outcome of ``claimed``'s running attempt: the run (guarded by ``claimed``'s
     revision, so only if it is still this attempt), its events, leaving its slots, the SLA.
     Returns the run as staged and the finished attempt. Shared by the executor (a call that
-    returned) and by asynchronous reports (``rebound.ops.async_reports``)."""
+    returned) and by asynchronous reports (``rebound.engine.async_reports``)."""
     current = claimed.attempts[-1]
     duration_s = (now - current.started_at).total_seconds()
     duration_ms = int(duration_s * 1000)
