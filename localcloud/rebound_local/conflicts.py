@@ -1,13 +1,13 @@
 """The pre-flight's conflict-warning hit rate on a simulated day (``make bench``, group ``conflicts``).
 
-1. **Predict.** The pre-flight (``rebound.ops.preflight.preflight``, what ``rebound tasks dryrun``
+1. **Predict.** The pre-flight (``rebound.domain.prediction.preflight``, what ``rebound tasks dryrun``
    runs) judges the scenario's tasks and tenants over the scenario's window, as a dry run before
    they were applied would: nothing deployed, durations as the task file gives them, the shipped
    ``conflicts:`` defaults.
 2. **Simulate.** The scenario runs on the local cloud (``rebound_local.simulate``); its report's
    ``collisions`` lists every run that met a busy slot (a wait for a mutex, a tenant's quota or an
    overlap slot, an ``overlap: skip``, an ``overlap: cancel_other``), from the runs' audit chains.
-3. **Score.** ``rebound.ops.preflight.hit_rate``: the collisions whose run a conflict warning named
+3. **Score.** ``rebound.domain.prediction.hit_rate``: the collisions whose run a conflict warning named
    (among the runs it said meet at that instant), over every collision.
 """
 
@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from rebound.config.loader import load_policy_book, resolve_policy
+from rebound.domain.prediction.hit_rate import Collision, hit_rate
+from rebound.domain.prediction.preflight import Planned, PreflightReport, preflight
 from rebound.domain.task import Task
 from rebound.domain.workstreams import TaskDocument
-from rebound.ops.preflight import Collision, Planned, PreflightReport, hit_rate, preflight
 from rebound.settings import default_config_dir
 from rebound_local.scenario import LoadedScenario, load_scenario
 from rebound_local.simulate import Simulation, ending_with

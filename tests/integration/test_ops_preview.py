@@ -83,7 +83,7 @@ def test_a_twice_policy_previews_both_occurrences_of_the_repeated_time() -> None
 
 
 def test_the_preview_fires_exactly_what_the_ledger_expects() -> None:
-    from rebound.engine.ledger import expected_fires
+    from rebound.domain.fires import expected_fires
 
     for dst in ({}, {"missing": "shift"}, {"repeated": "twice"}, {"missing": "shift", "repeated": "twice"}):
         for after in ("2026-03-07T12:00:00+00:00", "2026-10-31T12:00:00+00:00"):

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rebound.ops.preflight import RunWindow, contention
+from rebound.domain.prediction.preflight import RunWindow, contention
 from support import START
 
 pytestmark = pytest.mark.property_based

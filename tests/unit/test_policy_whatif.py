@@ -1,5 +1,5 @@
 """Policy what-if: known recorded failures replayed under the current and a proposed policy give
-known figures (``rebound.domain.whatif``, through ``PolicyOps.whatif``)."""
+known figures (``rebound.domain.prediction.whatif``, through ``PolicyOps.whatif``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from fakes import MemoryWorld, memory_deps
 
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.prediction.whatif import DEAD_LETTER_COST_USD, RETRY_COST_USD
 from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger
-from rebound.domain.whatif import DEAD_LETTER_COST_USD, RETRY_COST_USD
 from rebound.ops.policies import PolicyOps
 from support import START, register, task
 

@@ -13,10 +13,12 @@ from fakes import MemoryWorld, memory_deps
 from rebound.config.loader import parse_task_document
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.ids import scheduled_run_id
+from rebound.domain.prediction.hit_rate import Collision, hit_rate
+from rebound.domain.prediction.preflight import PreflightWarning
 from rebound.domain.task import TaskState
 from rebound.domain.timefmt import parse_utc
 from rebound.domain.workstreams import TaskDocument
-from rebound.ops.preflight import Collision, PreflightOps, PreflightWarning, hit_rate, parse_window
+from rebound.ops.preflight import PreflightOps, parse_window
 from support import START, register, save_runs, scheduled_run, task
 
 pytestmark = pytest.mark.unit

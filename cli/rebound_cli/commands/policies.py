@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from rebound.domain.whatif import WhatIf
+from rebound.domain.prediction.whatif import WhatIf
 from rebound.ops.authz import Environment
 from rebound.ops.policies import parse_assignments, policy_view, whatif_window
 from rebound_cli import output as out

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import click
 
+from rebound.domain.prediction.preflight import PreflightReport
 from rebound.domain.schedules import schedule_notes
 from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, TaskOf, document_tenants
-from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window
+from rebound.ops.preflight import PreflightOps, parse_window
 from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
 from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view

@@ -45,3 +45,8 @@ class Severity(StrEnum):
     MEDIUM = "medium"
     HIGH = "high"
     CRITICAL = "critical"
+
+
+WAIT_POLL_S = 30.0
+"""How often a run waiting for a slot looks again (the executor's poll; the pre-flight predicts
+with it)."""

@@ -1,5 +1,5 @@
 """The conflict and SLA defaults of ``default_policy.yaml``: what the pre-flight dry run
-(``rebound.ops.preflight``) and the SLA report (``rebound.ops.sla_report``) judge against.
+(``rebound.domain.prediction.preflight``) and the SLA report (``rebound.ops.sla_report``) judge against.
 
 They sit in their own sections of the file (``conflicts:`` and ``sla:``), next to the retry
 defaults, because they are defaults an operator tunes for the whole environment, as they tune the

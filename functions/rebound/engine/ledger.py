@@ -36,13 +36,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from rebound.domain import cron
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict
+from rebound.domain.fires import MAX_LOOKBACK, ExpectedFire, delivery_lag, expected_fires
 from rebound.domain.ids import run_subject, scheduled_run_id
 from rebound.domain.run import Run, RunState, Trigger
 from rebound.domain.schedule_spec import ScheduleSpec
-from rebound.domain.schedules import scheduler_expressions
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
@@ -55,53 +54,8 @@ log = logging.getLogger(__name__)
 
 GRACE = timedelta(minutes=2)
 LOOKAHEAD = timedelta(minutes=3)
-MAX_LOOKBACK = timedelta(days=1)
 MAX_SKIPPED_RECORDS = 100
 WATERMARK = "ledger#watermark"
-
-
-@dataclass(frozen=True)
-class ExpectedFire:
-    task_id: str
-    at: datetime
-    note: str | None
-    by_scheduler: bool
-
-    @property
-    def run_id(self) -> str:
-        return scheduled_run_id(self.task_id, self.at)
-
-
-def expected_fires(
-    task_id: str, spec: ScheduleSpec, after: datetime, until: datetime, *, origin: datetime | None = None
-) -> list[ExpectedFire]:
-    """Fire times in ``(after, until]`` of a schedule, with the task's DST policy for Unix cron."""
-    if spec.end is not None:
-        until = min(until, spec.end)
-    if until <= after:
-        return []
-    if spec.cron is not None:
-        policy = cron.DstPolicy(repeated=spec.dst.repeated, missing=spec.dst.missing)
-        return [
-            ExpectedFire(task_id, f.at, f.note, cron.scheduler_delivers(f, spec.timezone))
-            for f in cron.fire_times_between(spec.cron, spec.timezone, after, until, policy)
-        ]
-    fires: set[datetime] = set()
-    for expression in scheduler_expressions(spec):
-        at = after
-        while True:
-            nxt = cron.next_fire(expression, spec.timezone, at, start=origin or after)
-            if nxt is None or nxt > until:
-                break
-            fires.add(nxt)
-            at = nxt
-    return [ExpectedFire(task_id, at, None, True) for at in sorted(fires)]
-
-
-def delivery_lag(task_id: str, spec: ScheduleSpec) -> timedelta:
-    """How long after its instant a fire may arrive by design: the jitter window (Scheduler
-    delivers anywhere in it) plus the task's stagger offset (the executor holds it that long)."""
-    return timedelta(seconds=(spec.jitter_window or 0) + spec.stagger_offset(task_id))
 
 
 @dataclass

@@ -6,7 +6,7 @@ with its audit record by ``PolicyService.set``; the next retry decision uses it.
 ``base_delay=30s``, ``jitter=full``, ``terminal_errors=[BAD_INPUT, GONE]``, ``max_age=null``.
 
 ``whatif`` replays the recorded failures of the runs that use a policy under proposed values
-(``rebound.domain.whatif``), so an operator sees what a change would have done before storing it.
+(``rebound.domain.prediction.whatif``), so an operator sees what a change would have done before storing it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from rebound.domain.audit_record import AuditRecord
 from rebound.domain.durations import parse_duration
 from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
+from rebound.domain.prediction.whatif import Replayed, WhatIf, what_if
 from rebound.domain.retry_policy import POLICY_FIELDS, RetryPolicy, TargetBudget
 from rebound.domain.timefmt import iso
-from rebound.domain.whatif import Replayed, WhatIf, what_if
 from rebound.engine.deps import Deps
 
 WHATIF_SINCE = timedelta(days=7)
@@ -178,7 +178,7 @@ class PolicyOps:
     def whatif(self, name: str, changes: dict[str, Any], since: timedelta = WHATIF_SINCE) -> WhatIf:
         """Replay the recorded failures of the runs of every task that uses policy ``name`` (by
         name, or extending it) under the policy with ``changes``, against the policy as it is
-        (``rebound.domain.whatif``). Reads each such task's runs of the window (``by_task``)."""
+        (``rebound.domain.prediction.whatif``). Reads each such task's runs of the window (``by_task``)."""
         if not WHATIF_SHORTEST <= since <= WHATIF_LONGEST:
             raise ValidationFailed("since: give a window from 1m to 30d", key_path="since")
         change = self.plan(name, changes)

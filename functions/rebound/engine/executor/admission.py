@@ -24,6 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.basics import WAIT_POLL_S
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import run_subject
 from rebound.domain.retry import Reason
@@ -55,7 +56,7 @@ from rebound.engine.ports import Clock, Store
 log = logging.getLogger("rebound.engine.executor")
 """The executor's one logger, shared by its modules."""
 
-WAIT_S = 30.0
+WAIT_S = WAIT_POLL_S
 TENANT_CACHE_S = 60.0
 WAIT_EXHAUSTED = "WAIT_EXHAUSTED"
 
