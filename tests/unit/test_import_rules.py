@@ -3,7 +3,9 @@
 - ``domain`` imports nothing of Rebound outside itself;
 - ``engine`` imports no adapter and no AWS SDK;
 - ``ops`` imports no adapter and no AWS SDK: it reaches AWS through the ports in ``Deps``;
-- only ``handlers`` import ``wiring`` (the composition root).
+- only ``handlers`` import ``wiring`` (the composition root);
+- no layer imports one above it (``LAYERS_BELOW``), and the adapters reach the engine through its
+  ports only.
 """
 
 from __future__ import annotations
@@ -91,3 +93,27 @@ def test_the_engine_reaches_targets_through_their_port_only() -> None:
     assert violations("engine", ("rebound.adapters.targets",)) == []
     assert violations("adapters", ("rebound.ops", "rebound.handlers")) == []
     assert not list((PACKAGE / "targets").glob("*.py")), "targets/ is gone: a port and adapters, not a layer"
+
+
+LAYERS_BELOW = {
+    "engine": ("rebound.ops", "rebound.api", "rebound.handlers"),
+    "ops": ("rebound.api", "rebound.handlers"),
+    "adapters": ("rebound.ops", "rebound.api", "rebound.handlers"),
+    "domain": ("rebound.engine", "rebound.ops", "rebound.adapters", "rebound.api", "rebound.handlers"),
+}
+"""What each layer may not import: no arrow between folders runs back up."""
+
+
+@pytest.mark.parametrize("layer", sorted(LAYERS_BELOW))
+def test_no_layer_imports_a_layer_above_it(layer: str) -> None:
+    assert violations(layer, LAYERS_BELOW[layer]) == []
+
+
+def test_adapters_reach_the_engine_through_its_ports_only() -> None:
+    inward = [
+        f"{path.relative_to(PACKAGE)} imports {name}"
+        for path in modules("adapters")
+        for name in imports_of(path)
+        if within(name, "rebound.engine") and not within(name, "rebound.engine.ports")
+    ]
+    assert inward == []

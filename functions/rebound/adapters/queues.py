@@ -11,8 +11,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.errors import translate
 from rebound.domain.jsonutil import dumps
-from rebound.engine.dlq_record import attribute_text
 from rebound.engine.ports import PeekedMessage, QueueCounts, SentMessage
+from rebound.engine.ports.transport import attribute_text
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -30,17 +30,7 @@ from rebound.domain.run import Run
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.messages import parse_execution_message
 from rebound.engine.ports import DlqEntry
-
-
-def attribute_text(value: Any) -> str | None:
-    """A message attribute as SQS carries it and hands it back (``None``: left out)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, int | float):
-        return str(value)
-    return str(value)[:1024] or "-"
+from rebound.engine.ports.transport import attribute_text
 
 
 def attribute_texts(values: Mapping[str, Any]) -> dict[str, str]:

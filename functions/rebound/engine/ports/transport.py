@@ -269,3 +269,14 @@ class OutboxStream(Protocol):
     def read_events(self, span: StreamRange) -> list[BusEvent]:
         """The outbox events (inserts) from ``first`` to ``last``, in stream order."""
         ...
+
+
+def attribute_text(value: Any) -> str | None:
+    """A message attribute as SQS carries it and hands it back (``None``: left out)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int | float):
+        return str(value)
+    return str(value)[:1024] or "-"
