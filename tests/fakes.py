@@ -427,3 +427,30 @@ def memory_deps(clock: ManualClock | None = None, publish_events: tuple[str, ...
         fanout=SequentialFanout(),
     )
     return MemoryWorld(clock, store, queues, schedules, targets, channel, metrics, deps)
+
+
+@dataclass
+class MemoryResources:
+    """A ``ResourceBook`` in memory: ``limits`` is each resource's ``max_holders``."""
+
+    limits: dict[str, int]
+    held: dict[str, list[str]] = field(default_factory=dict)
+
+    def acquire(self, resources: list[str], holder: str) -> bool:
+        for resource in resources:
+            inside = self.held.get(resource, [])
+            if holder not in inside and len(inside) >= self.limits[resource]:
+                return False
+        for resource in resources:
+            inside = self.held.setdefault(resource, [])
+            if holder not in inside:
+                inside.append(holder)
+        return True
+
+    def release(self, resources: list[str], holder: str) -> None:
+        for resource in resources:
+            if holder in self.held.get(resource, []):
+                self.held[resource].remove(holder)
+
+    def holders(self, resource: str) -> list[str]:
+        return list(self.held.get(resource, []))

@@ -11,23 +11,22 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from fakes import MemoryResources
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rebound.domain.run import RunState
+from rebound.domain.workstream_recovery import resume, rollback
 from rebound.domain.workstream_runs import (
     DONE,
     OPEN,
     Checkpoint,
-    MemoryResources,
     Progress,
     StepState,
     WorkstreamRun,
     WorkstreamState,
     new_run,
     record_outcome,
-    resume,
-    rollback,
     start,
 )
 from rebound.domain.workstreams import Workstream, WorkstreamStep

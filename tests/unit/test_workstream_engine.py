@@ -12,8 +12,8 @@ from rebound.domain.audit import verify_chain
 from rebound.domain.basics import Severity
 from rebound.domain.run import RunState
 from rebound.domain.work_order import Resolution, WorkOrderState
+from rebound.domain.workstream_recovery import rollback as rollback_to
 from rebound.domain.workstream_runs import StepState, WorkstreamState
-from rebound.domain.workstream_runs import rollback as rollback_to
 from rebound.domain.workstreams import ResourceSpec
 from rebound.engine.workstreams import Workstreams, resource_slot, workstream_subject
 from support import ledger_tasks, nightly_ledger, open_order_on, register, task
@@ -115,7 +115,7 @@ def test_skipping_the_failed_step_lets_the_workstream_complete(world: MemoryWorl
     engine = ledger(world, transform={"terminal_error": "BAD_INPUT"})
     run = engine.start("nightly-ledger", token="t1")
     drive(world)
-    from rebound.domain.workstream_runs import skip_step
+    from rebound.domain.workstream_recovery import skip_step
 
     engine.change(
         run.run_id,

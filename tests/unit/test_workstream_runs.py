@@ -6,23 +6,25 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from fakes import MemoryResources
 
 from rebound.domain.run import RunState
-from rebound.domain.workstream_runs import (
-    MemoryResources,
-    StepState,
-    WorkstreamRefused,
-    WorkstreamRun,
-    WorkstreamState,
+from rebound.domain.workstream_recovery import (
     cancel_step,
-    keep_last,
-    new_run,
-    record_outcome,
     remove_dependency,
     resume,
     retry_failed,
     rollback,
     skip_step,
+)
+from rebound.domain.workstream_runs import (
+    StepState,
+    WorkstreamRefused,
+    WorkstreamRun,
+    WorkstreamState,
+    keep_last,
+    new_run,
+    record_outcome,
     start,
 )
 from rebound.domain.workstreams import ResourceSpec, Workstream

@@ -1,5 +1,6 @@
-"""The run of a workstream: which steps may start, what a step's outcome does to the others,
-checkpoints, rollback and the operator's recovery operations.
+"""The run of a workstream: which steps may start, what a step's outcome does to the others, and
+checkpoints. The operator's changes (rollback, resume, retry-failed, skip, cancel a step, remove a
+dependency) are ``rebound.domain.workstream_recovery``.
 
 Everything here is a pure function of a ``WorkstreamRun`` (changed in place on a copy the caller
 owns) plus a ``ResourceBook`` (who holds which resource), so the rules can be tested on random
@@ -37,9 +38,7 @@ from rebound.domain.run import RunState
 from rebound.domain.timefmt import UtcDatetime, iso
 from rebound.domain.workstreams import (
     Workstream,
-    ancestors,
     cycle_text,
-    descendants,
     find_cycle,
     foreign_step,
 )
@@ -164,33 +163,6 @@ class ResourceBook(Protocol):
 
 
 @dataclass
-class MemoryResources:
-    """A ``ResourceBook`` in memory: ``limits`` is each resource's ``max_holders``."""
-
-    limits: dict[str, int]
-    held: dict[str, list[str]] = field(default_factory=dict)
-
-    def acquire(self, resources: list[str], holder: str) -> bool:
-        for resource in resources:
-            inside = self.held.get(resource, [])
-            if holder not in inside and len(inside) >= self.limits[resource]:
-                return False
-        for resource in resources:
-            inside = self.held.setdefault(resource, [])
-            if holder not in inside:
-                inside.append(holder)
-        return True
-
-    def release(self, resources: list[str], holder: str) -> None:
-        for resource in resources:
-            if holder in self.held.get(resource, []):
-                self.held[resource].remove(holder)
-
-    def holders(self, resource: str) -> list[str]:
-        return list(self.held.get(resource, []))
-
-
-@dataclass
 class Progress:
     """What one transition did: the task runs to start and to cancel, the events to emit
     (detail type, fields), and the checkpoint taken (if any step changed)."""
@@ -277,7 +249,7 @@ def start(
             (
                 "dependency_cycle_detected",
                 {
-                    **_ids(run),
+                    **ids_of(run),
                     "cycle": cycle,
                     "tasks": sorted(set(cycle)),
                     "severity": "critical",
@@ -288,7 +260,7 @@ def start(
         progress.checkpoint = checkpoint(run, at, "dependency_cycle_detected")
         return progress
     progress.events.append(
-        ("workstream.started", {**_ids(run), "steps": [s.step for s in run.steps], "at": iso(at)})
+        ("workstream.started", {**ids_of(run), "steps": [s.step for s in run.steps], "at": iso(at)})
     )
     return progress.merge(advance(run, resources, at, "started", run_ids))
 
@@ -300,7 +272,7 @@ def advance(
     the workstream when nothing is left to do, and take a checkpoint if anything changed."""
     progress = Progress()
     before = _fingerprint(run)
-    _block(run)
+    block_dependents(run)
     if run.state is not WorkstreamState.ROLLED_BACK:
         for step in run.steps:
             if step.state not in (StepState.PENDING, StepState.WAITING):
@@ -329,7 +301,7 @@ def advance(
                         (
                             "resource_exhausted",
                             {
-                                **_ids(run),
+                                **ids_of(run),
                                 "step": step.step,
                                 "resources": list(step.resources),
                                 "holders": {r: resources.holders(r) for r in step.resources},
@@ -342,7 +314,7 @@ def advance(
         progress.events += _settle(run, at)
     if _fingerprint(run) != before:
         progress.checkpoint = checkpoint(run, at, cause)
-        progress.events.append(("workstream.checkpointed", _checkpoint_event(progress.checkpoint)))
+        progress.events.append(("workstream.checkpointed", checkpoint_event(progress.checkpoint)))
     return progress
 
 
@@ -350,7 +322,7 @@ BLOCKED_BY = "needs "
 """How a blocked step's reason begins (an operator's reasons are on skipped or cancelled steps)."""
 
 
-def _block(run: WorkstreamRun) -> None:
+def block_dependents(run: WorkstreamRun) -> None:
     """Blocked is derived: a pending or waiting step with a need that failed, was cancelled or is
     blocked. Recomputed from scratch, so a step whose failed need later succeeds is unblocked."""
     for step in run.steps:
@@ -400,11 +372,11 @@ def _settle(run: WorkstreamRun, at: datetime) -> list[tuple[str, dict[str, Any]]
         return [
             (
                 "workstream.completed",
-                {**_ids(run), "warnings": warnings, "failed": [s.step for s in failed], "at": iso(at)},
+                {**ids_of(run), "warnings": warnings, "failed": [s.step for s in failed], "at": iso(at)},
             )
         ]
     run.reason = "critical steps did not complete: " + ", ".join(critical)
-    return [("workstream.failed", {**_ids(run), **failure_evidence(run), "at": iso(at)})]
+    return [("workstream.failed", {**ids_of(run), **failure_evidence(run), "at": iso(at)})]
 
 
 def failure_evidence(run: WorkstreamRun) -> dict[str, Any]:
@@ -522,7 +494,7 @@ def reconcile(
     return changed
 
 
-# --------------------------------------------------------------------------- checkpoints and rollback
+# --------------------------------------------------------------------------- checkpoints
 
 
 def checkpoint(run: WorkstreamRun, at: datetime, cause: str) -> Checkpoint:
@@ -554,212 +526,11 @@ def keep_last(checkpoints: list[Checkpoint], count: int = CHECKPOINTS_KEPT) -> l
     return sorted(checkpoints, key=lambda c: c.version)[-count:]
 
 
-def rollback(run: WorkstreamRun, target: Checkpoint, resources: ResourceBook, at: datetime) -> Progress:
-    """Roll the workstream back to ``target``: cancel running steps, reset queued ones to pending,
-    restore step states from the checkpoint, release every resource held, emit
-    ``workstream.rolled_back``. Completed steps are never rolled back; ``not_rolled_back`` says
-    which steps kept their state and why. The workstream then waits for ``resume``."""
-    if target.run_id != run.run_id:
-        raise WorkstreamRefused(
-            f"checkpoint {target.version} belongs to run {target.run_id}, not {run.run_id}"
-        )
-    progress = Progress()
-    for step in run.steps:
-        resources.release(step.resources, run.holder(step))
-        if step.state is StepState.RUNNING and step.run_id is not None:
-            progress.cancel.append(step.run_id)
-            step.run_id = None  # its outcome, when the cancel lands, is no longer this step's
-        wanted = target.steps.get(step.step, StepState.PENDING)
-        if step.state in DONE:
-            if wanted is not step.state:
-                progress.not_rolled_back[step.step] = (
-                    f"completed ({step.state.value}) after the checkpoint; "
-                    "completed steps are never rolled back"
-                )
-            continue
-        if wanted in DONE:
-            progress.not_rolled_back[step.step] = (
-                f"was {wanted.value} at the checkpoint but is {step.state.value} now; a step cannot be "
-                "completed by a rollback: retry or skip it"
-            )
-            wanted = StepState.PENDING
-        if wanted in (StepState.RUNNING, StepState.WAITING, StepState.BLOCKED):
-            wanted = StepState.PENDING
-        step.state = wanted
-        if wanted is StepState.PENDING and step.run_id is not None:
-            progress.replaced[step.run_id] = step.step  # a failed try: its run is no longer the step's
-            step.run_id = None
-        step.waiting_since = None
-        step.exhausted_reported = False
-        step.ended_at = None if wanted is StepState.PENDING else step.ended_at
-    run.state = WorkstreamState.ROLLED_BACK
-    run.ended_at = None
-    _block(run)
-    progress.checkpoint = checkpoint(run, at, f"rolled back to checkpoint {target.version}")
-    progress.events.append(
-        (
-            "workstream.rolled_back",
-            {
-                **_ids(run),
-                "to_version": target.version,
-                "cancelled_runs": list(progress.cancel),
-                "not_rolled_back": dict(progress.not_rolled_back),
-                "at": iso(at),
-            },
-        )
-    )
-    progress.events.append(("workstream.checkpointed", _checkpoint_event(progress.checkpoint)))
-    return progress
-
-
-# --------------------------------------------------------------------------- recovery
-
-
-def resume(
-    run: WorkstreamRun,
-    resources: ResourceBook,
-    at: datetime,
-    from_step: str | None = None,
-    run_ids: StepRunId = step_run_id,
-) -> Progress:
-    """Carry on: with ``from_step``, that step and every step after it run again (the steps it
-    needs must be completed); without, whatever may run starts."""
-    if from_step is not None:
-        run.step(from_step)
-        graph = run.graph
-        unmet = sorted(a for a in ancestors(graph, from_step) if run.step(a).state not in DONE)
-        if unmet:
-            raise WorkstreamRefused(
-                f"cannot resume from {from_step}: it needs {', '.join(unmet)}, not completed; "
-                "resume from one of those, or skip them",
-                step=from_step,
-                unmet=unmet,
-            )
-        running = [s for s in descendants(graph, from_step) if run.step(s).state is StepState.RUNNING]
-        if running:
-            raise WorkstreamRefused(
-                f"cannot resume from {from_step}: {', '.join(sorted(running))} still running"
-            )
-    progress = Progress()
-    if from_step is not None:
-        for name in descendants(graph, from_step):
-            _reset(run.step(name), progress)
-    run.state = WorkstreamState.RUNNING
-    cause = f"resumed from {from_step}" if from_step else "resumed"
-    return progress.merge(advance(run, resources, at, cause, run_ids))
-
-
-def retry_failed(
-    run: WorkstreamRun, resources: ResourceBook, at: datetime, run_ids: StepRunId = step_run_id
-) -> Progress:
-    """Run the failed and cancelled steps again (their blocked dependents follow)."""
-    stopped = run.in_state(*STOPPED)
-    if not stopped:
-        raise WorkstreamRefused(f"workstream run {run.run_id} has no failed or cancelled step to retry")
-    progress = Progress()
-    for name in stopped:
-        _reset(run.step(name), progress)
-    run.state = WorkstreamState.RUNNING
-    return progress.merge(advance(run, resources, at, "retry failed: " + ", ".join(stopped), run_ids))
-
-
-def skip_step(
-    run: WorkstreamRun,
-    name: str,
-    reason: str,
-    resources: ResourceBook,
-    at: datetime,
-    run_ids: StepRunId = step_run_id,
-) -> Progress:
-    """Mark a step completed without running it, with a warning and the operator's reason."""
-    step = run.step(name)
-    if not reason.strip():
-        raise WorkstreamRefused("skipping a step needs a reason")
-    if step.state is StepState.RUNNING:
-        raise WorkstreamRefused(f"step {name} is running; cancel it first")
-    if step.state in DONE:
-        raise WorkstreamRefused(f"step {name} is already {step.state.value}")
-    step.state = StepState.SKIPPED
-    step.ended_at = at
-    step.reason = reason
-    step.warning = f"skipped by an operator: {reason}"
-    return _carry_on(run, resources, at, f"{name} skipped", run_ids)
-
-
-def cancel_step(
-    run: WorkstreamRun,
-    name: str,
-    reason: str,
-    resources: ResourceBook,
-    at: datetime,
-    run_ids: StepRunId = step_run_id,
-) -> Progress:
-    """Cancel a step (its running task run too) and unblock its dependents: they stop needing it."""
-    step = run.step(name)
-    if step.state in DONE:
-        raise WorkstreamRefused(f"step {name} is already {step.state.value}")
-    progress = Progress()
-    if step.state is StepState.RUNNING and step.run_id is not None:
-        progress.cancel.append(step.run_id)
-    resources.release(step.resources, run.holder(step))
-    step.state = StepState.CANCELLED
-    step.ended_at = at
-    step.reason = reason
-    for other in run.steps:
-        if name in other.needs:
-            _drop_need(other, name)
-    return progress.merge(_carry_on(run, resources, at, f"{name} cancelled", run_ids))
-
-
-def remove_dependency(
-    run: WorkstreamRun,
-    name: str,
-    need: str,
-    resources: ResourceBook,
-    at: datetime,
-    run_ids: StepRunId = step_run_id,
-) -> Progress:
-    step = run.step(name)
-    if need not in step.needs:
-        raise WorkstreamRefused(
-            f"step {name} does not need {need}; it needs {', '.join(step.needs) or 'nothing'}"
-        )
-    _drop_need(step, need)
-    return _carry_on(run, resources, at, f"{name} no longer needs {need}", run_ids)
-
-
-def _drop_need(step: StepRun, need: str) -> None:
-    """``step`` no longer waits for ``need`` in this run (kept in ``removed_needs`` for the record)."""
-    step.needs.remove(need)
-    step.removed_needs.append(need)
-
-
-def _carry_on(
-    run: WorkstreamRun, resources: ResourceBook, at: datetime, cause: str, run_ids: StepRunId
-) -> Progress:
-    """After an operator's change: a settled workstream runs again (a rolled-back one waits for resume)."""
-    if run.state is not WorkstreamState.ROLLED_BACK:
-        run.state = WorkstreamState.RUNNING
-    return advance(run, resources, at, cause, run_ids)
-
-
-def _reset(step: StepRun, progress: Progress) -> None:
-    """``step`` back to pending; its last run, which it no longer follows, noted in ``progress``."""
-    if step.run_id is not None:
-        progress.replaced[step.run_id] = step.step
-    step.state = StepState.PENDING
-    step.run_id = None
-    step.ended_at = None
-    step.waiting_since = None
-    step.exhausted_reported = False
-    step.reason = None
-
-
-def _ids(run: WorkstreamRun) -> dict[str, Any]:
+def ids_of(run: WorkstreamRun) -> dict[str, Any]:
     return {"workstream_id": run.workstream_id, "run_id": run.run_id, "tenant": run.tenant}
 
 
-def _checkpoint_event(cp: Checkpoint) -> dict[str, Any]:
+def checkpoint_event(cp: Checkpoint) -> dict[str, Any]:
     return {
         "workstream_id": cp.workstream_id,
         "run_id": cp.run_id,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rebound.config.loader import load_task_document
+from rebound.domain import workstream_recovery as recovery
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import workstream_rule_name
@@ -395,13 +396,16 @@ class WorkstreamOps:
 
     def retry_failed(self, run_id: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
         return self.engine.change(
-            run_id, lambda run, books, at: wr.retry_failed(run, books, at), action="retry-failed", evidence={}
+            run_id,
+            lambda run, books, at: recovery.retry_failed(run, books, at),
+            action="retry-failed",
+            evidence={},
         )
 
     def resume(self, run_id: str, from_step: str | None = None) -> tuple[wr.WorkstreamRun, wr.Progress]:
         return self.engine.change(
             run_id,
-            lambda run, books, at: wr.resume(run, books, at, from_step),
+            lambda run, books, at: recovery.resume(run, books, at, from_step),
             action="resumed",
             evidence={"from_step": from_step},
         )
@@ -421,7 +425,7 @@ class WorkstreamOps:
             target = found[0]
         return self.engine.change(
             run_id,
-            lambda run, books, at: wr.rollback(run, target, books, at),
+            lambda run, books, at: recovery.rollback(run, target, books, at),
             action="rolled-back",
             evidence={"to_checkpoint": target.version},
         )
@@ -429,7 +433,7 @@ class WorkstreamOps:
     def skip(self, run_id: str, step: str, reason: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
         return self.engine.change(
             run_id,
-            lambda run, books, at: wr.skip_step(run, step, reason, books, at),
+            lambda run, books, at: recovery.skip_step(run, step, reason, books, at),
             action="step-skipped",
             evidence={"step": step, "reason": reason},
         )
@@ -439,7 +443,7 @@ class WorkstreamOps:
             raise ValidationFailed("--reason is required: say why, for the audit trail", key_path="reason")
         return self.engine.change(
             run_id,
-            lambda run, books, at: wr.cancel_step(run, step, reason, books, at),
+            lambda run, books, at: recovery.cancel_step(run, step, reason, books, at),
             action="step-cancelled",
             evidence={"step": step, "reason": reason},
         )
@@ -447,7 +451,7 @@ class WorkstreamOps:
     def remove_dependency(self, run_id: str, step: str, need: str) -> tuple[wr.WorkstreamRun, wr.Progress]:
         return self.engine.change(
             run_id,
-            lambda run, books, at: wr.remove_dependency(run, step, need, books, at),
+            lambda run, books, at: recovery.remove_dependency(run, step, need, books, at),
             action="dependency-removed",
             evidence={"step": step, "need": need},
         )
