@@ -1,6 +1,7 @@
 """Every read and write Rebound makes to DynamoDB outside a unit of work: tasks, runs, audit
 chains, work orders, control records (keys, watermarks, heartbeats, slots), tenants, policies;
-the DLQ's record in ``rebound.adapters.dynamo.dlq_record``.
+the DLQ's record in ``rebound.adapters.dynamo.dlq_record``, the audit chains' reads in
+``rebound.adapters.dynamo.audit_reads``.
 
 Transient errors (contention, throttling) are tried again with seeded full-jitter backoff.
 """
@@ -10,20 +11,17 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from rebound.adapters.dynamo import raw_answers
+from rebound.adapters.dynamo.audit_reads import DynamoAuditReads, page_limit
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
-from rebound.domain.audit import GENESIS, AuditFields
-from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError, Throttled
 from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
@@ -58,7 +56,7 @@ def _flat_key(item: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...] | Non
     return tuple(sorted(out))
 
 
-class DynamoStore(DynamoDlqRecord, StagingStore):
+class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
     """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
     def __init__(
@@ -362,7 +360,7 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
                 Segment=segment,
                 TotalSegments=segments,
                 ConsistentRead=True,
-                **_limit(page_size),
+                **page_limit(page_size),
             ):
                 yield {str(data["run_id"]): data for data in page}
 
@@ -391,77 +389,6 @@ class DynamoStore(DynamoDlqRecord, StagingStore):
         resp = self._call(f"scan {table}", self.client.scan, **kwargs)
         last = resp.get("LastEvaluatedKey")
         return [from_item(item) for item in resp.get("Items", [])], (str(last[key]["S"]) if last else None)
-
-    # --- audit ------------------------------------------------------------------------------
-    def audit_trail(self, subject: str) -> list[AuditRecord]:
-        items = self._query(
-            "audit",
-            f"read audit trail of {subject}",
-            KeyConditionExpression="subject = :s",
-            ExpressionAttributeValues={":s": {"S": subject}},
-            ConsistentRead=True,
-        )
-        return [AuditRecord.model_validate(d) for d in items]
-
-    def audit_head(self, subject: str) -> tuple[int, str]:
-        resp = self._call(
-            f"read audit head of {subject}",
-            self.client.query,
-            TableName=self.tables["audit"],
-            KeyConditionExpression="subject = :s",
-            ExpressionAttributeValues={":s": {"S": subject}},
-            ScanIndexForward=False,
-            Limit=1,
-            ConsistentRead=True,
-        )
-        items = resp.get("Items", [])
-        if not items:
-            return 0, GENESIS
-        last = from_item(items[0])
-        return int(last["seq"]), str(last["hash"])
-
-    def audit_subjects(self) -> list[str]:
-        seen: set[str] = set()
-        for data in self._scan("audit", "list audit subjects", ProjectionExpression="subject"):
-            seen.add(str(data["subject"]))
-        return sorted(seen)
-
-    def audit_segment_parts(
-        self, segment: int, segments: int, page_size: int | None = None
-    ) -> Iterator[dict[str, list[AuditFields]]]:
-        # A parallel scan segment holds whole partitions, each partition's items together and in
-        # sort key order: a subject's trail is whole once a page shows the next subject (or the
-        # segment ends), so each page's part is the trails it completed.
-        # Pages of ``page_size`` items (``Limit``) or as large as DynamoDB gives (1 MB), read raw
-        # (``raw_answers``), no model built.
-        trails: dict[str, list[AuditFields]] = {}
-        done: set[str] = set()
-        with self._raw_reads():
-            for page in self._scan_pages(
-                "audit",
-                f"scan audit segment {segment} of {segments}",
-                plain=True,
-                Segment=segment,
-                TotalSegments=segments,
-                ConsistentRead=True,
-                **_limit(page_size),
-            ):
-                for data in page:
-                    subject = str(data["subject"])
-                    if subject in done:
-                        raise OperationalError(f"scan audit segment {segment}: {subject} came back apart")
-                    trails.setdefault(subject, []).append(data)
-                last = trails.popitem() if trails else None  # may go on in the next page
-                yield _whole(trails, done)
-                trails = dict([last]) if last else {}
-        yield _whole(trails, done)
-
-    def _raw_reads(self) -> AbstractContextManager[None]:
-        """Item reads of this thread answered raw inside (``raw_answers``)."""
-        if not self._raw_installed:
-            raw_answers.install(self.client)
-            self._raw_installed = True
-        return raw_answers.raw()
 
     # --- work orders ------------------------------------------------------------------------
     def get_work_order(self, work_order_id: str) -> WorkOrder | None:
@@ -620,15 +547,3 @@ def _single_write(items: list[TransactWriteItemTypeDef]) -> Callable[[Any], Any]
         return None
     params: dict[str, Any] = dict(op)  # type: ignore[call-overload]
     return lambda client: getattr(client, method)(**params)
-
-
-def _limit(page_size: int | None) -> dict[str, Any]:
-    return {} if page_size is None else {"Limit": page_size}
-
-
-def _whole(trails: dict[str, list[AuditFields]], done: set[str]) -> dict[str, list[AuditFields]]:
-    """``trails``, each in sequence order, now whole: their subjects added to ``done``."""
-    for subject, trail in trails.items():
-        trail.sort(key=lambda d: d["seq"])
-        done.add(subject)
-    return trails
