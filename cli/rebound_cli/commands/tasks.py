@@ -13,7 +13,8 @@ from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, TaskOf, document_tenants
 from rebound.ops.preflight import PreflightOps, parse_window
 from rebound.ops.preview import MAX_PREVIEW
-from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
+from rebound.ops.task_views import detail_view, task_view
+from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view
 from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
 from rebound_cli.authz import authorized

@@ -13,7 +13,8 @@ from rebound.config.loader import parse_task_document
 from rebound.domain.task import TaskState
 from rebound.ops.authz import Documents, Rule, TaskOf, document_tenants, rule
 from rebound.ops.preview import MAX_PREVIEW
-from rebound.ops.tasks import Change, TaskOps, change_view, detail_view, task_view
+from rebound.ops.task_views import detail_view, task_view
+from rebound.ops.tasks import Change, TaskOps, change_view
 
 
 class Register(BaseModel):

@@ -28,7 +28,6 @@ from rebound.domain.errors import ConfigError, Conflict, PolicyNotFound, TaskNot
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
-from rebound.domain.run import Run
 from rebound.domain.schedules import fire_payload, planned_schedules, schedule_notes
 from rebound.domain.stored import StoredTask
 from rebound.domain.target_safety import task_problems
@@ -41,8 +40,8 @@ from rebound.engine.ledger import Ledger, LedgerReport
 from rebound.engine.ports import RecurringSchedule
 from rebound.ops.access import UNGUARDED, Guard, find_task
 from rebound.ops.preview import PreviewFire, preview_fires
-from rebound.ops.runs import run_view
 from rebound.ops.schedule_sync import SyncView
+from rebound.ops.task_views import ScheduleStatus, TaskDetail
 from rebound.ops.throttle import Backoff, RateLimiter
 
 T = TypeVar("T")
@@ -89,69 +88,6 @@ class ApplyResult:
         }
 
 
-@dataclass(frozen=True)
-class ScheduleStatus:
-    """A task's schedule as EventBridge Scheduler holds it, compared with what the task wants."""
-
-    name: str
-    expression: str
-    timezone: str
-    state: str
-    drift: str | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "expression": self.expression,
-            "timezone": self.timezone,
-            "state": self.state,
-            "drift": self.drift,
-        }
-
-
-@dataclass(frozen=True)
-class TaskDetail:
-    stored: StoredTask
-    schedules: list[ScheduleStatus]
-    recent_runs: list[Run]
-    next_fires: list[PreviewFire]
-    schedule_notes: list[str] = field(default_factory=list)
-
-
-def trigger_text(task: Task) -> str:
-    """One line saying what fires a task."""
-    spec = task.schedule
-    if spec is None:
-        return f"event {_short_json(task.event)}" if task.event else "manual only"
-    value = {"cron": spec.cron, "rate": spec.rate, "aws": spec.aws}.get(spec.kind) or (
-        spec.at.isoformat() if spec.at else ""
-    )
-    return f"{spec.kind} {value} ({spec.timezone})"
-
-
-def _short_json(value: Any) -> str:
-    text = canonical_bytes(value).decode()
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def task_view(stored: StoredTask) -> dict[str, Any]:
-    """A stored task as the CLI and the ops API show it."""
-    task = stored.task
-    return {
-        "id": task.id,
-        "tenant": task.tenant,
-        "state": task.state.value,
-        "description": task.description,
-        "trigger": trigger_text(task),
-        "target": task.target.type,
-        "retry_policy": task.policy_name,
-        "timeout_s": task.timeout_s,
-        "version": stored.version,
-        "updated_at": stored.updated_at,
-        "schedule_names": list(stored.schedule_names),
-    }
-
-
 def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, dict) and value:
         for key, inner in value.items():
@@ -166,18 +102,6 @@ def change_view(change: TaskChange) -> dict[str, Any]:
         "id": change.task.id,
         "change": change.change.value,
         "diff": {path: {"from": old, "to": new} for path, (old, new) in change.diff.items()},
-    }
-
-
-def detail_view(detail: TaskDetail) -> dict[str, Any]:
-    """A task with its schedules, next fires and recent runs, as ``tasks show`` and the API show it."""
-    return {
-        "task": task_view(detail.stored),
-        "definition": detail.stored.task.model_dump(mode="json", exclude_none=True),
-        "schedules": [s.as_dict() for s in detail.schedules],
-        "schedule_notes": detail.schedule_notes,
-        "next_fires": [f.as_dict() for f in detail.next_fires],
-        "recent_runs": [run_view(r) for r in detail.recent_runs],
     }
 
 
