@@ -38,40 +38,26 @@ them asks the engine what happened: they judge what is there.
 
 from __future__ import annotations
 
-import json
-import threading
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from rebound.domain.audit import CheckMac, verify_chain, verify_fields
 from rebound.domain.audit_record import AuditRecord
-from rebound.domain.ids import event_run_id, scheduled_run_id, work_order_id
+from rebound.domain.ids import scheduled_run_id, work_order_id
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.dispatch import WAITING_STATES
+from rebound_local.invariants_orders import (
+    recovered_orders_close,
+    superseded_runs_stay_closed,
+    target_orders_close,
+)
+from rebound_local.verdict import Invariant
 
-EXAMPLES = 10
 UNSETTLED = ("pending", "running", "failed", "retry_scheduled", "replayed")
 CLAIMABLE = frozenset(s.value for s in WAITING_STATES)
-
-
-@dataclass
-class Invariant:
-    ok: bool
-    detail: str
-    examples: list[Any] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
-    """What it checked, by kind, where a scenario must show it checked something."""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"ok": self.ok, "detail": self.detail}
-        if self.examples:
-            out["examples"] = self.examples[:EXAMPLES]
-        if self.counts:
-            out["counts"] = dict(self.counts)
-        return out
 
 
 @dataclass(frozen=True)
@@ -82,168 +68,6 @@ class Fire:
     @property
     def run_id(self) -> str:
         return scheduled_run_id(self.task_id, parse_utc(self.scheduled_time))
-
-
-# --------------------------------------------------------------------------- live carriers
-
-
-@dataclass(frozen=True)
-class Carrier:
-    """What an execution message says about the run it would move: enough to tell if it is live."""
-
-    run_id: str
-    kind: str
-    attempt: int | None = None
-    dispatch: int | None = None
-    dead_lettered_at: str | None = None
-
-    @classmethod
-    def of(cls, body: str) -> Carrier | None:
-        try:
-            data = json.loads(body)
-        except (TypeError, ValueError):
-            return None
-        if not isinstance(data, dict):
-            return None
-        try:
-            kind = str(data["kind"])
-            if kind == "fire":
-                return cls(
-                    scheduled_run_id(str(data["task_id"]), parse_utc(str(data["scheduled_time"]))), kind
-                )
-            if kind == "event":
-                return cls(event_run_id(str(data["task_id"]), str(data["event_id"])), kind)
-            if kind == "manual":
-                return cls(str(data["run_id"]), kind)
-            if kind in ("attempt", "replay"):
-                return cls(
-                    str(data["run_id"]),
-                    kind,
-                    int(data["attempt"]) if "attempt" in data else None,
-                    int(data["dispatch"]) if data.get("dispatch") is not None else None,
-                    data.get("dead_lettered_at"),
-                )
-        except (KeyError, TypeError, ValueError):
-            return None
-        return None
-
-    def live(self, run: dict[str, Any] | None) -> bool:
-        """Whether delivering this message now could start (or wait for) the run's next step.
-
-        A model of the protocol, written apart from the executor: a start message is live while
-        its run does not exist or waits with no carrier of its own (token 0); an attempt message
-        is live while the run waits in a claimable state for exactly that attempt under exactly
-        that token (a message without a token: for that attempt); a replay message is live while
-        its run is dead-lettered (a DLQ copy, without a token) or replayed and waiting for
-        exactly that token.
-        """
-        if self.kind in ("fire", "event", "manual"):
-            return run is None or (
-                run.get("state") == "pending"
-                and int(run.get("attempt", 0)) == 0
-                and int(run.get("dispatch", 0)) == 0
-            )
-        if run is None:
-            return False
-        state = run.get("state")
-        token_ok = self.dispatch is None or self.dispatch == int(run.get("dispatch", 0))
-        if self.kind == "attempt":
-            return (
-                state in CLAIMABLE
-                and run.get("held_at") is None
-                and self.attempt == int(run.get("attempt", 0)) + 1
-                and token_ok
-            )
-        if state == "dead_lettered":  # a DLQ copy moved back (no token) starts a replay
-            return self.dispatch is None and self.dead_lettered_at in (None, run.get("dead_lettered_at"))
-        return (
-            state == "replayed"
-            and run.get("attempt") == run.get("budget_start")
-            and self.dispatch is not None
-            and self.dispatch == int(run.get("dispatch", 0))
-        )
-
-
-class LiveCarriers:
-    """Counts, at every message SQS adds to the execution queue, the live carriers of its run.
-
-    Fed from inside moto (``motopatch.track_messages``), under moto's lock, so the run it reads is
-    the run as it is at that moment. Liveness only falls between two adds of a run's messages (a
-    claim, a new token), so the peak happens at an add and checking there finds it.
-    """
-
-    def __init__(self, queue: str, read_run: Any) -> None:
-        self.queue = queue
-        self._read_run = read_run
-        self._lock = threading.Lock()
-        self._present: dict[str, dict[str, Carrier]] = defaultdict(dict)
-        self._where: dict[str, str] = {}
-        self.peak: Counter[str] = Counter()
-        self.checked = 0
-
-    def added(self, queue: str, message_id: str, body: str | None = None) -> None:
-        with self._lock:
-            if queue != self.queue:
-                self._forget(message_id)
-                return
-            carrier = Carrier.of(body or "")
-            if carrier is None:
-                return
-            self._present[carrier.run_id][message_id] = carrier
-            self._where[message_id] = carrier.run_id
-            run = self._read_run(carrier.run_id)
-            live = sum(1 for c in self._present[carrier.run_id].values() if c.live(run))
-            self.checked += 1
-            if live > self.peak[carrier.run_id]:
-                self.peak[carrier.run_id] = live
-
-    def deleted(self, queue: str, message_id: str) -> None:
-        with self._lock:
-            self._forget(message_id)
-
-    def purged(self, queue: str, message_ids: Iterable[str]) -> None:
-        with self._lock:
-            for message_id in message_ids:
-                self._forget(message_id)
-
-    def _forget(self, message_id: str) -> None:
-        run_id = self._where.pop(message_id, None)
-        if run_id is not None:
-            self._present[run_id].pop(message_id, None)
-            if not self._present[run_id]:
-                del self._present[run_id]
-
-    def invariant(self) -> Invariant:
-        overall = max(self.peak.values(), default=0)
-        over = sorted((run_id for run_id, n in self.peak.items() if n > 1), key=lambda r: -self.peak[r])
-        detail = f"peak {overall} live message(s) for one run, over {self.checked} messages added"
-        if over:
-            return Invariant(
-                False,
-                f"{len(over)} run(s) had more than one live message at once; {detail}",
-                [f"{run_id}: {self.peak[run_id]} live at once" for run_id in over],
-            )
-        return Invariant(True, detail)
-
-
-class Tee:
-    """Hands every message-ledger report to several listeners."""
-
-    def __init__(self, *listeners: Any) -> None:
-        self.listeners = listeners
-
-    def added(self, queue: str, message_id: str, body: str | None = None) -> None:
-        for listener in self.listeners:
-            listener.added(queue, message_id, body)
-
-    def deleted(self, queue: str, message_id: str) -> None:
-        for listener in self.listeners:
-            listener.deleted(queue, message_id)
-
-    def purged(self, queue: str, message_ids: Iterable[str]) -> None:
-        ids = list(message_ids)
-        for listener in self.listeners:
-            listener.purged(queue, ids)
 
 
 # --------------------------------------------------------------------------- the end state
@@ -322,125 +146,6 @@ def judge(world: World, chains_verified: Callable[[], Invariant] | None = None) 
         chains_verified() if chains_verified is not None else chains_verify(world.chains, world.check_mac)
     )
     return judged
-
-
-SYSTEM_RESOLVERS = frozenset({"escalation", "sweeper"})
-"""Who resolves the work order of a run that recovered: escalation (``task.recovered``), or the
-sweeper handling what escalation gave up on."""
-
-
-def _closing_record(chain: list[dict[str, Any]], state: str) -> dict[str, Any] | None:
-    """The record that closed a run as ``state`` (skipped, cancelled), if one did: an operator's,
-    or Rebound's own (an overlap policy's ``cancel_other``, a workstream's rollback)."""
-    return next((record for record in reversed(chain) if record["action"] == state), None)
-
-
-def _delivered(order: dict[str, Any], key: str) -> set[str]:
-    return {str(d.get("channel")) for d in order.get(key) or [] if d.get("status") == "delivered"}
-
-
-def recovered_orders_close(
-    runs: list[dict[str, Any]],
-    orders: list[dict[str, Any]],
-    chains: dict[str, list[dict[str, Any]]],
-    notices: list[Notice] | None = None,
-) -> Invariant:
-    """A run's work order is resolved once its run recovered or an operator closed it: exactly
-    once, by the right actor, with the reason, and every channel that announced it heard it close."""
-    by_run = {str(run["run_id"]): run for run in runs}
-    sent = Counter((n.work_order_id, n.state) for n in notices or [])
-    counts: Counter[str] = Counter()
-    problems: list[str] = []
-    for order in orders:
-        subject = str(order.get("subject", ""))
-        run = by_run.get(subject.removeprefix("run#")) if subject.startswith("run#") else None
-        if run is None:
-            continue
-        order_id = str(order["work_order_id"])
-        state = str(run["state"])
-        closing = _closing_record(chains.get(f"run#{run['run_id']}", []), state)
-        if state == "succeeded":
-            resolvers, resolution, because = SYSTEM_RESOLVERS, "replayed", str(run["run_id"])
-        elif closing is not None:
-            actor = str(closing.get("actor"))
-            resolvers, resolution = frozenset({actor}), state
-            because = str((closing.get("evidence") or {}).get("reason") or "")
-        else:
-            if order.get("resolution") == "replayed" and order.get("state") == "resolved":
-                problems.append(f"{order_id}: resolved as replayed, but run {run['run_id']} is {state}")
-            continue
-        counts[state] += 1
-        problems += _resolution_problems(order, chains, resolvers, resolution, because)
-        announced = sent[(order_id, "opened")] or "sns" in _delivered(order, "deliveries")
-        if notices is not None and announced:
-            if sent[(order_id, "resolved")] < 1:
-                problems.append(f"{order_id}: the topic announced it, but received no resolved notice")
-            counts["duplicate_resolved_notices"] += max(0, sent[(order_id, "resolved")] - 1)
-    states = {str(o["work_order_id"]): o.get("state") for o in orders}
-    problems += [
-        f"{order_id}: a resolved notice went out, but the order is {states.get(order_id)}"
-        for (order_id, kind), _n in sent.items()
-        if kind == "resolved" and states.get(order_id) != "resolved"
-    ]
-    checked = sum(n for kind, n in counts.items() if kind != "duplicate_resolved_notices")
-    counts["checked"] = checked
-    if problems:
-        return Invariant(
-            False, f"{len(problems)} problem(s) with the {checked} orders of recovered runs", problems, counts
-        )
-    return Invariant(
-        True,
-        f"{checked} work order(s) of runs that recovered or an operator closed, each resolved once by "
-        f"the right actor with its reason, every channel told ({dict(counts)})",
-        counts=counts,
-    )
-
-
-def _resolution_problems(
-    order: dict[str, Any],
-    chains: dict[str, list[dict[str, Any]]],
-    resolvers: frozenset[str],
-    resolution: str,
-    because: str,
-) -> list[str]:
-    """What is wrong with one order's resolution: its state, its one ``resolved`` record (actor,
-    reason), and the channels that were told it opened but not that it closed."""
-    order_id = str(order["work_order_id"])
-    if order.get("state") != "resolved":
-        return [f"{order_id}: still {order.get('state')}, but its run {order.get('run_id')} is closed"]
-    out: list[str] = []
-    records = [r for r in chains.get(f"workorder#{order_id}", []) if r["action"] == "resolved"]
-    if len(records) != 1:
-        return [f"{order_id}: {len(records)} resolved audit records"]
-    record = records[0]
-    reason = str((record.get("evidence") or {}).get("reason") or "")
-    if record.get("actor") not in resolvers or order.get("resolved_by") != record.get("actor"):
-        out.append(f"{order_id}: resolved by {record.get('actor')!r}, expected one of {sorted(resolvers)}")
-    if order.get("resolution") != resolution:
-        out.append(f"{order_id}: resolution {order.get('resolution')!r}, expected {resolution!r}")
-    if not reason or because not in reason or order.get("resolve_reason") != reason:
-        out.append(f"{order_id}: the resolution's reason {reason!r} does not say {because!r}")
-    untold = _delivered(order, "deliveries") - _delivered(order, "resolve_deliveries")
-    if untold:
-        out.append(f"{order_id}: {', '.join(sorted(untold))} told it opened, never that it closed")
-    return out
-
-
-def target_orders_close(orders: list[dict[str, Any]], runs: list[dict[str, Any]]) -> Invariant:
-    """Every target's work order is resolved by the end, and it is the target's, not a run's."""
-    targets = [o for o in orders if str(o.get("subject", "")).startswith("target#")]
-    ids = {str(o["work_order_id"]) for o in targets}
-    problems = [
-        f"{o['subject']}: still {o.get('state')} at the end" for o in targets if o.get("state") != "resolved"
-    ]
-    problems += [
-        f"run {r['run_id']} names the target work order {r['work_order_id']}"
-        for r in runs
-        if r.get("work_order_id") in ids
-    ]
-    if problems:
-        return Invariant(False, f"{len(problems)} target work order problem(s)", problems[:EXAMPLES])
-    return Invariant(True, f"{len(targets)} target work order(s), each resolved once its target recovered")
 
 
 def no_run_left_running(runs: list[dict[str, Any]]) -> Invariant:
@@ -575,59 +280,6 @@ def record_matches_queue(dlq: list[DlqCopy], record: list[dict[str, Any]]) -> In
     left = Counter(str(item.get("status")) for item in record if item.get("status") != "in_dlq")
     return Invariant(
         True, f"{len(queued)} message(s) in the DLQ, each recorded in_dlq; {dict(left) or 'none'} left it"
-    )
-
-
-def superseded_runs_stay_closed(
-    runs: list[dict[str, Any]],
-    orders: list[dict[str, Any]],
-    chains: dict[str, list[dict[str, Any]]],
-    dlq: list[DlqCopy],
-    record: list[dict[str, Any]],
-) -> Invariant:
-    """A run superseded by another (a workstream ran its step again) names its successor, and
-    nothing happens to it after its ``superseded`` record (never redriven, replayed or retried);
-    each of its work orders is resolved, once; no DLQ message of it is left in the DLQ, and its
-    record does not list one as ``in_dlq``."""
-    superseded = [run for run in runs if run["state"] == "superseded"]
-    problems: list[str] = []
-    for run in superseded:
-        run_id = str(run["run_id"])
-        if not run.get("superseded_by"):
-            problems.append(f"{run_id}: superseded by nobody")
-        chain = chains.get(f"run#{run_id}", [])
-        at = next((i for i, r in enumerate(chain) if r["action"] == "superseded"), None)
-        if at is None:
-            problems.append(f"{run_id}: no superseded record in its chain")
-        else:
-            problems += [
-                f"{run_id}: {r['action']} (seq {r['seq']}) after it was superseded" for r in chain[at + 1 :]
-            ]
-        for order in (o for o in orders if o.get("run_id") == run_id):
-            resolved = [
-                r for r in chains.get(f"workorder#{order['work_order_id']}", []) if r["action"] == "resolved"
-            ]
-            if order.get("state") != "resolved" or len(resolved) != 1:
-                problems.append(
-                    f"{run_id}: work order {order['work_order_id']} is {order.get('state')}, "
-                    f"resolved {len(resolved)} time(s)"
-                )
-        problems += [
-            f"{run_id}: DLQ message {c.message_id} still in the DLQ"
-            for c in dlq
-            if c.run_id == run_id and c.where == "dlq"
-        ]
-        problems += [
-            f"{run_id}: DLQ record lists {item['message_id']} as in_dlq"
-            for item in record
-            if item.get("run_id") == run_id and item.get("status") == "in_dlq"
-        ]
-    if problems:
-        return Invariant(
-            False, f"{len(problems)} problem(s) with {len(superseded)} superseded run(s)", problems
-        )
-    return Invariant(
-        True, f"{len(superseded)} superseded run(s), each closed: work order resolved once, DLQ clear"
     )
 
 

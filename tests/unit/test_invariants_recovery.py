@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from rebound_local.invariants import Notice, recovered_orders_close
+from rebound_local.invariants import Notice
+from rebound_local.invariants_orders import recovered_orders_close
 
 pytestmark = pytest.mark.unit
 

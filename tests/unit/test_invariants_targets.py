@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rebound_local.invariants import target_orders_close
+from rebound_local.invariants_orders import target_orders_close
 
 pytestmark = pytest.mark.unit
 

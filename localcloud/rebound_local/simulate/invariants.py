@@ -12,9 +12,9 @@ from typing import Any
 
 from rebound_local import invariants as inv
 from rebound_local import motopatch, observe
-from rebound_local.invariants import Invariant
 from rebound_local.simulate.state import SimulationState
 from rebound_local.stack import LocalStack
+from rebound_local.verdict import Invariant
 
 UNSETTLED = inv.UNSETTLED
 

@@ -24,7 +24,8 @@ from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.heap import HeapKeeper
 from rebound_local.instrument import MessageLedger
-from rebound_local.invariants import Fire, LiveCarriers, Tee
+from rebound_local.invariants import Fire
+from rebound_local.live_carriers import LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
 from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation, Recovery

@@ -10,7 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from rebound_local.instrument import MessageLedger
-from rebound_local.invariants import Fire, LiveCarriers
+from rebound_local.invariants import Fire
+from rebound_local.live_carriers import LiveCarriers
 from rebound_local.scenario import LoadedScenario, Scenario
 
 
