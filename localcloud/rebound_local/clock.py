@@ -235,10 +235,3 @@ class ScaledClock:
 
     def advance_to(self, when: datetime) -> None:
         return None
-
-
-def run_counted(clock: VirtualClock | ScaledClock, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    finally:
-        clock.end()

@@ -153,13 +153,6 @@ def working_for(lane: Lane | None) -> Iterator[None]:
         _lane.reset(token)
 
 
-def check_alive() -> None:
-    """Raise ``SimulatedCrash`` if this thread's invocation was abandoned."""
-    invocation = current()
-    if invocation is not None:
-        invocation.check()
-
-
 def abandon_current(reason: str) -> None:
     invocation = current()
     if invocation is not None:

@@ -68,14 +68,6 @@ def table_items(cloud: LocalCloud, name: str) -> list[dict[str, Any]]:
         return [decode_item(item) for item in iter_items(_table(cloud, name))]
 
 
-def table_size(cloud: LocalCloud, name: str) -> int:
-    with motopatch.LOCK:
-        table = _table(cloud, name)
-        if table.range_key_attr is None:
-            return len(table.items)
-        return sum(len(by_range) for by_range in table.items.values())
-
-
 def audit_chains(cloud: LocalCloud, settings: Settings) -> dict[str, list[dict[str, Any]]]:
     """Every audit record, grouped by subject, in sequence order, as stored: integral numbers
     read as ints (``jsonutil.plain_loads``), the form a record's hash is made over, so a chain is

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from rebound.domain.errors import ConfigError, PolicyNotFound
 from rebound.domain.planning import CONFLICTS_SECTION, SLA_SECTION, PlanningDefaults
-from rebound.domain.retry_policy import POLICY_FIELDS, PolicyOverride, RetryPolicy
+from rebound.domain.retry_policy import POLICY_FIELDS, RetryPolicy
 from rebound.domain.task import Task
 from rebound.domain.workstreams import ResourceSpec, TaskDocument, Workstream, reference_problems, task_key
 
@@ -197,12 +197,6 @@ def resolve_policy(task: Task, book: PolicyBook) -> RetryPolicy:
     base = book.policy(spec.extends)
     merged = {**base.model_dump(mode="json"), **spec.changes()}
     return _validate(RetryPolicy, merged, f"task {task.id}", ("retry_policy",))
-
-
-def validate_policy_override(
-    data: Mapping[str, Any], file: str, where: tuple[int | str, ...]
-) -> PolicyOverride:
-    return _validate(PolicyOverride, data, file, where)
 
 
 # --------------------------------------------------------------------------- task files

@@ -89,22 +89,6 @@ def _in_range(candidates: list[Any], attr: str | None, comparison: str | None, o
     return kept
 
 
-def _first(candidates: list[Any], attr: str | None, limit: int, forward: bool) -> list[Any]:
-    """The ``limit`` candidates a first page holds (no start key, no filter): ordered by the
-    string sort key then the table's key, as moto orders them, so moto sorts a page, not a
-    partition. Candidates without a string sort key leave the list as it is."""
-    if attr is None or len(candidates) <= limit:
-        return candidates
-    keyed = []
-    for item in candidates:
-        value = item.attrs.get(attr)
-        if value is None or value.type != "S" or item.hash_key.type != "S":
-            return candidates
-        keyed.append(((value.value, item.hash_key.value), item))
-    keyed.sort(key=lambda pair: pair[0], reverse=not forward)
-    return [item for _, item in keyed[:limit]]
-
-
 def _patch_query_index() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
