@@ -75,13 +75,13 @@ def build_deps(
 
     from rebound.adapters.archive import DynamoArchive
     from rebound.adapters.audit_keys import KmsAuditKeys
-    from rebound.adapters.bus import Bus
+    from rebound.adapters.bus import EventBridgeBus
     from rebound.adapters.completion_keys import SecretCompletionKeys
     from rebound.adapters.dynamo import DynamoStore
     from rebound.adapters.metrics import PowertoolsMetrics
-    from rebound.adapters.notify import Notifier, notification_channels
-    from rebound.adapters.queues import CloudWatchQueueAges, Queues, queue_name
-    from rebound.adapters.scheduler import Schedules, ScheduleTarget
+    from rebound.adapters.notify import ChannelNotifier, notification_channels
+    from rebound.adapters.queues import CloudWatchQueueAges, SqsQueues, queue_name
+    from rebound.adapters.scheduler import SchedulerSchedules, ScheduleTarget
     from rebound.adapters.secrets import SecretResolver
     from rebound.adapters.streams import StreamReader
     from rebound.adapters.targets.registry import default_targets
@@ -116,8 +116,10 @@ def build_deps(
         audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id, pause=clock.sleep),
         published=settings.published_events(),
     )
-    queues = Queues(session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()})
-    schedules = Schedules(
+    queues = SqsQueues(
+        session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()}
+    )
+    schedules = SchedulerSchedules(
         session.client("scheduler", **kwargs),
         settings.schedule_group,
         ScheduleTarget(
@@ -142,12 +144,12 @@ def build_deps(
         store=store,
         queues=queues,
         schedules=schedules,
-        bus=Bus(session.client("events", **kwargs), settings.bus_name),
+        bus=EventBridgeBus(session.client("events", **kwargs), settings.bus_name),
         targets=targets
         or default_targets(
             session, clock, kwargs, settings.target_rules, settings.environment, settings.tenant_secrets_role
         ),
-        notifier=Notifier(channels),
+        notifier=ChannelNotifier(channels),
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,
         faults=faults or NoCrashes(),

@@ -17,9 +17,9 @@ import boto3
 import pytest
 
 from rebound.adapters.notify import (
+    ChannelNotifier,
     DeliveryFailed,
     Notification,
-    Notifier,
     PagerDutyChannel,
     SlackChannel,
     SnsChannel,
@@ -439,7 +439,7 @@ def test_escalation_records_each_delivery_and_retries_only_the_failed_channel(
     hook = f"{receiver.base}/services/T/B/{SLACK_TOKEN}"
     aws.client("ssm").put_parameter(Name="/rebound/test/slack-hook", Value=hook, Type="SecureString")
     slack = SlackChannel(pagerduty.secrets, "/rebound/test/slack-hook", timeout_s=2)
-    escalation = Escalation(dataclasses.replace(deps, notifier=Notifier([pagerduty, slack])))
+    escalation = Escalation(dataclasses.replace(deps, notifier=ChannelNotifier([pagerduty, slack])))
     detail = {"subject": "msg#m-1", "reason": "unparseable", "severity": "high", "message_id": "m-1"}
     receiver.by_path["/services/"] = (503, b"")
 

@@ -45,7 +45,7 @@ def workstream_input_template(workstream_id: str) -> dict[str, object]:
     return {"InputPathsMap": {"id": "$.id", "time": "$.time"}, "InputTemplate": template}
 
 
-class Bus:
+class EventBridgeBus:
     def __init__(self, client: EventBridgeClient, bus_name: str) -> None:
         self.client = client
         self.bus_name = bus_name

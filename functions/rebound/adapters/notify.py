@@ -101,7 +101,7 @@ class SnsChannel:
         return f"message {resp['MessageId']}"
 
 
-class Notifier:
+class ChannelNotifier:
     def __init__(self, channels: Sequence[Channel]) -> None:
         self.channels = list(channels)
 

@@ -64,7 +64,7 @@ def read_counts(client: SQSClient, url: str, queue: str) -> QueueCounts:
     )
 
 
-class Queues:
+class SqsQueues:
     def __init__(self, client: SQSClient, urls: Mapping[str, str]) -> None:
         self.client = client
         self.urls = dict(urls)

@@ -44,7 +44,7 @@ def at_expression(when: datetime) -> str:
     return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
-class Schedules:
+class SchedulerSchedules:
     def __init__(self, client: EventBridgeSchedulerClient, group: str, target: ScheduleTarget) -> None:
         self.client = client
         self.group = group
