@@ -36,6 +36,19 @@ def test_committed_schemas_match_the_models() -> None:
     assert on_disk == expected, "events/schemas is stale: run `make schemas`"
 
 
+def test_the_retry_status_page_is_what_the_schemas_and_samples_say() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen", ROOT / "scripts" / "generate_event_schemas.py")
+    assert spec and spec.loader
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    page = ROOT / "docs" / "standards" / "events" / "retry-status-schema.md"
+    assert page.read_text() == gen.status_page(), "the retry status page is stale: run `make schemas`"
+    for name in gen.STATUS_EVENTS:
+        assert f"## `{name}`" in page.read_text()
+
+
 def test_there_is_a_bus_sample_for_every_event_type() -> None:
     samples = {p.stem for p in (EVENTS / "bus").glob("*.json")}
     assert samples == {t.value for t in EventType}
