@@ -23,11 +23,9 @@ def test_the_readme_is_at_most_200_lines_and_10_kb() -> None:
 
 def test_the_readme_starts_with_make_demo_and_make_test() -> None:
     text = README.read_text(encoding="utf-8")
-    first_block = text[text.index("```bash") :].split("```")[1]
-    assert [line.split()[:2] for line in first_block.strip().splitlines()] == [
-        ["make", "demo"],
-        ["make", "test"],
-    ]
+    start = text.index("```bash\n") + len("```bash\n")
+    commands = [line.split()[:2] for line in text[start:].split("```")[0].strip().splitlines()]
+    assert commands == [["make", "demo"], ["make", "test"]]
 
 
 def test_every_page_the_readme_links_exists() -> None:
