@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test browser scanner test-fast fuzz lint synth bench deploy diff bootstrap constraints schemas openapi docs clean
+.PHONY: help demo test browser scanner test-fast fuzz lint synth bench deploy diff bootstrap constraints schemas openapi docs reference clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -81,6 +81,9 @@ bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev [
 
 schemas: $(STAMP) ## Regenerate events/schemas/*.json from the event models
 	$(PY) scripts/generate_event_schemas.py
+
+reference: $(STAMP) ## Regenerate docs/reference (the CLI from its command tree, the API from docs/openapi.json)
+	$(PY) scripts/generate_reference.py
 
 docs: $(STAMP) ## Build the docs site into build/site (mkdocs, strict: a broken link or a page outside the nav fails)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
