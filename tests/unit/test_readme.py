@@ -46,3 +46,10 @@ def test_no_prose_line_is_over_400_characters(page: Path) -> None:
         if len(line) > 400 and not line.startswith("|")
     ]
     assert long == []
+
+
+def test_the_architecture_overview_is_at_most_3000_words_with_the_layers_first() -> None:
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= 3000
+    first = next(line for line in text.splitlines() if line.startswith("## "))
+    assert first.startswith("## Layers")
