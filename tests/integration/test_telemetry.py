@@ -53,9 +53,13 @@ def telemetry_section(path: Path = ARCHITECTURE) -> list[str]:
 def documented(kind: str) -> list[str]:
     """The backticked names on the Telemetry bullets whose label mentions ``kind``."""
     names: list[str] = []
+    bullets: list[str] = []
     for line in telemetry_section():
-        if not line.lstrip().startswith(("- ", "* ")):
-            continue  # prose around the bullets names other things (dimensions, services)
+        if line.startswith(("- ", "* ")):
+            bullets.append(line)
+        elif line.startswith("  ") and bullets and line.strip():
+            bullets[-1] += " " + line.strip()  # a bullet wrapped onto the next line
+    for line in bullets:  # prose around the bullets names other things (dimensions, services)
         label, sep, rest = line.strip().lstrip("-* ").partition(":")
         if sep and kind in label.lower():
             names += re.findall(r"`([^`]+)`", rest)
