@@ -6,7 +6,8 @@ and installed without an index; its dependencies are the development environment
 reached through a ``.pth`` line (whose own ``.pth`` files, the editable install among them, are
 not processed, so ``rebound`` comes from the wheel alone). ``local up`` provisions the default
 policies the way ``local demo`` does (``rebound.settings.default_config_dir``), in seconds instead
-of the demo's half minute; ``policies list`` and ``tasks apply --dry-run`` then run against it.
+of the demo's half minute; ``policies list`` and ``tasks apply --dry-run`` then run against it. The
+demo itself is not run here (about 25 s); that the files it reads are the wheel's is checked.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ SOURCES = (
     "localcloud",
     "infra",
     "config/tasks",
+    "config/demo",
     "pyproject.toml",
     "setup.py",
     "README.md",
@@ -145,7 +147,8 @@ def test_the_installed_wheel_carries_its_default_policies(installed: Path, elsew
         [
             str(installed / "python"),
             "-c",
-            "import rebound.settings as s; print(s.__file__); print(s.default_config_dir())",
+            "import rebound.settings as s, rebound_local.demo as d, rebound_local.demo_workstream as w; "
+            "print(s.__file__); print(s.default_config_dir()); print(d.DEMO_TASKS); print(w.DEMO_WORKSTREAM)",
         ],
         cwd=elsewhere,
         env=_env(),
@@ -157,6 +160,8 @@ def test_the_installed_wheel_carries_its_default_policies(installed: Path, elsew
     assert found[0].startswith(venv), found  # the wheel's code, not the checkout's
     assert found[1].startswith(venv) and found[1].endswith("rebound/_config"), found
     assert {p.name for p in Path(found[1]).iterdir()} >= {"default_policy.yaml", "retry-policies.yaml"}
+    for demo_file in found[2:]:  # what `local demo` applies
+        assert demo_file.startswith(venv) and Path(demo_file).is_file(), found
 
 
 def test_version_from_anywhere(installed: Path, elsewhere: Path) -> None:
