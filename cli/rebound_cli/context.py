@@ -70,6 +70,8 @@ class Overrides:
     on_session: Callable[[boto3.session.Session], None] | None = None
     sleep: Callable[[float], None] | None = None
     sqs_wait_s: int | None = None
+    terminal: bool | None = None
+    """Whether a person answers prompts on stdin (None: whether stdin is a terminal)."""
 
 
 class App:

@@ -92,10 +92,41 @@ def emit(app: App, data: Any, render: Callable[[], None]) -> None:
         render()
 
 
+YES = click.option(
+    "-y", "--yes", is_flag=True, help="do not ask for confirmation (without a terminal: required)"
+)
+"""``--yes`` of a command that asks before it changes something (``confirm``)."""
+YES_ACCEPTED = click.option(
+    "-y",
+    "--yes",
+    is_flag=True,
+    expose_value=False,
+    help="accepted, so that a script may pass --yes to every command that changes something; "
+    "this one asks nothing",
+)
+"""``--yes`` of a command that changes something without asking."""
+REFUSED = "refusing without --yes"
+
+
+def interactive() -> bool:
+    """Whether a person can answer a prompt: standard input is a terminal (``Overrides.terminal``
+    says so instead, where a test or an embedding program plays the person)."""
+    ctx = click.get_current_context(silent=True)
+    app = ctx.find_object(App) if ctx is not None else None
+    if app is not None and app.overrides.terminal is not None:
+        return app.overrides.terminal
+    return click.get_text_stream("stdin").isatty()
+
+
 def confirm(prompt: str, yes: bool) -> None:
-    """Ask before a destructive change, unless ``--yes``. Declining aborts with exit code 1."""
+    """Ask before a destructive change, unless ``--yes``. Declining aborts with exit code 1.
+    Without a terminal to ask on, refuse with exit code 2 (bad input) before anything changed:
+    a script must say ``--yes``."""
     if yes:
         return
+    if not interactive():
+        click.echo(f"error: {REFUSED} (no terminal to confirm on): {prompt}", err=True)
+        raise click.exceptions.Exit(2)
     click.confirm(prompt, abort=True, err=True)
 
 

@@ -68,8 +68,13 @@ class Cloud:
             session.events.register(event, handler)
 
     def cli(self, *args: str, input: str | None = None) -> Result:
+        # A test that gives input plays a person at a terminal; without input there is none.
         overrides = Overrides(
-            clock=self.clock, on_session=self._on_session, sleep=self.sleeps.append, sqs_wait_s=0
+            clock=self.clock,
+            on_session=self._on_session,
+            sleep=self.sleeps.append,
+            sqs_wait_s=0,
+            terminal=input is not None,
         )
         # A fixed width: table assertions must not depend on the terminal the tests run in.
         return CliRunner(env={"COLUMNS": "200"}).invoke(

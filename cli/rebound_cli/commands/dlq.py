@@ -197,7 +197,7 @@ def _print_item(item: RedriveItem) -> None:
 @click.option("--rate", type=click.FloatRange(min=0.1), help="messages per second at most")
 @click.option("--limit", type=click.IntRange(1), help="move at most this many runs (try a few first)")
 @click.option("--archived", is_flag=True, help="redrive from the archive table instead of the queue")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("dlq:redrive", BY_TENANT)
 def redrive(
@@ -341,7 +341,7 @@ def job(app: App, job_id: str, follow: bool, interval: float) -> None:
 @click.option("--older-than", help="only messages waiting longer than this (7d, 36h)")
 @click.option("--delete", is_flag=True, help="remove archived messages from the DLQ")
 @click.option("--keep-days", type=click.IntRange(1), default=DEFAULT_KEEP_DAYS, show_default=True)
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("dlq:archive", BY_TENANT)
 def archive(

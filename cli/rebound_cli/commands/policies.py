@@ -97,7 +97,7 @@ def show(app: App, name: str) -> None:
     is_flag=True,
     help="first show what the change would have done to the last 7 days' failures (policies whatif)",
 )
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("policies:write", Environment())  # every tenant's: administrators only
 def set_policy(

@@ -165,6 +165,7 @@ def _outcome_line(outcome: RetryOutcome) -> str:
 @click.option("--timeout", "timeout_s", type=int, help="attempt timeout in seconds, for this budget only")
 @click.option("--max-attempts", type=int, help="attempts in this budget, instead of the policy's")
 @click.option("--reason", default="", help="why, for the audit trail")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:retry", RunOf("run_id"))
 def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None, reason: str) -> None:
@@ -205,7 +206,7 @@ def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
 @runs.command("skip")
 @click.argument("run_id")
 @click.option("--reason", required=True, help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:skip", RunOf("run_id"))
 def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
@@ -223,7 +224,7 @@ def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
 @runs.command("cancel")
 @click.argument("run_id")
 @click.option("--reason", required=True, help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:cancel", RunOf("run_id"))
 def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
@@ -244,7 +245,7 @@ def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
 @click.argument("run_id")
 @click.option("--dry-run", is_flag=True, help="say what would change; write nothing")
 @click.option("--reason", default="", help="why, for the audit record of the repair")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:restore", RunOf("run_id", missing=restore_missing))
 def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> None:
@@ -273,7 +274,7 @@ def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> Non
 @click.option("--task", "task_id", help="only this task's runs")
 @click.option("--since", help="runs scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
 @click.option("--reason", default="", help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:retry")
 def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, yes: bool) -> None:
@@ -331,6 +332,7 @@ def _token_options(fn: Any) -> Any:
 
 @runs.command("heartbeat")
 @_token_options
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None:
@@ -350,6 +352,7 @@ def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None
 
 @runs.command("complete")
 @_token_options
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
@@ -372,6 +375,7 @@ def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
 @click.option("--error-code", default="TASK_FAILED", show_default=True, help="CAPITALS_AND_DIGITS")
 @click.option("--message", default="", help="what went wrong")
 @click.option("--no-retry", is_flag=True, help="a terminal failure: dead-letter without retrying")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def fail(

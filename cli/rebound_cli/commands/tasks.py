@@ -402,6 +402,7 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
 @tasks.command("run")
 @click.argument("task_id")
 @click.option("--token", help="idempotency token: every request with the same token names the same run")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:run", TaskOf("task_id"))
 def run_now(app: App, task_id: str, token: str | None) -> None:
@@ -427,7 +428,7 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
 @tasks.command("pause")
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("tasks:pause", TaskOf("task_id"))
 def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
@@ -446,6 +447,7 @@ def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
 @tasks.command("resume")
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:resume", TaskOf("task_id"))
 def resume(app: App, task_id: str, reason: str) -> None:

@@ -20,8 +20,8 @@ def workorders() -> None:
     Examples:
       rebound workorders list --state open --severity critical
       rebound workorders show WO_ID
-      rebound workorders ack WO_ID --note "looking at it"
-      rebound workorders resolve WO_ID --resolution replayed --note "redriven" --yes
+      rebound workorders ack WO_ID --reason "looking at it"
+      rebound workorders resolve WO_ID --resolution replayed --reason "redriven" --yes
     """
 
 
@@ -127,7 +127,8 @@ def show(app: App, work_order_id: str) -> None:
 
 @workorders.command("ack")
 @click.argument("work_order_id")
-@click.option("--note", default="", help="what you are doing about it")
+@click.option("--reason", "--note", "note", default="", help="what you are doing about it (--note: the same)")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workorders:ack", WorkOrderOf("work_order_id"))
 def ack(app: App, work_order_id: str, note: str) -> None:
@@ -135,7 +136,7 @@ def ack(app: App, work_order_id: str, note: str) -> None:
 
     \b
     Examples:
-      rebound workorders ack wo-cf8522a59b02531d --note "looking; upstream 503s"
+      rebound workorders ack wo-cf8522a59b02531d --reason "looking; upstream 503s"
 
     JSON: the work order, as in `workorders list`.
     """
@@ -158,8 +159,10 @@ def ack(app: App, work_order_id: str, note: str) -> None:
     type=click.Choice([r.value for r in Resolution]),
     help="replayed: the run was replayed; skipped/cancelled: the run was; fixed: repaired another way",
 )
-@click.option("--note", default="", help="what was done")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.option(
+    "--reason", "--note", "note", default="", help="what was done, for the audit trail (--note: the same)"
+)
+@out.YES
 @click.pass_obj
 @authorized("workorders:resolve", WorkOrderOf("work_order_id"))
 def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool) -> None:
@@ -170,8 +173,8 @@ def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool)
 
     \b
     Examples:
-      rebound workorders resolve wo-cf8522a59b02531d --resolution replayed --note "succeeded on replay"
-      rebound workorders resolve wo-cf8522a59b02531d --resolution fixed --note "booked by hand" --yes
+      rebound workorders resolve wo-cf8522a59b02531d --resolution replayed --reason "succeeded on replay"
+      rebound workorders resolve wo-cf8522a59b02531d --resolution fixed --reason "booked by hand" --yes
 
     JSON: the work order, as in `workorders list`.
     """

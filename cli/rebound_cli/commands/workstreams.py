@@ -57,6 +57,7 @@ def workstreams() -> None:
 
 @workstreams.command("apply")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:register", Documents("path", document_tenants))
 def apply(app: App, path: Path) -> None:
@@ -150,6 +151,7 @@ def show(app: App, ref: str, fmt: str | None) -> None:
 @workstreams.command("run")
 @click.argument("workstream_id")
 @click.option("--token", help="the same token names the same run (a retried request starts one run)")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:run", WorkstreamOf("workstream_id", kind="workstream"))
 def run(app: App, workstream_id: str, token: str | None) -> None:
@@ -165,6 +167,7 @@ def run(app: App, workstream_id: str, token: str | None) -> None:
 
 @workstreams.command("retry")
 @click.argument("run_id")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:retry", ON_RUN)
 def retry(app: App, run_id: str) -> None:
@@ -180,6 +183,7 @@ def retry(app: App, run_id: str) -> None:
 
 @workstreams.command("retry-failed")
 @click.argument("run_id")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:retry", ON_RUN)
 def retry_failed(app: App, run_id: str) -> None:
@@ -196,6 +200,7 @@ def retry_failed(app: App, run_id: str) -> None:
 @workstreams.command("resume")
 @click.argument("run_id")
 @click.option("--from", "from_step", help="run this step and every step after it again")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:resume", ON_RUN)
 def resume(app: App, run_id: str, from_step: str | None) -> None:
@@ -212,7 +217,7 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
 @workstreams.command("rollback")
 @click.argument("run_id")
 @click.option("--to", "to", type=int, help="checkpoint version (default: the one before the latest)")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:rollback", ON_RUN)
 def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
@@ -235,15 +240,17 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:skip", ON_RUN)
-def skip(app: App, run_id: str, step: str, reason: str) -> None:
+def skip(app: App, run_id: str, step: str, reason: str, yes: bool) -> None:
     """Mark a step completed without running it (with a warning and your reason).
 
     \b
     Example:
-      rebound workstreams skip RUN_ID report --reason "report server retired"
+      rebound workstreams skip RUN_ID report --reason "report server retired" --yes
     """
+    out.confirm(f"Mark step {step} of {run_id} completed without running it?", yes)
     after, progress = _ops(app, writer=True).skip(run_id, step, reason)
     _show_change(app, after, progress, f"skipped {step}")
 
@@ -252,15 +259,17 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:cancel", ON_RUN)
-def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
+def cancel_step(app: App, run_id: str, step: str, reason: str, yes: bool) -> None:
     """Cancel a step (and its running task run) and unblock its dependents.
 
     \b
     Example:
-      rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen"
+      rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen" --yes
     """
+    out.confirm(f"Cancel step {step} of {run_id}, and its running task run?", yes)
     after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
     _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
 
@@ -269,15 +278,17 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.argument("need")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:edit", ON_RUN)
-def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
+def remove_dependency(app: App, run_id: str, step: str, need: str, yes: bool) -> None:
     """Let STEP run without NEED in this run.
 
     \b
     Example:
-      rebound workstreams remove-dependency RUN_ID report load
+      rebound workstreams remove-dependency RUN_ID report load --yes
     """
+    out.confirm(f"Let {step} run without {need} in {run_id}?", yes)
     after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
     _show_change(app, after, progress, f"{step} no longer needs {need}")
 
@@ -359,6 +370,7 @@ def list_resources(app: App) -> None:
 @resources.command("set-limit")
 @click.argument("resource")
 @click.argument("max_holders", type=click.IntRange(min=1))
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("resources:write", Environment())
 def set_limit(app: App, resource: str, max_holders: int) -> None:

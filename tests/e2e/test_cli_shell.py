@@ -1,0 +1,91 @@
+"""The CLI in a shell and in scripts: refusing without a terminal, one ``--yes`` and one
+``--reason`` everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from test_cli_harness import Cloud, cloud_fixture
+
+from rebound_cli.app import cli
+from rebound_cli.authz import LOCAL, rule_of
+
+pytestmark = pytest.mark.e2e
+local_cloud = cloud_fixture()
+ONLY_READS = {"audit:verify", "state:check", "console:serve"}
+TASKS = {
+    "tasks": [
+        {
+            "id": "shell-nightly",
+            "tenant": "acme",
+            "schedule": {"cron": "30 2 * * *", "timezone": "UTC"},
+            "target": {"type": "sim", "behavior": {"ok": True}},
+        }
+    ]
+}
+
+
+def leaves(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> list[tuple[str, click.Command]]:
+    found: list[tuple[str, click.Command]] = []
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            found += leaves(command, (*prefix, name))
+        else:
+            found.append((" ".join((*prefix, name)), command))
+    return found
+
+
+def options(command: click.Command) -> set[str]:
+    return {o for p in command.params for o in p.opts if not getattr(p, "hidden", False)}
+
+
+def changes_something(command: click.Command) -> bool:
+    rule = rule_of(command.callback)
+    assert rule is not None
+    return rule != LOCAL and not rule.action.endswith(":read") and rule.action not in ONLY_READS
+
+
+def test_every_command_that_changes_something_accepts_yes() -> None:
+    writers = [path for path, command in leaves() if changes_something(command)]
+    assert "tasks resume" in writers and "workorders ack" in writers
+    missing = [
+        path for path, command in leaves() if changes_something(command) and "--yes" not in options(command)
+    ]
+    assert not missing, f"commands that change something without --yes: {missing}"
+
+
+def test_an_operators_reason_is_reason_everywhere_with_the_old_name_kept() -> None:
+    for path in ("workorders ack", "workorders resolve"):
+        command = dict(leaves())[path]
+        assert {"--reason", "--note"} <= options(command), path
+    other_names = [p for p, c in leaves() if "--note" in options(c) and "--reason" not in options(c)]
+    assert not other_names
+
+
+def test_without_a_terminal_and_without_yes_a_destructive_command_refuses_and_changes_nothing(
+    local_cloud: Cloud, tmp_path: Path
+) -> None:
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file))
+
+    refused = local_cloud.cli("tasks", "pause", "shell-nightly", "--reason", "migration")
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("error: refusing without --yes (no terminal to confirm on): Pause task")
+    assert "Aborted" not in refused.output
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "active"
+
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump({"tasks": [{**TASKS["tasks"][0], "timeout_s": 45}]}))
+    assert local_cloud.cli("tasks", "apply", "-f", str(changed)).exit_code == 2
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["timeout_s"] != 45
+
+    # at a terminal, declining still aborts with 1; --yes needs no terminal
+    assert local_cloud.cli("tasks", "pause", "shell-nightly", input="n\n").exit_code == 1
+    local_cloud.ok("tasks", "pause", "shell-nightly", "--yes")
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "paused"
+    local_cloud.ok("tasks", "resume", "shell-nightly", "--yes")  # accepted where nothing is asked
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "active"
