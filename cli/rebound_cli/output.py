@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -115,7 +116,8 @@ def interactive() -> bool:
     app = ctx.find_object(App) if ctx is not None else None
     if app is not None and app.overrides.terminal is not None:
         return app.overrides.terminal
-    return click.get_text_stream("stdin").isatty()
+    stdin = sys.stdin
+    return stdin is not None and stdin.isatty()
 
 
 def confirm(prompt: str, yes: bool) -> None:
