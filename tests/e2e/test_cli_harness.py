@@ -165,8 +165,8 @@ def test_every_command_and_group_has_help_with_examples() -> None:
         (["runs", "skip", "some-run"], "error: missing option '--reason' (see 'rebound runs skip --help')"),
         (
             ["--output", "xml", "health"],
-            "error: invalid value for '-o' / '--output': 'xml' is not one of 'table', 'json' "
-            "(see 'rebound --help')",
+            "error: invalid value for '-o' / '--output': 'xml' is not one of "
+            "'table', 'text', 'json', 'yaml', 'dot', 'mermaid' (see 'rebound --help')",
         ),
         (
             ["runs", "list", "--limit", "0"],

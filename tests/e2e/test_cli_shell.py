@@ -89,3 +89,46 @@ def test_without_a_terminal_and_without_yes_a_destructive_command_refuses_and_ch
     assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "paused"
     local_cloud.ok("tasks", "resume", "shell-nightly", "--yes")  # accepted where nothing is asked
     assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "active"
+
+
+def test_output_fits_a_shell_text_by_default_yaml_and_a_query(local_cloud: Cloud, tmp_path: Path) -> None:
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+
+    text = local_cloud.ok("tasks", "list").stdout  # no terminal: text, one task a line
+    line = next(li for li in text.splitlines() if li.startswith("acme.shell-nightly\t"))
+    assert line.split("\t")[1:3] == [
+        "acme",
+        local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"],
+    ]
+    assert not set("│┃━─┏") & set(text) and "id\t" not in text  # no box, no header
+
+    as_json = local_cloud.json("tasks", "list")
+    assert yaml.safe_load(local_cloud.ok("-o", "yaml", "tasks", "list").stdout) == as_json
+
+    ids = local_cloud.json("tasks", "list", "--query", "[].id")
+    assert ids == [t["id"] for t in as_json] and "acme.shell-nightly" in ids
+    assert local_cloud.ok("tasks", "list", "--query", "[].id").stdout.splitlines() == ids
+    one = local_cloud.ok("tasks", "list", "--query", "[?id=='acme.shell-nightly'].[id, tenant]").stdout
+    assert one == "acme.shell-nightly\tacme\n"
+    bad = local_cloud.cli("tasks", "list", "--query", "[?")
+    assert bad.exit_code == 2 and "--query" in bad.stderr
+
+    graph = local_cloud.cli("-o", "dot", "tasks", "list")
+    assert graph.exit_code == 2 and "only `workstreams show`" in graph.stderr
+
+
+def test_a_table_never_wraps_an_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rebound_cli import output as out
+    from rebound_cli.context import App
+
+    monkeypatch.setenv("COLUMNS", "40")
+    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
+    with click.Context(click.Command("list"), obj=App("dev", "table", False)):
+        out.table(None, ["run", "error"], [[long_id, "a message of many words that may wrap where it must"]])
+    table = capsys.readouterr().out
+    assert long_id in table.splitlines()[3]  # the first row, whole on its line
+    assert "│" in table and "message" in table  # free text still wraps, at its spaces

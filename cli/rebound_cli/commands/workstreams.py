@@ -11,9 +11,9 @@ import click
 from rebound.domain import workstream_runs as wr
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, Environment, WorkstreamOf, document_tenants
-from rebound.ops.workstreams import OUTPUTS, WorkstreamOps, progress_view, render, run_view
+from rebound.ops.workstreams import WorkstreamOps, progress_view, render, run_view
 from rebound_cli import output as out
-from rebound_cli.authz import authorized
+from rebound_cli.authz import authorized, draws_graph
 from rebound_cli.context import App
 
 ON_RUN = WorkstreamOf("run_id", kind="run")
@@ -119,19 +119,13 @@ def list_workstreams(app: App) -> None:
 
 @workstreams.command("show")
 @click.argument("ref")
-@click.option(
-    "--output",
-    "-o",
-    "fmt",
-    type=click.Choice([*OUTPUTS, "json"]),
-    default=None,
-    help="the graph as text (default), dot or mermaid; or the run as json",
-)
 @click.pass_obj
 @authorized("workstreams:read", WorkstreamOf("ref"))
-def show(app: App, ref: str, fmt: str | None) -> None:
+@draws_graph
+def show(app: App, ref: str) -> None:
     """Draw a workstream run's graph with each step's state (REF: a run id, or a workstream id for
-    its latest run); --output dot or mermaid for documents.
+    its latest run); the global --output dot or mermaid for documents (table and text: the graph
+    as text).
 
     \b
     Examples:
@@ -139,13 +133,14 @@ def show(app: App, ref: str, fmt: str | None) -> None:
       rebound workstreams show nightly-ledger --output mermaid
 
     \b
-    JSON (--output json): the run with each step's state, task run, tries and times.
+    JSON (--output json, or yaml): the run with each step's state, task run, tries and times.
     """
     run = _ops(app).show(ref)
-    if fmt == "json" or (fmt is None and app.json):
-        out.emit_json(run_view(run))
+    fmt = out.output_format(app)
+    if fmt in out.GRAPHS:
+        click.echo(render(run, fmt), nl=False)
     else:
-        click.echo(render(run, fmt or "text"), nl=False)
+        out.emit(app, run_view(run), lambda: click.echo(render(run, "text"), nl=False))
 
 
 @workstreams.command("run")
