@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -132,3 +134,42 @@ def test_a_table_never_wraps_an_id(
     table = capsys.readouterr().out
     assert long_id in table.splitlines()[3]  # the first row, whole on its line
     assert "│" in table and "message" in table  # free text still wraps, at its spaces
+
+
+def test_every_list_pages_the_same_way() -> None:
+    lists = [path for path, _ in leaves() if path.endswith(" list")]
+    assert len(lists) >= 8
+    missing = [p for p in lists if not {"--limit", "--after", "--all"} <= options(dict(leaves())[p])]
+    assert not missing, f"lists without --limit, --after and --all: {missing}"
+
+
+def test_tasks_and_runs_page_with_the_cursor_they_print(local_cloud: Cloud, tmp_path: Path) -> None:
+    many = [{**TASKS["tasks"][0], "id": f"shell-page-{i}"} for i in range(3)]
+    file = tmp_path / "many.yaml"
+    file.write_text(yaml.safe_dump({"tasks": many}))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+    listed = [t["id"] for t in local_cloud.json("tasks", "list")]
+
+    first = local_cloud.ok("-o", "json", "tasks", "list", "--limit", "2")
+    page = json.loads(first.stdout)
+    assert [t["id"] for t in page["items"]] == listed[:2]
+    assert page["next"] == listed[1] and f"--after '{listed[1]}'" in first.stderr
+    rest = local_cloud.json("tasks", "list", "--limit", "2", "--after", page["next"])
+    assert [t["id"] for t in rest["items"]] == listed[2:4]
+    assert local_cloud.json("tasks", "list", "--limit", "1", "--all")["next"] is None
+    assert len(local_cloud.json("tasks", "list", "--limit", "1", "--all")["items"]) == len(listed)
+    assert local_cloud.cli("tasks", "list", "--after", "acme.nothing").exit_code == 2
+
+    for i in range(3):
+        local_cloud.ok("tasks", "run", "shell-page-0", "--token", f"page-{i}")
+    local_cloud.run_for(timedelta(minutes=1))  # the executor records the runs
+    runs = [r["run_id"] for r in local_cloud.json("runs", "list", "--task", "shell-page-0")]
+    assert len(runs) == 3
+    one = local_cloud.ok("-o", "json", "runs", "list", "--task", "shell-page-0", "--limit", "1")
+    cursor = json.loads(one.stdout)["next"]
+    assert cursor == runs[0] and f"--after '{runs[0]}'" in one.stderr
+    after = local_cloud.json("runs", "list", "--task", "shell-page-0", "--limit", "5", "--after", cursor)
+    assert [r["run_id"] for r in after["items"]] == runs[1:] and after["next"] is None
+    everywhere = local_cloud.json("runs", "list", "--limit", "1", "--after", runs[1])  # no --task
+    assert runs[2] in [r["run_id"] for r in everywhere["items"]]
+    assert local_cloud.ok("runs", "list", "--task", "shell-page-0", "--limit", "1").stdout.count("\n") == 1

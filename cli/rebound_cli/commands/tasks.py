@@ -17,6 +17,7 @@ from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SHOWN_CHANGES = 50
 
@@ -289,15 +290,19 @@ def _print_definitions(changes: list[DefinitionChange]) -> None:
 @tasks.command("list")
 @click.option("--tenant", help="only this tenant's tasks")
 @click.option("--state", type=click.Choice([s.value for s in TaskState]), help="active or paused")
+@paging_options()
 @click.pass_obj
 @authorized("tasks:read")
-def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
+def list_tasks(
+    app: App, tenant: str | None, state: str | None, limit: int | None, after: str | None, all_pages: bool
+) -> None:
     """List registered tasks.
 
     \b
     Examples:
       rebound tasks list
       rebound tasks list --tenant acme --state paused
+      rebound tasks list --limit 50                 # then --after CURSOR, as printed on stderr
       rebound -o json tasks list | jq -r '.[].id'
 
     \b
@@ -305,10 +310,13 @@ def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
     timeout_s, version, updated_at, schedule_names[].
     """
     found = app.tasks().find(tenant=tenant, state=TaskState(state) if state else None)
-    views = [task_view(s) for s in found]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    views, following = page_of([task_view(s) for s in found], lambda v: str(v["id"]), pages)
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["id", "tenant", "state", "trigger", "target", "policy", "version", "updated"],

@@ -10,6 +10,7 @@ from rebound.ops.workorders import work_order_view
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 
 @click.group()
@@ -34,10 +35,18 @@ def workorders() -> None:
     type=click.IntRange(1, 4),
     help="only this escalation level: 1 informational, 2 owning team, 3 page on-call, 4 incident",
 )
+@paging_options()
 @click.pass_obj
 @authorized("workorders:read")
 def list_orders(
-    app: App, state: str | None, task_id: str | None, severity: str | None, level: int | None
+    app: App,
+    state: str | None,
+    task_id: str | None,
+    severity: str | None,
+    level: int | None,
+    limit: int | None,
+    after: str | None,
+    all_pages: bool,
 ) -> None:
     """List work orders, oldest first.
 
@@ -46,6 +55,7 @@ def list_orders(
       rebound workorders list --state open
       rebound workorders list --severity critical
       rebound workorders list --state open --level 4
+      rebound workorders list --limit 20 --after wo-cf8522a59b02531d
 
     \b
     JSON: a list of work_order_id, state, severity, level, subject, run_id, task_id, tenant, reason,
@@ -59,10 +69,17 @@ def list_orders(
         level=level,
     )
     now = app.deps.clock.now()
-    views = [work_order_view(o, now) for o in found if app.sees(o.tenant)]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    views, following = page_of(
+        [work_order_view(o, now) for o in found if app.sees(o.tenant)],
+        lambda v: str(v["work_order_id"]),
+        pages,
+    )
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["work order", "state", "severity", "level", "run", "reason", "opened (UTC)", "runbook"],

@@ -15,6 +15,7 @@ from rebound.ops.workstreams import WorkstreamOps, progress_view, render, run_vi
 from rebound_cli import output as out
 from rebound_cli.authz import authorized, draws_graph
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 ON_RUN = WorkstreamOf("run_id", kind="run")
 
@@ -82,9 +83,10 @@ def apply(app: App, path: Path) -> None:
 
 
 @workstreams.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("workstreams:read")
-def list_workstreams(app: App) -> None:
+def list_workstreams(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """List workstreams with their last run's state.
 
     \b
@@ -94,10 +96,15 @@ def list_workstreams(app: App) -> None:
     Example:
       rebound workstreams list --output json
     """
-    rows = [r for r in _ops(app).overview() if app.sees(r["tenant"])]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    rows, following = page_of(
+        [r for r in _ops(app).overview() if app.sees(r["tenant"])], lambda r: str(r["workstream_id"]), pages
+    )
+    emit_page(
         app,
         rows,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["workstream", "tenant", "steps", "trigger", "last run", "state"],
@@ -340,19 +347,23 @@ def resources() -> None:
 
 
 @resources.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("resources:read")
-def list_resources(app: App) -> None:
+def list_resources(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """Each resource, its limit and who holds it now.
 
     \b
     Example:
       rebound resources list
     """
-    rows = _ops(app).resources()
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    rows, following = page_of(_ops(app).resources(), lambda r: str(r["resource"]), pages)
+    emit_page(
         app,
         rows,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["resource", "max holders", "holders"],
