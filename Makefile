@@ -14,7 +14,7 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml requirements/constraints.txt requirements/dev.in requirements/runtime.in
+$(STAMP): pyproject.toml setup.py requirements/constraints.txt requirements/dev.in requirements/runtime.in
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
 	@echo "Installing pinned dependencies into $(VENV) (first run only)..."
@@ -95,7 +95,7 @@ constraints: ## Re-resolve and re-pin every dependency into requirements/constra
 	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin && .venv-pin/bin/pip install -q -U pip && .venv-pin/bin/pip install -q -r requirements/dev.in
 	{ echo "# Every version this project installs, pinned. Regenerate with 'make constraints'."; \
 	  echo "# Lambda bundles use requirements/runtime.in with these pins (see infra/rebound_infra/bundling.py)."; \
-	  .venv-pin/bin/pip freeze | grep -v '^-e' | sort -f; } > requirements/constraints.txt
+	  .venv-pin/bin/pip freeze --all | grep -v -e '^-e' -e '^pip==' | sort -f; } > requirements/constraints.txt
 	rm -rf .venv-pin
 
 clean: ## Remove build output (keeps .venv)

@@ -90,7 +90,7 @@ class ReboundGroup(click.Group):
 )
 @root_options
 @click.pass_context
-def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
+def cli(ctx: click.Context, env: str, output: str | None, query: str | None, debug: bool) -> None:
     """Rebound: scheduled and event-triggered tasks that are retried, dead-lettered and recovered.
 
     Resources are found from the environment's SSM parameter /rebound/ENV/resources. AWS access
@@ -110,9 +110,11 @@ def cli(ctx: click.Context, env: str, output: str, debug: bool) -> None:
       rebound --env prod health --json
       rebound dlq list --env prod -o json         # global options after the command work too
       rebound --env prod runs show export-ledger:20260307T090500Z
+      rebound tasks list --query "[?state=='paused'].id" -o text   # JMESPath, as the AWS CLI
     """
     overrides = ctx.obj if isinstance(ctx.obj, Overrides) else None
     ctx.obj = App(env, output, debug, overrides)
+    ctx.obj.query = query
 
 
 for group in (

@@ -14,11 +14,16 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import click
+
 from rebound.ops.authz import Owner, Public, Rule, rule
+from rebound_cli.output import GRAPHS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 RULE_ATTRIBUTE = "rebound_rule"
+DRAWS_GRAPH = "rebound_draws_graph"
+"""Set on a command that takes ``--output dot|mermaid`` (``draws_graph``); every other refuses them."""
 LOCAL = Rule("local", Public("nobody: it runs on this machine only"))
 """The rule of a command that reaches no Rebound environment (it runs on this machine)."""
 
@@ -31,6 +36,10 @@ def authorized(action: str, owner: Owner | None = None) -> Callable[[F], F]:
     def decorate(command: F) -> F:
         @functools.wraps(command)
         def decided(app: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if app.output in GRAPHS and not getattr(command, DRAWS_GRAPH, False):
+                raise click.UsageError(
+                    f"--output {app.output} draws a graph: only `workstreams show` takes it"
+                )
             app.decide(declared, kwargs)
             return command(app, *args, **kwargs)
 
@@ -38,6 +47,12 @@ def authorized(action: str, owner: Owner | None = None) -> Callable[[F], F]:
         return decided  # type: ignore[return-value]
 
     return decorate
+
+
+def draws_graph(command: F) -> F:
+    """Declare that ``command`` takes ``--output dot|mermaid``; place it under ``@authorized``."""
+    setattr(command, DRAWS_GRAPH, True)
+    return command
 
 
 def local_only(command: F) -> F:

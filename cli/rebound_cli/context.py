@@ -70,20 +70,25 @@ class Overrides:
     on_session: Callable[[boto3.session.Session], None] | None = None
     sleep: Callable[[float], None] | None = None
     sqs_wait_s: int | None = None
+    terminal: bool | None = None
+    """Whether a person answers prompts on stdin (None: whether stdin is a terminal)."""
 
 
 class App:
-    def __init__(self, env: str, output: str, debug: bool, overrides: Overrides | None = None) -> None:
+    def __init__(self, env: str, output: str | None, debug: bool, overrides: Overrides | None = None) -> None:
         self.env = env
         self.output = output
         self.debug = debug
         self.overrides = overrides or Overrides()
+        self.query: str | None = None
+        """``--query``: a JMESPath expression over the JSON output (``output.emit``)."""
         self.decided_tenant: str | None = None
         """The tenant the command's rule decided on (``decide``)."""
 
     @property
     def json(self) -> bool:
-        return self.output == "json"
+        """One document on stdout (``--output json`` or ``yaml``) rather than lines for people."""
+        return self.output in ("json", "yaml")
 
     # --------------------------------------------------------------------------- AWS
     @cached_property

@@ -22,6 +22,7 @@ import click
 from click.core import ParameterSource
 
 from rebound_cli.context import App
+from rebound_cli.output import FORMATS, GRAPHS
 
 F = TypeVar("F", bound=Callable[..., Any])
 _GIVEN = "rebound.global_options"
@@ -51,10 +52,15 @@ GLOBALS = (
         "output",
         ("-o", "--output"),
         {
-            "type": click.Choice(["table", "json"]),
-            "help": "json: one stable document on stdout, keys sorted",
+            "type": click.Choice([*FORMATS, *GRAPHS]),
+            "help": "table (default on a terminal), text (tab-separated, default otherwise), json (one "
+            "stable document, keys sorted), yaml; dot or mermaid where a graph is drawn",
         },
-        {"default": "table", "show_default": True},
+    ),
+    GlobalOption(
+        "query",
+        ("--query",),
+        {"metavar": "JMESPATH", "help": "a JMESPath expression over the JSON output, as the AWS CLI's"},
     ),
     GlobalOption("debug", ("--debug",), {"is_flag": True, "help": "print the traceback of an error"}),
 )

@@ -6,6 +6,7 @@ on AWS, and the local runtime sets the same ones.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import os
 from collections.abc import Mapping
@@ -152,11 +153,21 @@ def check_publish_events(values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def default_config_dir() -> Path:
-    """``config/tasks`` in a checkout; ``rebound/_config`` inside a Lambda bundle."""
-    bundled = Path(__file__).parent / "_config"
-    if bundled.is_dir():
-        return bundled
-    return Path(__file__).resolve().parents[2] / "config" / "tasks"
+    """The default task configuration (``default_policy.yaml``, ``retry-policies.yaml``).
+
+    The package's own ``rebound/_config``, found with ``importlib.resources``: the wheel and the
+    Lambda bundle both ship ``config/tasks`` there. In a checkout (an editable install), the
+    checkout's ``config/tasks``. ``REBOUND_CONFIG_DIR`` overrides either (``settings_from_env``).
+    """
+    shipped = importlib.resources.files("rebound").joinpath("_config")
+    if isinstance(shipped, Path) and shipped.is_dir():
+        return shipped
+    checkout = Path(__file__).resolve().parents[2] / "config" / "tasks"
+    if checkout.is_dir():
+        return checkout
+    raise ConfigError(
+        str(shipped), "", f"the package ships no task configuration; set {r.ENV_CONFIG_DIR} to a directory"
+    )
 
 
 def _json_or_none(env: Mapping[str, str], name: str) -> Any:

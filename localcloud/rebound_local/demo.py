@@ -27,11 +27,12 @@ from rebound.domain.work_order import WorkOrder
 from rebound.ops.tasks import TaskOps
 from rebound_local.clock import VirtualClock
 from rebound_local.demo_workstream import WorkstreamDemo, run_workstream_demo
+from rebound_local.shipped import demo_file
 from rebound_local.stack import LocalStack, start_local
 
 DEMO_START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
 DEMO_DURATION = timedelta(minutes=36)
-DEMO_TASKS = Path(__file__).resolve().parents[2] / "config" / "demo" / "tasks.yaml"
+DEMO_TASKS = demo_file("tasks.yaml")
 MALFORMED = '{"kind": "fire", "task_id": "Not A Valid Id!"'
 
 

@@ -15,9 +15,10 @@ from rebound.domain.tenancy import short_id
 from rebound.domain.workstream_runs import WorkstreamRun, WorkstreamState
 from rebound.ops.tasks import TaskOps
 from rebound.ops.workstreams import WorkstreamOps, render
+from rebound_local.shipped import demo_file
 from rebound_local.stack import LocalStack
 
-DEMO_WORKSTREAM = Path(__file__).resolve().parents[2] / "config" / "demo" / "workstream.yaml"
+DEMO_WORKSTREAM = demo_file("workstream.yaml")
 
 
 @dataclass

@@ -107,8 +107,11 @@ def test_list_pages_with_the_cursor_it_prints(local_cloud: Cloud) -> None:
     first = local_cloud.ok("-o", "json", "dlq", "list", "--limit", "2")
     match = re.search(r"--after '([^']+)'", first.stderr)
     assert match is not None, first.stderr
+    page = json.loads(first.stdout)
+    assert page["next"] == match.group(1)  # the cursor is in the JSON too
     rest = local_cloud.json("dlq", "list", "--after", match.group(1))
-    assert json.loads(first.stdout) + rest == listed
+    assert page["items"] + rest["items"] == listed and rest["next"] is None
+    assert local_cloud.json("dlq", "list", "--limit", "2", "--all")["items"] == listed
     last = local_cloud.ok("dlq", "list", "--after", match.group(1))
     assert "--after" not in last.stderr  # the last page says there is no more
 

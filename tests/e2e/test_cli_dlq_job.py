@@ -94,7 +94,7 @@ def test_history_shows_the_depth_over_time_from_the_record(local_cloud: Cloud) -
     assert (history["window"], history["bucket_s"], len(history["points"])) == ("24h", 900, 96)
     in_dlq = local_cloud.deps.queues.counts("dlq").total
     assert history["points"][-1]["depth"] == in_dlq >= 2 and history["complete"] is True
-    table = local_cloud.ok("dlq", "history").stdout
+    table = local_cloud.ok("-o", "table", "dlq", "history").stdout
     assert "DLQ depth, last 1h" in table and "arrived" in table
     bad = local_cloud.cli("dlq", "history", "--window", "7d")
     assert bad.exit_code == 2 and "'7d' is not one of '1h', '24h'" in bad.stderr

@@ -108,8 +108,8 @@ def test_the_same_value_twice_is_fine(local_cloud: Cloud) -> None:
         ),
         (
             ["dlq", "list", "--output", "xml"],
-            "error: invalid value for '-o' / '--output': 'xml' is not one of 'table', 'json' "
-            "(see 'rebound dlq list --help')",
+            "error: invalid value for '-o' / '--output': 'xml' is not one of "
+            "'table', 'text', 'json', 'yaml', 'dot', 'mermaid' (see 'rebound dlq list --help')",
         ),
     ],
 )
@@ -126,7 +126,7 @@ def test_version_and_help_after_a_command() -> None:
     assert version.exit_code == 0 and version.stdout.startswith("rebound, version ")
 
     help_text = run("notifications", "plan", "--help").stdout
-    assert "Global options (--env, -o/--output, --debug, --version) may be given here too" in help_text
+    assert "Global options (--env, -o/--output, --query, --debug, --version) may be given" in help_text
     assert "--env TEXT" not in help_text  # declared, but only the root lists them
 
 

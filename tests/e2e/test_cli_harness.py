@@ -68,8 +68,13 @@ class Cloud:
             session.events.register(event, handler)
 
     def cli(self, *args: str, input: str | None = None) -> Result:
+        # A test that gives input plays a person at a terminal; without input there is none.
         overrides = Overrides(
-            clock=self.clock, on_session=self._on_session, sleep=self.sleeps.append, sqs_wait_s=0
+            clock=self.clock,
+            on_session=self._on_session,
+            sleep=self.sleeps.append,
+            sqs_wait_s=0,
+            terminal=input is not None,
         )
         # A fixed width: table assertions must not depend on the terminal the tests run in.
         return CliRunner(env={"COLUMNS": "200"}).invoke(
@@ -160,8 +165,8 @@ def test_every_command_and_group_has_help_with_examples() -> None:
         (["runs", "skip", "some-run"], "error: missing option '--reason' (see 'rebound runs skip --help')"),
         (
             ["--output", "xml", "health"],
-            "error: invalid value for '-o' / '--output': 'xml' is not one of 'table', 'json' "
-            "(see 'rebound --help')",
+            "error: invalid value for '-o' / '--output': 'xml' is not one of "
+            "'table', 'text', 'json', 'yaml', 'dot', 'mermaid' (see 'rebound --help')",
         ),
         (
             ["runs", "list", "--limit", "0"],

@@ -92,7 +92,7 @@ def test_a_healthy_loop_exits_0_with_a_fresh_retry_worker(local_cloud: Cloud) ->
     assert (report["expected_interval_minutes"], report["stale_metadata_minutes"]) == (10, 45)
     assert report["generated_at"] == local_cloud.clock.now().strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     assert json.loads(local_cloud.ok("health", "--json").stdout)["generated_by"] == "rebound-cli"
-    table = local_cloud.ok("health").stdout
+    table = local_cloud.ok("-o", "table", "health").stdout
     assert "(expected interval 30m, stale metadata 120m)" in table
 
     bad = local_cloud.cli("health", "--stale-metadata-minutes", "0")

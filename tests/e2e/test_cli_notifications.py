@@ -139,5 +139,5 @@ def test_a_retry_that_delivers_is_recorded_and_audited(local_cloud: Cloud) -> No
 
     # Nothing is left to plan, and retrying again sends nothing.
     assert local_cloud.json("notifications", "plan")["deliveries"] == []
-    idle = local_cloud.ok("notifications", "retry")
+    idle = local_cloud.ok("-o", "table", "notifications", "retry")
     assert "nothing to retry" in idle.stdout and "0 delivered, 0 failed" in idle.stdout

@@ -143,7 +143,9 @@ def test_policies_whatif_replays_recorded_failures_and_set_offers_it_first(local
     assert then["dead_lettered"] == now["dead_lettered"] and then["retries"] > now["retries"]
     assert report["added_cost_usd"] > 0
 
-    shown = local_cloud.cli("policies", "set", "default", "max_attempts=9", "--whatif", "--dry-run")
+    shown = local_cloud.cli(
+        "-o", "table", "policies", "set", "default", "max_attempts=9", "--whatif", "--dry-run"
+    )
     assert shown.exit_code == 0 and "what-if for policy default" in shown.stdout
     assert "would have dead-lettered" in shown.stdout and "dry run" in shown.stdout
     data = local_cloud.json("policies", "set", "default", "max_attempts=9", "--whatif", "--dry-run")

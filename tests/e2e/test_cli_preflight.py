@@ -124,7 +124,7 @@ def test_sla_report_from_the_runs_and_a_rebuild_of_the_counters(
         "sla-counter-rebuilt"
     ]
 
-    table = preflight_cloud.ok("sla", "report", "--since", "30m", "--tenant", "globex").output
+    table = preflight_cloud.ok("-o", "table", "sla", "report", "--since", "30m", "--tenant", "globex").output
     assert "by task" in table and "sla-slow" in table
 
     # ap-invoices (the apply test's) waited for the warehouse at 09:31: acme is late, the total too

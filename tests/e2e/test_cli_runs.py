@@ -120,7 +120,7 @@ def test_show_is_one_correlated_timeline(local_cloud: Cloud) -> None:
     assert shown["work_order"]["state"] == "open"
     assert shown["dlq_message"]["run_id"] == LEDGER_RUN
 
-    table = local_cloud.ok("runs", "show", LEDGER_RUN, "--no-dlq")
+    table = local_cloud.ok("-o", "table", "runs", "show", LEDGER_RUN, "--no-dlq")
     assert "timeline" in table.stdout and "dead-lettered" in table.stdout
 
 

@@ -60,4 +60,4 @@ def test_an_outage_shows_in_targets_and_leaves_it_once_recovered(targets_cloud: 
     targets_cloud.run_for(timedelta(minutes=30))
     after = targets_cloud.cli("-o", "json", "targets")
     assert after.exit_code == 0 and json.loads(after.stdout) == []
-    assert "every target is healthy" in targets_cloud.cli("targets").output
+    assert "every target is healthy" in targets_cloud.cli("-o", "table", "targets").output

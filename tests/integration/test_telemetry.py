@@ -77,7 +77,9 @@ def test_every_documented_metric_name_is_a_telemetry_constant() -> None:
         value for name, value in vars(telemetry).items() if name.isupper() and isinstance(value, str)
     }
     missing = [name for name in documented("metric") if name not in constants]
-    assert missing == [], f"metric names in docs/architecture/telemetry.md with no constant in telemetry.py: {missing}"
+    assert missing == [], (
+        f"metric names in docs/architecture/telemetry.md with no constant in telemetry.py: {missing}"
+    )
 
 
 # --------------------------------------------------------------------------- one run's retry metrics

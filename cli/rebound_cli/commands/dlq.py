@@ -19,6 +19,7 @@ from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_FAILED
+from rebound_cli.paging import emit_page, paging, paging_options
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,11 +76,12 @@ def dlq() -> None:
 @dlq.command("list")
 @filter_options
 @click.option("--archived", is_flag=True, help="list the archive instead of the queue")
-@click.option("--limit", type=click.IntRange(1), default=200, show_default=True)
-@click.option("--after", "cursor", help="the cursor a previous listing printed: the page after it")
+@paging_options(200)
 @click.pass_obj
 @authorized("dlq:read", BY_TENANT)
-def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, **kwargs: Any) -> None:
+def list_messages(
+    app: App, /, archived: bool, limit: int, after: str | None, all_pages: bool, **kwargs: Any
+) -> None:
     """List DLQ messages, oldest first, with the state of their runs.
 
     It reads the DLQ's record, which every arrival writes, never the queue itself: listing hides
@@ -100,18 +102,25 @@ def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, *
     archive_status, run_state, work_order_id.
     """
     filters = _filters(app, kwargs)
+    pages = paging(limit, after, all_pages)
     following = None
     if archived:
-        if cursor is not None:
+        if after is not None:
             raise click.UsageError("--after pages the DLQ's record; the archive is listed whole")
-        found = app.dlq().find(filters, limit=limit, archived=True)
+        found = app.dlq().find(filters, limit=pages.limit, archived=True)
     else:
-        page = app.dlq().find_page(filters, limit=limit, after=cursor)
-        found, following = page.examined, page.cursor
+        found, following = [], after
+        while True:  # one page, or with --all every page
+            page = app.dlq().find_page(filters, limit=pages.limit or limit, after=following)
+            found, following = found + page.examined, page.cursor
+            if pages.limit is not None or following is None:
+                break
     views = [e.as_dict() for e in found]
-    out.emit(
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["message", "run", "error", "reason", "dead-lettered (UTC)", "run state", "work order"],
@@ -130,8 +139,6 @@ def list_messages(app: App, /, archived: bool, limit: int, cursor: str | None, *
             empty="no messages" + (" in the archive" if archived else " in the DLQ"),
         ),
     )
-    if following is not None:
-        out.note(f"more messages match: the next page is --after '{following}'")
 
 
 @dlq.command("show")
@@ -197,7 +204,7 @@ def _print_item(item: RedriveItem) -> None:
 @click.option("--rate", type=click.FloatRange(min=0.1), help="messages per second at most")
 @click.option("--limit", type=click.IntRange(1), help="move at most this many runs (try a few first)")
 @click.option("--archived", is_flag=True, help="redrive from the archive table instead of the queue")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("dlq:redrive", BY_TENANT)
 def redrive(
@@ -341,7 +348,7 @@ def job(app: App, job_id: str, follow: bool, interval: float) -> None:
 @click.option("--older-than", help="only messages waiting longer than this (7d, 36h)")
 @click.option("--delete", is_flag=True, help="remove archived messages from the DLQ")
 @click.option("--keep-days", type=click.IntRange(1), default=DEFAULT_KEEP_DAYS, show_default=True)
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("dlq:archive", BY_TENANT)
 def archive(

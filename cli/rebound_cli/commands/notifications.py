@@ -91,7 +91,7 @@ def plan(app: App, /, **kwargs: Any) -> None:
 
 @notifications.command("retry")
 @plan_options
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("notifications:retry", Environment())  # every tenant's work orders
 def retry(app: App, /, yes: bool, **kwargs: Any) -> None:

@@ -12,6 +12,7 @@ from rebound.ops.policies import parse_assignments, policy_view, whatif_window
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SUMMARY = ("max_attempts", "base_delay", "multiplier", "max_delay", "max_age", "jitter", "severity")
 
@@ -30,9 +31,10 @@ def policies() -> None:
 
 
 @policies.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("policies:read")
-def list_policies(app: App) -> None:
+def list_policies(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """List the effective retry policies (the file's, or the latest stored version).
 
     \b
@@ -44,10 +46,13 @@ def list_policies(app: App) -> None:
     max_age, jitter, retryable_errors, terminal_errors, severity, runbook_url (durations in seconds).
     """
     found = app.policies().find()
-    views = [policy_view(p) for p in found]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    views, following = page_of([policy_view(p) for p in found], lambda v: str(v["name"]), pages)
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["name", "version", *SUMMARY],
@@ -97,7 +102,7 @@ def show(app: App, name: str) -> None:
     is_flag=True,
     help="first show what the change would have done to the last 7 days' failures (policies whatif)",
 )
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("policies:write", Environment())  # every tenant's: administrators only
 def set_policy(

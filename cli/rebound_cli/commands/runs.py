@@ -18,6 +18,7 @@ from rebound_cli.authz import authorized
 from rebound_cli.commands.state import render_report
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_CONFLICT, EXIT_UNHEALTHY
+from rebound_cli.paging import emit_page, paging, paging_options
 
 STATES = [s.value for s in RunState]
 
@@ -44,11 +45,18 @@ def runs() -> None:
 @click.option("--status", type=click.Choice(STATES), help="only runs in this state")
 @click.option("--since", help="scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
 @click.option("--until", help="scheduled at or before: ISO 8601, or a duration ago")
-@click.option("--limit", type=click.IntRange(1), default=100, show_default=True)
+@paging_options(100, after_help="the page after this cursor: a run id, as the previous page printed")
 @click.pass_obj
 @authorized("runs:read")
 def list_runs(
-    app: App, task_id: str | None, status: str | None, since: str | None, until: str | None, limit: int
+    app: App,
+    task_id: str | None,
+    status: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    after: str | None,
+    all_pages: bool,
 ) -> None:
     """List runs, newest first.
 
@@ -56,6 +64,7 @@ def list_runs(
     Examples:
       rebound runs list --status dead_lettered
       rebound runs list --task export-ledger --since 24h
+      rebound runs list --task export-ledger --limit 20   # then --after RUN_ID, as printed on stderr
       rebound -o json runs list --status failed | jq -r '.[].run_id'
 
     \b
@@ -64,17 +73,30 @@ def list_runs(
     """
     task_id = app.task_key(task_id)
     now = app.deps.clock.now()
-    found = app.runs().find(
+    pages = paging(limit, after, all_pages)
+    ops = app.runs()
+    last = ops.get(after) if after else None
+    found = ops.find(
         task_id=task_id,
         state=RunState(status) if status else None,
         since=parse_when(since, now) if since else None,
         until=parse_when(until, now, option="--until") if until else None,
-        limit=limit,
+        # one more than a page tells whether another follows; without a task, `after` is applied here
+        limit=None if pages.limit is None or (last and not task_id) else pages.limit + 1,
+        after=last,
     )
+    if last is not None:
+        found = [r for r in found if (r.scheduled_for, r.run_id) < (last.scheduled_for, last.run_id)]
+    following = None
+    if pages.limit is not None and len(found) > pages.limit:
+        found = found[: pages.limit]
+        following = found[-1].run_id
     views = [run_view(r) for r in found if app.sees(r.tenant)]
-    out.emit(
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["run", "state", "scheduled (UTC)", "attempt", "error", "work order"],
@@ -165,6 +187,7 @@ def _outcome_line(outcome: RetryOutcome) -> str:
 @click.option("--timeout", "timeout_s", type=int, help="attempt timeout in seconds, for this budget only")
 @click.option("--max-attempts", type=int, help="attempts in this budget, instead of the policy's")
 @click.option("--reason", default="", help="why, for the audit trail")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:retry", RunOf("run_id"))
 def retry(app: App, run_id: str, timeout_s: int | None, max_attempts: int | None, reason: str) -> None:
@@ -205,7 +228,7 @@ def _close(app: App, run_id: str, reason: str, yes: bool, verb: str) -> None:
 @runs.command("skip")
 @click.argument("run_id")
 @click.option("--reason", required=True, help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:skip", RunOf("run_id"))
 def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
@@ -223,7 +246,7 @@ def skip(app: App, run_id: str, reason: str, yes: bool) -> None:
 @runs.command("cancel")
 @click.argument("run_id")
 @click.option("--reason", required=True, help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:cancel", RunOf("run_id"))
 def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
@@ -244,7 +267,7 @@ def cancel(app: App, run_id: str, reason: str, yes: bool) -> None:
 @click.argument("run_id")
 @click.option("--dry-run", is_flag=True, help="say what would change; write nothing")
 @click.option("--reason", default="", help="why, for the audit record of the repair")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:restore", RunOf("run_id", missing=restore_missing))
 def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> None:
@@ -273,7 +296,7 @@ def restore(app: App, run_id: str, dry_run: bool, reason: str, yes: bool) -> Non
 @click.option("--task", "task_id", help="only this task's runs")
 @click.option("--since", help="runs scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
 @click.option("--reason", default="", help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("runs:retry")
 def retry_failed(app: App, task_id: str | None, since: str | None, reason: str, yes: bool) -> None:
@@ -331,6 +354,7 @@ def _token_options(fn: Any) -> Any:
 
 @runs.command("heartbeat")
 @_token_options
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None:
@@ -350,6 +374,7 @@ def heartbeat(app: App, run_id: str, token: str, progress: float | None) -> None
 
 @runs.command("complete")
 @_token_options
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
@@ -372,6 +397,7 @@ def complete(app: App, run_id: str, token: str, progress: float | None) -> None:
 @click.option("--error-code", default="TASK_FAILED", show_default=True, help="CAPITALS_AND_DIGITS")
 @click.option("--message", default="", help="what went wrong")
 @click.option("--no-retry", is_flag=True, help="a terminal failure: dead-letter without retrying")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("runs:report", RunOf("run_id"))
 def fail(

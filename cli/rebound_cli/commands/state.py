@@ -85,7 +85,7 @@ def check(app: App) -> None:
 @state.command("repair")
 @click.option("--dry-run", is_flag=True, help="say what would be repaired; write nothing")
 @click.option("--reason", default="", help="why, for the audit record of each repair")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("state:repair", Environment())
 def repair(app: App, dry_run: bool, reason: str, yes: bool) -> None:

@@ -13,6 +13,7 @@ from rebound.ops.targets import HELD_AT_MOST, TargetsOps
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 
 def _seconds(value: float | None) -> str:
@@ -51,9 +52,10 @@ def targets(ctx: click.Context) -> None:
 
 
 @targets.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("targets:read")
-def list_targets(app: App) -> None:
+def list_targets(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """List every target that is unhealthy or recovering, the longest unhealthy first.
 
     \b
@@ -67,7 +69,8 @@ def list_targets(app: App) -> None:
     next_probe_in_s, work_order_id, changed_at.
     """
     found = TargetsOps(app.deps).listing()
-    data = [t.as_dict() for t in found]
+    pages = paging(limit, after, all_pages)
+    data, following = page_of([t.as_dict() for t in found], lambda t: str(t["target"]), pages)
 
     def render() -> None:
         out.table(
@@ -88,7 +91,7 @@ def list_targets(app: App) -> None:
             empty="every target is healthy",
         )
 
-    out.emit(app, data, render)
+    emit_page(app, data, following, pages, render)
 
 
 @targets.command("show")

@@ -20,6 +20,7 @@ from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SHOWN_CHANGES = 50
 
@@ -292,15 +293,19 @@ def _print_definitions(changes: list[DefinitionChange]) -> None:
 @tasks.command("list")
 @click.option("--tenant", help="only this tenant's tasks")
 @click.option("--state", type=click.Choice([s.value for s in TaskState]), help="active or paused")
+@paging_options()
 @click.pass_obj
 @authorized("tasks:read")
-def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
+def list_tasks(
+    app: App, tenant: str | None, state: str | None, limit: int | None, after: str | None, all_pages: bool
+) -> None:
     """List registered tasks.
 
     \b
     Examples:
       rebound tasks list
       rebound tasks list --tenant acme --state paused
+      rebound tasks list --limit 50                 # then --after CURSOR, as printed on stderr
       rebound -o json tasks list | jq -r '.[].id'
 
     \b
@@ -308,10 +313,13 @@ def list_tasks(app: App, tenant: str | None, state: str | None) -> None:
     timeout_s, version, updated_at, schedule_names[].
     """
     found = app.tasks().find(tenant=tenant, state=TaskState(state) if state else None)
-    views = [task_view(s) for s in found]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    views, following = page_of([task_view(s) for s in found], lambda v: str(v["id"]), pages)
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["id", "tenant", "state", "trigger", "target", "policy", "version", "updated"],
@@ -407,6 +415,7 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
 @tasks.command("run")
 @click.argument("task_id")
 @click.option("--token", help="idempotency token: every request with the same token names the same run")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:run", TaskOf("task_id"))
 def run_now(app: App, task_id: str, token: str | None) -> None:
@@ -432,7 +441,7 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
 @tasks.command("pause")
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("tasks:pause", TaskOf("task_id"))
 def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
@@ -451,6 +460,7 @@ def pause(app: App, task_id: str, reason: str, yes: bool) -> None:
 @tasks.command("resume")
 @click.argument("task_id")
 @click.option("--reason", default="", help="why, for the audit trail")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:resume", TaskOf("task_id"))
 def resume(app: App, task_id: str, reason: str) -> None:

@@ -42,6 +42,7 @@ def _change(app: App, action: str, identity: str, names: tuple[str, ...]) -> Non
 @tenants.command("grant")
 @click.argument("identity")
 @click.argument("names", nargs=-1, required=True, metavar="TENANT...")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tenants:grant", Environment())
 def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
@@ -60,9 +61,10 @@ def grant(app: App, identity: str, names: tuple[str, ...]) -> None:
 @tenants.command("revoke")
 @click.argument("identity")
 @click.argument("names", nargs=-1, required=True, metavar="TENANT...")
+@out.YES
 @click.pass_obj
 @authorized("tenants:revoke", Environment())
-def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
+def revoke(app: App, identity: str, names: tuple[str, ...], yes: bool) -> None:
     """Take TENANT... away from IDENTITY's grants (the environment's `identities:` stay).
 
     \b
@@ -71,6 +73,7 @@ def revoke(app: App, identity: str, names: tuple[str, ...]) -> None:
 
     JSON fields: identity, tenants (its grants after the change).
     """
+    out.confirm(f"Take {', '.join(names)} away from {identity}?", yes)
     _change(app, "tenants:revoke", identity, names)
 
 
@@ -110,15 +113,16 @@ def migrate() -> None:
     \b
     Examples:
       rebound migrate tenancy --dry-run
-      rebound migrate tenancy
+      rebound migrate tenancy --yes
     """
 
 
 @migrate.command("tenancy")
 @click.option("--dry-run", is_flag=True, help="list what would move, change nothing")
+@out.YES
 @click.pass_obj
 @authorized("tenants:migrate", Environment())
-def migrate_tenancy(app: App, dry_run: bool) -> None:
+def migrate_tenancy(app: App, dry_run: bool, yes: bool) -> None:
     """Move every task stored under an id without its tenant to TENANT.ID.
 
     Idempotent: run it again after an interruption. A task whose old id still has runs Rebound
@@ -127,7 +131,7 @@ def migrate_tenancy(app: App, dry_run: bool) -> None:
     \b
     Examples:
       rebound migrate tenancy --dry-run
-      rebound migrate tenancy
+      rebound migrate tenancy --yes
 
     JSON fields: dry_run, moves[] (old, new, state: moved | would-move | waiting, unfinished), left.
     """
@@ -136,6 +140,8 @@ def migrate_tenancy(app: App, dry_run: bool) -> None:
 
     migration = TenancyMigration(app.deps, app.actor if not dry_run else "reader", guard=app.guard)
     todo = migration.pending()
+    if todo and not dry_run:
+        out.confirm(f"Move {len(todo)} task(s) to their tenant's key?", yes)
     with out.progress("migrating", total=len(todo)) as advance:
         report = migration.run(dry_run=dry_run, progress=lambda _move: advance(1))
 

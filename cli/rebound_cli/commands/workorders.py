@@ -11,6 +11,7 @@ from rebound.ops.workorders import work_order_view
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 
 @click.group()
@@ -21,8 +22,8 @@ def workorders() -> None:
     Examples:
       rebound workorders list --state open --severity critical
       rebound workorders show WO_ID
-      rebound workorders ack WO_ID --note "looking at it"
-      rebound workorders resolve WO_ID --resolution replayed --note "redriven" --yes
+      rebound workorders ack WO_ID --reason "looking at it"
+      rebound workorders resolve WO_ID --resolution replayed --reason "redriven" --yes
     """
 
 
@@ -35,10 +36,18 @@ def workorders() -> None:
     type=click.IntRange(1, 4),
     help="only this escalation level: 1 informational, 2 owning team, 3 page on-call, 4 incident",
 )
+@paging_options()
 @click.pass_obj
 @authorized("workorders:read")
 def list_orders(
-    app: App, state: str | None, task_id: str | None, severity: str | None, level: int | None
+    app: App,
+    state: str | None,
+    task_id: str | None,
+    severity: str | None,
+    level: int | None,
+    limit: int | None,
+    after: str | None,
+    all_pages: bool,
 ) -> None:
     """List work orders, oldest first.
 
@@ -47,6 +56,7 @@ def list_orders(
       rebound workorders list --state open
       rebound workorders list --severity critical
       rebound workorders list --state open --level 4
+      rebound workorders list --limit 20 --after wo-cf8522a59b02531d
 
     \b
     JSON: a list of work_order_id, state, severity, level, subject, run_id, task_id, tenant, reason,
@@ -60,10 +70,17 @@ def list_orders(
         level=level,
     )
     now = app.deps.clock.now()
-    views = [work_order_view(o, now) for o in found if app.sees(o.tenant)]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    views, following = page_of(
+        [work_order_view(o, now) for o in found if app.sees(o.tenant)],
+        lambda v: str(v["work_order_id"]),
+        pages,
+    )
+    emit_page(
         app,
         views,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["work order", "state", "severity", "level", "run", "reason", "opened (UTC)", "runbook"],
@@ -128,7 +145,8 @@ def show(app: App, work_order_id: str) -> None:
 
 @workorders.command("ack")
 @click.argument("work_order_id")
-@click.option("--note", default="", help="what you are doing about it")
+@click.option("--reason", "--note", "note", default="", help="what you are doing about it (--note: the same)")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workorders:ack", WorkOrderOf("work_order_id"))
 def ack(app: App, work_order_id: str, note: str) -> None:
@@ -136,7 +154,7 @@ def ack(app: App, work_order_id: str, note: str) -> None:
 
     \b
     Examples:
-      rebound workorders ack wo-cf8522a59b02531d --note "looking; upstream 503s"
+      rebound workorders ack wo-cf8522a59b02531d --reason "looking; upstream 503s"
 
     JSON: the work order, as in `workorders list`.
     """
@@ -159,8 +177,10 @@ def ack(app: App, work_order_id: str, note: str) -> None:
     type=click.Choice([r.value for r in Resolution]),
     help="replayed: the run was replayed; skipped/cancelled: the run was; fixed: repaired another way",
 )
-@click.option("--note", default="", help="what was done")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@click.option(
+    "--reason", "--note", "note", default="", help="what was done, for the audit trail (--note: the same)"
+)
+@out.YES
 @click.pass_obj
 @authorized("workorders:resolve", WorkOrderOf("work_order_id"))
 def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool) -> None:
@@ -171,8 +191,8 @@ def resolve(app: App, work_order_id: str, resolution: str, note: str, yes: bool)
 
     \b
     Examples:
-      rebound workorders resolve wo-cf8522a59b02531d --resolution replayed --note "succeeded on replay"
-      rebound workorders resolve wo-cf8522a59b02531d --resolution fixed --note "booked by hand" --yes
+      rebound workorders resolve wo-cf8522a59b02531d --resolution replayed --reason "succeeded on replay"
+      rebound workorders resolve wo-cf8522a59b02531d --resolution fixed --reason "booked by hand" --yes
 
     JSON: the work order, as in `workorders list`.
     """

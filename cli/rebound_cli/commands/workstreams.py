@@ -11,10 +11,11 @@ import click
 from rebound.domain import workstream_runs as wr
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, Environment, WorkstreamOf, document_tenants
-from rebound.ops.workstreams import OUTPUTS, WorkstreamOps, progress_view, render, run_view
+from rebound.ops.workstreams import WorkstreamOps, progress_view, render, run_view
 from rebound_cli import output as out
-from rebound_cli.authz import authorized
+from rebound_cli.authz import authorized, draws_graph
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 ON_RUN = WorkstreamOf("run_id", kind="run")
 
@@ -57,6 +58,7 @@ def workstreams() -> None:
 
 @workstreams.command("apply")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:register", Documents("path", document_tenants))
 def apply(app: App, path: Path) -> None:
@@ -81,9 +83,10 @@ def apply(app: App, path: Path) -> None:
 
 
 @workstreams.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("workstreams:read")
-def list_workstreams(app: App) -> None:
+def list_workstreams(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """List workstreams with their last run's state.
 
     \b
@@ -93,10 +96,15 @@ def list_workstreams(app: App) -> None:
     Example:
       rebound workstreams list --output json
     """
-    rows = [r for r in _ops(app).overview() if app.sees(r["tenant"])]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    rows, following = page_of(
+        [r for r in _ops(app).overview() if app.sees(r["tenant"])], lambda r: str(r["workstream_id"]), pages
+    )
+    emit_page(
         app,
         rows,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["workstream", "tenant", "steps", "trigger", "last run", "state"],
@@ -118,19 +126,13 @@ def list_workstreams(app: App) -> None:
 
 @workstreams.command("show")
 @click.argument("ref")
-@click.option(
-    "--output",
-    "-o",
-    "fmt",
-    type=click.Choice([*OUTPUTS, "json"]),
-    default=None,
-    help="the graph as text (default), dot or mermaid; or the run as json",
-)
 @click.pass_obj
 @authorized("workstreams:read", WorkstreamOf("ref"))
-def show(app: App, ref: str, fmt: str | None) -> None:
+@draws_graph
+def show(app: App, ref: str) -> None:
     """Draw a workstream run's graph with each step's state (REF: a run id, or a workstream id for
-    its latest run); --output dot or mermaid for documents.
+    its latest run); the global --output dot or mermaid for documents (table and text: the graph
+    as text).
 
     \b
     Examples:
@@ -138,18 +140,20 @@ def show(app: App, ref: str, fmt: str | None) -> None:
       rebound workstreams show nightly-ledger --output mermaid
 
     \b
-    JSON (--output json): the run with each step's state, task run, tries and times.
+    JSON (--output json, or yaml): the run with each step's state, task run, tries and times.
     """
     run = _ops(app).show(ref)
-    if fmt == "json" or (fmt is None and app.json):
-        out.emit_json(run_view(run))
+    fmt = out.output_format(app)
+    if fmt in out.GRAPHS:
+        click.echo(render(run, fmt), nl=False)
     else:
-        click.echo(render(run, fmt or "text"), nl=False)
+        out.emit(app, run_view(run), lambda: click.echo(render(run, "text"), nl=False))
 
 
 @workstreams.command("run")
 @click.argument("workstream_id")
 @click.option("--token", help="the same token names the same run (a retried request starts one run)")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:run", WorkstreamOf("workstream_id", kind="workstream"))
 def run(app: App, workstream_id: str, token: str | None) -> None:
@@ -165,6 +169,7 @@ def run(app: App, workstream_id: str, token: str | None) -> None:
 
 @workstreams.command("retry")
 @click.argument("run_id")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:retry", ON_RUN)
 def retry(app: App, run_id: str) -> None:
@@ -180,6 +185,7 @@ def retry(app: App, run_id: str) -> None:
 
 @workstreams.command("retry-failed")
 @click.argument("run_id")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:retry", ON_RUN)
 def retry_failed(app: App, run_id: str) -> None:
@@ -196,6 +202,7 @@ def retry_failed(app: App, run_id: str) -> None:
 @workstreams.command("resume")
 @click.argument("run_id")
 @click.option("--from", "from_step", help="run this step and every step after it again")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:resume", ON_RUN)
 def resume(app: App, run_id: str, from_step: str | None) -> None:
@@ -212,7 +219,7 @@ def resume(app: App, run_id: str, from_step: str | None) -> None:
 @workstreams.command("rollback")
 @click.argument("run_id")
 @click.option("--to", "to", type=int, help="checkpoint version (default: the one before the latest)")
-@click.option("-y", "--yes", is_flag=True, help="do not ask for confirmation")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:rollback", ON_RUN)
 def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
@@ -235,15 +242,17 @@ def rollback(app: App, run_id: str, to: int | None, yes: bool) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:skip", ON_RUN)
-def skip(app: App, run_id: str, step: str, reason: str) -> None:
+def skip(app: App, run_id: str, step: str, reason: str, yes: bool) -> None:
     """Mark a step completed without running it (with a warning and your reason).
 
     \b
     Example:
-      rebound workstreams skip RUN_ID report --reason "report server retired"
+      rebound workstreams skip RUN_ID report --reason "report server retired" --yes
     """
+    out.confirm(f"Mark step {step} of {run_id} completed without running it?", yes)
     after, progress = _ops(app, writer=True).skip(run_id, step, reason)
     _show_change(app, after, progress, f"skipped {step}")
 
@@ -252,15 +261,17 @@ def skip(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.option("--reason", required=True, help="why, for the audit trail")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:cancel", ON_RUN)
-def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
+def cancel_step(app: App, run_id: str, step: str, reason: str, yes: bool) -> None:
     """Cancel a step (and its running task run) and unblock its dependents.
 
     \b
     Example:
-      rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen"
+      rebound workstreams cancel-step RUN_ID load --reason "warehouse frozen" --yes
     """
+    out.confirm(f"Cancel step {step} of {run_id}, and its running task run?", yes)
     after, progress = _ops(app, writer=True).cancel_step(run_id, step, reason)
     _show_change(app, after, progress, f"cancelled {step}; its dependents no longer need it")
 
@@ -269,15 +280,17 @@ def cancel_step(app: App, run_id: str, step: str, reason: str) -> None:
 @click.argument("run_id")
 @click.argument("step")
 @click.argument("need")
+@out.YES
 @click.pass_obj
 @authorized("workstreams:edit", ON_RUN)
-def remove_dependency(app: App, run_id: str, step: str, need: str) -> None:
+def remove_dependency(app: App, run_id: str, step: str, need: str, yes: bool) -> None:
     """Let STEP run without NEED in this run.
 
     \b
     Example:
-      rebound workstreams remove-dependency RUN_ID report load
+      rebound workstreams remove-dependency RUN_ID report load --yes
     """
+    out.confirm(f"Let {step} run without {need} in {run_id}?", yes)
     after, progress = _ops(app, writer=True).remove_dependency(run_id, step, need)
     _show_change(app, after, progress, f"{step} no longer needs {need}")
 
@@ -334,19 +347,23 @@ def resources() -> None:
 
 
 @resources.command("list")
+@paging_options()
 @click.pass_obj
 @authorized("resources:read")
-def list_resources(app: App) -> None:
+def list_resources(app: App, limit: int | None, after: str | None, all_pages: bool) -> None:
     """Each resource, its limit and who holds it now.
 
     \b
     Example:
       rebound resources list
     """
-    rows = _ops(app).resources()
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    rows, following = page_of(_ops(app).resources(), lambda r: str(r["resource"]), pages)
+    emit_page(
         app,
         rows,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["resource", "max holders", "holders"],
@@ -359,6 +376,7 @@ def list_resources(app: App) -> None:
 @resources.command("set-limit")
 @click.argument("resource")
 @click.argument("max_holders", type=click.IntRange(min=1))
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("resources:write", Environment())
 def set_limit(app: App, resource: str, max_holders: int) -> None:

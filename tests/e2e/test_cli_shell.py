@@ -1,0 +1,175 @@
+"""The CLI in a shell and in scripts: refusing without a terminal, one ``--yes`` and one
+``--reason`` everywhere."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import click
+import pytest
+import yaml
+from test_cli_harness import Cloud, cloud_fixture
+
+from rebound_cli.app import cli
+from rebound_cli.authz import LOCAL, rule_of
+
+pytestmark = pytest.mark.e2e
+local_cloud = cloud_fixture()
+ONLY_READS = {"audit:verify", "state:check", "console:serve"}
+TASKS = {
+    "tasks": [
+        {
+            "id": "shell-nightly",
+            "tenant": "acme",
+            "schedule": {"cron": "30 2 * * *", "timezone": "UTC"},
+            "target": {"type": "sim", "behavior": {"ok": True}},
+        }
+    ]
+}
+
+
+def leaves(group: click.Group = cli, prefix: tuple[str, ...] = ()) -> list[tuple[str, click.Command]]:
+    found: list[tuple[str, click.Command]] = []
+    for name, command in sorted(group.commands.items()):
+        if isinstance(command, click.Group):
+            found += leaves(command, (*prefix, name))
+        else:
+            found.append((" ".join((*prefix, name)), command))
+    return found
+
+
+def options(command: click.Command) -> set[str]:
+    return {o for p in command.params for o in p.opts if not getattr(p, "hidden", False)}
+
+
+def changes_something(command: click.Command) -> bool:
+    rule = rule_of(command.callback)
+    assert rule is not None
+    return rule != LOCAL and not rule.action.endswith(":read") and rule.action not in ONLY_READS
+
+
+def test_every_command_that_changes_something_accepts_yes() -> None:
+    writers = [path for path, command in leaves() if changes_something(command)]
+    assert "tasks resume" in writers and "workorders ack" in writers
+    missing = [
+        path for path, command in leaves() if changes_something(command) and "--yes" not in options(command)
+    ]
+    assert not missing, f"commands that change something without --yes: {missing}"
+
+
+def test_an_operators_reason_is_reason_everywhere_with_the_old_name_kept() -> None:
+    for path in ("workorders ack", "workorders resolve"):
+        command = dict(leaves())[path]
+        assert {"--reason", "--note"} <= options(command), path
+    other_names = [p for p, c in leaves() if "--note" in options(c) and "--reason" not in options(c)]
+    assert not other_names
+
+
+def test_without_a_terminal_and_without_yes_a_destructive_command_refuses_and_changes_nothing(
+    local_cloud: Cloud, tmp_path: Path
+) -> None:
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file))
+
+    refused = local_cloud.cli("tasks", "pause", "shell-nightly", "--reason", "migration")
+    assert refused.exit_code == 2
+    assert refused.stderr.startswith("error: refusing without --yes (no terminal to confirm on): Pause task")
+    assert "Aborted" not in refused.output
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "active"
+
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump({"tasks": [{**TASKS["tasks"][0], "timeout_s": 45}]}))
+    assert local_cloud.cli("tasks", "apply", "-f", str(changed)).exit_code == 2
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["timeout_s"] != 45
+
+    # at a terminal, declining still aborts with 1; --yes needs no terminal
+    assert local_cloud.cli("tasks", "pause", "shell-nightly", input="n\n").exit_code == 1
+    local_cloud.ok("tasks", "pause", "shell-nightly", "--yes")
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "paused"
+    local_cloud.ok("tasks", "resume", "shell-nightly", "--yes")  # accepted where nothing is asked
+    assert local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"] == "active"
+
+
+def test_output_fits_a_shell_text_by_default_yaml_and_a_query(local_cloud: Cloud, tmp_path: Path) -> None:
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+
+    text = local_cloud.ok("tasks", "list").stdout  # no terminal: text, one task a line
+    line = next(li for li in text.splitlines() if li.startswith("acme.shell-nightly\t"))
+    assert line.split("\t")[1:3] == [
+        "acme",
+        local_cloud.json("tasks", "show", "shell-nightly")["task"]["state"],
+    ]
+    assert not set("│┃━─┏") & set(text) and "id\t" not in text  # no box, no header
+
+    as_json = local_cloud.json("tasks", "list")
+    assert yaml.safe_load(local_cloud.ok("-o", "yaml", "tasks", "list").stdout) == as_json
+
+    ids = local_cloud.json("tasks", "list", "--query", "[].id")
+    assert ids == [t["id"] for t in as_json] and "acme.shell-nightly" in ids
+    assert local_cloud.ok("tasks", "list", "--query", "[].id").stdout.splitlines() == ids
+    one = local_cloud.ok("tasks", "list", "--query", "[?id=='acme.shell-nightly'].[id, tenant]").stdout
+    assert one == "acme.shell-nightly\tacme\n"
+    bad = local_cloud.cli("tasks", "list", "--query", "[?")
+    assert bad.exit_code == 2 and "--query" in bad.stderr
+
+    graph = local_cloud.cli("-o", "dot", "tasks", "list")
+    assert graph.exit_code == 2 and "only `workstreams show`" in graph.stderr
+
+
+def test_a_table_never_wraps_an_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rebound_cli import output as out
+    from rebound_cli.context import App
+
+    monkeypatch.setenv("COLUMNS", "40")
+    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
+    with click.Context(click.Command("list"), obj=App("dev", "table", False)):
+        out.table(None, ["run", "error"], [[long_id, "a message of many words that may wrap where it must"]])
+    table = capsys.readouterr().out
+    assert long_id in table.splitlines()[3]  # the first row, whole on its line
+    assert "│" in table and "message" in table  # free text still wraps, at its spaces
+
+
+def test_every_list_pages_the_same_way() -> None:
+    lists = [path for path, _ in leaves() if path.endswith(" list")]
+    assert len(lists) >= 8
+    missing = [p for p in lists if not {"--limit", "--after", "--all"} <= options(dict(leaves())[p])]
+    assert not missing, f"lists without --limit, --after and --all: {missing}"
+
+
+def test_tasks_and_runs_page_with_the_cursor_they_print(local_cloud: Cloud, tmp_path: Path) -> None:
+    many = [{**TASKS["tasks"][0], "id": f"shell-page-{i}"} for i in range(3)]
+    file = tmp_path / "many.yaml"
+    file.write_text(yaml.safe_dump({"tasks": many}))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+    listed = [t["id"] for t in local_cloud.json("tasks", "list")]
+
+    first = local_cloud.ok("-o", "json", "tasks", "list", "--limit", "2")
+    page = json.loads(first.stdout)
+    assert [t["id"] for t in page["items"]] == listed[:2]
+    assert page["next"] == listed[1] and f"--after '{listed[1]}'" in first.stderr
+    rest = local_cloud.json("tasks", "list", "--limit", "2", "--after", page["next"])
+    assert [t["id"] for t in rest["items"]] == listed[2:4]
+    assert local_cloud.json("tasks", "list", "--limit", "1", "--all")["next"] is None
+    assert len(local_cloud.json("tasks", "list", "--limit", "1", "--all")["items"]) == len(listed)
+    assert local_cloud.cli("tasks", "list", "--after", "acme.nothing").exit_code == 2
+
+    for i in range(3):
+        local_cloud.ok("tasks", "run", "shell-page-0", "--token", f"page-{i}")
+    local_cloud.run_for(timedelta(minutes=1))  # the executor records the runs
+    runs = [r["run_id"] for r in local_cloud.json("runs", "list", "--task", "shell-page-0")]
+    assert len(runs) == 3
+    one = local_cloud.ok("-o", "json", "runs", "list", "--task", "shell-page-0", "--limit", "1")
+    cursor = json.loads(one.stdout)["next"]
+    assert cursor == runs[0] and f"--after '{runs[0]}'" in one.stderr
+    after = local_cloud.json("runs", "list", "--task", "shell-page-0", "--limit", "5", "--after", cursor)
+    assert [r["run_id"] for r in after["items"]] == runs[1:] and after["next"] is None
+    everywhere = local_cloud.json("runs", "list", "--limit", "1", "--after", runs[1])  # no --task
+    assert runs[2] in [r["run_id"] for r in everywhere["items"]]
+    assert local_cloud.ok("runs", "list", "--task", "shell-page-0", "--limit", "1").stdout.count("\n") == 1
