@@ -108,13 +108,13 @@ def main() -> int:
     try:
         from botocore.client import BaseClient
 
-        original = BaseClient._make_api_call
+        original = BaseClient._make_api_call  # type: ignore[attr-defined]
 
         def checked(self: Any, operation_name: str, api_params: dict[str, Any]) -> Any:
             authorize(self.meta.service_model.service_name, operation_name, api_params)
             return original(self, operation_name, api_params)
 
-        BaseClient._make_api_call = checked  # type: ignore[method-assign]
+        BaseClient._make_api_call = checked  # type: ignore[attr-defined]
         module_name, _, attribute = config["handler"].rpartition(".")
         handler = getattr(importlib.import_module(module_name), attribute)
         wiring = importlib.import_module("rebound.wiring")
@@ -124,7 +124,7 @@ def main() -> int:
             kwargs.setdefault("clock", clock)
             return build(settings, **kwargs)
 
-        wiring.build_deps = build_deps
+        wiring.build_deps = build_deps  # type: ignore[attr-defined]
         base = importlib.import_module("rebound.targets.base")
         invoke = base.Targets.invoke
 

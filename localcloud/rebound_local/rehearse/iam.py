@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -56,7 +56,7 @@ def resource_matches(patterns: Iterable[str], resource: str) -> bool:
     return any(glob_match(p, resource) for p in patterns)
 
 
-_CONDITIONS = {
+_CONDITIONS: dict[str, Callable[[str, str], bool]] = {
     "StringEquals": lambda want, have: have == want,
     "StringNotEquals": lambda want, have: have != want,
     "StringLike": lambda want, have: glob_match(want, have),

@@ -23,7 +23,7 @@ from rebound.resources import FunctionSpec
 from rebound.settings import Settings
 from rebound_local.clock import VirtualClock
 from rebound_local.instrument import RecordingTargets
-from rebound_local.rehearse.bundle import function_path
+from rebound_local.rehearse.bundle import build_dir, function_path
 from rebound_local.rehearse.deploy import Deployed, deploy
 from rebound_local.rehearse.lambdas import FunctionFailed, FunctionHost, Ledger
 from rebound_local.rehearse.template import REPO_ROOT, Template, synthesize
@@ -37,18 +37,22 @@ log = logging.getLogger("rebound_local.rehearse")
 SMOKE = REPO_ROOT / "scenarios" / "rehearsal-smoke.yaml"
 OPERATOR = "arn:aws:iam::123456789012:role/RehearsalOperators"
 OPS_EVENT = REPO_ROOT / "events" / "ops_api" / "get-health.json"
-ROUTES: tuple[tuple[str, str, dict[str, Any] | None], ...] = (
+ROUTES: tuple[tuple[str, str, dict[str, str] | None], ...] = (
     ("GET", "/health", None),
     ("GET", "/tasks", None),
-    ("GET", "/runs", None),
+    ("GET", "/tasks/acme.invoice-export-001", None),
+    ("GET", "/runs", {"state": "dead_lettered"}),
     ("GET", "/workorders", None),
     ("GET", "/dlq", None),
     ("GET", "/queues", None),
     ("GET", "/policies", None),
     ("GET", "/workstreams", None),
     ("GET", "/sla/report", None),
+    ("PUT", "/tasks/acme.invoice-export-001/pause", None),
+    ("PUT", "/tasks/acme.invoice-export-001/resume", None),
 )
-"""The ops API's main read routes the operator calls at the end of every rehearsal."""
+"""The ops API's main routes the operator calls at the end of every rehearsal (a pause and a
+resume write the task and its schedule)."""
 
 
 class TemplateDeployment:
@@ -131,13 +135,14 @@ def call_routes(stack: LocalStack, deployment: TemplateDeployment) -> list[dict[
     host = deployment.hosts[r.OPS_API_FUNCTION]
     base = json.loads(OPS_EVENT.read_text())
     out = []
-    for method, path, body in ROUTES:
+    for method, path, query in ROUTES:
         event = {
             **base,
             "path": path,
             "httpMethod": method,
             "pathParameters": {"proxy": path.lstrip("/")},
-            "body": json.dumps(body) if body is not None else None,
+            "queryStringParameters": query,
+            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
             "requestContext": {
                 **base["requestContext"],
                 "httpMethod": method,
@@ -146,7 +151,8 @@ def call_routes(stack: LocalStack, deployment: TemplateDeployment) -> list[dict[
             },
         }
         spec = next(s for s in deployment.deployed.specs if s.logical == r.OPS_API_FUNCTION)  # type: ignore[union-attr]
-        from rebound_local.runtime import LocalContext, random_uuid
+        from rebound_local.runtime import LocalContext
+        from rebound_local.scheduler import random_uuid
 
         context = LocalContext(spec, stack.clock, stack.settings.environment, random_uuid(stack.runtime._ids))
         try:
@@ -179,7 +185,9 @@ def rehearse(
     path = template_path or synthesize(environment)
     template = Template.load(path)
     loaded = load_scenario(scenario_path or SMOKE)
-    log_file = log_path.open("w", encoding="utf-8") if log_path else None
+    log_path = log_path or build_dir() / "functions.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_file = log_path.open("w", encoding="utf-8")
     deployment = TemplateDeployment(template, environment, log_file, environments)
     try:
         simulation = RehearsedSimulation(
@@ -188,8 +196,8 @@ def rehearse(
         result = simulation.run().report
     finally:
         deployment.close()
-        if log_file is not None:
-            log_file.close()
+        log_file.close()
+    plain = plain_log_lines(log_path)
     ledger = deployment.ledger
     assert deployment.deployed is not None
     uninvoked = sorted(set(deployment.deployed.functions) - set(ledger.invocations))
@@ -206,6 +214,8 @@ def rehearse(
         "failed_invocations": ledger.failures,
         "functions_not_invoked": uninvoked,
         "routes": simulation.routes,
+        "plain_log_lines": plain[:20],
+        "log": str(log_path),
         "invocations": dict(sorted(ledger.invocations.items())),
         "calls": {name: dict(sorted(counts.items())) for name, counts in sorted(ledger.calls.items())},
         "resources": deployment.deployed.coverage,
@@ -214,6 +224,23 @@ def rehearse(
         "wall_s": round(time.monotonic() - started, 1),
     }
     return RehearsalResult(report)
+
+
+def plain_log_lines(path: Path) -> list[str]:
+    """Lines the functions wrote that are not JSON log records (CloudWatch Logs Insights could not
+    read them), leaving out Python's warnings (a line naming a ``Warning`` and its source line)."""
+    out, after_warning = [], False
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("{") or not line.strip():
+            after_warning = False
+            continue
+        if "Warning:" in line:
+            after_warning = True
+            continue
+        if after_warning and line.startswith(" "):
+            continue
+        out.append(line)
+    return out
 
 
 def print_summary(result: RehearsalResult, echo: Any) -> None:
@@ -232,6 +259,8 @@ def print_summary(result: RehearsalResult, echo: Any) -> None:
         echo(f"DENIED {line}")
     for failure in report["failed_invocations"][:20]:
         echo(f"FAILED {failure['function']} ({failure['phase']}): {failure['type']}: {failure['message']}")
+    for line in report["plain_log_lines"]:
+        echo(f"NOT JSON (log line) {line}")
     for name in report["functions_not_invoked"]:
         echo(f"NOT INVOKED {name}")
     if not report["invariants_ok"]:

@@ -14,7 +14,6 @@ import json
 import string
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,7 +277,7 @@ class Template:
 def synthesize(environment: str = "dev", outdir: Path | None = None) -> Path:
     """Synthesize one environment the way ``make synth`` does (in a subprocess: the CDK app runs
     jsii's node process) and return its template's path."""
-    out = outdir or Path(tempfile.mkdtemp(prefix="rebound-rehearse-cdk-"))
+    out = outdir or REPO_ROOT / "build" / "rehearse" / "cdk.out"
     script = (
         "import sys; sys.path[:0] = [sys.argv[1] + '/infra', sys.argv[1] + '/functions']\n"
         "from rebound_infra.app import build_app\n"

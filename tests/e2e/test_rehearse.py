@@ -1,0 +1,151 @@
+"""``rebound local rehearse``: the synthesized dev stack, deployed to the local cloud, runs its
+smoke scenario from the built bundle under its roles; and each kind of failure a first deploy
+would meet (a missing grant, an import of a package the bundle lacks, a variable the template does
+not set) makes the rehearsal fail, naming the function and what went wrong."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rebound import resources as r
+from rebound_local.rehearse.run import RehearsalResult, print_summary, rehearse
+from rebound_local.rehearse.template import synthesize
+
+pytestmark = pytest.mark.e2e
+
+TEMPLATE = "Rebound-dev.template.json"
+
+
+@pytest.fixture(scope="module")
+def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev environment synthesized once, as ``make synth`` does."""
+    return synthesize("dev", tmp_path_factory.mktemp("cdk")).parent
+
+
+def copy_assembly(assembly: Path, dest: Path) -> Path:
+    """The template and its code asset (the layer asset is not needed: the rehearsal builds the
+    layer's packages for this machine from the same pins)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copy(assembly / TEMPLATE, dest / TEMPLATE)
+    for asset in assembly.glob("asset.*"):
+        if (asset / "rebound").is_dir():
+            shutil.copytree(asset, dest / asset.name)
+    return dest
+
+
+def edit(folder: Path, change: Any) -> Path:
+    path = folder / TEMPLATE
+    body = json.loads(path.read_text())
+    change(body["Resources"])
+    path.write_text(json.dumps(body))
+    return path
+
+
+def summary(result: RehearsalResult) -> str:
+    lines: list[str] = []
+    print_summary(result, lines.append)
+    return "\n".join(lines)
+
+
+def function_resource(resources: dict[str, Any], logical: str) -> dict[str, Any]:
+    service = r.service_name(logical)
+    return next(
+        v
+        for v in resources.values()
+        if v["Type"] == "AWS::Lambda::Function"
+        and v["Properties"]["Environment"]["Variables"].get("POWERTOOLS_SERVICE_NAME") == service
+    )
+
+
+def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam(assembly: Path) -> None:
+    result = rehearse(assembly / TEMPLATE)
+    report = result.report
+    assert result.ok, summary(result)
+    assert set(report["invocations"]) == {spec.logical for spec in r.SPEC.functions}
+    calls = report["calls"]
+    # Each path that writes, authorized against its own role: the one-time schedule of a long
+    # retry (handing Scheduler its role), the DelaySeconds retry, the dead letter's notification,
+    # the outbox on the bus, the audit chain's MACs with the key's full ARN.
+    assert {"scheduler:CreateSchedule", "iam:PassRole", "sqs:SendMessage"} <= set(calls["retry_scheduler"])
+    assert {"sns:Publish", "kms:GenerateMac"} <= set(calls["escalation"])
+    assert "events:PutEvents" in calls["outbox_relay"]
+    assert "kms:GenerateMac" in calls["executor"]
+    assert {"scheduler:UpdateSchedule", "dynamodb:Query"} <= set(calls["ops_api"])
+    assert [route["status"] for route in report["routes"]] == [200] * len(report["routes"])
+    runs = report["simulation"]["runs"]
+    states = {run["task_id"]: run["final_state"] for run in runs}
+    assert states["globex.broken-feed-004"] == "dead_lettered"
+    assert states["globex.report-build-03"] == "succeeded"  # after its one-time schedule
+    assert max(len(run["attempts"]) for run in runs if run["task_id"] == "acme.ledger-sync-0002") == 2
+    # Names of AWS's length: a generated queue name and the audit key's 75-character ARN.
+    assert "AWS::Lambda::Function" in report["resources"]["played by the local runtime"]
+    assert report["plain_log_lines"] == []
+
+
+def test_a_role_missing_a_grant_fails_naming_the_function_the_call_and_the_resource(
+    assembly: Path, tmp_path: Path
+) -> None:
+    def drop_send_to_execution(resources: dict[str, Any]) -> None:
+        execution = next(k for k in resources if k.startswith("Messagingexecution"))
+        role = next(k for k in resources if k.startswith("FunctionsretryschedulerRole") and "Policy" not in k)
+        policy = next(
+            v
+            for v in resources.values()
+            if v["Type"] == "AWS::IAM::Policy" and {"Ref": role} in v["Properties"]["Roles"]
+        )
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if "sqs:SendMessage" in statement["Action"]:
+                statement["Resource"] = [
+                    arn for arn in statement["Resource"] if arn != {"Fn::GetAtt": [execution, "Arn"]}
+                ]
+
+    template = edit(copy_assembly(assembly, tmp_path), drop_send_to_execution)
+    result = rehearse(template)
+    assert not result.ok
+    denied = result.report["denied"]
+    assert denied, summary(result)
+    assert all(
+        line.startswith("retry_scheduler: sqs:SendMessage on arn:aws:sqs:us-east-1:") for line in denied
+    )
+    assert all(":Rebound-dev-Messagingexecution" in line for line in denied)
+
+
+def test_a_handler_importing_a_development_package_fails_at_its_cold_start(
+    assembly: Path, tmp_path: Path
+) -> None:
+    assert importlib.util.find_spec("click") is not None  # in the dev environment, the import passes
+    folder = copy_assembly(assembly, tmp_path)
+    (code,) = [a for a in folder.glob("asset.*") if (a / "rebound").is_dir()]
+    # The sweeper's engine: the sweeper imports it at its first invocation, the retry scheduler and
+    # the ops API when they reach a path that uses it.
+    sweeper = code / "rebound" / "engine" / "sweeper.py"
+    sweeper.write_text(sweeper.read_text() + "\nimport click  # noqa: E402,F401\n")
+    result = rehearse(folder / TEMPLATE)
+    assert not result.ok
+    failures = result.report["failed_invocations"]
+    assert "sweeper" in {f["function"] for f in failures}, summary(result)
+    assert {(f["type"], f["message"]) for f in failures} == {
+        ("ModuleNotFoundError", "No module named 'click'")
+    }
+    assert not {f["function"] for f in failures} & {"executor", "escalation", "outbox_relay"}
+
+
+def test_a_variable_missing_from_the_template_fails_the_function_that_reads_it(
+    assembly: Path, tmp_path: Path
+) -> None:
+    def drop_runs_table(resources: dict[str, Any]) -> None:
+        del function_resource(resources, "executor")["Properties"]["Environment"]["Variables"][
+            "REBOUND_TABLE_RUNS"
+        ]
+
+    result = rehearse(edit(copy_assembly(assembly, tmp_path), drop_runs_table))
+    assert not result.ok
+    failures = result.report["failed_invocations"]
+    assert failures and {f["function"] for f in failures} == {"executor"}, summary(result)
+    assert "REBOUND_TABLE_RUNS" in failures[0]["message"]
