@@ -83,9 +83,26 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
     assert states["globex.broken-feed-004"] == "dead_lettered"
     assert states["globex.report-build-03"] == "succeeded"  # after its one-time schedule
     assert max(len(run["attempts"]) for run in runs if run["task_id"] == "acme.ledger-sync-0002") == 2
-    # Names of AWS's length: a generated queue name and the audit key's 75-character ARN.
+    simulation = report["simulation"]
+    (workstream,) = simulation["workstream_runs"]
+    assert workstream["state"] == "completed" and workstream["checkpoints"]["taken"] >= 2
+    redrive = next(op for op in simulation["operations"] if op["op"] == "redrive")
+    assert redrive["ok"] and redrive["redrive_outcomes"] == {"moved": 1}
+    assert "sqs:SendMessage" in calls["escalation"]  # the workstream's step on the execution queue
     assert "AWS::Lambda::Function" in report["resources"]["played by the local runtime"]
+    assert "AWS::CloudWatch::Alarm" in report["resources"]["not played"]  # named, not skipped silently
     assert report["plain_log_lines"] == []
+    # Names of AWS's shape and length, so every item is its AWS size: the audit records carry the
+    # key's 75-character ARN; tables and queues have CloudFormation's generated names.
+    names = report["names"]
+    assert (
+        names["audit_key"].startswith("arn:aws:kms:us-east-1:123456789012:key/")
+        and len(names["audit_key"]) == 75
+    )
+    assert names["tables"]["runs"].startswith("Rebound-dev-Stateruns") and len(names["tables"]["runs"]) >= 40
+    assert names["queues"]["execution"].startswith(
+        "arn:aws:sqs:us-east-1:123456789012:Rebound-dev-Messagingexecution"
+    )
 
 
 def test_a_role_missing_a_grant_fails_naming_the_function_the_call_and_the_resource(

@@ -219,6 +219,11 @@ def rehearse(
         "invocations": dict(sorted(ledger.invocations.items())),
         "calls": {name: dict(sorted(counts.items())) for name, counts in sorted(ledger.calls.items())},
         "resources": deployment.deployed.coverage,
+        "names": {
+            "audit_key": deployment.deployed.settings.audit_key_id,
+            "tables": deployment.deployed.settings.tables,
+            "queues": {k: v.arn for k, v in deployment.deployed.settings.queues.items()},
+        },
         "invariants_ok": bool(result.get("ok")),
         "simulation": result,
         "wall_s": round(time.monotonic() - started, 1),
