@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from test_local_up import CLI, ENV, REPO, UpProcess, _eventually, _free_port, _register_heartbeat
+from test_local_up import CLI, ENV, REPO, UpProcess, _apply, _eventually, _free_port, _register_heartbeat
 
 pytestmark = pytest.mark.e2e
 
@@ -68,17 +68,7 @@ def test_a_run_asked_for_by_the_cli_is_stamped_with_the_cloud_s_time(up: UpProce
 def test_health_ages_the_retry_worker_s_heartbeat_on_the_cloud_s_clock(up: UpProcess, tmp_path: Path) -> None:
     """The retry scheduler stamps its heartbeat with the cloud's time; a CLI on the wall clock
     said it "last ran -2410s ago"."""
-    tasks = tmp_path / "failing.yaml"
-    tasks.write_text(FAILING)
-    applied = subprocess.run(
-        [*CLI, "--env", "local", "tasks", "apply", "-f", str(tasks), "--yes"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **ENV, "AWS_ENDPOINT_URL": up.endpoint},
-        cwd=REPO,
-        timeout=120,
-    )
-    assert applied.returncode == 0, applied.stdout + applied.stderr
+    _apply(up, tmp_path, FAILING)
 
     def last_ran() -> str | None:
         checks = {c["name"]: c for c in cli(up, "health")["checks"]}  # type: ignore[attr-defined]
