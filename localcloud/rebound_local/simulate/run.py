@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -82,6 +84,10 @@ class Simulation(SimulationSabotage, SimulationReport):
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
+        with own_cloud():
+            return self._run()
+
+    def _run(self) -> SimulationResult:
         started = time.monotonic()
         sc = self.scenario
         reset_moto()
@@ -289,6 +295,18 @@ class Simulation(SimulationSabotage, SimulationReport):
         table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("runs"))
         item = table.items.get(DynamoType({"S": run_id}))
         return observe.decode_item(item) if item is not None else None
+
+
+@contextmanager
+def own_cloud() -> Iterator[None]:
+    """Clients find the embedded cloud, whatever ``AWS_ENDPOINT_URL`` (or a service's own
+    ``AWS_ENDPOINT_URL_<SERVICE>``) says: boto3 would send the clients made without an endpoint
+    (the in-process transports) there, to a ``rebound local up`` that may not even run."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("AWS_ENDPOINT_URL")}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def ending_with(tasks: list[T], end: datetime) -> list[T]:
