@@ -7,6 +7,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -235,6 +236,7 @@ def start_local(
     executor_max_concurrency: int | None = None,
     stall_wall_s: float = STALL_WALL_S,
     deployment: Deployment | None = None,
+    aws_sized: bool = False,
 ) -> LocalStack:
     """Start the stand-in, provision Rebound's resources and start the runtime around the handlers.
 
@@ -242,7 +244,8 @@ def start_local(
     (on a ``VirtualClock``, in an order ``faults.seed`` decides); ``executor_max_concurrency``:
     the executor mapping's maximum instead of the spec's. ``deployment``: creates the resources
     instead of ``provision`` and gives the runtime its functions and their handlers (the
-    rehearsal of a synthesized template, ``rebound_local.rehearse``).
+    rehearsal of a synthesized template, ``rebound_local.rehearse``); ``aws_sized``: resource
+    names of AWS's length and the audit key named by its ARN (``provision``).
     """
     for key, value in LOCAL_POWERTOOLS_ENV.items():
         os.environ.setdefault(key, value)
@@ -252,7 +255,7 @@ def start_local(
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
     cloud = LocalCloud(port=port, clock=clock.now)
     endpoint = cloud.start()
-    make = deployment.provision if deployment is not None else provision
+    make = deployment.provision if deployment is not None else partial(provision, aws_sized=aws_sized)
     if transport == "http":
         settings = make(cloud.session(), endpoint, environment)
     else:  # the same resources, created without the HTTP round trips (some 60 requests)

@@ -57,8 +57,10 @@ class Simulation(SimulationSabotage, SimulationReport):
         log_file: Path | None = None,
         progress: Progress | None = None,
         stall_wall_s: float = STALL_WALL_S,
+        aws_sized: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.aws_sized = aws_sized
         self.scenario = loaded.scenario
         self.seed = self.scenario.seed if seed is None else seed
         self.transport = transport
@@ -170,6 +172,7 @@ class Simulation(SimulationSabotage, SimulationReport):
             concurrency=sc.model.concurrency,
             executor_max_concurrency=sc.model.executor_max_concurrency,
             stall_wall_s=self.stall_wall_s,
+            aws_sized=self.aws_sized,
         )
 
     def _watch_fires(self, stack: LocalStack) -> None:
