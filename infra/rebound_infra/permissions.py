@@ -17,7 +17,9 @@ Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters`
   tests/infra/test_infra_iam.py checks this entry against it).
 
 Keep this table in step with the engine: a new AWS call needs a line here, and the infra tests
-fail on a right that no function should have.
+fail on a right that no function should have. ``rebound local rehearse`` runs every function under
+the role this table gives it in the synthesized template and fails on a call it does not allow
+(tests/e2e/test_rehearse.py).
 """
 
 from __future__ import annotations
