@@ -166,3 +166,22 @@ def test_a_variable_missing_from_the_template_fails_the_function_that_reads_it(
     failures = result.report["failed_invocations"]
     assert failures and {f["function"] for f in failures} == {"executor"}, summary(result)
     assert "REBOUND_TABLE_RUNS" in failures[0]["message"]
+
+
+def test_an_environment_over_lambda_s_4_kb_fails_naming_the_functions(assembly: Path, tmp_path: Path) -> None:
+    """Lambda refuses a function whose variables add up to more than 4 KB; with AWS's ARNs, 30
+    identities in the environment's file are enough."""
+    identities = {f"arn:aws:iam::123456789012:role/operators/oncall-team-{n:02d}": ["*"] for n in range(30)}
+
+    def many_identities(resources: dict[str, Any]) -> None:
+        for resource in resources.values():
+            if resource["Type"] == "AWS::Lambda::Function":
+                resource["Properties"]["Environment"]["Variables"]["REBOUND_IDENTITIES"] = json.dumps(
+                    identities
+                )
+
+    result = rehearse(edit(copy_assembly(assembly, tmp_path), many_identities))
+    assert not result.ok
+    oversize = result.report["oversize"]
+    assert len(oversize) == len(r.SPEC.functions), summary(result)
+    assert all("over Lambda's 4,096" in line for line in oversize)

@@ -102,7 +102,7 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
 
     for logical_id in template.of_type("AWS::DynamoDB::Table"):
         props = template.resolve(_tags(template.props(logical_id)))
-        name = str(props.get("TableName") or generated_name(stack, logical_id, 255))
+        name = template.physical_of(logical_id).ref
         args = {
             "TableName": name,
             "AttributeDefinitions": props["AttributeDefinitions"],
@@ -132,7 +132,8 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
     queues = template.of_type("AWS::SQS::Queue")
     for logical_id in sorted(queues, key=lambda q: "RedrivePolicy" in template.props(q)):
         props = template.resolve(_tags(template.props(logical_id)))
-        name = str(props.pop("QueueName", "") or generated_name(stack, logical_id, 80))
+        props.pop("QueueName", None)
+        name = template.physical_of(logical_id).attributes["QueueName"]
         attributes = {
             k: json.dumps(v) if isinstance(v, dict) else str(v).lower() if isinstance(v, bool) else str(v)
             for k, v in props.items()
@@ -144,7 +145,7 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
 
     for logical_id in template.of_type("AWS::SNS::Topic"):
         props = template.props(logical_id)
-        name = str(props.get("TopicName") or generated_name(stack, logical_id, 256))
+        name = template.physical_of(logical_id).attributes["TopicName"]
         arn = client["sns"].create_topic(Name=name)["TopicArn"]
         template.set_physical(logical_id, Physical(arn, {"TopicArn": arn, "TopicName": name}))
 

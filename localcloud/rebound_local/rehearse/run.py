@@ -184,6 +184,9 @@ def rehearse(
     started = time.monotonic()
     path = template_path or synthesize(environment)
     template = Template.load(path)
+    oversize = oversize_environments(Template.load(path))
+    if oversize:  # Lambda refuses the functions: nothing to run
+        return RehearsalResult(refused(path, oversize, time.monotonic() - started))
     loaded = load_scenario(scenario_path or SMOKE)
     log_path = log_path or build_dir() / "functions.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,9 +200,9 @@ def rehearse(
     finally:
         deployment.close()
         log_file.close()
+    assert deployment.deployed is not None
     plain = plain_log_lines(log_path)
     ledger = deployment.ledger
-    assert deployment.deployed is not None
     uninvoked = sorted(set(deployment.deployed.functions) - set(ledger.invocations))
     failed_routes = [route for route in simulation.routes if not 200 <= route["status"] < 300]
     report = {
@@ -207,10 +210,12 @@ def rehearse(
         and not ledger.denials
         and not ledger.failures
         and not uninvoked
-        and not failed_routes,
+        and not failed_routes
+        and not plain,
         "template": str(path),
         "scenario": str(scenario_path or SMOKE),
         "denied": [d.line() for d in ledger.denials],
+        "oversize": [],
         "failed_invocations": ledger.failures,
         "functions_not_invoked": uninvoked,
         "routes": simulation.routes,
@@ -229,6 +234,46 @@ def rehearse(
         "wall_s": round(time.monotonic() - started, 1),
     }
     return RehearsalResult(report)
+
+
+ENVIRONMENT_LIMIT = 4096
+"""Lambda refuses a function whose environment variables add up to more than 4 KB."""
+
+
+def environment_bytes(environment: dict[str, str]) -> int:
+    """The size Lambda's 4 KB limit counts: every variable's name and value."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in environment.items())
+
+
+def oversize_environments(template: Template) -> list[str]:
+    """The functions whose environment Lambda would refuse, with AWS's names in it."""
+    return [
+        f"{name}: environment of {size:,} bytes, over Lambda's {ENVIRONMENT_LIMIT:,}"
+        for name, deployed in sorted(template.functions().items())
+        for size in [environment_bytes(deployed.environment)]
+        if size > ENVIRONMENT_LIMIT
+    ]
+
+
+def refused(path: Path, oversize: list[str], wall_s: float) -> dict[str, Any]:
+    """The report of a template the deploy would stop at: no scenario ran."""
+    return {
+        "ok": False,
+        "template": str(path),
+        "scenario": "(not run: the deploy would fail)",
+        "denied": [],
+        "oversize": oversize,
+        "failed_invocations": [],
+        "functions_not_invoked": [],
+        "routes": [],
+        "plain_log_lines": [],
+        "invocations": {},
+        "calls": {},
+        "resources": {},
+        "invariants_ok": False,
+        "simulation": {},
+        "wall_s": round(wall_s, 1),
+    }
 
 
 def plain_log_lines(path: Path) -> list[str]:
@@ -262,6 +307,8 @@ def print_summary(result: RehearsalResult, echo: Any) -> None:
         echo(f"  ops API {route['route']}: {route['status']}")
     for line in report["denied"]:
         echo(f"DENIED {line}")
+    for line in report["oversize"]:
+        echo(f"OVERSIZE {line}")
     for failure in report["failed_invocations"][:20]:
         echo(f"FAILED {failure['function']} ({failure['phase']}): {failure['type']}: {failure['message']}")
     for line in report["plain_log_lines"]:

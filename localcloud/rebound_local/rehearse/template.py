@@ -14,6 +14,7 @@ import json
 import string
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,24 @@ class Template:
         if kind == "AWS::Scheduler::ScheduleGroup":
             name = str(props.get("Name") or generated_name(stack, logical_id, 64))
             return Physical(name, {"Arn": arn("scheduler", f"schedule-group/{name}")})
+        if kind == "AWS::DynamoDB::Table":
+            name = str(props.get("TableName") or generated_name(stack, logical_id, 255))
+            table = arn("dynamodb", f"table/{name}")
+            return Physical(name, {"Arn": table, "StreamArn": f"{table}/stream/2026-01-01T00:00:00.000"})
+        if kind == "AWS::SQS::Queue":
+            name = str(props.get("QueueName") or generated_name(stack, logical_id, 80))
+            url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"
+            return Physical(url, {"Arn": arn("sqs", name), "QueueName": name, "QueueUrl": url})
+        if kind == "AWS::SNS::Topic":
+            name = str(props.get("TopicName") or generated_name(stack, logical_id, 256))
+            return Physical(arn("sns", name), {"TopicArn": arn("sns", name), "TopicName": name})
+        if kind == "AWS::KMS::Key":
+            key = str(uuid.UUID(bytes=hashlib.sha256(logical_id.encode()).digest()[:16], version=4))
+            return Physical(key, {"Arn": arn("kms", f"key/{key}"), "KeyId": key})
+        if kind == "AWS::SecretsManager::Secret":
+            name = str(props.get("Name") or f"{logical_id}-{suffix(logical_id, 12)}")
+            secret = arn("secretsmanager", f"secret:{name}-{suffix(name, 6)}")
+            return Physical(secret, {"Id": secret})
         if kind == "AWS::SSM::Parameter":
             name = str(props.get("Name") or generated_name(stack, logical_id, 2048))
             return Physical(name, {"Type": str(props.get("Type", "String"))})
