@@ -184,19 +184,7 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
         )
 
     functions = template.functions()
-    parameter = r.resources_parameter(environment)
-    document = next(
-        (
-            json.loads(str(template.resolve(template.props(k))["Value"]))
-            for k in template.of_type("AWS::SSM::Parameter")
-            if template.physical_of(k).ref == parameter
-        ),
-        None,
-    )
-    if document is None:
-        raise TemplateError(
-            f"the template has no {parameter} parameter: the CLI and the rehearsal cannot find the resources"
-        )
+    document = template.resources_document(environment)
     settings = settings_from_document(document)
     coverage: dict[str, list[str]] = {}
     for kind in sorted({v["Type"] for v in template.resources.values()}):

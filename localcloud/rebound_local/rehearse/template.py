@@ -15,7 +15,7 @@ import string
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -283,6 +283,16 @@ class Template:
             return None
         return f"asset.{key.removesuffix('.zip')}"
 
+    def resources_document(self, environment: str) -> dict[str, Any]:
+        """The environment's resources document (the SSM parameter the CLI reads), resolved."""
+        name = r.resources_parameter(environment)
+        for logical_id in self.of_type("AWS::SSM::Parameter"):
+            if self.physical_of(logical_id).ref == name:
+                return dict(json.loads(str(self.resolve(self.props(logical_id))["Value"])))
+        raise TemplateError(
+            f"the template has no {name} parameter: the CLI and the rehearsal cannot find the resources"
+        )
+
     def key_policies(self) -> dict[str, list[dict[str, Any]]]:
         """Each KMS key's ARN -> its key policy's statements."""
         return {
@@ -294,16 +304,21 @@ class Template:
 
 
 def synthesize(environment: str = "dev", outdir: Path | None = None) -> Path:
-    """Synthesize one environment the way ``make synth`` does (in a subprocess: the CDK app runs
-    jsii's node process) and return its template's path."""
+    """One environment's template (see ``synthesize_all``)."""
+    return synthesize_all((environment,), outdir)[environment]
+
+
+def synthesize_all(environments: Sequence[str], outdir: Path | None = None) -> dict[str, Path]:
+    """Synthesize environments the way ``make synth`` does (in a subprocess: the CDK app runs
+    jsii's node process) and return each one's template's path."""
     out = outdir or REPO_ROOT / "build" / "rehearse" / "cdk.out"
     script = (
         "import sys; sys.path[:0] = [sys.argv[1] + '/infra', sys.argv[1] + '/functions']\n"
         "from rebound_infra.app import build_app\n"
-        "app, _ = build_app([sys.argv[2]], outdir=sys.argv[3]); app.synth()\n"
+        "app, _ = build_app(sys.argv[2].split(','), outdir=sys.argv[3]); app.synth()\n"
     )
     result = subprocess.run(
-        [sys.executable, "-c", script, str(REPO_ROOT), environment, str(out)],
+        [sys.executable, "-c", script, str(REPO_ROOT), ",".join(environments), str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -313,10 +328,12 @@ def synthesize(environment: str = "dev", outdir: Path | None = None) -> Path:
             "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
         },
     )
-    path = out / f"Rebound-{environment}.template.json"
-    if result.returncode != 0 or not path.is_file():
-        raise TemplateError(f"synthesizing {environment} failed:\n{result.stderr.strip()[-4000:]}")
-    return path
+    paths = {env: out / f"Rebound-{env}.template.json" for env in environments}
+    if result.returncode != 0 or not all(path.is_file() for path in paths.values()):
+        raise TemplateError(
+            f"synthesizing {', '.join(environments)} failed:\n{result.stderr.strip()[-4000:]}"
+        )
+    return paths
 
 
 def _env() -> dict[str, str]:
