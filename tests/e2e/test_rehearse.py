@@ -64,7 +64,7 @@ def function_resource(resources: dict[str, Any], logical: str) -> dict[str, Any]
 
 
 def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam(assembly: Path) -> None:
-    result = rehearse(assembly / TEMPLATE)
+    result = rehearse(assembly / TEMPLATE, log_path=assembly / "functions.log")
     report = result.report
     assert result.ok, summary(result)
     assert set(report["invocations"]) == {spec.logical for spec in r.SPEC.functions}
@@ -123,7 +123,7 @@ def test_a_role_missing_a_grant_fails_naming_the_function_the_call_and_the_resou
                 ]
 
     template = edit(copy_assembly(assembly, tmp_path), drop_send_to_execution)
-    result = rehearse(template)
+    result = rehearse(template, log_path=tmp_path / "functions.log")
     assert not result.ok
     denied = result.report["denied"]
     assert denied, summary(result)
@@ -143,7 +143,7 @@ def test_a_handler_importing_a_development_package_fails_at_its_cold_start(
     # the ops API when they reach a path that uses it.
     sweeper = code / "rebound" / "engine" / "sweeper.py"
     sweeper.write_text(sweeper.read_text() + "\nimport click  # noqa: E402,F401\n")
-    result = rehearse(folder / TEMPLATE)
+    result = rehearse(folder / TEMPLATE, log_path=tmp_path / "functions.log")
     assert not result.ok
     failures = result.report["failed_invocations"]
     assert "sweeper" in {f["function"] for f in failures}, summary(result)
@@ -161,7 +161,7 @@ def test_a_variable_missing_from_the_template_fails_the_function_that_reads_it(
             "REBOUND_TABLE_RUNS"
         ]
 
-    result = rehearse(edit(copy_assembly(assembly, tmp_path), drop_runs_table))
+    result = rehearse(edit(copy_assembly(assembly, tmp_path), drop_runs_table), log_path=tmp_path / "f.log")
     assert not result.ok
     failures = result.report["failed_invocations"]
     assert failures and {f["function"] for f in failures} == {"executor"}, summary(result)

@@ -44,6 +44,8 @@ class Ledger:
 
     calls: dict[str, Counter[str]] = field(default_factory=dict)
     """Function -> IAM action -> how many times it was authorized."""
+    used: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    """Function -> every (action, resource) a call of it was allowed, indexes as their table."""
     denials: list[Denial] = field(default_factory=list)
     failures: list[dict[str, str]] = field(default_factory=list)
     """Invocations that raised: function, phase (init or invoke), error type, message."""
@@ -128,9 +130,12 @@ class FunctionHost:
         with self.ledger.lock:
             self.ledger.invocations[name] += 1
             counts = self.ledger.calls.setdefault(name, Counter())
+            used = self.ledger.used.setdefault(name, set())
             for action, resource, allowed, reason in answer["calls"]:
                 counts[action] += 1
-                if not allowed:
+                if allowed:
+                    used.add((action, resource.split("/index/")[0]))
+                else:
                     self.ledger.denials.append(Denial(name, action, resource, reason))
             if not answer["ok"]:
                 error = answer["error"]

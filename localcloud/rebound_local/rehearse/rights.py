@@ -9,7 +9,7 @@ it allowed is kept, so that the grants no call used can be listed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from rebound.settings import Settings, settings_from_document
@@ -103,22 +103,27 @@ class RoleCheck:
         return out
 
     def unused(self) -> list[str]:
-        """The role's grants (action on resource) no decided call used, but ``PLUMBING``; a grant
-        on a table's indexes counts as used by the same action on the table or any index."""
-        out = []
-        for statement in self.function.statements:
-            if statement.get("Effect") != "Allow":
+        return unused_grants(self.function.statements, self.used)
+
+
+def unused_grants(statements: Iterable[Mapping[str, Any]], used: set[tuple[str, str]]) -> list[str]:
+    """The grants (action on resource) of ``statements`` that no (action, resource) of ``used``
+    needed, but ``PLUMBING``; a grant on a table's indexes counts as used by the same action on
+    the table or any of its indexes."""
+    out = []
+    for statement in statements:
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = statement.get("Action") or []
+        resources = statement.get("Resource") or []
+        for action in [actions] if isinstance(actions, str) else actions:
+            if action in PLUMBING:
                 continue
-            actions = statement.get("Action") or []
-            resources = statement.get("Resource") or []
-            for action in [actions] if isinstance(actions, str) else actions:
-                if action in PLUMBING:
-                    continue
-                for resource in [resources] if isinstance(resources, str) else resources:
-                    pattern = str(resource).split("/index/")[0]
-                    if not any(
-                        iam.glob_match(action, a, ignore_case=True) and iam.glob_match(pattern, r)
-                        for a, r in self.used
-                    ):
-                        out.append(f"{action} on {resource}")
-        return sorted(set(out))
+            for resource in [resources] if isinstance(resources, str) else resources:
+                pattern = str(resource).split("/index/")[0]
+                if not any(
+                    iam.glob_match(action, a, ignore_case=True) and iam.glob_match(pattern, r)
+                    for a, r in used
+                ):
+                    out.append(f"{action} on {resource}")
+    return sorted(set(out))

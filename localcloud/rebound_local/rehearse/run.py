@@ -26,6 +26,7 @@ from rebound_local.instrument import RecordingTargets
 from rebound_local.rehearse.bundle import build_dir, function_path
 from rebound_local.rehearse.deploy import Deployed, deploy
 from rebound_local.rehearse.lambdas import FunctionFailed, FunctionHost, Ledger
+from rebound_local.rehearse.rights import unused_grants
 from rebound_local.rehearse.template import REPO_ROOT, Template, synthesize
 from rebound_local.runtime import Handler
 from rebound_local.scenario import LoadedScenario, load_scenario
@@ -223,6 +224,10 @@ def rehearse(
         "log": str(log_path),
         "invocations": dict(sorted(ledger.invocations.items())),
         "calls": {name: dict(sorted(counts.items())) for name, counts in sorted(ledger.calls.items())},
+        "grants_not_used": {
+            name: unused_grants(deployed.statements, ledger.used.get(name, set()))
+            for name, deployed in sorted(deployment.deployed.functions.items())
+        },
         "resources": deployment.deployed.coverage,
         "names": {
             "audit_key": deployment.deployed.settings.audit_key_id,
@@ -303,6 +308,9 @@ def print_summary(result: RehearsalResult, echo: Any) -> None:
             f"  {name} ({report['invocations'].get(name, 0)} invocations): "
             + ", ".join(f"{a} x{n}" for a, n in counts.items())
         )
+    for name, grants in report.get("grants_not_used", {}).items():
+        if grants:
+            echo(f"  {name}: {len(grants)} grants the scenario did not use (see the report)")
     for route in report["routes"]:
         echo(f"  ops API {route['route']}: {route['status']}")
     for line in report["denied"]:
