@@ -20,6 +20,25 @@ from rebound_local.rehearse.template import synthesize
 pytestmark = pytest.mark.e2e
 
 TEMPLATE = "Rebound-dev.template.json"
+SHORT = """
+description: one run retried by DelaySeconds, for the sabotage tests
+start: "2026-03-07T00:00:00Z"
+duration: 4m
+settle: 10m
+tasks:
+  - id: acme.ledger-sync-0002
+    tenant: acme
+    schedule: {cron: "*/5 * * * *", timezone: UTC}
+    target: {type: sim, behavior: {fail_first: 1}}
+    retry_policy: {extends: quick, base_delay: 30s}
+"""
+
+
+def short(folder: Path) -> Path:
+    """A shorter scenario than the smoke one: every sabotaged path is on it, in a few seconds."""
+    path = folder / "short.yaml"
+    path.write_text(SHORT)
+    return path
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +102,11 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
     assert states["globex.broken-feed-004"] == "dead_lettered"
     assert states["globex.report-build-03"] == "succeeded"  # after its one-time schedule
     assert max(len(run["attempts"]) for run in runs if run["task_id"] == "acme.ledger-sync-0002") == 2
+    # The executor's first invocation died after its claim: the sweeper expired the lease and
+    # the run's next attempt succeeded.
+    assert report["crashes"] == {"executor": 1}
+    first = next(run for run in runs if run["run_id"] == "acme.invoice-export-001:20260307T000000Z")
+    assert [a["outcome"] for a in first["attempts"]] == ["timeout", "succeeded"]
     simulation = report["simulation"]
     (workstream,) = simulation["workstream_runs"]
     assert workstream["state"] == "completed" and workstream["checkpoints"]["taken"] >= 2
@@ -123,7 +147,7 @@ def test_a_role_missing_a_grant_fails_naming_the_function_the_call_and_the_resou
                 ]
 
     template = edit(copy_assembly(assembly, tmp_path), drop_send_to_execution)
-    result = rehearse(template, log_path=tmp_path / "functions.log")
+    result = rehearse(template, short(tmp_path), log_path=tmp_path / "functions.log")
     assert not result.ok
     denied = result.report["denied"]
     assert denied, summary(result)
@@ -143,7 +167,7 @@ def test_a_handler_importing_a_development_package_fails_at_its_cold_start(
     # the ops API when they reach a path that uses it.
     sweeper = code / "rebound" / "engine" / "sweeper.py"
     sweeper.write_text(sweeper.read_text() + "\nimport click  # noqa: E402,F401\n")
-    result = rehearse(folder / TEMPLATE, log_path=tmp_path / "functions.log")
+    result = rehearse(folder / TEMPLATE, short(tmp_path), log_path=tmp_path / "functions.log")
     assert not result.ok
     failures = result.report["failed_invocations"]
     assert "sweeper" in {f["function"] for f in failures}, summary(result)
@@ -161,7 +185,8 @@ def test_a_variable_missing_from_the_template_fails_the_function_that_reads_it(
             "REBOUND_TABLE_RUNS"
         ]
 
-    result = rehearse(edit(copy_assembly(assembly, tmp_path), drop_runs_table), log_path=tmp_path / "f.log")
+    template = edit(copy_assembly(assembly, tmp_path), drop_runs_table)
+    result = rehearse(template, short(tmp_path), log_path=tmp_path / "functions.log")
     assert not result.ok
     failures = result.report["failed_invocations"]
     assert failures and {f["function"] for f in failures} == {"executor"}, summary(result)

@@ -56,6 +56,22 @@ class Clock:
             time.sleep(seconds)
 
 
+class InjectedCrash(BaseException):
+    """The invocation stops here, as a process killed mid-invocation would (a scenario's crash)."""
+
+
+class Crashes:
+    """``rebound.engine.ports.CrashPoints``: the first ``limit`` visits of each named point crash."""
+
+    def __init__(self, points: list[str], limit: int) -> None:
+        self.left = dict.fromkeys(points, limit)
+
+    def reached(self, point: str) -> None:
+        if self.left.get(point, 0) > 0:
+            self.left[point] -= 1
+            raise InjectedCrash(point)
+
+
 class Context:
     def __init__(self, message: dict[str, Any]) -> None:
         self.function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
@@ -83,6 +99,8 @@ def main() -> int:
     decisions: list[list[Any]] = []
     targets: list[list[Any]] = []
     clock = Clock()
+    crash = config.get("crash") or {}
+    crashes = Crashes(list(crash.get("points", [])), int(crash.get("limit", 1)))
 
     def authorize(service: str, operation: str, params: dict[str, Any]) -> None:
         for action, resource in calls.authorizations(service, operation, params, arns):
@@ -122,6 +140,7 @@ def main() -> int:
 
         def build_deps(settings: Any, **kwargs: Any) -> Any:
             kwargs.setdefault("clock", clock)
+            kwargs.setdefault("faults", crashes)
             return build(settings, **kwargs)
 
         wiring.build_deps = build_deps  # type: ignore[attr-defined]
@@ -156,6 +175,8 @@ def main() -> int:
             clock.set(datetime.fromisoformat(message["now"]))
             try:
                 answer = {"ok": True, "response": handler(message["event"], Context(message))}
+            except InjectedCrash as crashed:
+                answer = {"ok": False, "crash": str(crashed)}
             except Exception as exc:
                 answer = {
                     "ok": False,

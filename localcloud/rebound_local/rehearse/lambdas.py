@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rebound_local.instrument import RecordingTargets, TargetCall
+from rebound_local.invocations import SimulatedCrash
 from rebound_local.rehearse.template import ACCOUNT, REGION, FunctionDeploy
 
 HOST = Path(__file__).with_name("host.py")
@@ -50,6 +51,8 @@ class Ledger:
     failures: list[dict[str, str]] = field(default_factory=list)
     """Invocations that raised: function, phase (init or invoke), error type, message."""
     invocations: Counter[str] = field(default_factory=Counter)
+    crashes: Counter[str] = field(default_factory=Counter)
+    """Invocations stopped at one of the scenario's crash points."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -64,7 +67,10 @@ class FunctionHost:
         targets: RecordingTargets | None,
         log: IO[str] | None,
         environment: dict[str, str] | None = None,
+        crash: dict[str, Any] | None = None,
     ) -> None:
+        """``crash``: the scenario's crash points (``points``, at most ``limit`` each), injected
+        in the function's process."""
         self.deployed = deployed
         self.ledger = ledger
         self.targets = targets
@@ -77,6 +83,7 @@ class FunctionHost:
             "key_policies": key_policies,
             "region": REGION,
             "account": ACCOUNT,
+            "crash": crash or {},
         }
         handle, name = tempfile.mkstemp(prefix=f"rehearse-{deployed.logical}-", suffix=".json")
         with os.fdopen(handle, "w") as f:
@@ -137,7 +144,9 @@ class FunctionHost:
                     used.add((action, resource.split("/index/")[0]))
                 else:
                     self.ledger.denials.append(Denial(name, action, resource, reason))
-            if not answer["ok"]:
+            if "crash" in answer:
+                self.ledger.crashes[name] += 1
+            elif not answer["ok"]:
                 error = answer["error"]
                 self.ledger.failures.append(
                     {
@@ -153,6 +162,8 @@ class FunctionHost:
                     self.targets.calls.append(
                         TargetCall(run_id, task_id, attempt, datetime.fromisoformat(at), ok, code)
                     )
+        if "crash" in answer:  # the runtime plays it as a crashed invocation: nothing acknowledged
+            raise SimulatedCrash(answer["crash"])
         if not answer["ok"]:
             error = answer["error"]
             raise FunctionFailed(f"{name} ({error['phase']}): {error['type']}: {error['message']}")

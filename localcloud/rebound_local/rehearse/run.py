@@ -65,8 +65,10 @@ class TemplateDeployment:
         environment: str,
         log: IO[str] | None,
         environments: dict[str, dict[str, str]] | None = None,
+        crash: dict[str, Any] | None = None,
     ) -> None:
         self.template = template
+        self.crash = crash
         self.environment = environment
         self.log = log
         self.environments = environments or {}
@@ -92,6 +94,7 @@ class TemplateDeployment:
                 targets,
                 self.log,
                 self.environments.get(logical),
+                self.crash,
             )
         return self.deployed.specs
 
@@ -192,7 +195,9 @@ def rehearse(
     log_path = log_path or build_dir() / "functions.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_file = log_path.open("w", encoding="utf-8")
-    deployment = TemplateDeployment(template, environment, log_file, environments)
+    crash = loaded.scenario.faults.crash
+    points = {"points": list(crash.points), "limit": crash.limit or 1} if crash else None
+    deployment = TemplateDeployment(template, environment, log_file, environments, points)
     try:
         simulation = RehearsedSimulation(
             loaded, deployment, log_file=log_path.with_suffix(".engine.log") if log_path else None
@@ -223,6 +228,7 @@ def rehearse(
         "plain_log_lines": plain[:20],
         "log": str(log_path),
         "invocations": dict(sorted(ledger.invocations.items())),
+        "crashes": dict(sorted(ledger.crashes.items())),
         "calls": {name: dict(sorted(counts.items())) for name, counts in sorted(ledger.calls.items())},
         "grants_not_used": {
             name: unused_grants(deployed.statements, ledger.used.get(name, set()))
