@@ -139,12 +139,8 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
             for k, v in props.items()
         }
         client["sqs"].create_queue(QueueName=name, Attributes=attributes)
-        arn = f"arn:aws:sqs:{REGION}:{template_account()}:{name}"
-        url = f"https://sqs.{REGION}.amazonaws.com/{template_account()}/{name}"
-        template.set_physical(logical_id, Physical(url, {"Arn": arn, "QueueName": name, "QueueUrl": url}))
 
     for logical_id in template.of_type("AWS::SNS::Topic"):
-        props = template.props(logical_id)
         name = template.physical_of(logical_id).attributes["TopicName"]
         arn = client["sns"].create_topic(Name=name)["TopicArn"]
         template.set_physical(logical_id, Physical(arn, {"TopicArn": arn, "TopicName": name}))
@@ -197,12 +193,6 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
         key_policies=template.key_policies(),
         coverage=coverage,
     )
-
-
-def template_account() -> str:
-    from rebound_local.rehearse.template import ACCOUNT
-
-    return ACCOUNT
 
 
 def _specs(

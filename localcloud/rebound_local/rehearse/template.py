@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import string
 import subprocess
 import sys
@@ -323,7 +324,7 @@ def synthesize_all(environments: Sequence[str], outdir: Path | None = None) -> d
         text=True,
         check=False,
         env={
-            **_env(),
+            **os.environ,
             "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
             "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
         },
@@ -334,9 +335,3 @@ def synthesize_all(environments: Sequence[str], outdir: Path | None = None) -> d
             f"synthesizing {', '.join(environments)} failed:\n{result.stderr.strip()[-4000:]}"
         )
     return paths
-
-
-def _env() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
