@@ -107,6 +107,15 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
     assert report["crashes"] == {"executor": 1}
     first = next(run for run in runs if run["run_id"] == "acme.invoice-export-001:20260307T000000Z")
     assert [a["outcome"] for a in first["attempts"]] == ["timeout", "succeeded"]
+    # An asynchronous attempt: the completion key is the stack's generated secret; the worker's
+    # heartbeats and completion reach the retry scheduler through the bus.
+    assert "secretsmanager:GetSecretValue" in calls["executor"]
+    (backup,) = [run for run in runs if run["task_id"] == "acme.nightly-backup-05"]
+    assert backup["final_state"] == "succeeded" and len(backup["attempts"]) == 1
+    assert report["simulation"]["async_reports"]["sent"] == {
+        "rebound.task.completed": 1,
+        "rebound.task.heartbeat": 4,
+    }
     simulation = report["simulation"]
     (workstream,) = simulation["workstream_runs"]
     assert workstream["state"] == "completed" and workstream["checkpoints"]["taken"] >= 2

@@ -72,6 +72,18 @@ class Crashes:
             raise InjectedCrash(point)
 
 
+class ForwardedWork:
+    """``rebound.targets.sim.SimWorkers``: each simulated asynchronous start goes back with the
+    invocation's answer, for the local runtime's worker player to play on its clock."""
+
+    def __init__(self) -> None:
+        self.started: list[dict[str, Any]] = []
+
+    def start(self, call: Any, behavior: Any, token: str) -> None:
+        fields = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in vars(call).items()}
+        self.started.append({"call": fields, "behavior": behavior.model_dump(mode="json"), "token": token})
+
+
 class Context:
     def __init__(self, message: dict[str, Any]) -> None:
         self.function_name = os.environ["AWS_LAMBDA_FUNCTION_NAME"]
@@ -101,6 +113,7 @@ def main() -> int:
     clock = Clock()
     crash = config.get("crash") or {}
     crashes = Crashes(list(crash.get("points", [])), int(crash.get("limit", 1)))
+    work = ForwardedWork()
 
     def authorize(service: str, operation: str, params: dict[str, Any]) -> None:
         for action, resource in calls.authorizations(service, operation, params, arns):
@@ -141,7 +154,11 @@ def main() -> int:
         def build_deps(settings: Any, **kwargs: Any) -> Any:
             kwargs.setdefault("clock", clock)
             kwargs.setdefault("faults", crashes)
-            return build(settings, **kwargs)
+            deps = build(settings, **kwargs)
+            sim = deps.targets.invokers.get("sim")
+            if sim is not None:
+                sim.workers = work
+            return deps
 
         wiring.build_deps = build_deps  # type: ignore[attr-defined]
         base = importlib.import_module("rebound.targets.base")
@@ -168,6 +185,7 @@ def main() -> int:
         message = json.loads(line)
         decisions.clear()
         targets.clear()
+        work.started.clear()
         answer: dict[str, Any] = {"ok": False}
         if init_error is not None:
             answer["error"] = init_error
@@ -189,6 +207,7 @@ def main() -> int:
                 }
         answer["calls"] = decisions
         answer["targets"] = targets
+        answer["async_starts"] = work.started
         out.write(json.dumps(answer, default=str) + "\n")
     return 0
 

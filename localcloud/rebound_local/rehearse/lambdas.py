@@ -162,12 +162,28 @@ class FunctionHost:
                     self.targets.calls.append(
                         TargetCall(run_id, task_id, attempt, datetime.fromisoformat(at), ok, code)
                     )
+        self._play(answer.get("async_starts") or [])
         if "crash" in answer:  # the runtime plays it as a crashed invocation: nothing acknowledged
             raise SimulatedCrash(answer["crash"])
         if not answer["ok"]:
             error = answer["error"]
             raise FunctionFailed(f"{name} ({error['phase']}): {error['type']}: {error['message']}")
         return answer["response"]
+
+    def _play(self, starts: list[dict[str, Any]]) -> None:
+        """Simulated asynchronous work the function started: played by the runtime's player."""
+        if not starts or self.targets is None:
+            return
+        from rebound.domain.models import SimAsync
+        from rebound.targets.base import Invocation
+
+        player = getattr(self.targets.invokers.get("sim"), "workers", None)
+        for start in starts:
+            call = dict(start["call"])
+            for key in ("scheduled_for", "deadline"):
+                call[key] = datetime.fromisoformat(call[key])
+            if player is not None:
+                player.start(Invocation(**call), SimAsync.model_validate(start["behavior"]), start["token"])
 
     def close(self) -> None:
         if self.process.stdin is not None:
