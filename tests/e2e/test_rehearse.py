@@ -116,6 +116,8 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
         "rebound.task.completed": 1,
         "rebound.task.heartbeat": 4,
     }
+    (event_run,) = [run for run in runs if run["task_id"] == "acme.invoice-charged-06"]
+    assert event_run["final_state"] == "succeeded" and ":evt-" in event_run["run_id"]
     simulation = report["simulation"]
     (workstream,) = simulation["workstream_runs"]
     assert workstream["state"] == "completed" and workstream["checkpoints"]["taken"] >= 2

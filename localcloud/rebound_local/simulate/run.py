@@ -29,7 +29,7 @@ from rebound_local.instrument import MessageLedger
 from rebound_local.invariants import Fire, LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation, Recovery
+from rebound_local.scenario import BUS, InjectedMessage, LoadedScenario, Operation, Recovery
 from rebound_local.simulate.invariants import UNSETTLED
 from rebound_local.simulate.recovery import recover
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
@@ -225,6 +225,19 @@ class Simulation(SimulationSabotage, SimulationReport):
             if isinstance(what, Recovery):
                 task_ids = [t.id for t in self.loaded.tasks]
                 self.operations.append(recover(stack.deps, what, task_ids, sc.start))
+                continue
+            if what.queue == BUS:  # an outside service's event
+                event = json.loads(what.body)
+                stack.cloud.client("events").put_events(
+                    Entries=[
+                        {
+                            "Source": event["source"],
+                            "DetailType": event["detail-type"],
+                            "Detail": json.dumps(event["detail"]),
+                            "EventBusName": stack.settings.bus_name,
+                        }
+                    ]
+                )
                 continue
             ref = stack.settings.queue(what.queue)
             stack.cloud.client("sqs").send_message(
