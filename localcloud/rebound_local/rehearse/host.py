@@ -192,7 +192,20 @@ def main() -> int:
         else:
             clock.set(datetime.fromisoformat(message["now"]))
             try:
-                answer = {"ok": True, "response": handler(message["event"], Context(message))}
+                response = handler(message["event"], Context(message))
+                # Lambda's runtime serializes the response with the standard json module: what
+                # it cannot serialize fails the invocation (Runtime.MarshalError).
+                answer = {"ok": True, "response": json.loads(json.dumps(response))}
+            except (TypeError, ValueError) as exc:
+                answer = {
+                    "ok": False,
+                    "error": {
+                        "type": "Runtime.MarshalError",
+                        "message": f"Unable to marshal response: {exc}",
+                        "traceback": traceback.format_exc(),
+                        "phase": "invoke",
+                    },
+                }
             except InjectedCrash as crashed:
                 answer = {"ok": False, "crash": str(crashed)}
             except Exception as exc:
