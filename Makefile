@@ -9,7 +9,7 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help demo test browser scanner test-fast fuzz lint synth bench deploy diff bootstrap constraints schemas openapi docs reference clean
+.PHONY: help demo test browser scanner test-fast fuzz lint synth rehearse bench deploy diff bootstrap constraints schemas openapi docs reference clean
 
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ lint: $(STAMP) ## ruff and mypy
 
 synth: $(STAMP) ## Synthesize every environment's stack into cdk.out/ (no Docker, no AWS access)
 	$(PY) infra/app.py
+
+rehearse: $(STAMP) ## Deploy the synthesized dev stack to the local cloud and run the smoke scenario under IAM, from the bundle
+	$(VENV)/bin/rebound local rehearse --report build/rehearse/report.json
 
 bench: $(STAMP) ## Benchmarks; figures go to bench/results.json
 	$(PY) -m rebound_local.bench --out bench/results.json

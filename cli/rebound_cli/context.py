@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +58,41 @@ class DiscardMetrics:
         return None
 
 
+CLOCK_KEY = "clock"
+"""The resources document's key under which ``rebound local up`` publishes its clock."""
+
+
+class CloudClock:
+    """The local cloud's clock as ``rebound local up`` publishes it: ``origin`` at the wall time
+    ``origin_epoch`` (seconds), running ``scale`` times as fast as the wall clock."""
+
+    def __init__(self, origin: datetime, origin_epoch: float, scale: float) -> None:
+        self.origin = origin
+        self.origin_epoch = origin_epoch
+        self.scale = scale
+
+    @classmethod
+    def from_document(cls, value: Any) -> CloudClock:
+        try:
+            return cls(
+                datetime.fromisoformat(str(value["origin"])).astimezone(UTC),
+                float(value["origin_epoch"]),
+                float(value["scale"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValidationFailed(
+                f"the resources document's clock is not origin, origin_epoch and scale: {value!r}",
+                key_path=CLOCK_KEY,
+            ) from exc
+
+    def now(self) -> datetime:
+        return self.origin + timedelta(seconds=(time.time() - self.origin_epoch) * self.scale)
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            time.sleep(seconds / self.scale)
+
+
 @dataclass
 class Overrides:
     """What tests (and programs embedding the CLI) may supply instead of the defaults.
@@ -84,6 +121,7 @@ class App:
         """``--query``: a JMESPath expression over the JSON output (``output.emit``)."""
         self.decided_tenant: str | None = None
         """The tenant the command's rule decided on (``decide``)."""
+        self._cloud_clock: Any = None
 
     @property
     def json(self) -> bool:
@@ -129,7 +167,18 @@ class App:
         except json.JSONDecodeError as exc:
             raise ValidationFailed(f"{name} does not hold JSON", key_path=name) from exc
         config_dir = os.environ.get(r.ENV_CONFIG_DIR)
+        self._cloud_clock = document.get(CLOCK_KEY)
         return settings_from_document(document, Path(config_dir) if config_dir else None)
+
+    @cached_property
+    def clock(self) -> Clock:
+        """The domain clock: the override, else the clock the environment's resources document
+        publishes (``rebound local up``'s scaled clock), else the system's (AWS)."""
+        if self.overrides.clock is not None:
+            return self.overrides.clock
+        self.settings  # noqa: B018 (reading the resources document finds the published clock)
+        published = self._cloud_clock
+        return CloudClock.from_document(published) if published is not None else SystemClock()
 
     @cached_property
     def deps(self) -> Deps:
@@ -138,7 +187,7 @@ class App:
         return build_deps(
             self.settings,
             session=self.session,
-            clock=self.overrides.clock or SystemClock(),
+            clock=self.clock,
             metrics=DiscardMetrics(),
         )
 

@@ -12,12 +12,13 @@ Read from the code each handler runs (``rebound.engine`` and ``rebound.adapters`
   the second copies it removes (updates). Nobody deletes a record: they expire by TTL.
 - Event source mappings grant their own consume rights (SQS) and stream reads (DynamoDB).
 - The ops API (``ops_api``) serves the operators' routes (``rebound.api``): its rights are exactly
-  the calls its handler was recorded making while serving every route
-  (tests/integration/test_ops_api_rights.py writes tests/infra/ops_api_calls.json;
-  tests/infra/test_infra_iam.py checks this entry against it).
+  the calls its handler makes while serving every route (tests/integration/test_ops_api_rights.py
+  decides each under the role in every environment's template, and fails on a grant none uses).
 
 Keep this table in step with the engine: a new AWS call needs a line here, and the infra tests
-fail on a right that no function should have.
+fail on a right that no function should have. ``rebound local rehearse`` runs every function under
+the role this table gives it in the synthesized template and fails on a call it does not allow
+(tests/e2e/test_rehearse.py).
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ ACCESS: dict[str, Access] = {
         publish_alerts=True,
         notification_secrets=True,
     ),
-    # Every route's calls, recorded (tests/infra/ops_api_calls.json): tasks registered, paused and
+    # Every route's calls (tests/integration/test_ops_api_rights.py): tasks registered, paused and
     # resumed with their schedules and rules; runs read, retried, skipped and cancelled; the DLQ
     # read and redriven onto the execution queue (a large redrive continues as a job in this
     # function invoking itself); work orders, policies, audit checks, health and the delivery-retry

@@ -560,8 +560,19 @@ def index_write_units(
 
 @functools.lru_cache(maxsize=256)
 def logical_table(physical: str) -> str:
-    """A table's logical name (``runs``) from its physical one (``rebound-dev-runs``)."""
-    return physical.rsplit("-", 1)[-1]
+    """A table's logical name (``runs``) from its physical one (``rebound-dev-runs``, or an
+    AWS-sized ``Rebound-dev-StateRuns<hash>-<suffix>``, ``provision.aws_sized_name``)."""
+    from rebound import resources as r
+    from rebound_local.provision import camel
+
+    parts = physical.split("-")
+    for spec in r.SPEC.tables:
+        if len(parts) == 4 and parts[0] == "Rebound" and parts[2][:-8] == f"State{camel(spec.logical)}":
+            return spec.logical
+    local = [
+        spec.logical for spec in r.SPEC.tables if physical.endswith("-" + spec.logical.replace("_", "-"))
+    ]
+    return max(local, key=len) if local else physical.rsplit("-", 1)[-1]
 
 
 @functools.lru_cache(maxsize=256)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rebound_local.invocations import current, current_lane, in_worker
 
@@ -194,6 +194,11 @@ class ScaledClock:
     def now(self) -> datetime:
         elapsed = (time.monotonic() - self._origin_wall) * self.scale
         return self._origin + timedelta(seconds=elapsed)
+
+    def anchor(self) -> dict[str, Any]:
+        """This clock for another process (``rebound_cli.context.CloudClock``): its time now, the
+        wall time now (epoch seconds), and its scale."""
+        return {"origin": self.now().isoformat(), "origin_epoch": time.time(), "scale": self.scale}
 
     def sleep(self, seconds: float) -> None:
         """Wall time; a thread of an abandoned invocation is woken and raises ``SimulatedCrash``."""

@@ -75,14 +75,30 @@ def event_pattern(rule: r.RuleSpec, source: str) -> dict[str, Any]:
     return {"source": [source], "detail-type": list(rule.detail_types)}
 
 
-def audit_key_id(kms: Any, env: str) -> str:
+def aws_sized_name(env: str, logical: str) -> str:
+    """A name of the shape and length CloudFormation generates for the stack's resource
+    (``Rebound-<env>-<construct path and hash>-<13 characters>``): items that carry names then
+    have their AWS size."""
+    from rebound_local.rehearse.template import generated_name, suffix
+
+    return generated_name(f"Rebound-{env}", f"State{camel(logical)}{suffix(logical, 8)}", 80)
+
+
+def camel(logical: str) -> str:
+    """``dlq_messages`` -> ``DlqMessages``, as a construct path names it."""
+    return "".join(part.capitalize() for part in logical.split("_"))
+
+
+def audit_key_id(kms: Any, env: str, *, arn: bool = False) -> str:
     """The local cloud's KMS HMAC key that keys the audit chain (``HMAC_256``, as on AWS), named by
     its alias, created on first use. Records name the alias, and the key's material follows from
-    its description (``motopatch.kms_material``), so a restart's new key checks the old records."""
+    its description (``motopatch.kms_material``), so a restart's new key checks the old records.
+    With ``arn``, records name the key by its ARN, as on AWS (75 characters; a restart's new key
+    would not check them)."""
     alias = f"alias/{r.local_name(env, 'audit')}"
     try:
-        kms.describe_key(KeyId=alias)
-        return alias
+        found = kms.describe_key(KeyId=alias)["KeyMetadata"]
+        return str(found["Arn"]) if arn else alias
     except ClientError as exc:
         if exc.response["Error"]["Code"] != "NotFoundException":
             raise
@@ -90,10 +106,15 @@ def audit_key_id(kms: Any, env: str) -> str:
         KeySpec="HMAC_256", KeyUsage="GENERATE_VERIFY_MAC", Description=f"{LOCAL_AUDIT_KEY} {alias}"
     )["KeyMetadata"]
     kms.create_alias(AliasName=alias, TargetKeyId=meta["KeyId"])
-    return alias
+    return str(meta["Arn"]) if arn else alias
 
 
-def provision(session: boto3.session.Session, endpoint_url: str | None, env: str = "local") -> Settings:
+def provision(
+    session: boto3.session.Session, endpoint_url: str | None, env: str = "local", *, aws_sized: bool = False
+) -> Settings:
+    """Create the resources; with ``aws_sized``, under names of AWS's length and with the audit
+    key named by its ARN (``make bench``'s cost figures)."""
+    names = aws_sized_name if aws_sized else r.local_name
     kw: dict[str, Any] = {"region_name": REGION}
     if endpoint_url:
         kw["endpoint_url"] = endpoint_url
@@ -109,7 +130,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
     tables: dict[str, str] = {}
     existing_tables = set(ddb.list_tables().get("TableNames", []))
     for spec in r.SPEC.tables:
-        name = r.local_name(env, spec.logical)
+        name = names(env, spec.logical)
         tables[spec.logical] = name
         if name in existing_tables:
             continue
@@ -127,14 +148,14 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
     # Dead-letter queues first: their ARNs go into the redrive policies.
     ordered = sorted(r.SPEC.queues, key=lambda q: q.dead_letter is not None)
     for queue_spec in ordered:
-        name = r.local_name(env, queue_spec.logical)
+        name = names(env, queue_spec.logical)
         attributes: Any = queue_attributes(queue_spec, arns)
         url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
         arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         arns[queue_spec.logical] = arn
         queues[queue_spec.logical] = QueueRef(url=url, arn=arn, name=name)
 
-    bus = r.local_name(env, r.SPEC.bus_logical)
+    bus = names(env, r.SPEC.bus_logical)
     try:
         events.create_event_bus(Name=bus)
     except ClientError as exc:
@@ -153,7 +174,7 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
             Rule=rule_name, EventBusName=bus, Targets=[{"Id": rule.queue, "Arn": arns[rule.queue]}]
         )
 
-    group = r.local_name(env, r.SPEC.schedule_group_logical)
+    group = names(env, r.SPEC.schedule_group_logical)
     try:
         scheduler.create_schedule_group(Name=group)
     except ClientError as exc:
@@ -180,8 +201,8 @@ def provision(session: boto3.session.Session, endpoint_url: str | None, env: str
             raise
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
-    audit_key = audit_key_id(kms, env)
-    topic_arn = sns.create_topic(Name=r.local_name(env, r.SPEC.topic_logical))["TopicArn"]
+    audit_key = audit_key_id(kms, env, arn=aws_sized)
+    topic_arn = sns.create_topic(Name=names(env, r.SPEC.topic_logical))["TopicArn"]
     completion_key = completion_key_parameter(ssm, env)
 
     settings = Settings(

@@ -150,8 +150,14 @@ class LocalRuntime:
         seed: int = 0,
         stall_wall_s: float = STALL_WALL_S,
         meter: Meter | None = None,
+        functions: Sequence[r.FunctionSpec] | None = None,
+        handlers: Callable[[r.FunctionSpec], Handler] | None = None,
     ) -> None:
+        """``functions``: the functions to play (default ``rebound.resources``'); ``handlers``:
+        each function's handler (default: its module imported here)."""
         self.cloud = cloud
+        self.functions = tuple(functions if functions is not None else r.SPEC.functions)
+        load = handlers or (lambda spec: load_handler(spec.handler))
         self.meter = meter or Meter(cloud.dynamodb_backend)
         self.settings = settings
         self.deps = deps
@@ -187,7 +193,7 @@ class LocalRuntime:
         wiring.use(deps)
 
         self.mappings: list[Mapping] = []
-        for spec in r.SPEC.functions:
+        for spec in self.functions:
             if spec.queue:
                 ref = settings.queue(spec.queue)
                 maximum = spec.max_concurrency or 1000
@@ -195,13 +201,11 @@ class LocalRuntime:
                     maximum = executor_max_concurrency
                 if concurrency is not None:
                     maximum = min(maximum, concurrency)
-                self.mappings.append(
-                    Mapping(spec, ref.name, ref.arn, load_handler(spec.handler), max_concurrency=maximum)
-                )
+                self.mappings.append(Mapping(spec, ref.name, ref.arn, load(spec), max_concurrency=maximum))
         self._pool = WorkerPool("lambda")
-        relay = next(f for f in r.SPEC.functions if f.stream_table)
+        relay = next(f for f in self.functions if f.stream_table)
         self._relay_spec = relay
-        self._relay = load_handler(relay.handler)
+        self._relay = load(relay)
         self.stream = StreamMapping(
             cloud.dynamodb_backend,
             settings.table(str(relay.stream_table)),
@@ -209,8 +213,8 @@ class LocalRuntime:
             max_retries=stream_retries,
             request_ids=self._request_id,
         )
-        self._sweeper_spec = next(f for f in r.SPEC.functions if f.every_minute)
-        self._sweeper = load_handler(self._sweeper_spec.handler)
+        self._sweeper_spec = next(f for f in self.functions if f.every_minute)
+        self._sweeper = load(self._sweeper_spec)
         self._next_sweep = _next_minute(clock.now())
         self.scheduler = SchedulerEngine(
             cloud.scheduler_backend,
@@ -620,13 +624,13 @@ class LocalRuntime:
         started = time.monotonic()
         if not isinstance(clock, VirtualClock):
             scale = clock.scale
-            longest = max(f.timeout_s for f in r.SPEC.functions) / scale
+            longest = max(f.timeout_s for f in self.functions) / scale
             while len(self.running) and time.monotonic() - started < max(wall_bound_s, longest):
                 time.sleep(0.02)
             if len(self.running):
                 self._give_up("invocations still running when the runtime stopped")
             return
-        bound = virtual_bound or timedelta(seconds=max(f.timeout_s for f in r.SPEC.functions)) + FINISH_GRACE
+        bound = virtual_bound or timedelta(seconds=max(f.timeout_s for f in self.functions)) + FINISH_GRACE
         limit = clock.now() + bound
         while True:
             left = wall_bound_s - (time.monotonic() - started)

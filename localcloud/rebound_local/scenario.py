@@ -50,6 +50,7 @@ Errors name the file and the key path, as every config loader in Rebound does.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -193,6 +194,10 @@ class Expect(_Strict):
     )
 
 
+BUS = "bus"
+"""``queue: bus``: the body is an event an outside service puts on the environment's bus."""
+
+
 class InjectedMessage(_Strict):
     at: Seconds = Field(description="offset from start")
     queue: str = "execution"
@@ -202,9 +207,20 @@ class InjectedMessage(_Strict):
     @field_validator("queue")
     @classmethod
     def _known_queue(cls, value: str) -> str:
-        if value not in QUEUE_NAMES:
-            raise ValueError(f"unknown queue {value!r}; one of {', '.join(QUEUE_NAMES)}")
+        if value not in QUEUE_NAMES and value != BUS:
+            raise ValueError(f"unknown queue {value!r}; one of {', '.join(QUEUE_NAMES)}, or {BUS}")
         return value
+
+    @model_validator(mode="after")
+    def _an_event_for_the_bus(self) -> InjectedMessage:
+        if self.queue == BUS:
+            try:
+                event = json.loads(self.body)
+            except ValueError:
+                raise ValueError("an event for the bus is JSON with source, detail-type and detail") from None
+            if not isinstance(event, dict) or not {"source", "detail-type", "detail"} <= set(event):
+                raise ValueError("an event for the bus is JSON with source, detail-type and detail")
+        return self
 
 
 class Operation(_Strict):

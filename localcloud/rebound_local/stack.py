@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import os
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rebound.adapters.queues import queue_name
 from rebound.adapters.targets.registry import default_targets
 from rebound.adapters.targets.sim import SimInvoker
+from rebound.resources import FunctionSpec
 from rebound.settings import Settings
 from rebound.wiring import build_deps
 from rebound_local import hostile
@@ -32,7 +35,7 @@ from rebound_local.instrument import (
 from rebound_local.invocations import CallGate
 from rebound_local.logformat import ByFunction, Routed
 from rebound_local.provision import provision
-from rebound_local.runtime import STALL_WALL_S, LocalRuntime
+from rebound_local.runtime import STALL_WALL_S, Handler, LocalRuntime
 from rebound_local.scenario import Faults as FaultsConfig
 from rebound_local.sim_workers import SimWorkerPlayer
 
@@ -120,6 +123,16 @@ class Faults:
         if self.stream_retries is not None:
             lines.append(f"stream retries: the outbox mapping gives up after {self.stream_retries} retries")
         return lines
+
+
+class Deployment(Protocol):
+    """Resources and functions from elsewhere than ``rebound.resources`` (a template)."""
+
+    def provision(self, session: Any, endpoint_url: str | None, environment: str) -> Settings: ...
+
+    def functions(self, endpoint_url: str, targets: RecordingTargets) -> Sequence[FunctionSpec]: ...
+
+    def handler(self, spec: FunctionSpec) -> Handler: ...
 
 
 @dataclass
@@ -222,12 +235,17 @@ def start_local(
     concurrency: int | None = None,
     executor_max_concurrency: int | None = None,
     stall_wall_s: float = STALL_WALL_S,
+    deployment: Deployment | None = None,
+    aws_sized: bool = False,
 ) -> LocalStack:
     """Start the stand-in, provision Rebound's resources and start the runtime around the handlers.
 
     ``concurrency``: invocations of each function that run at once, interleaving their AWS calls
     (on a ``VirtualClock``, in an order ``faults.seed`` decides); ``executor_max_concurrency``:
-    the executor mapping's maximum instead of the spec's.
+    the executor mapping's maximum instead of the spec's. ``deployment``: creates the resources
+    instead of ``provision`` and gives the runtime its functions and their handlers (the
+    rehearsal of a synthesized template, ``rebound_local.rehearse``); ``aws_sized``: resource
+    names of AWS's length and the audit key named by its ARN (``provision``).
     """
     for key, value in LOCAL_POWERTOOLS_ENV.items():
         os.environ.setdefault(key, value)
@@ -237,12 +255,13 @@ def start_local(
         raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
     cloud = LocalCloud(port=port, clock=clock.now)
     endpoint = cloud.start()
+    make = deployment.provision if deployment is not None else partial(provision, aws_sized=aws_sized)
     if transport == "http":
-        settings = provision(cloud.session(), endpoint, environment)
+        settings = make(cloud.session(), endpoint, environment)
     else:  # the same resources, created without the HTTP round trips (some 60 requests)
         provisioning = cloud.session()
         cloud.attach_inproc(provisioning)
-        settings = provision(provisioning, None, environment)
+        settings = make(provisioning, None, environment)
     if jitter_seed is not None:
         settings = settings.model_copy(update={"jitter_seed": jitter_seed})
     moto_faults = faults.in_moto()
@@ -315,6 +334,8 @@ def start_local(
         seed=faults.seed,
         stall_wall_s=stall_wall_s,
         meter=meter,
+        functions=deployment.functions(endpoint, targets) if deployment is not None else None,
+        handlers=deployment.handler if deployment is not None else None,
     )
     # Simulated asynchronous work reports on the bus, on this clock (rebound_local.sim_workers).
     player = SimWorkerPlayer(clock, deps.bus, settings.event_source)

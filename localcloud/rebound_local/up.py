@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 import sys
@@ -26,6 +27,7 @@ from typing import Any
 from rich.console import Console
 from rich.live import Live
 
+from rebound import resources as r
 from rebound_local import snapshot
 from rebound_local.clock import ScaledClock
 from rebound_local.heap import HeapKeeper
@@ -78,6 +80,15 @@ def usage(endpoint: str, environment: str, opts: UpOptions, faults: list[str] | 
     )
 
 
+def publish_clock(ssm: Any, environment: str, clock: ScaledClock) -> None:
+    """Add the runtime's clock to the resources document, where the CLI, the console and any other
+    process reads "now" from (at ``--time-scale`` 60, schedule time runs a minute per second)."""
+    name = r.resources_parameter(environment)
+    document = json.loads(ssm.get_parameter(Name=name)["Parameter"]["Value"])
+    document["clock"] = clock.anchor()
+    ssm.put_parameter(Name=name, Value=json.dumps(document), Type="String", Overwrite=True)
+
+
 def run_up(opts: UpOptions, console: Console | None = None) -> int:
     console = console or Console()
     out = console if opts.view else Console(highlight=False, soft_wrap=True)
@@ -109,6 +120,7 @@ def run_up(opts: UpOptions, console: Console | None = None) -> int:
     restored: dict[str, int] | None = None
     if opts.state_dir and saved_at is not None:
         restored = snapshot.restore(stack.cloud, opts.state_dir)
+    publish_clock(stack.cloud.client("ssm"), opts.environment, clock)
     faults: list[str] | None = None
     if hostile:
         faults = hostile["faults"].describe()

@@ -191,8 +191,13 @@ def test_a_malformed_message_reaches_the_dlq_with_one_work_order(up: UpProcess) 
 
 def _register_heartbeat(up: UpProcess, folder: Path) -> None:
     """``rebound tasks apply`` of the heartbeat task, as a user runs it against ``local up``."""
+    _apply(up, folder, TASKS)
+
+
+def _apply(up: UpProcess, folder: Path, document: str) -> None:
+    """``rebound tasks apply`` of a task document, as a user runs it against ``local up``."""
     tasks = folder / "tasks.yaml"
-    tasks.write_text(TASKS)
+    tasks.write_text(document)
     done = subprocess.run(
         [*CLI, "--env", "local", "tasks", "apply", "-f", str(tasks), "--yes"],
         capture_output=True,

@@ -190,3 +190,21 @@ def test_a_hostile_window_across_midnight_finishes_though_threads_need_the_new_d
 
     assert result.report.get("hung") is None, result.report.get("hung")
     assert result.ok and result.failed == []
+
+
+def test_a_simulation_uses_its_own_cloud_whatever_aws_endpoint_url_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A simulation is self-contained: an endpoint left over from a stopped `rebound local up`
+    (nothing listens on port 9) does not send its clients away."""
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:9")
+    scenario = tmp_path / "steady.yaml"
+    scenario.write_text(
+        'start: "2026-03-07T00:00:00Z"\nduration: 10m\nsettle: 10m\n'
+        'tasks:\n  - {id: steady, tenant: acme, schedule: {cron: "*/5 * * * *"}, target: {type: sim}}\n'
+    )
+    done = simulate(scenario, tmp_path / "report.json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ok"] and len(report["runs"]) == 3  # 00:00, 00:05 and 00:10

@@ -115,7 +115,7 @@ def test_the_audit_key_is_an_hmac_key_only_the_writers_may_use(synth: Synth, env
     assert set(as_list(writers["Action"])) == {"kms:GenerateMac", "kms:VerifyMac"}
     expected = {role_of(synth, env, f.logical) for f in r.SPEC.functions if writes_audit(f.logical)}
     assert expected and principal_roles(writers) == expected
-    # the ops API appends audit records for every operator action (tests/infra/ops_api_calls.json)
+    # the ops API appends audit records for every operator action (tests/integration/test_ops_api_rights.py)
     assert role_of(synth, env, r.OPS_API_FUNCTION) in principal_roles(writers)
     admin = statement(key, "KeyAdministration")
     assert set(as_list(admin["Action"])) == set(ADMIN_ACTIONS)
@@ -173,7 +173,7 @@ def test_the_data_key_policy_grants_exactly_the_roles_that_need_it(synth: Synth,
     expected = {role_of(synth, env, f.logical) for f in r.SPEC.functions if needs_data_key(f.logical)}
     expected.add(synth.logical_id(env, stack.scheduling.role))
     assert principal_roles(users) == expected
-    # the ops API reads and writes tables and queues (tests/infra/ops_api_calls.json)
+    # the ops API reads and writes tables and queues (tests/integration/test_ops_api_rights.py)
     assert role_of(synth, env, r.OPS_API_FUNCTION) in expected
     services = as_list(users["Condition"]["StringEquals"]["kms:ViaService"])
     assert {flatten(service).split(".")[0] for service in services} == {"dynamodb", "sqs", "sns"}

@@ -4,6 +4,7 @@ finding kind, which resolves itself once the check clears; the report's figures 
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from typing import Any
 
@@ -102,3 +103,11 @@ def test_the_acknowledgement_gaps_order_does_not_count_itself(wired: Deps, clock
     assert not [
         o for o in findings(wired) if o.state is not WorkOrderState.RESOLVED and o.subject == gaps.subject
     ]
+
+
+def test_the_sweeper_answers_what_lambda_s_runtime_can_serialize(wired: Deps) -> None:
+    """Lambda serializes a handler's answer with the standard json module; an answer it cannot
+    serialize (a datetime) fails every invocation with Runtime.MarshalError."""
+    answer = sweep()
+    assert json.loads(json.dumps(answer)) == answer
+    assert isinstance(answer["ledger"]["checked_until"], str | None)

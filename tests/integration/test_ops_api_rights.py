@@ -1,21 +1,21 @@
-"""Every AWS call the ops API's Lambda makes while it serves its routes, recorded.
+"""Every AWS call the ops API's Lambda makes while it serves its routes is allowed by its role in
+the synthesized template of every environment, and its role grants nothing that no route uses.
 
 Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
 ``test_ops_api_state``, ``test_async_reports``, ``test_ops_api_preflight`` and
-``test_ops_api_targets`` runs again here
-with its own fixtures while a botocore
+``test_ops_api_targets`` runs again here with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
-made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted): the
-service, the operation and the logical resource (table, queue, ...). A transaction is recorded per
-item (IAM authorizes each item as its own action). Each request starts cold (no secret cached), as
-in a new Lambda environment. The redrive job's self-invocation goes through the route tests'
-stand-in Lambda client (``test_ops_api.Invocations``), whose ``invoke`` calls are recorded the
-same way.
+made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted). Each request
+starts cold (no secret cached), as in a new Lambda environment. The redrive job's self-invocation
+goes through the route tests' stand-in Lambda client (``test_ops_api.Invocations``), whose
+``invoke`` calls are recorded the same way.
 
-The calls are committed per route test in ``tests/infra/ops_api_calls.json``; the infra test
-``tests/infra/test_infra_ops_api_rights.py`` checks the ops_api role in every environment's
-template against them. When a route starts making a new call, this test fails until the file is
-refreshed: ``REBOUND_RECORD_OPS_CALLS=1 pytest tests/integration/test_ops_api_rights.py``.
+Each call is then decided as the rehearsal decides it (``rebound_local.rehearse.rights``): its
+names become the template's, IAM's actions and resource ARNs follow from it (a transaction item by
+item, ``iam:PassRole`` for a schedule's role), and the ops API's role in each environment's
+template (with the audit key's policy for KMS) must allow every one. Once every route test has
+run, every grant of the role (action on resource) must have been used by some call, but the
+plumbing that comes with the grants (``rights.PLUMBING``).
 """
 
 from __future__ import annotations
@@ -43,16 +43,17 @@ from _pytest.fixtures import FixtureFunctionDefinition
 from test_async_reports import started  # noqa: F401  (fixture of the route tests run here)
 from test_ops_api import self_invoking  # noqa: F401  (fixture of the route tests run here)
 
+from rebound import resources as r
 from rebound import wiring
 from rebound.adapters.completion_keys import SecretCompletionKeys
 from rebound.api import build_app, openapi_document
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
+from rebound_local.rehearse.rights import RoleCheck
+from rebound_local.rehearse.template import Template, synthesize_all
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-CALLS_FILE = ROOT / "tests" / "infra" / "ops_api_calls.json"
-RECORD = os.environ.get("REBOUND_RECORD_OPS_CALLS") == "1"
 ROUTE_MODULES = (
     test_ops_api,
     test_ops_api_queues,
@@ -62,13 +63,6 @@ ROUTE_MODULES = (
     test_ops_api_preflight,
     test_ops_api_targets,
 )
-# The transaction's item kinds, as the IAM actions that authorize them.
-TRANSACT_ITEM = {
-    "Put": "PutItem",
-    "Update": "UpdateItem",
-    "Delete": "DeleteItem",
-    "ConditionCheck": "ConditionCheckItem",
-}
 
 
 def route_tests() -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:
@@ -116,16 +110,13 @@ def cold_start() -> None:
 
 
 class Recorder:
-    """(service, IAM-style operation, logical resource) of each call made inside the handler."""
+    """Each call made inside the handler: (service, operation, parameters)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.calls: set[tuple[str, str, str]] = set()
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.routes: set[str] = set()
         self._inside = 0
         self._lock = threading.Lock()
-        self._tables = {name: logical for logical, name in settings.tables.items()}
-        self._queues = {ref.url: logical for logical, ref in settings.queues.items()}
-        self._settings = settings
 
     def handler(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         def serve(event: dict[str, Any], context: Any) -> Any:
@@ -149,47 +140,8 @@ class Recorder:
             self.record(model.service_model.service_name, model.name, params)
 
     def record(self, service: str, operation: str, params: dict[str, Any]) -> None:
-        for op, resource in self._resources(service, operation, params):
-            with self._lock:
-                self.calls.add((service, op, resource))
-
-    def _resources(self, service: str, operation: str, params: dict[str, Any]) -> list[tuple[str, str]]:
-        if service == "dynamodb":
-            if operation == "TransactWriteItems":
-                return [
-                    (TRANSACT_ITEM[kind], self._table(body["TableName"]))
-                    for item in params["TransactItems"]
-                    for kind, body in item.items()
-                ]
-            if operation == "TransactGetItems":
-                return [("GetItem", self._table(i["Get"]["TableName"])) for i in params["TransactItems"]]
-            if operation.startswith("Batch"):
-                return [(operation, self._table(name)) for name in params["RequestItems"]]
-            return [(operation, self._table(params["TableName"]))]
-        if service == "sqs":
-            return [(operation, self._queues.get(params.get("QueueUrl", ""), "*"))]
-        if service == "scheduler":
-            group = params.get("GroupName")
-            return [(operation, "group" if group == self._settings.schedule_group else str(group))]
-        if service == "events":
-            bus = params.get("EventBusName") or self._settings.bus_name
-            return [(operation, "bus" if bus == self._settings.bus_name else str(bus))]
-        if service == "lambda":
-            own = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
-            return [(operation, "self" if params.get("FunctionName") == own else "other")]
-        if service in ("ssm", "secretsmanager"):
-            name = str(params.get("Name") or params.get("SecretId"))
-            return [(operation, "completion_key" if name == self._settings.completion_key else name)]
-        if service == "kms":
-            return [
-                (operation, "audit_key" if params.get("KeyId") == self._settings.audit_key_id else "other")
-            ]
-        if service == "sns":
-            return [(operation, "topic" if params.get("TopicArn") == self._settings.topic_arn else "other")]
-        return [(operation, "*")]
-
-    def _table(self, name: str) -> str:
-        return self._tables.get(name, name)
+        with self._lock:
+            self.calls.append((service, operation, json.loads(json.dumps(params, default=str))))
 
 
 @pytest.fixture
@@ -200,7 +152,7 @@ def recorder(
     hooks into each client as it is made), after the resources are provisioned."""
     from rebound.handlers import ops_api
 
-    recording = Recorder(settings)
+    recording = Recorder()
     aws.events.register("before-parameter-build", recording.on_call)
     monkeypatch.setattr(ops_api, "lambda_handler", recording.handler(ops_api.lambda_handler))
     stand_in = test_ops_api.Invocations.invoke
@@ -223,16 +175,33 @@ def api(deps: Deps, request: pytest.FixtureRequest) -> Iterator[Any]:
     yield from setup.__wrapped__(deps)
 
 
-def committed() -> dict[str, Any]:
-    return json.loads(CALLS_FILE.read_text()) if CALLS_FILE.exists() else {"tests": {}}
+ENVIRONMENTS = ("dev", "staging", "prod")
+USED: dict[str, set[tuple[str, str]]] = {}
+"""Environment -> every (action, resource) a route test's calls used, across this module's tests."""
+RAN: set[str] = set()
+SERVED: set[str] = set()
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
+    """Every environment's template, synthesized once, as ``make synth`` does."""
+    folder = tmp_path_factory.mktemp("cdk")
+    return {env: Template.load(path) for env, path in synthesize_all(ENVIRONMENTS, folder).items()}
+
+
+def checks(templates: dict[str, Template], settings: Settings) -> dict[str, RoleCheck]:
+    own = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
+    return {env: RoleCheck(t, r.OPS_API_FUNCTION, env, settings, own) for env, t in templates.items()}
 
 
 @pytest.mark.parametrize(("name", "route_test", "case"), route_tests(), ids=[n for n, *_ in route_tests()])
-def test_a_route_test_makes_exactly_the_recorded_calls(
+def test_every_call_a_route_makes_is_allowed_by_the_ops_api_role_in_every_environment(
     name: str,
     route_test: Callable[..., Any],
     case: dict[str, Any],
     recorder: Recorder,
+    settings: Settings,
+    templates: dict[str, Template],
     request: pytest.FixtureRequest,
 ) -> None:
     arguments = {
@@ -240,24 +209,58 @@ def test_a_route_test_makes_exactly_the_recorded_calls(
         for p in inspect.signature(route_test).parameters
     }
     route_test(**arguments)
-    seen = {
-        "routes": sorted(recorder.routes),
-        "calls": [list(c) for c in sorted(recorder.calls)],
-    }
-    if RECORD:
-        data = committed()
-        data["tests"][name] = seen
-        data["tests"] = dict(sorted(data["tests"].items()))
-        CALLS_FILE.write_text(json.dumps(data, indent=1) + "\n")
-    assert committed()["tests"].get(name) == seen, (
-        f"{name} makes other AWS calls than {CALLS_FILE.relative_to(ROOT)} records: refresh it with "
-        "REBOUND_RECORD_OPS_CALLS=1, then grant what is new in rebound_infra.permissions.ACCESS['ops_api']"
-    )
+    denied = []
+    for env, check in checks(templates, settings).items():
+        for service, operation, params in recorder.calls:
+            for action, resource, decision in check.decide(service, operation, params):
+                if not decision.allowed:
+                    denied.append(f"{env}: {action} on {resource} ({decision.reason})")
+        USED.setdefault(env, set()).update(check.used)
+    RAN.add(name)
+    SERVED.update(recorder.routes)
+    assert not denied, f"{name}: the ops API's role does not allow {sorted(set(denied))}"
 
 
-def test_the_recording_covers_every_route_and_no_stale_test() -> None:
-    tests = committed()["tests"]
-    assert set(tests) == {name for name, *_ in route_tests()}, "stale entries: refresh the recording"
-    served = {route for entry in tests.values() for route in entry["routes"]}
-    missing = {f"{m} {p}" for m, p in routes()} - served
-    assert not missing, f"routes no route test serves, so their AWS calls are not recorded: {sorted(missing)}"
+def test_every_route_is_served_and_every_grant_of_the_role_is_used(
+    settings: Settings, templates: dict[str, Template]
+) -> None:
+    """Runs after the route tests (in this module's order, on one worker with ``--dist loadfile``)."""
+    if {name for name, *_ in route_tests()} != RAN:
+        pytest.skip("only some of the route tests ran in this session: the grants they use are not all known")
+    missing = {f"{m} {p}" for m, p in routes()} - SERVED
+    assert not missing, f"routes no route test serves, so their AWS calls are not checked: {sorted(missing)}"
+    for env, check in checks(templates, settings).items():
+        check.used = USED[env]
+        assert not check.unused(), f"{env}: granted to the ops API but used by no route: {check.unused()}"
+        assert not too_wide(check), f"{env}: granted on more than its own resources: {too_wide(check)}"
+
+
+STAR = {"scheduler:ListSchedules", "cloudwatch:GetMetricStatistics"}
+"""The reads AWS takes no resource ARN for."""
+
+
+def too_wide(check: RoleCheck) -> list[str]:
+    """Grants wider than the environment's own resources: ``*`` but for ``STAR``; schedules outside
+    the group's; rules other than the bus's ``task-*``; a role handed on other than the scheduler's."""
+    deployed = check.deployed
+    group = f"arn:aws:scheduler:us-east-1:123456789012:schedule/{deployed.schedule_group}/*"
+    rules = f"arn:aws:events:us-east-1:123456789012:rule/{deployed.bus_name}/task-*"
+    out = []
+    for statement in check.function.statements:
+        if statement.get("Effect") != "Allow":
+            continue
+        for action in as_list(statement["Action"]):
+            for resource in as_list(statement["Resource"]):
+                wide = (
+                    (resource == "*" and action not in STAR)
+                    or (action.startswith("scheduler:") and action not in STAR and resource != group)
+                    or (action.startswith("events:") and action != "events:PutEvents" and resource != rules)
+                    or (action == "iam:PassRole" and resource != deployed.scheduler_role_arn)
+                )
+                if wide:
+                    out.append(f"{action} on {resource}")
+    return out
+
+
+def as_list(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)

@@ -285,3 +285,12 @@ def test_a_bad_faults_file_names_the_file_and_the_key(
         load_faults_file(path)
     assert (caught.value.file, caught.value.key_path) == (str(path), key_path)
     assert words in caught.value.problem
+
+
+def test_a_message_for_the_bus_must_be_an_event() -> None:
+    event = '{"source": "billing", "detail-type": "invoice.created", "detail": {"invoice": "inv-1"}}'
+    loaded = parse_scenario(scenario(messages=[{"at": "4m", "queue": "bus", "body": event}]), "scn.yaml")
+    assert loaded.scenario.messages[0].queue == "bus"
+    error = error_of(scenario(messages=[{"at": "4m", "queue": "bus", "body": '{"source": "billing"}'}]))
+    assert "messages[0]" in error.message and "source, detail-type and detail" in error.message
+    assert "or bus" in error_of(scenario(messages=[{"at": "4m", "queue": "nowhere", "body": "x"}])).message

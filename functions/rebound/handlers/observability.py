@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 
@@ -14,6 +16,10 @@ def logger_for(function: str) -> Logger:
     """The logger of the function ``function`` (its ``FunctionSpec.logical``)."""
     logger = Logger(service=service_name(function))
     # Engine and adapter modules log through the standard library; give them the same JSON format.
+    # Powertools configures only loggers that exist already, and the engine's are made later (a
+    # handler imports the engine at its first invocation): configure their parent, ``rebound``,
+    # which each of them reaches by propagation, whenever it is made.
+    logging.getLogger("rebound")
     copy_config_to_registered_loggers(source_logger=logger, include={"rebound"})
     return logger
 

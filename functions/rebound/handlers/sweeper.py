@@ -3,10 +3,12 @@ every five minutes it also runs the retry-health report (``rebound.ops.health_wa
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
+from rebound.domain.jsonutil import dumps
 from rebound.handlers.observability import logger_for, metrics_for
 
 if TYPE_CHECKING:
@@ -49,4 +51,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         except Exception:  # the report must never cost the sweep; counted, logged, next period
             logger.exception("retry health report failed")
             deps.metrics.count(SWEEPER_FAILURE)
-    return answer
+    # Lambda's runtime serializes the answer with the standard json module; the report holds
+    # datetimes (the ledger's ``checked_until``), which it cannot: as ISO strings.
+    return json.loads(dumps(answer))  # type: ignore[no-any-return]

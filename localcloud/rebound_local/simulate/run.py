@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,7 +30,7 @@ from rebound_local.invariants import Fire
 from rebound_local.live_carriers import LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import InjectedMessage, LoadedScenario, Operation, Recovery
+from rebound_local.scenario import BUS, InjectedMessage, LoadedScenario, Operation, Recovery
 from rebound_local.simulate.invariants import UNSETTLED
 from rebound_local.simulate.recovery import recover
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
@@ -56,8 +58,10 @@ class Simulation(SimulationSabotage, SimulationReport):
         log_file: Path | None = None,
         progress: Progress | None = None,
         stall_wall_s: float = STALL_WALL_S,
+        aws_sized: bool = False,
     ) -> None:
         self.loaded = loaded
+        self.aws_sized = aws_sized
         self.scenario = loaded.scenario
         self.seed = self.scenario.seed if seed is None else seed
         self.transport = transport
@@ -86,6 +90,10 @@ class Simulation(SimulationSabotage, SimulationReport):
 
     # --------------------------------------------------------------------------- the run
     def run(self) -> SimulationResult:
+        with own_cloud():
+            return self._run()
+
+    def _run(self) -> SimulationResult:
         started = time.monotonic()
         sc = self.scenario
         reset_moto()
@@ -169,6 +177,7 @@ class Simulation(SimulationSabotage, SimulationReport):
             concurrency=sc.model.concurrency,
             executor_max_concurrency=sc.model.executor_max_concurrency,
             stall_wall_s=self.stall_wall_s,
+            aws_sized=self.aws_sized,
         )
 
     def _watch_fires(self, stack: LocalStack) -> None:
@@ -230,6 +239,19 @@ class Simulation(SimulationSabotage, SimulationReport):
             if isinstance(what, Recovery):
                 task_ids = [t.id for t in self.loaded.tasks]
                 self.operations.append(recover(stack.deps, what, task_ids, sc.start))
+                continue
+            if what.queue == BUS:  # an outside service's event
+                event = json.loads(what.body)
+                stack.cloud.client("events").put_events(
+                    Entries=[
+                        {
+                            "Source": event["source"],
+                            "DetailType": event["detail-type"],
+                            "Detail": json.dumps(event["detail"]),
+                            "EventBusName": stack.settings.bus_name,
+                        }
+                    ]
+                )
                 continue
             ref = stack.settings.queue(what.queue)
             stack.cloud.client("sqs").send_message(
@@ -303,6 +325,18 @@ class Simulation(SimulationSabotage, SimulationReport):
         table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("runs"))
         item = table.items.get(DynamoType({"S": run_id}))
         return observe.decode_item(item) if item is not None else None
+
+
+@contextmanager
+def own_cloud() -> Iterator[None]:
+    """Clients find the embedded cloud, whatever ``AWS_ENDPOINT_URL`` (or a service's own
+    ``AWS_ENDPOINT_URL_<SERVICE>``) says: boto3 would send the clients made without an endpoint
+    (the in-process transports) there, to a ``rebound local up`` that may not even run."""
+    saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith("AWS_ENDPOINT_URL")}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
 
 
 def ending_with(tasks: list[T], end: datetime) -> list[T]:
