@@ -8,7 +8,6 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.domain.jsonutil import dumps
 from rebound.handlers.observability import logger_for, metrics_for
 
 if TYPE_CHECKING:
@@ -53,4 +52,6 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             deps.metrics.count(SWEEPER_FAILURE)
     # Lambda's runtime serializes the answer with the standard json module; the report holds
     # datetimes (the ledger's ``checked_until``), which it cannot: as ISO strings.
+    from rebound.domain.jsonutil import dumps  # with the engine: not at cold start
+
     return json.loads(dumps(answer))  # type: ignore[no-any-return]
