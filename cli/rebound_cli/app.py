@@ -90,14 +90,22 @@ class ReboundGroup(click.Group):
 )
 @root_options
 @click.pass_context
-def cli(ctx: click.Context, env: str, output: str | None, query: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context,
+    env: str,
+    output: str | None,
+    query: str | None,
+    profile: str | None,
+    region: str | None,
+    debug: bool,
+) -> None:
     """Rebound: scheduled and event-triggered tasks that are retried, dead-lettered and recovered.
 
     Resources are found from the environment's SSM parameter /rebound/ENV/resources. AWS access
-    follows AWS_PROFILE, AWS_REGION and AWS_ENDPOINT_URL. Every change you make is audited with
-    your AWS identity (sts:GetCallerIdentity) as the actor. Exit codes: 0 done, 1 failed,
-    2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling, 7 refused
-    (your identity may not act on that tenant).
+    follows --profile (or AWS_PROFILE), --region (or AWS_REGION) and AWS_ENDPOINT_URL. Every
+    change you make is audited with your AWS identity (sts:GetCallerIdentity) as the actor. Exit
+    codes: 0 done, 1 failed, 2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable
+    or throttling, 7 refused (your identity may not act on that tenant).
 
     The options below may be given anywhere on the command line, as with the AWS CLI:
     `rebound dlq list --output json` is `rebound --output json dlq list`.
@@ -114,7 +122,7 @@ def cli(ctx: click.Context, env: str, output: str | None, query: str | None, deb
     """
     overrides = ctx.obj if isinstance(ctx.obj, Overrides) else None
     ctx.obj = App(env, output, debug, overrides)
-    ctx.obj.query = query
+    ctx.obj.query, ctx.obj.profile, ctx.obj.region = query, profile, region
 
 
 for group in (

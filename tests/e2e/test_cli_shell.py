@@ -173,3 +173,32 @@ def test_tasks_and_runs_page_with_the_cursor_they_print(local_cloud: Cloud, tmp_
     everywhere = local_cloud.json("runs", "list", "--limit", "1", "--after", runs[1])  # no --task
     assert runs[2] in [r["run_id"] for r in everywhere["items"]]
     assert local_cloud.ok("runs", "list", "--task", "shell-page-0", "--limit", "1").stdout.count("\n") == 1
+
+
+def test_a_task_file_from_standard_input(local_cloud: Cloud) -> None:
+    piped = {"tasks": [{**TASKS["tasks"][0], "id": "shell-piped"}]}
+    planned = local_cloud.json("tasks", "apply", "-f", "-", "--dry-run", input=yaml.safe_dump(piped))
+    assert [(p["id"], p["change"]) for p in planned["plan"]] == [("acme.shell-piped", "create")]
+    local_cloud.ok("tasks", "apply", "-f", "-", "--yes", input=yaml.safe_dump(piped))
+    assert local_cloud.json("tasks", "show", "shell-piped")["task"]["id"] == "acme.shell-piped"
+    bad = local_cloud.cli("tasks", "dryrun", "-f", "-", input="tasks: [")
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_profile_and_region_choose_the_aws_account_and_region(local_cloud: Cloud) -> None:
+    assert local_cloud.cli("--region", "us-east-1", "tasks", "list").exit_code == 0
+    elsewhere = local_cloud.cli("tasks", "list", "--region", "eu-west-1")
+    assert elsewhere.exit_code == 4 and "no Rebound environment 'local' in eu-west-1" in elsewhere.stderr
+    unknown = local_cloud.cli("--profile", "no-such-profile", "tasks", "list")
+    assert unknown.exit_code == 2 and "AWS_PROFILE" in unknown.stderr
+
+
+def test_policies_show_durations_as_the_config_writes_them(local_cloud: Cloud) -> None:
+    rows = {r.split("\t")[0]: r.split("\t") for r in local_cloud.ok("policies", "list").stdout.splitlines()}
+    header = ["name", "version", "max_attempts", "base_delay", "multiplier", "max_delay", "max_age"]
+    default = dict(zip(header, rows["default"], strict=False))
+    assert (default["base_delay"], default["max_delay"], default["max_age"]) == ("120s", "1h", "1d")
+    patient = dict(zip(header, rows["patient"], strict=False))
+    assert (patient["base_delay"], patient["max_delay"], patient["max_age"]) == ("5m", "6h", "2d")
+    as_json = {p["name"]: p for p in local_cloud.json("policies", "list")}
+    assert as_json["default"]["base_delay"] == 120  # JSON keeps seconds

@@ -17,6 +17,7 @@ from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
+from rebound_cli.files import INPUT_FILE
 from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SHOWN_CHANGES = 50
@@ -69,8 +70,8 @@ TASK_FILE = click.option(
     "--file",
     "path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="task file (YAML, a top-level `tasks:` list)",
+    type=INPUT_FILE,
+    help="task file (YAML, a top-level `tasks:` list); - reads standard input",
 )
 SHOWN_WARNINGS = 30
 WINDOW_HELP = "how far ahead to look (a duration: 6h, 24h, 7d; at most 7d)"
@@ -184,6 +185,7 @@ def apply(
     Examples:
       rebound tasks apply -f config/demo/tasks.yaml --dry-run
       rebound tasks apply -f tasks.yaml --yes
+      generate-tasks | rebound tasks apply -f - --yes   # - is standard input
       rebound tasks apply -f config/demo/workstream.yaml   # tasks, workstreams and resources
       rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
       rebound tasks apply -f backfill.yaml --allow-past   # a one-time `at` already past runs now
