@@ -23,6 +23,7 @@ from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.tenancy import migrate, tenants
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.commands.workstreams import resources, workstreams
+from rebound_cli.completion import completion, install_completion
 from rebound_cli.context import App, Overrides
 from rebound_cli.errors import describe
 from rebound_cli.global_options import install_everywhere, root_options
@@ -144,9 +145,11 @@ for group in (
     state,
     console,
     local,
+    completion,
 ):
     cli.add_command(group)
 install_everywhere(cli)
+install_completion(cli)
 
 
 if __name__ == "__main__":

@@ -202,3 +202,60 @@ def test_policies_show_durations_as_the_config_writes_them(local_cloud: Cloud) -
     assert (patient["base_delay"], patient["max_delay"], patient["max_age"]) == ("5m", "6h", "2d")
     as_json = {p["name"]: p for p in local_cloud.json("policies", "list")}
     assert as_json["default"]["base_delay"] == 120  # JSON keeps seconds
+
+
+def test_run_wait_and_show_watch_exit_with_the_runs_outcome(local_cloud: Cloud, tmp_path: Path) -> None:
+    def sim(task_id: str, behavior: dict[str, object]) -> dict[str, object]:
+        return {**TASKS["tasks"][0], "id": task_id, "target": {"type": "sim", "behavior": behavior}}
+
+    file = tmp_path / "outcomes.yaml"
+    file.write_text(
+        yaml.safe_dump({"tasks": [sim("shell-ok", {"ok": True}), sim("shell-bad", {"always_fail": True})]})
+    )
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+    local_cloud.while_sleeping = lambda s: local_cloud.run_for(timedelta(seconds=s))
+    try:
+        ok = local_cloud.cli("-o", "json", "tasks", "run", "shell-ok", "--wait", "--interval", "5")
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["state"] == "succeeded" and "succeeded (attempt 1)" in ok.stderr
+
+        short = local_cloud.cli("tasks", "run", "shell-bad", "--wait", "--interval", "5", "--timeout", "10")
+        assert short.exit_code == 6 and "is still" in short.stderr
+        run_id = short.stderr.split()[1]
+
+        watched = local_cloud.cli("runs", "show", run_id, "--watch", "--interval", "60")
+        assert watched.exit_code == 1, watched.output
+        assert "attempt-failed" in watched.stdout and "dead_lettered after 3 attempt(s)" in watched.stdout
+        bad = local_cloud.cli("tasks", "run", "shell-bad", "--wait", "--interval", "60", "--token", "again")
+        assert bad.exit_code == 1 and "dead_lettered" in bad.stdout
+    finally:
+        local_cloud.while_sleeping = None
+
+
+def test_completion_scripts_and_ids_from_the_environment(local_cloud: Cloud, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    runner = CliRunner()
+    for shell, marker in (
+        ("bash", "complete -o nosort -F"),
+        ("zsh", "#compdef rebound"),
+        ("fish", "complete "),
+    ):
+        script = runner.invoke(cli, ["completion", shell], prog_name="rebound")
+        assert script.exit_code == 0 and marker in script.stdout and "_REBOUND_COMPLETE" in script.stdout
+
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        env = {"_REBOUND_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1)}
+        result = runner.invoke(cli, [], prog_name="rebound", env=env)
+        assert result.exit_code == 0, result.output
+        return [row.split(",", 1)[1] for row in result.stdout.splitlines() if row]
+
+    assert "acme.shell-nightly" in complete("rebound --env local tasks show acme.shell-")
+    assert complete("rebound --env local tasks pause acme.no-such-") == []
+    assert "--limit" in complete("rebound tasks list --li")
+    assert complete("rebound --env nowhere tasks show a") == []  # no environment: nothing, no error

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rebound.domain.models import TaskState
+from rebound.domain.models import Run, TaskState
 from rebound.domain.timefmt import iso
 from rebound.ops.authz import Documents, TaskOf, document_tenants
 from rebound.ops.preflight import PreflightOps, PreflightReport, parse_window
@@ -14,6 +14,7 @@ from rebound.ops.preview import MAX_PREVIEW
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view, detail_view, task_view
 from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
+from rebound_cli import watch
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
@@ -412,10 +413,19 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
 @tasks.command("run")
 @click.argument("task_id")
 @click.option("--token", help="idempotency token: every request with the same token names the same run")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="wait until the run settles: exit 0 if it succeeded, 1 if not, 6 at --timeout",
+)
+@watch.INTERVAL
+@watch.TIMEOUT
 @out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:run", TaskOf("task_id"))
-def run_now(app: App, task_id: str, token: str | None) -> None:
+def run_now(
+    app: App, task_id: str, token: str | None, wait: bool, interval: float, wait_timeout: float
+) -> None:
     """Run a registered task now, outside its schedule, with the task's retry policy.
 
     An unknown or paused task is refused (exit code as for any error); nothing is queued.
@@ -424,10 +434,33 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
     Examples:
       rebound tasks run nightly-report
       rebound -o json tasks run nightly-report
+      rebound tasks run nightly-report --wait --timeout 600 && echo done   # exit code: the outcome
 
-    JSON: run_id, task_id.
+    JSON: run_id, task_id; with --wait also state and attempts (the settled run's).
     """
     run_id = app.tasks(writer=True).run_now(task_id, token)
+    if wait:
+        out.note(f"run {run_id} queued; waiting for it to settle")
+        seen: list[str] = []
+
+        def look(run: Run | None) -> None:
+            if run is not None and run.state.value not in seen[-1:]:
+                seen.append(run.state.value)
+                out.note(f"  {run.state.value} (attempt {run.attempt})")
+
+        settled = watch.follow(app, run_id, interval, wait_timeout, look)
+        out.emit(
+            app,
+            {
+                "run_id": run_id,
+                "task_id": settled.task_id,
+                "state": settled.state.value,
+                "attempts": settled.attempt,
+            },
+            lambda: out.say(f"run {run_id} {settled.state.value} after {settled.attempt} attempt(s)"),
+        )
+        watch.exit_with_outcome(settled)
+        return
     out.emit(
         app,
         {"run_id": run_id, "task_id": run_id.partition(":")[0]},  # the task's key
