@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import traceback
 from typing import IO, Any
@@ -76,6 +78,12 @@ class ReboundGroup(click.Group):
             raise _one_line(exc) from exc
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:
+            # The reader went away (`rebound runs list | head`): what it wanted, it has. Say
+            # nothing, and keep Python from complaining while it flushes stdout at exit.
+            with contextlib.suppress(OSError, ValueError):  # no file descriptor: nothing to flush
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except Exception as exc:
             line, code = describe(exc)
             click.echo(line, err=True)

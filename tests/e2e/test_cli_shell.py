@@ -259,3 +259,14 @@ def test_completion_scripts_and_ids_from_the_environment(local_cloud: Cloud, tmp
     assert complete("rebound --env local tasks pause acme.no-such-") == []
     assert "--limit" in complete("rebound tasks list --li")
     assert complete("rebound --env nowhere tasks show a") == []  # no environment: nothing, no error
+
+
+def test_a_reader_that_goes_away_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    def closed(*_: object, **__: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")  # as `rebound ... | head` meets it
+
+    monkeypatch.setattr(click, "echo", closed)
+    result = CliRunner().invoke(cli, ["completion", "bash"])
+    assert result.exit_code == 0 and result.output == ""
