@@ -181,8 +181,9 @@ def say(text: str) -> None:
 
 
 def note(text: str) -> None:
-    """A remark for the person at the terminal (stderr; never part of JSON output)."""
-    stderr().print(text)
+    """A remark for the person at the terminal (stderr; never part of JSON output), never wrapped:
+    a cursor or an id in it stays whole."""
+    stderr().print(text, soft_wrap=True)
 
 
 def structured(app: App) -> bool:
