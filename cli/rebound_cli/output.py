@@ -169,8 +169,10 @@ def fields(title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in pairs:
-        grid.add_row(key, cell(value))
-    console.print(grid)
+        text = cell(value)
+        token = not any(ch.isspace() for ch in text)
+        grid.add_row(key, Text(text, no_wrap=True) if token else text)  # an id stays on its line
+    _print_whole(console, grid)
 
 
 def say(text: str) -> None:

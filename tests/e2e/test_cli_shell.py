@@ -270,3 +270,16 @@ def test_a_reader_that_goes_away_is_no_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(click, "echo", closed)
     result = CliRunner().invoke(cli, ["completion", "bash"])
     assert result.exit_code == 0 and result.output == ""
+
+
+def test_a_field_never_wraps_an_id(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rebound_cli import output as out
+    from rebound_cli.context import App
+
+    monkeypatch.setenv("COLUMNS", "30")
+    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
+    with click.Context(click.Command("show"), obj=App("dev", "table", False)):
+        out.fields("run", [("run", long_id), ("note", "words that may wrap where they must, at spaces")])
+    assert long_id in capsys.readouterr().out.splitlines()[1]
