@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -121,19 +122,30 @@ def test_output_fits_a_shell_text_by_default_yaml_and_a_query(local_cloud: Cloud
     assert graph.exit_code == 2 and "only `workstreams show`" in graph.stderr
 
 
-def test_a_table_never_wraps_an_id(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+LONG_ID = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
+TEXT = "a message of many words that may wrap where it must"
+
+
+@pytest.mark.parametrize(
+    ("view", "line"),
+    [
+        (lambda out: out.table(None, ["run", "error"], [[LONG_ID, TEXT]]), 3),  # the first row
+        (lambda out: out.fields("run", [("run", LONG_ID), ("note", TEXT)]), 1),
+    ],
+    ids=["table", "fields"],
+)
+def test_a_view_never_wraps_an_id(
+    view: Any, line: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rebound_cli import output as out
     from rebound_cli.context import App
 
-    monkeypatch.setenv("COLUMNS", "40")
-    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
-    with click.Context(click.Command("list"), obj=App("dev", "table", False)):
-        out.table(None, ["run", "error"], [[long_id, "a message of many words that may wrap where it must"]])
-    table = capsys.readouterr().out
-    assert long_id in table.splitlines()[3]  # the first row, whole on its line
-    assert "│" in table and "message" in table  # free text still wraps, at its spaces
+    monkeypatch.setenv("COLUMNS", "30")
+    with click.Context(click.Command("show"), obj=App("dev", "table", False)):
+        view(out)
+    shown = capsys.readouterr().out
+    assert LONG_ID in shown.splitlines()[line]  # whole on its line
+    assert "message" in shown  # free text still wraps, at its spaces
 
 
 def test_every_list_pages_the_same_way() -> None:
@@ -270,16 +282,3 @@ def test_a_reader_that_goes_away_is_no_error(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(click, "echo", closed)
     result = CliRunner().invoke(cli, ["completion", "bash"])
     assert result.exit_code == 0 and result.output == ""
-
-
-def test_a_field_never_wraps_an_id(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from rebound_cli import output as out
-    from rebound_cli.context import App
-
-    monkeypatch.setenv("COLUMNS", "30")
-    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
-    with click.Context(click.Command("show"), obj=App("dev", "table", False)):
-        out.fields("run", [("run", long_id), ("note", "words that may wrap where they must, at spaces")])
-    assert long_id in capsys.readouterr().out.splitlines()[1]
