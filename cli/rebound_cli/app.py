@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import traceback
 from typing import IO, Any
@@ -23,6 +25,7 @@ from rebound_cli.commands.tasks import tasks
 from rebound_cli.commands.tenancy import migrate, tenants
 from rebound_cli.commands.workorders import workorders
 from rebound_cli.commands.workstreams import resources, workstreams
+from rebound_cli.completion import completion, install_completion
 from rebound_cli.context import App, Overrides
 from rebound_cli.errors import describe
 from rebound_cli.global_options import install_everywhere, root_options
@@ -75,6 +78,12 @@ class ReboundGroup(click.Group):
             raise _one_line(exc) from exc
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise
+        except BrokenPipeError:
+            # The reader went away (`rebound runs list | head`): what it wanted, it has. Say
+            # nothing, and keep Python from complaining while it flushes stdout at exit.
+            with contextlib.suppress(OSError, ValueError):  # no file descriptor: nothing to flush
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(0)
         except Exception as exc:
             line, code = describe(exc)
             click.echo(line, err=True)
@@ -90,14 +99,22 @@ class ReboundGroup(click.Group):
 )
 @root_options
 @click.pass_context
-def cli(ctx: click.Context, env: str, output: str | None, query: str | None, debug: bool) -> None:
+def cli(
+    ctx: click.Context,
+    env: str,
+    output: str | None,
+    query: str | None,
+    profile: str | None,
+    region: str | None,
+    debug: bool,
+) -> None:
     """Rebound: scheduled and event-triggered tasks that are retried, dead-lettered and recovered.
 
     Resources are found from the environment's SSM parameter /rebound/ENV/resources. AWS access
-    follows AWS_PROFILE, AWS_REGION and AWS_ENDPOINT_URL. Every change you make is audited with
-    your AWS identity (sts:GetCallerIdentity) as the actor. Exit codes: 0 done, 1 failed,
-    2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable or throttling, 7 refused
-    (your identity may not act on that tenant).
+    follows --profile (or AWS_PROFILE), --region (or AWS_REGION) and AWS_ENDPOINT_URL. Every
+    change you make is audited with your AWS identity (sts:GetCallerIdentity) as the actor. Exit
+    codes: 0 done, 1 failed, 2 bad input, 3 unhealthy, 4 not found, 5 conflict, 6 AWS unavailable
+    or throttling, 7 refused (your identity may not act on that tenant).
 
     The options below may be given anywhere on the command line, as with the AWS CLI:
     `rebound dlq list --output json` is `rebound --output json dlq list`.
@@ -114,7 +131,7 @@ def cli(ctx: click.Context, env: str, output: str | None, query: str | None, deb
     """
     overrides = ctx.obj if isinstance(ctx.obj, Overrides) else None
     ctx.obj = App(env, output, debug, overrides)
-    ctx.obj.query = query
+    ctx.obj.query, ctx.obj.profile, ctx.obj.region = query, profile, region
 
 
 for group in (
@@ -136,9 +153,11 @@ for group in (
     state,
     console,
     local,
+    completion,
 ):
     cli.add_command(group)
 install_everywhere(cli)
+install_completion(cli)
 
 
 if __name__ == "__main__":

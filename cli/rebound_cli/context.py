@@ -117,6 +117,9 @@ class App:
         self.output = output
         self.debug = debug
         self.overrides = overrides or Overrides()
+        self.profile: str | None = None
+        self.region: str | None = None
+        """``--profile`` and ``--region``: over ``AWS_PROFILE`` and ``AWS_REGION``."""
         self.query: str | None = None
         """``--query``: a JMESPath expression over the JSON output (``output.emit``)."""
         self.decided_tenant: str | None = None
@@ -132,7 +135,9 @@ class App:
     @cached_property
     def session(self) -> boto3.session.Session:
         try:
-            session = boto3.session.Session(region_name=os.environ.get("AWS_REGION") or None)
+            session = boto3.session.Session(
+                profile_name=self.profile, region_name=self.region or os.environ.get("AWS_REGION") or None
+            )
         except BotoCoreError as exc:  # an unknown AWS_PROFILE, for one
             raise ValidationFailed(f"AWS configuration: {exc}", key_path="AWS_PROFILE") from exc
         if self.overrides.on_session is not None:

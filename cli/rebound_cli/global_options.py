@@ -62,6 +62,8 @@ GLOBALS = (
         ("--query",),
         {"metavar": "JMESPATH", "help": "a JMESPath expression over the JSON output, as the AWS CLI's"},
     ),
+    GlobalOption("profile", ("--profile",), {"help": "the AWS profile to use (instead of AWS_PROFILE)"}),
+    GlobalOption("region", ("--region",), {"help": "the AWS region (instead of AWS_REGION)"}),
     GlobalOption("debug", ("--debug",), {"is_flag": True, "help": "print the traceback of an error"}),
 )
 EPILOG = "Global options ({}) may be given here too, as anywhere on the command line."

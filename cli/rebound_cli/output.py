@@ -169,8 +169,10 @@ def fields(title: str | None, pairs: Sequence[tuple[str, Any]]) -> None:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in pairs:
-        grid.add_row(key, cell(value))
-    console.print(grid)
+        text = cell(value)
+        token = not any(ch.isspace() for ch in text)
+        grid.add_row(key, Text(text, no_wrap=True) if token else text)  # an id stays on its line
+    _print_whole(console, grid)
 
 
 def say(text: str) -> None:
@@ -181,8 +183,9 @@ def say(text: str) -> None:
 
 
 def note(text: str) -> None:
-    """A remark for the person at the terminal (stderr; never part of JSON output)."""
-    stderr().print(text)
+    """A remark for the person at the terminal (stderr; never part of JSON output), never wrapped:
+    a cursor or an id in it stays whole."""
+    stderr().print(text, soft_wrap=True)
 
 
 def structured(app: App) -> bool:

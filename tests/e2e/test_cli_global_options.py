@@ -126,7 +126,10 @@ def test_version_and_help_after_a_command() -> None:
     assert version.exit_code == 0 and version.stdout.startswith("rebound, version ")
 
     help_text = run("notifications", "plan", "--help").stdout
-    assert "Global options (--env, -o/--output, --query, --debug, --version) may be given" in help_text
+    assert (
+        "Global options (--env, -o/--output, --query, --profile, --region, --debug, --version) may be "
+        "given here too" in " ".join(help_text.split())
+    )
     assert "--env TEXT" not in help_text  # declared, but only the root lists them
 
 

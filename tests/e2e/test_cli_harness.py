@@ -51,6 +51,8 @@ class Cloud:
     hooks: list[Hook] = field(default_factory=list)
     """Extra botocore event hooks for the CLI's next sessions (fault injection)."""
     sleeps: list[float] = field(default_factory=list)
+    while_sleeping: Callable[[float], None] | None = None
+    """What happens while the CLI sleeps (polls, backoff): the system running, say."""
 
     @property
     def deps(self) -> Deps:
@@ -67,12 +69,17 @@ class Cloud:
         for event, handler in self.hooks:
             session.events.register(event, handler)
 
+    def _sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.while_sleeping is not None:
+            self.while_sleeping(seconds)
+
     def cli(self, *args: str, input: str | None = None) -> Result:
         # A test that gives input plays a person at a terminal; without input there is none.
         overrides = Overrides(
             clock=self.clock,
             on_session=self._on_session,
-            sleep=self.sleeps.append,
+            sleep=self._sleep,
             sqs_wait_s=0,
             terminal=input is not None,
         )

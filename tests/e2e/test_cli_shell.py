@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -121,19 +122,30 @@ def test_output_fits_a_shell_text_by_default_yaml_and_a_query(local_cloud: Cloud
     assert graph.exit_code == 2 and "only `workstreams show`" in graph.stderr
 
 
-def test_a_table_never_wraps_an_id(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+LONG_ID = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
+TEXT = "a message of many words that may wrap where it must"
+
+
+@pytest.mark.parametrize(
+    ("view", "line"),
+    [
+        (lambda out: out.table(None, ["run", "error"], [[LONG_ID, TEXT]]), 3),  # the first row
+        (lambda out: out.fields("run", [("run", LONG_ID), ("note", TEXT)]), 1),
+    ],
+    ids=["table", "fields"],
+)
+def test_a_view_never_wraps_an_id(
+    view: Any, line: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from rebound_cli import output as out
     from rebound_cli.context import App
 
-    monkeypatch.setenv("COLUMNS", "40")
-    long_id = "acme.an-identifier-longer-than-the-terminal-is-wide:20260307T090500Z"
-    with click.Context(click.Command("list"), obj=App("dev", "table", False)):
-        out.table(None, ["run", "error"], [[long_id, "a message of many words that may wrap where it must"]])
-    table = capsys.readouterr().out
-    assert long_id in table.splitlines()[3]  # the first row, whole on its line
-    assert "│" in table and "message" in table  # free text still wraps, at its spaces
+    monkeypatch.setenv("COLUMNS", "30")
+    with click.Context(click.Command("show"), obj=App("dev", "table", False)):
+        view(out)
+    shown = capsys.readouterr().out
+    assert LONG_ID in shown.splitlines()[line]  # whole on its line
+    assert "message" in shown  # free text still wraps, at its spaces
 
 
 def test_every_list_pages_the_same_way() -> None:
@@ -173,3 +185,100 @@ def test_tasks_and_runs_page_with_the_cursor_they_print(local_cloud: Cloud, tmp_
     everywhere = local_cloud.json("runs", "list", "--limit", "1", "--after", runs[1])  # no --task
     assert runs[2] in [r["run_id"] for r in everywhere["items"]]
     assert local_cloud.ok("runs", "list", "--task", "shell-page-0", "--limit", "1").stdout.count("\n") == 1
+
+
+def test_a_task_file_from_standard_input(local_cloud: Cloud) -> None:
+    piped = {"tasks": [{**TASKS["tasks"][0], "id": "shell-piped"}]}
+    planned = local_cloud.json("tasks", "apply", "-f", "-", "--dry-run", input=yaml.safe_dump(piped))
+    assert [(p["id"], p["change"]) for p in planned["plan"]] == [("acme.shell-piped", "create")]
+    local_cloud.ok("tasks", "apply", "-f", "-", "--yes", input=yaml.safe_dump(piped))
+    assert local_cloud.json("tasks", "show", "shell-piped")["task"]["id"] == "acme.shell-piped"
+    bad = local_cloud.cli("tasks", "dryrun", "-f", "-", input="tasks: [")
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+
+
+def test_profile_and_region_choose_the_aws_account_and_region(local_cloud: Cloud) -> None:
+    assert local_cloud.cli("--region", "us-east-1", "tasks", "list").exit_code == 0
+    elsewhere = local_cloud.cli("tasks", "list", "--region", "eu-west-1")
+    assert elsewhere.exit_code == 4 and "no Rebound environment 'local' in eu-west-1" in elsewhere.stderr
+    unknown = local_cloud.cli("--profile", "no-such-profile", "tasks", "list")
+    assert unknown.exit_code == 2 and "AWS_PROFILE" in unknown.stderr
+
+
+def test_policies_show_durations_as_the_config_writes_them(local_cloud: Cloud) -> None:
+    rows = {r.split("\t")[0]: r.split("\t") for r in local_cloud.ok("policies", "list").stdout.splitlines()}
+    header = ["name", "version", "max_attempts", "base_delay", "multiplier", "max_delay", "max_age"]
+    default = dict(zip(header, rows["default"], strict=False))
+    assert (default["base_delay"], default["max_delay"], default["max_age"]) == ("120s", "1h", "1d")
+    patient = dict(zip(header, rows["patient"], strict=False))
+    assert (patient["base_delay"], patient["max_delay"], patient["max_age"]) == ("5m", "6h", "2d")
+    as_json = {p["name"]: p for p in local_cloud.json("policies", "list")}
+    assert as_json["default"]["base_delay"] == 120  # JSON keeps seconds
+
+
+def test_run_wait_and_show_watch_exit_with_the_runs_outcome(local_cloud: Cloud, tmp_path: Path) -> None:
+    def sim(task_id: str, behavior: dict[str, object]) -> dict[str, object]:
+        return {**TASKS["tasks"][0], "id": task_id, "target": {"type": "sim", "behavior": behavior}}
+
+    file = tmp_path / "outcomes.yaml"
+    file.write_text(
+        yaml.safe_dump({"tasks": [sim("shell-ok", {"ok": True}), sim("shell-bad", {"always_fail": True})]})
+    )
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+    local_cloud.while_sleeping = lambda s: local_cloud.run_for(timedelta(seconds=s))
+    try:
+        ok = local_cloud.cli("-o", "json", "tasks", "run", "shell-ok", "--wait", "--interval", "5")
+        assert ok.exit_code == 0, ok.output
+        assert json.loads(ok.stdout)["state"] == "succeeded" and "succeeded (attempt 1)" in ok.stderr
+
+        short = local_cloud.cli("tasks", "run", "shell-bad", "--wait", "--interval", "5", "--timeout", "10")
+        assert short.exit_code == 6 and "is still" in short.stderr
+        run_id = short.stderr.split()[1]
+
+        watched = local_cloud.cli("runs", "show", run_id, "--watch", "--interval", "60")
+        assert watched.exit_code == 1, watched.output
+        assert "attempt-failed" in watched.stdout and "dead_lettered after 3 attempt(s)" in watched.stdout
+        bad = local_cloud.cli("tasks", "run", "shell-bad", "--wait", "--interval", "60", "--token", "again")
+        assert bad.exit_code == 1 and "dead_lettered" in bad.stdout
+    finally:
+        local_cloud.while_sleeping = None
+
+
+def test_completion_scripts_and_ids_from_the_environment(local_cloud: Cloud, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    runner = CliRunner()
+    for shell, marker in (
+        ("bash", "complete -o nosort -F"),
+        ("zsh", "#compdef rebound"),
+        ("fish", "complete "),
+    ):
+        script = runner.invoke(cli, ["completion", shell], prog_name="rebound")
+        assert script.exit_code == 0 and marker in script.stdout and "_REBOUND_COMPLETE" in script.stdout
+
+    file = tmp_path / "tasks.yaml"
+    file.write_text(yaml.safe_dump(TASKS))
+    local_cloud.ok("tasks", "apply", "-f", str(file), "--yes")
+
+    def complete(line: str) -> list[str]:
+        words = line.split(" ")
+        env = {"_REBOUND_COMPLETE": "bash_complete", "COMP_WORDS": line, "COMP_CWORD": str(len(words) - 1)}
+        result = runner.invoke(cli, [], prog_name="rebound", env=env)
+        assert result.exit_code == 0, result.output
+        return [row.split(",", 1)[1] for row in result.stdout.splitlines() if row]
+
+    assert "acme.shell-nightly" in complete("rebound --env local tasks show acme.shell-")
+    assert complete("rebound --env local tasks pause acme.no-such-") == []
+    assert "--limit" in complete("rebound tasks list --li")
+    assert complete("rebound --env nowhere tasks show a") == []  # no environment: nothing, no error
+
+
+def test_a_reader_that_goes_away_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    def closed(*_: object, **__: object) -> None:
+        raise BrokenPipeError(32, "Broken pipe")  # as `rebound ... | head` meets it
+
+    monkeypatch.setattr(click, "echo", closed)
+    result = CliRunner().invoke(cli, ["completion", "bash"])
+    assert result.exit_code == 0 and result.output == ""

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from rebound.config.loader import merge_spec
+from rebound.domain.durations import format_duration
 from rebound.domain.prediction.whatif import WhatIf
 from rebound.ops.authz import Environment
 from rebound.ops.policies import parse_assignments, policy_view, whatif_window
@@ -15,6 +17,18 @@ from rebound_cli.context import App
 from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SUMMARY = ("max_attempts", "base_delay", "multiplier", "max_delay", "max_age", "jitter", "severity")
+DURATIONS = ("base_delay", "max_delay", "max_age")
+
+
+def _as_written(app: App, view: dict[str, Any]) -> dict[str, Any]:
+    """``view`` with its durations as the policy files write them (``120s``, ``1d``), for people;
+    JSON keeps seconds."""
+    book = app.deps.policies.book
+    written = merge_spec(book.defaults, book.named.get(str(view["name"]), {}))
+    return {
+        k: format_duration(v, written.get(k)) if k in DURATIONS and v is not None else v
+        for k, v in view.items()
+    }
 
 
 @click.group()
@@ -47,6 +61,10 @@ def list_policies(app: App, limit: int | None, after: str | None, all_pages: boo
     """
     found = app.policies().find()
     pages = paging(limit, after, all_pages)
+
+    def written(view: dict[str, Any]) -> dict[str, Any]:
+        return _as_written(app, view)
+
     views, following = page_of([policy_view(p) for p in found], lambda v: str(v["name"]), pages)
     emit_page(
         app,
@@ -56,7 +74,10 @@ def list_policies(app: App, limit: int | None, after: str | None, all_pages: boo
         lambda: out.table(
             None,
             ["name", "version", *SUMMARY],
-            [[v["name"], v["version"], *(v[k] for k in SUMMARY)] for v in views],
+            [
+                [w["name"], w["version"], *(w[k] for k in SUMMARY)]
+                for w in (_as_written(app, v) for v in views)
+            ],
         ),
     )
 
@@ -80,7 +101,8 @@ def show(app: App, name: str) -> None:
 
     def render() -> None:
         out.fields(
-            f"policy {name} (v{detail.policy.version}, from {detail.source})", sorted(data["policy"].items())
+            f"policy {name} (v{detail.policy.version}, from {detail.source})",
+            sorted(_as_written(app, data["policy"]).items()),
         )
         out.table(
             "versions",

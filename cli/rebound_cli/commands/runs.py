@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from rebound.domain.run import RunState
+from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.async_reports import AsyncReports, Report, ReportAnswer, ReportKind
 from rebound.ops.authz import RunOf
@@ -14,6 +14,7 @@ from rebound.ops.common import parse_when
 from rebound.ops.runs import RetryOutcome, run_view
 from rebound.ops.state import restore_missing
 from rebound_cli import output as out
+from rebound_cli import watch
 from rebound_cli.authz import authorized
 from rebound_cli.commands.state import render_report
 from rebound_cli.context import App
@@ -119,9 +120,17 @@ def list_runs(
 @runs.command("show")
 @click.argument("run_id")
 @click.option("--no-dlq", is_flag=True, help="do not look for the run's message in the DLQ")
+@click.option(
+    "--watch",
+    "watching",
+    is_flag=True,
+    help="print the timeline as it grows until the run settles: exit 0 if it succeeded, 1 if not",
+)
+@watch.INTERVAL
+@watch.TIMEOUT
 @click.pass_obj
 @authorized("runs:read", RunOf("run_id"))
-def show(app: App, run_id: str, no_dlq: bool) -> None:
+def show(app: App, run_id: str, no_dlq: bool, watching: bool, interval: float, wait_timeout: float) -> None:
     """One correlated timeline of a run.
 
     The trigger (schedule fire or event), every attempt with its error, retry decisions, the
@@ -132,12 +141,18 @@ def show(app: App, run_id: str, no_dlq: bool) -> None:
     Examples:
       rebound runs show export-ledger:20260307T090500Z
       rebound -o json runs show export-ledger:20260307T090500Z | jq '.timeline[].action'
+      rebound runs show export-ledger:20260307T090500Z --watch   # until it settles
 
     \b
     JSON fields: run (the stored run), timeline[] (at, source: trigger|run|workorder|dlq, action,
     actor, state, detail), work_order, dlq_message, audit (ok, records, detail).
     """
+    settled = _watch(app, run_id, interval, wait_timeout) if watching else None
     timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq)
+    if settled is not None and not out.structured(app):
+        out.say(f"run {run_id} {settled.state.value} after {settled.attempt} attempt(s)")
+        watch.exit_with_outcome(settled)
+        return
 
     def render() -> None:
         run = timeline.run
@@ -175,6 +190,25 @@ def show(app: App, run_id: str, no_dlq: bool) -> None:
         )
 
     out.emit(app, timeline.as_dict(), render)
+    if settled is not None:
+        watch.exit_with_outcome(settled)
+
+
+def _watch(app: App, run_id: str, interval: float, timeout: float) -> Run:
+    """Print each new timeline entry (for people; JSON waits for the settled run) until the run
+    settles."""
+    printed = 0
+
+    def look(run: Run | None) -> None:
+        nonlocal printed
+        if run is None or out.structured(app):
+            return
+        entries = app.runs().timeline(run_id, look_in_dlq=False).entries
+        for e in entries[printed:]:
+            out.say(f"{e.at.strftime('%Y-%m-%d %H:%M:%S')}  {e.source:<9} {e.action:<22} {e.state or ''}")
+        printed = max(printed, len(entries))
+
+    return watch.follow(app, run_id, interval, timeout, look)
 
 
 def _outcome_line(outcome: RetryOutcome) -> str:

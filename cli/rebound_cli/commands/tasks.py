@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rebound.domain.prediction.preflight import PreflightReport
+from rebound.domain.run import Run
 from rebound.domain.schedules import schedule_notes
 from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
@@ -17,9 +18,11 @@ from rebound.ops.task_views import detail_view, task_view
 from rebound.ops.tasks import SCHEDULER_RATE, Change, TaskChange, change_view
 from rebound.ops.workstreams import DefinitionChange, WorkstreamOps, definition_change_view
 from rebound_cli import output as out
+from rebound_cli import watch
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
 from rebound_cli.errors import EXIT_UNHEALTHY
+from rebound_cli.files import INPUT_FILE
 from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 SHOWN_CHANGES = 50
@@ -72,8 +75,8 @@ TASK_FILE = click.option(
     "--file",
     "path",
     required=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="task file (YAML, a top-level `tasks:` list)",
+    type=INPUT_FILE,
+    help="task file (YAML, a top-level `tasks:` list); - reads standard input",
 )
 SHOWN_WARNINGS = 30
 WINDOW_HELP = "how far ahead to look (a duration: 6h, 24h, 7d; at most 7d)"
@@ -187,6 +190,7 @@ def apply(
     Examples:
       rebound tasks apply -f config/demo/tasks.yaml --dry-run
       rebound tasks apply -f tasks.yaml --yes
+      generate-tasks | rebound tasks apply -f - --yes   # - is standard input
       rebound tasks apply -f config/demo/workstream.yaml   # tasks, workstreams and resources
       rebound --env prod tasks apply -f 10k-tasks.yaml --rate 500 --yes
       rebound tasks apply -f backfill.yaml --allow-past   # a one-time `at` already past runs now
@@ -415,10 +419,19 @@ def _set_state(app: App, task_id: str, state: TaskState, reason: str) -> None:
 @tasks.command("run")
 @click.argument("task_id")
 @click.option("--token", help="idempotency token: every request with the same token names the same run")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="wait until the run settles: exit 0 if it succeeded, 1 if not, 6 at --timeout",
+)
+@watch.INTERVAL
+@watch.TIMEOUT
 @out.YES_ACCEPTED
 @click.pass_obj
 @authorized("tasks:run", TaskOf("task_id"))
-def run_now(app: App, task_id: str, token: str | None) -> None:
+def run_now(
+    app: App, task_id: str, token: str | None, wait: bool, interval: float, wait_timeout: float
+) -> None:
     """Run a registered task now, outside its schedule, with the task's retry policy.
 
     An unknown or paused task is refused (exit code as for any error); nothing is queued.
@@ -427,10 +440,33 @@ def run_now(app: App, task_id: str, token: str | None) -> None:
     Examples:
       rebound tasks run nightly-report
       rebound -o json tasks run nightly-report
+      rebound tasks run nightly-report --wait --timeout 600 && echo done   # exit code: the outcome
 
-    JSON: run_id, task_id.
+    JSON: run_id, task_id; with --wait also state and attempts (the settled run's).
     """
     run_id = app.tasks(writer=True).run_now(task_id, token)
+    if wait:
+        out.note(f"run {run_id} queued; waiting for it to settle")
+        seen: list[str] = []
+
+        def look(run: Run | None) -> None:
+            if run is not None and run.state.value not in seen[-1:]:
+                seen.append(run.state.value)
+                out.note(f"  {run.state.value} (attempt {run.attempt})")
+
+        settled = watch.follow(app, run_id, interval, wait_timeout, look)
+        out.emit(
+            app,
+            {
+                "run_id": run_id,
+                "task_id": settled.task_id,
+                "state": settled.state.value,
+                "attempts": settled.attempt,
+            },
+            lambda: out.say(f"run {run_id} {settled.state.value} after {settled.attempt} attempt(s)"),
+        )
+        watch.exit_with_outcome(settled)
+        return
     out.emit(
         app,
         {"run_id": run_id, "task_id": run_id.partition(":")[0]},  # the task's key

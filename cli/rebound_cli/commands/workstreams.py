@@ -15,6 +15,7 @@ from rebound.ops.workstreams import WorkstreamOps, progress_view, render, run_vi
 from rebound_cli import output as out
 from rebound_cli.authz import authorized, draws_graph
 from rebound_cli.context import App
+from rebound_cli.files import INPUT_FILE
 from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 ON_RUN = WorkstreamOf("run_id", kind="run")
@@ -57,7 +58,7 @@ def workstreams() -> None:
 
 
 @workstreams.command("apply")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("path", type=INPUT_FILE)
 @out.YES_ACCEPTED
 @click.pass_obj
 @authorized("workstreams:register", Documents("path", document_tenants))

@@ -51,3 +51,20 @@ def parse_rate(value: str) -> int:
 
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def format_duration(seconds: float, written: Any = None) -> str:
+    """``seconds`` as a config file writes it: ``written`` itself when it is that duration (the
+    file's ``120s`` stays ``120s``), else in the largest unit that divides it (``1d``, ``5m``,
+    ``90s``, ``0.5s``)."""
+    if written is not None and not isinstance(written, bool):
+        try:
+            if parse_duration(written) == float(seconds):
+                return str(written).strip()
+        except ValueError:
+            pass
+    for unit in ("d", "h", "m", "s"):
+        size = _UNITS[unit]
+        if seconds and float(seconds) % size == 0:
+            return f"{int(float(seconds) // size)}{unit}"
+    return f"{float(seconds):g}s"
