@@ -96,7 +96,15 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
     assert "events:PutEvents" in calls["outbox_relay"]
     assert "kms:GenerateMac" in calls["executor"]
     assert {"scheduler:UpdateSchedule", "dynamodb:Query"} <= set(calls["ops_api"])
-    assert [route["status"] for route in report["routes"]] == [200] * len(report["routes"])
+    # every route signed with SigV4 by the operator is let in as that identity and answers; the
+    # front door refuses an unsigned request and one signed with the wrong secret (403) before
+    # the function is invoked
+    signed = [route for route in report["routes"] if not route["route"].startswith(("unsigned", "wrong"))]
+    assert signed and [route["status"] for route in signed] == [200] * len(signed)
+    refused = {route["route"]: route for route in report["routes"] if route not in signed}
+    assert refused["unsigned GET /health"]["refused"] == "Missing Authentication Token"
+    assert "signature we calculated does not match" in refused["wrong secret GET /tasks"]["refused"]
+    assert report["invocations"]["ops_api"] == len(signed), "no refused request reached the function"
     runs = report["simulation"]["runs"]
     states = {run["task_id"]: run["final_state"] for run in runs}
     assert states["globex.broken-feed-004"] == "dead_lettered"

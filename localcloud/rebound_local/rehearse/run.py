@@ -131,39 +131,51 @@ class RehearsedSimulation(Simulation):
         self.routes = call_routes(stack, self.deployment)
 
 
+OPERATOR_KEY = "AKIAREHEARSALOPERATOR"
+API = "https://rehearsal.execute-api.us-east-1.amazonaws.com/prod"
+
+
 def call_routes(stack: LocalStack, deployment: TemplateDeployment) -> list[dict[str, Any]]:
-    """The operator's calls: each route through the ops API function, as API Gateway hands it."""
+    """The operator's calls: each route signed with SigV4 by the operator's credentials, let in by
+    the IAM-authorized front door (which names the identity) and handed to the ops API function
+    as API Gateway hands it. Two requests the front door must refuse come last: one unsigned, one
+    signed with the wrong secret; neither reaches the function."""
     from rebound.ops.access import TenantAccess
+    from rebound_local.rehearse.sigv4 import Gateway, Refused, Signer, url_of
 
     TenantAccess(stack.deps).grant(OPERATOR, ["*"], actor="rehearsal")
     host = deployment.hosts[r.OPS_API_FUNCTION]
     base = json.loads(OPS_EVENT.read_text())
-    out = []
-    for method, path, query in ROUTES:
-        event = {
-            **base,
-            "path": path,
-            "httpMethod": method,
-            "pathParameters": {"proxy": path.lstrip("/")},
-            "queryStringParameters": query,
-            "multiValueQueryStringParameters": {k: [v] for k, v in query.items()} if query else None,
-            "requestContext": {
-                **base["requestContext"],
-                "httpMethod": method,
-                "path": f"/prod{path}",
-                "identity": {**base["requestContext"]["identity"], "userArn": OPERATOR},
-            },
-        }
-        spec = next(s for s in deployment.deployed.specs if s.logical == r.OPS_API_FUNCTION)  # type: ignore[union-attr]
-        from rebound_local.runtime import LocalContext
-        from rebound_local.scheduler import random_uuid
+    secret = "rehearsal-operator-secret"
+    gateway = Gateway("us-east-1", {OPERATOR_KEY: (secret, OPERATOR)})
+    signer = Signer(OPERATOR_KEY, secret, "us-east-1")
+    spec = next(s for s in deployment.deployed.specs if s.logical == r.OPS_API_FUNCTION)  # type: ignore[union-attr]
+    from botocore.awsrequest import AWSRequest
 
+    from rebound_local.runtime import LocalContext
+    from rebound_local.scheduler import random_uuid
+
+    requests = [(f"{m} {p}", signer.sign(m, url_of(API, p, q))) for m, p, q in ROUTES]
+    requests.append(("unsigned GET /health", AWSRequest(method="GET", url=url_of(API, "/health"))))
+    requests.append(
+        (
+            "wrong secret GET /tasks",
+            Signer(OPERATOR_KEY, "not-the-secret", "us-east-1").sign("GET", url_of(API, "/tasks")),
+        )
+    )
+    out = []
+    for label, request in requests:
+        try:
+            event = gateway.admit(request, base)
+        except Refused as refused:
+            out.append({"route": label, "status": 403, "refused": refused.message})
+            continue
         context = LocalContext(spec, stack.clock, stack.settings.environment, random_uuid(stack.runtime._ids))
         try:
             answer = host.invoke(event, context)
-            out.append({"route": f"{method} {path}", "status": int(answer.get("statusCode", 0))})
+            out.append({"route": label, "status": int(answer.get("statusCode", 0))})
         except FunctionFailed as exc:
-            out.append({"route": f"{method} {path}", "status": 0, "error": str(exc)})
+            out.append({"route": label, "status": 0, "error": str(exc)})
     return out
 
 
@@ -210,7 +222,16 @@ def rehearse(
     plain = plain_log_lines(log_path)
     ledger = deployment.ledger
     uninvoked = sorted(set(deployment.deployed.functions) - set(ledger.invocations))
-    failed_routes = [route for route in simulation.routes if not 200 <= route["status"] < 300]
+    # every signed call answers 2xx; the two the front door must refuse answer 403 before the function
+    failed_routes = [
+        route
+        for route in simulation.routes
+        if (
+            route["status"] != 403
+            if route["route"].startswith(("unsigned", "wrong secret"))
+            else not 200 <= route["status"] < 300
+        )
+    ]
     report = {
         "ok": bool(result.get("ok"))
         and not ledger.denials
