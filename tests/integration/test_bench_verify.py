@@ -8,7 +8,7 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_verify_bench_checks_every_seeded_chain_against_a_local_cloud_in_its_own_process() -> None:
-    from rebound_local.bench_verify import bench_verify
+    from rebound_local.bench.verify import bench_verify
 
     figures = bench_verify(4)
 

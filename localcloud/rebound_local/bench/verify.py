@@ -2,7 +2,7 @@
 
 Measured in the shape a user runs it: the local cloud in one process (``rebound local up``) and
 the CLI in another, so the two sides run on two cores and do not share a GIL. The local cloud is
-a child process (``python -m rebound_local.bench_verify --serve CHAINS``): moto in server mode,
+a child process (``python -m rebound_local.bench.verify --serve CHAINS``): moto in server mode,
 provisioned as ``rebound local up`` provisions (its runtime, which plays Scheduler and the event
 source mappings, is not started: nothing in verifying needs it), its audit and runs tables filled
 with ``chains`` runs, each with a keyed chain of three records (created, attempt started,
@@ -134,7 +134,7 @@ class _Server:
 
     def __init__(self, chains: int) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "rebound_local.bench_verify", "--serve", str(chains)],
+            [sys.executable, "-m", "rebound_local.bench.verify", "--serve", str(chains)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -1,0 +1,35 @@
+"""What every bench group shares: where the repository and its scenarios are, the groups."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+SCENARIOS = {
+    "day": REPO / "scenarios" / "day-100-tasks.yaml",
+    "stress": REPO / "scenarios" / "stress-10k.yaml",
+    "hostile": REPO / "scenarios" / "hostile-day.yaml",
+    "conflicts": REPO / "scenarios" / "conflicts-day.yaml",
+    "races": REPO / "scenarios" / "workstreams-races.yaml",
+}
+COST_SCENARIOS = {
+    "idle": REPO / "scenarios" / "cost-idle.yaml",
+    "clean": REPO / "scenarios" / "cost-clean.yaml",
+    "one_retry": REPO / "scenarios" / "cost-one-retry.yaml",
+    "dead_letter": REPO / "scenarios" / "cost-dead-letter.yaml",
+}
+OUTAGE_SCENARIO = REPO / "scenarios" / "target-outage.yaml"
+GROUPS = (
+    "cost",
+    "day",
+    "stress",
+    "hostile",
+    "races",
+    "outage",
+    "ops",
+    "verify",
+    "imports",
+    "console",
+    "conflicts",
+)
+APPLY_TARGET_TASKS = 10_000

@@ -1,0 +1,175 @@
+"""The table's rows: each figure, its target and how it is read from the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Target:
+    figure: str
+    target: str
+    measured: Callable[[dict[str, Any]], Any]
+    """The measured value from the results (raises KeyError when its group did not run)."""
+    passes: Callable[[Any], bool]
+    show: Callable[[Any], str] = str
+
+
+def _redrive_floor(ops: dict[str, Any]) -> float:
+    moved = max(1, int(ops["redrive"]["moved"]))
+    return (3 * -(-moved // 10) + 2) / moved
+
+
+def _at(*keys: str) -> Callable[[dict[str, Any]], Any]:
+    def read(results: dict[str, Any]) -> Any:
+        value: Any = results
+        for key in keys:
+            value = value[key]
+        return value
+
+    return read
+
+
+def _limit(figure: str, keys: tuple[str, ...], op: str, bound: float | None, fmt: str = "{:.2f}") -> Target:
+    """A row whose value must be at most (``<=``) or at least (``>=``) ``bound`` (None: just measured)."""
+    if bound is None:
+        return Target(figure, "(measured)", _at(*keys), lambda v: True, fmt.format)
+    passes = (lambda v: v <= bound) if op == "<=" else (lambda v: v >= bound)
+    return Target(figure, f"{op} {bound:g}", _at(*keys), passes, fmt.format)
+
+
+PER_MILLION = ("cost", "per_million_runs")
+TARGETS = (
+    _limit(
+        "$ per 1M clean runs (all AWS services, no target compute)",
+        (*PER_MILLION, "clean", "dollars"),
+        "<=",
+        4.0,
+    ),
+    _limit("$ per 1M runs with one retry", (*PER_MILLION, "one_retry", "dollars"), "<=", None),
+    _limit(
+        "$ per 1M dead-lettered runs with a work order", (*PER_MILLION, "dead_letter", "dollars"), "<=", None
+    ),
+    _limit("idle environment, $ per month", ("cost", "idle_monthly", "total"), "<=", 10.0),
+    _limit(
+        "$ per 1M clean runs, tables provisioned at 70 % (model)",
+        (*PER_MILLION, "clean", "dollars_provisioned"),
+        "<=",
+        None,
+    ),
+    _limit(
+        "idle environment, tables provisioned at 1 unit (model), $ per month",
+        ("cost", "idle_monthly_provisioned", "total"),
+        "<=",
+        None,
+    ),
+    _limit(
+        "simulate day-100-tasks (28,900 runs), wall s",
+        ("day", "seconds", "total_with_load"),
+        "<=",
+        45,
+        "{:.1f}",
+    ),
+    _limit(
+        "stress-10k: share started within 60 s, %", ("stress", "dispatch_latency", "on_time_pct"), ">=", 100
+    ),
+    _limit("stress-10k: p99 start delay, s", ("stress", "dispatch_latency", "p99_s"), "<=", 25, "{:.1f}"),
+    Target("hostile day: every invariant", "held", _at("hostile", "invariants_held"), bool, "held {}".format),
+    Target(
+        "operators racing workstreams: every invariant",
+        "held",
+        _at("races", "invariants_held"),
+        bool,
+        "held {}".format,
+    ),
+    Target(
+        "target outage with budgets: work orders, dead letters",
+        "1, 0",
+        lambda r: (
+            r["outage"]["with_budgets"]["target_work_orders"],
+            r["outage"]["with_budgets"]["dead_letters"],
+        ),
+        lambda v: v == (1, 0),
+        lambda v: f"{v[0]}, {v[1]}",
+    ),
+    _limit(
+        "target outage without budgets: dead letters",
+        ("outage", "without_budgets", "dead_letters"),
+        "<=",
+        None,
+        "{:.0f}",
+    ),
+    _limit(
+        "target outage: every held run succeeded, s after the last failed call",
+        ("outage", "with_budgets", "recovery_s"),
+        "<=",
+        None,
+        "{:.0f}",
+    ),
+    _limit(
+        "target outage: held runs released per minute, peak",
+        ("outage", "with_budgets", "released_peak_per_minute"),
+        "<=",
+        10,
+        "{:.0f}",
+    ),
+    _limit(
+        "tasks apply of 10,000 unchanged tasks, s",
+        ("ops", "tasks_apply", "seconds_for_10000"),
+        "<=",
+        60,
+        "{:.0f}",
+    ),
+    _limit("audit verify --all, chains per s", ("verify", "chains_per_s"), ">=", 5000, "{:.0f}"),
+    _limit(
+        "audit verify --all, chains per s of CPU (client and local cloud)",
+        ("verify", "chains_per_cpu_s"),
+        ">=",
+        None,
+        "{:.0f}",
+    ),
+    _limit(
+        "moto's scan of the same tables, chains per s",
+        ("verify", "moto_scan", "chains_per_s"),
+        ">=",
+        None,
+        "{:.0f}",
+    ),
+    _limit("cold import of a handler / import boto3 (worst)", ("imports", "worst_ratio"), "<=", 1.3),
+    _limit(
+        "handler import + its first call's imports / import boto3 (worst)",
+        ("imports", "worst_with_first_call_ratio"),
+        "<=",
+        None,
+    ),
+    Target(
+        "redrive: SQS requests per moved message",
+        "<= (3 per 10 + 2) / moved",
+        lambda r: (r["ops"]["redrive"]["sqs_requests_per_message"], _redrive_floor(r["ops"])),
+        lambda v: v[0] <= v[1] + 1e-9,
+        lambda v: f"{v[0]:.3f} (floor {v[1]:.3f})",
+    ),
+    _limit(
+        "console first screen, 100,000 runs, cold s",
+        ("console", "first_screen_seconds", "cold"),
+        "<=",
+        1.0,
+        "{:.2f}",
+    ),
+    _limit(
+        "console first screen, 100,000 runs, warm median s",
+        ("console", "first_screen_seconds", "warm_median"),
+        "<=",
+        1.0,
+        "{:.2f}",
+    ),
+    _limit(
+        "pre-flight conflict-warning hit rate on a simulated day, %",
+        ("conflicts", "hit_rate_pct"),
+        ">=",
+        90,
+        "{:.1f}",
+    ),
+)
