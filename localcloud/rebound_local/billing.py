@@ -27,186 +27,30 @@ in ``docs/cost.md``). What the units leave out is listed there too.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rebound.resources import SPEC
 from rebound_local import invocations
+from rebound_local.bill_units import (
+    PLATFORM_LOG_BYTES,
+    TRANSACTION_FACTOR,
+    IndexShape,
+    emf_document_bytes,
+    item_size,
+    lambda_gb_seconds,
+    number_size,
+    read_units,
+    utf8_len,
+    write_units,
+)
 from rebound_local.logformat import ByFunction
-
-KB = 1024
-WRITE_STEP = 1 * KB
-READ_STEP = 4 * KB
-TRANSACTION_FACTOR = 2
-
-ESM_POLLERS = 5
-"""Long polls each SQS event source mapping keeps open while its queue is empty (AWS: 5)."""
-ESM_WAIT_S = 20
-"""How long each of them waits before an empty receive returns (the long-poll maximum, 20 s)."""
-PLATFORM_LOG_BYTES = 330
-"""Lambda's own START, END and REPORT lines for one invocation (text format, typical lengths)."""
-SECONDS_PER_MONTH = 730 * 3600
-
-PRICES_AS_OF = "2026-11-22"
-PRICES: dict[str, float] = {
-    # dollars per unit, us-east-1, on-demand, no free tier (sources: docs/cost.md)
-    "sqs.requests": 0.40 / 1e6,
-    "dynamodb.write_units": 0.625 / 1e6,
-    "dynamodb.read_units": 0.125 / 1e6,
-    "scheduler.invocations": 1.00 / 1e6,
-    "scheduler.one_time_created": 0.0,
-    "events.published": 1.00 / 1e6,
-    "lambda.requests": 0.20 / 1e6,
-    "lambda.gb_seconds": 0.0000133334,  # arm64, as the stack deploys every function
-    "logs.bytes_ingested": 0.50 / 1024**3,
-    "metrics.emf_documents": 0.0,  # their bytes are in logs.bytes_ingested
-}
-MONTHLY: dict[str, float] = {
-    # dollars per resource-month
-    "alarm": 0.10,
-    "composite_alarm": 0.50,
-    "dashboard": 3.00,
-    "custom_metric": 0.30,
-}
-PROVISIONED_UNIT_HOUR: dict[str, float] = {
-    # dollars per capacity unit-hour, us-east-1, provisioned (sources: docs/cost.md)
-    "dynamodb.write_units": 0.00065,
-    "dynamodb.read_units": 0.00013,
-}
-PROVISIONED_UTILIZATION = 0.70
-"""The auto scaling target an environment with ``capacity.mode: provisioned`` keeps by default."""
-PROVISIONED_CAPACITIES = sum(1 + len(spec.indexes) for spec in SPEC.tables)
-"""Tables plus indexes, each provisioned with read and write units of its own (16:
-``tests/infra/test_infra_capacity.py`` checks the stack scales twice as many)."""
-PROVISIONED_ALARMS = len(SPEC.tables)
-"""One throttling alarm per table in an environment with provisioned capacity."""
-STEP_FUNCTIONS_STANDARD_PER_TRANSITION = 0.025 / 1000
-IDLE_RESOURCES = {"alarms": 28, "composite_alarms": 3, "dashboards": 1}
-"""What the stack creates that bills by the month whatever it does (``tests/infra`` checks the counts)."""
-
-
-# --------------------------------------------------------------------------- unit arithmetic
-@functools.lru_cache(maxsize=4096)
-def _number_size(text: str) -> int:
-    digits = text.lstrip("+-").lower().split("e")[0].replace(".", "").strip("0")
-    return math.ceil(max(1, len(digits)) / 2) + 1
-
-
-def value_size(value: Mapping[str, Any]) -> int:
-    """The size DynamoDB counts for one attribute value (AttributeValue JSON), without its name."""
-    ((kind, inner),) = value.items()
-    if kind == "S":
-        return len(str(inner).encode())
-    if kind == "N":
-        return _number_size(str(inner))
-    if kind == "B":
-        return len(inner) if isinstance(inner, bytes) else len(str(inner)) * 3 // 4
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(str(v).encode()) for v in inner)
-    if kind == "NS":
-        return sum(_number_size(str(v)) for v in inner)
-    if kind == "BS":
-        return sum(value_size({"B": v}) for v in inner)
-    if kind == "L":
-        return 3 + sum(value_size(v) + 1 for v in inner)
-    if kind == "M":
-        return 3 + sum(len(k.encode()) + value_size(v) + 1 for k, v in inner.items())
-    raise ValueError(f"unknown DynamoDB attribute type {kind!r}")
-
-
-def _utf8_len(text: str) -> int:
-    """Bytes of ``text`` in UTF-8; an ASCII string is counted without encoding it."""
-    return len(text) if text.isascii() else len(text.encode())
-
-
-def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
-    """An item's size as DynamoDB bills it: each attribute's name in UTF-8 plus its value.
-
-    The meter sizes every item a write touches, before and after it: a string attribute (most of
-    them) is counted here without a call per value."""
-    if not item:
-        return 0
-    total = 0
-    for name, value in item.items():
-        total += _utf8_len(name)
-        text = value.get("S")
-        if text.__class__ is str and len(value) == 1:
-            total += _utf8_len(text)
-        else:
-            total += value_size(value)
-    return total
-
-
-def write_units(size: int) -> int:
-    """Write units of one write of an item this size: one per started KB, at least one."""
-    return max(1, math.ceil(size / WRITE_STEP))
-
-
-def read_units(size: int, consistent: bool = False) -> float:
-    """Read units of reading this many bytes: one per started 4 KB, at least one; half if
-    eventually consistent."""
-    units = max(1, math.ceil(size / READ_STEP))
-    return float(units) if consistent else units / 2
-
-
-def transaction_write_units(sizes: Iterable[int]) -> int:
-    """A ``TransactWriteItems`` of items of these sizes: each item's write units, twice."""
-    return sum(TRANSACTION_FACTOR * write_units(size) for size in sizes)
-
-
-def esm_empty_receives(seconds: float, queues: int, busy_receives: int = 0) -> int:
-    """The empty receives of the SQS event source mappings' long polls over ``seconds``.
-
-    Model: each mapping keeps ``ESM_POLLERS`` long polls open, and each returns empty after
-    ``ESM_WAIT_S`` when there is nothing to receive. Receives that returned messages replace
-    empty ones, so the empty receives are what the pollers' time allows minus those.
-    """
-    capacity = int(queues * ESM_POLLERS * seconds / ESM_WAIT_S)
-    return max(0, capacity - busy_receives)
-
-
-def lambda_gb_seconds(billed_ms: int, memory_mb: int) -> float:
-    return billed_ms / 1000.0 * memory_mb / 1024.0
-
-
-def emf_document_bytes(namespace: str, service: str, metrics: Mapping[str, str]) -> int:
-    """The bytes of the one EMF document an invocation prints for ``metrics`` (name -> unit)."""
-    return _emf_bytes(namespace, service, tuple(sorted(metrics.items())))
-
-
-@functools.lru_cache(maxsize=1024)
-def _emf_bytes(namespace: str, service: str, metrics: tuple[tuple[str, str], ...]) -> int:
-    """``emf_document_bytes`` of metrics sorted by name: the same few sets again and again."""
-    document = {
-        "_aws": {
-            "Timestamp": 1_700_000_000_000,
-            "CloudWatchMetrics": [
-                {
-                    "Namespace": namespace,
-                    "Dimensions": [["service"]],
-                    "Metrics": [{"Name": name, "Unit": unit} for name, unit in metrics],
-                }
-            ],
-        },
-        "service": service,
-        **{name: [0.0] for name, _ in metrics},
-    }
-    return len(json.dumps(document, separators=(",", ":"))) + 1
-
-
-IndexShape = tuple[list[str], list[str], str, list[str]]
-"""A global index as the meter prices it: its key attributes, the table's key attributes, its
-projection type and included attributes."""
 
 
 # --------------------------------------------------------------------------- the meter
@@ -420,12 +264,12 @@ class Meter:
         for name, value in item.attrs.items():
             kind, inner = value.type, value.value
             if kind == "S" and inner.__class__ is str:
-                total += _utf8_len(inner)
+                total += utf8_len(inner)
             elif kind == "N" and inner.__class__ is str:
-                total += _number_size(inner)
+                total += number_size(inner)
             else:  # sets, lists, maps, binaries, booleans, null: as their JSON is sized
                 return item_size(item.to_json()["Attributes"])
-            total += _utf8_len(name)
+            total += utf8_len(name)
         return total
 
     def _indexes(self, table: str) -> list[tuple[str, IndexShape]]:
@@ -693,123 +537,3 @@ def measuring(formatter: logging.Formatter) -> logging.Formatter:
     )
     view.__dict__ = formatter.__dict__
     return view
-
-
-# --------------------------------------------------------------------------- dollars
-BILLED = (
-    "sqs.requests",
-    "dynamodb.write_units",
-    "dynamodb.read_units",
-    "scheduler.invocations",
-    "scheduler.one_time_created",
-    "events.published",
-    "lambda.requests",
-    "lambda.gb_seconds",
-    "logs.bytes_ingested",
-)
-
-
-def price(units: Mapping[str, float]) -> dict[str, float]:
-    """Dollars per billed unit line, at ``PRICES``."""
-    return {unit: units.get(unit, 0.0) * PRICES[unit] for unit in BILLED}
-
-
-def provisioned_price(
-    units: Mapping[str, float], utilization: float = PROVISIONED_UTILIZATION
-) -> dict[str, float]:
-    """``price`` with the tables provisioned and scaled to ``utilization``: a capacity unit-hour
-    serves 3,600 units at full use, so a unit costs its unit-hour price over 3,600 times ``utilization``.
-    A model of a steady load: auto scaling holds the consumed capacity near its target only when
-    the load changes more slowly than scaling follows (docs/cost.md)."""
-    if not 0 < utilization <= 1:
-        raise ValueError(f"utilization must be in (0, 1], not {utilization}")
-    out = price(units)
-    for unit, hourly in PROVISIONED_UNIT_HOUR.items():
-        out[unit] = units.get(unit, 0.0) * hourly / (3600 * utilization)
-    return out
-
-
-def provisioned_idle_monthly(
-    idle_monthly: Mapping[str, float], min_read_units: int = 1, min_write_units: int = 1
-) -> dict[str, float]:
-    """An idle month (``fixed_monthly``) with the tables provisioned at their minimum units: the
-    capacity is billed by the hour whatever is used (and covers an idle month's few requests, so
-    their on-demand lines go), and each table has its throttling alarm."""
-    hours = SECONDS_PER_MONTH / 3600
-    out = {k: v for k, v in idle_monthly.items() if k != "total" and not k.startswith("usage.dynamodb.")}
-    capacity = (
-        PROVISIONED_CAPACITIES
-        * hours
-        * (
-            min_read_units * PROVISIONED_UNIT_HOUR["dynamodb.read_units"]
-            + min_write_units * PROVISIONED_UNIT_HOUR["dynamodb.write_units"]
-        )
-    )
-    out["provisioned_capacity"] = round(capacity, 4)
-    out["alarms"] = round(out.get("alarms", 0.0) + PROVISIONED_ALARMS * MONTHLY["alarm"], 4)
-    out["total"] = round(sum(out.values()), 4)
-    return out
-
-
-def difference(after: Mapping[str, float], before: Mapping[str, float]) -> dict[str, float]:
-    return {k: round(v - before.get(k, 0.0), 6) for k, v in after.items()}
-
-
-def section(
-    units: Mapping[str, float],
-    *,
-    seconds: float,
-    runs: int,
-    other_sqs_sends: int = 0,
-    esm_queues: int = 0,
-) -> dict[str, Any]:
-    """The ``billing`` section of a simulation report, from the units metered over ``seconds``.
-
-    ``other_sqs_sends``: messages queues accepted from neither a metered client nor Scheduler
-    (bus rules' deliveries); each is one ``SendMessage``. ``esm_queues``: queues a Lambda event
-    source mapping polls, for the empty receives of ``esm_empty_receives``.
-    """
-    counted = dict(units)
-    busy = int(counted.get("sqs.requests.esm_receive", 0))
-    empty = esm_empty_receives(seconds, esm_queues, busy)
-    for line, amount in (
-        ("sqs.requests.rule_delivery", max(0, other_sqs_sends)),
-        ("sqs.requests.esm_empty_receive", empty),
-    ):
-        counted[line] = counted.get(line, 0) + amount
-        counted["sqs.requests"] = counted.get("sqs.requests", 0) + amount
-    dollars = price(counted)
-    total = sum(dollars.values())
-    return {
-        "prices_as_of": PRICES_AS_OF,
-        "seconds": round(seconds, 3),
-        "runs": runs,
-        "units": {k: round(v, 6) for k, v in sorted(counted.items())},
-        "dollars": {k: round(v, 8) for k, v in dollars.items()},
-        "dollars_total": round(total, 8),
-        "dollars_per_million_runs": round(total / runs * 1e6, 4) if runs else None,
-        "model": {
-            "esm_pollers": ESM_POLLERS,
-            "esm_wait_s": ESM_WAIT_S,
-            "esm_queues": esm_queues,
-            "platform_log_bytes_per_invocation": PLATFORM_LOG_BYTES,
-            "lambda_time": "measured handler wall time on this machine, rounded up to 1 ms",
-        },
-    }
-
-
-def fixed_monthly(idle: Mapping[str, Any]) -> dict[str, float]:
-    """An idle environment's monthly bill: the usage of an idle simulation (``section`` of a
-    scenario with no runs) scaled to a month, and what bills by the resource-month."""
-    scale = SECONDS_PER_MONTH / float(idle["seconds"]) if idle["seconds"] else 0.0
-    usage = {line: round(amount * scale, 4) for line, amount in idle["dollars"].items()}
-    distinct = float(idle["units"].get("metrics.distinct", 0))
-    out: dict[str, float] = {
-        "alarms": IDLE_RESOURCES["alarms"] * MONTHLY["alarm"]
-        + IDLE_RESOURCES["composite_alarms"] * MONTHLY["composite_alarm"],
-        "dashboards": IDLE_RESOURCES["dashboards"] * MONTHLY["dashboard"],
-        "custom_metrics": round(distinct * MONTHLY["custom_metric"], 4),
-        **{f"usage.{line}": amount for line, amount in usage.items() if amount},
-    }
-    out["total"] = round(sum(out.values()), 4)
-    return out

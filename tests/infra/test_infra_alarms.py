@@ -475,7 +475,7 @@ def test_dashboard_alarm_widget_lists_every_alarm(synth: Synth, env: str) -> Non
 
 def test_the_cost_model_counts_the_alarms_and_dashboards_the_stack_creates(synth: Synth, env: str) -> None:
     """docs/cost.md's idle line bills these by the month: the model must follow the stack."""
-    from rebound_local.billing import IDLE_RESOURCES
+    from rebound_local.pricing import IDLE_RESOURCES
 
     assert len(synth.resources(env, "AWS::CloudWatch::Alarm")) == IDLE_RESOURCES["alarms"]
     composites = synth.resources(env, "AWS::CloudWatch::CompositeAlarm")

@@ -73,17 +73,17 @@ def test_tables_are_on_demand_with_no_scaling_or_throttling_alarms_by_default(sy
 
 
 def test_the_bench_prices_provisioned_tables_at_the_stacks_defaults() -> None:
-    """``make bench``'s provisioned model (``rebound_local.billing``, which cannot import the CDK
+    """``make bench``'s provisioned model (``rebound_local.pricing``, which cannot import the CDK
     app's config) assumes the target utilization and minimum units a ``provisioned`` environment
     gets when it says nothing else, and one throttling alarm per table."""
-    from rebound_local import billing
+    from rebound_local import pricing
 
     defaults = CapacityConfig(mode="provisioned")
-    assert defaults.target_utilization_percent == billing.PROVISIONED_UTILIZATION * 100
-    signature = inspect.signature(billing.provisioned_idle_monthly).parameters
+    assert defaults.target_utilization_percent == pricing.PROVISIONED_UTILIZATION * 100
+    signature = inspect.signature(pricing.provisioned_idle_monthly).parameters
     assert signature["min_read_units"].default == defaults.min_read_units
     assert signature["min_write_units"].default == defaults.min_write_units
-    assert len(r.SPEC.tables) == billing.PROVISIONED_ALARMS
+    assert len(r.SPEC.tables) == pricing.PROVISIONED_ALARMS
 
 
 def test_provisioned_tables_and_indexes_start_at_the_minimum_units(provisioned: dict[str, Any]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebound_local.billing import BILLED
+from rebound_local.pricing import BILLED
 from rebound_local.scenario import parse_scenario
 from rebound_local.simulate import Simulation
 

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from aws_lambda_powertools.logging.formatter import LambdaPowertoolsFormatter
 
+from rebound_local import bill_units as u
 from rebound_local import billing as b
+from rebound_local import pricing
 
 
 def s(text: str) -> dict[str, str]:
@@ -17,9 +19,9 @@ def s(text: str) -> dict[str, str]:
 
 
 def test_item_size_counts_attribute_names_and_values_in_utf8() -> None:
-    assert b.item_size({"pk": s("abc")}) == 2 + 3
-    assert b.item_size({"név": s("é")}) == 4 + 2  # both in UTF-8 bytes
-    assert b.item_size(None) == 0
+    assert u.item_size({"pk": s("abc")}) == 2 + 3
+    assert u.item_size({"név": s("é")}) == 4 + 2  # both in UTF-8 bytes
+    assert u.item_size(None) == 0
 
 
 def test_an_item_of_every_type_is_the_sum_of_its_names_and_values() -> None:
@@ -31,46 +33,46 @@ def test_an_item_of_every_type_is_the_sum_of_its_names_and_values() -> None:
         "l": {"L": [s("ab")]},
         "ss": {"SS": ["a"]},
     }
-    assert b.item_size(item) == sum(len(k.encode()) + b.value_size(v) for k, v in item.items())
-    assert b.item_size(item) == (2 + 6) + (1 + 3) + (2 + 1) + (1 + 6) + (1 + 6) + (2 + 1)
+    assert u.item_size(item) == sum(len(k.encode()) + u.value_size(v) for k, v in item.items())
+    assert u.item_size(item) == (2 + 6) + (1 + 3) + (2 + 1) + (1 + 6) + (1 + 6) + (2 + 1)
 
 
 def test_numbers_cost_one_byte_per_two_significant_digits_plus_one() -> None:
-    assert b.value_size({"N": "7"}) == 2
-    assert b.value_size({"N": "12345"}) == 4
-    assert b.value_size({"N": "-0.00120"}) == 2  # leading and trailing zeros are not significant
-    assert b.value_size({"N": "1000000"}) == 2
+    assert u.value_size({"N": "7"}) == 2
+    assert u.value_size({"N": "12345"}) == 4
+    assert u.value_size({"N": "-0.00120"}) == 2  # leading and trailing zeros are not significant
+    assert u.value_size({"N": "1000000"}) == 2
 
 
 def test_lists_and_maps_carry_three_bytes_plus_one_per_element() -> None:
-    assert b.value_size({"L": [s("ab"), {"BOOL": True}]}) == 3 + (2 + 1) + (1 + 1)
-    assert b.value_size({"M": {"k": s("v")}}) == 3 + (1 + 1 + 1)
-    assert b.value_size({"SS": ["a", "bc"]}) == 3
-    assert b.value_size({"NULL": True}) == 1
+    assert u.value_size({"L": [s("ab"), {"BOOL": True}]}) == 3 + (2 + 1) + (1 + 1)
+    assert u.value_size({"M": {"k": s("v")}}) == 3 + (1 + 1 + 1)
+    assert u.value_size({"SS": ["a", "bc"]}) == 3
+    assert u.value_size({"NULL": True}) == 1
 
 
 def test_an_unknown_type_is_an_error_naming_it() -> None:
     with pytest.raises(ValueError, match="'X'"):
-        b.value_size({"X": "1"})
+        u.value_size({"X": "1"})
 
 
 def test_writes_bill_one_unit_per_started_kilobyte() -> None:
-    assert b.write_units(0) == 1
-    assert b.write_units(1024) == 1
-    assert b.write_units(1126) == 2  # a 1.1 KB item
-    assert b.write_units(3 * 1024 + 1) == 4
+    assert u.write_units(0) == 1
+    assert u.write_units(1024) == 1
+    assert u.write_units(1126) == 2  # a 1.1 KB item
+    assert u.write_units(3 * 1024 + 1) == 4
 
 
 def test_reads_bill_one_unit_per_started_4_kb_and_half_when_eventually_consistent() -> None:
-    assert b.read_units(100, consistent=True) == 1.0
-    assert b.read_units(100) == 0.5
-    assert b.read_units(4097, consistent=True) == 2.0
-    assert b.read_units(0) == 0.5  # a miss still reads
+    assert u.read_units(100, consistent=True) == 1.0
+    assert u.read_units(100) == 0.5
+    assert u.read_units(4097, consistent=True) == 2.0
+    assert u.read_units(0) == 0.5  # a miss still reads
 
 
 def test_a_transaction_bills_each_item_twice() -> None:
-    assert b.transaction_write_units([200, 300, 400]) == 6  # three small items
-    assert b.transaction_write_units([1126, 10]) == 2 * 2 + 2
+    assert u.transaction_write_units([200, 300, 400]) == 6  # three small items
+    assert u.transaction_write_units([1126, 10]) == 2 * 2 + 2
 
 
 INDEX = (["state", "updated_at"], ["run_id"], "ALL", [])
@@ -97,19 +99,19 @@ def test_an_index_entry_is_rewritten_only_if_a_projected_attribute_changed() -> 
 
 
 def test_the_event_source_mappings_poll_five_long_polls_each_every_20_seconds() -> None:
-    assert b.esm_empty_receives(3600, queues=1) == 5 * 180
-    assert b.esm_empty_receives(3600, queues=3, busy_receives=100) == 3 * 5 * 180 - 100
-    assert b.esm_empty_receives(10, queues=1, busy_receives=100) == 0
+    assert u.esm_empty_receives(3600, queues=1) == 5 * 180
+    assert u.esm_empty_receives(3600, queues=3, busy_receives=100) == 3 * 5 * 180 - 100
+    assert u.esm_empty_receives(10, queues=1, busy_receives=100) == 0
 
 
 def test_lambda_gb_seconds_follow_the_configured_memory() -> None:
-    assert b.lambda_gb_seconds(1000, 512) == 0.5
-    assert b.lambda_gb_seconds(250, 1024) == 0.25
+    assert u.lambda_gb_seconds(1000, 512) == 0.5
+    assert u.lambda_gb_seconds(250, 1024) == 0.25
 
 
 def test_the_section_prices_every_line_and_adds_the_polling_model() -> None:
     units = {"sqs.requests": 10.0, "dynamodb.write_units": 1e6, "lambda.requests": 2.0}
-    section = b.section(units, seconds=20, runs=4, other_sqs_sends=3, esm_queues=1)
+    section = pricing.section(units, seconds=20, runs=4, other_sqs_sends=3, esm_queues=1)
     assert section["units"]["sqs.requests"] == 10 + 3 + 5
     assert section["units"]["sqs.requests.esm_empty_receive"] == 5
     assert section["dollars"]["dynamodb.write_units"] == pytest.approx(0.625)
@@ -118,11 +120,11 @@ def test_the_section_prices_every_line_and_adds_the_polling_model() -> None:
 
 
 def test_an_idle_environment_scales_to_a_month_and_adds_what_bills_by_the_month() -> None:
-    idle = b.section({"lambda.requests": 60.0, "metrics.distinct": 2}, seconds=3600, runs=0)
-    monthly = b.fixed_monthly(idle)
+    idle = pricing.section({"lambda.requests": 60.0, "metrics.distinct": 2}, seconds=3600, runs=0)
+    monthly = pricing.fixed_monthly(idle)
     assert monthly["usage.lambda.requests"] == pytest.approx(60 * 730 * 0.2e-6, abs=1e-4)
     assert monthly["custom_metrics"] == pytest.approx(0.6)
-    alarms = b.IDLE_RESOURCES["alarms"] * 0.10 + b.IDLE_RESOURCES["composite_alarms"] * 0.50
+    alarms = pricing.IDLE_RESOURCES["alarms"] * 0.10 + pricing.IDLE_RESOURCES["composite_alarms"] * 0.50
     assert monthly["alarms"] == pytest.approx(alarms)
     assert monthly["total"] == pytest.approx(sum(v for k, v in monthly.items() if k != "total"), abs=1e-3)
 
@@ -157,7 +159,7 @@ def test_a_batch_read_with_a_projection_bills_the_whole_stored_item() -> None:
     meter.after(
         "dynamodb", "BatchGetItem", projected, {"Responses": {"runs": [{"run_id": {"S": "r1"}}]}}, None
     )
-    assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(big)) == 1.0
+    assert meter.units["dynamodb.read_units"] == u.read_units(u.item_size(big)) == 1.0
     whole = {"RequestItems": {"runs": {"Keys": [{"run_id": {"S": "r1"}}]}}}
     meter.after("dynamodb", "BatchGetItem", whole, {"Responses": {"runs": [big]}}, None)
     assert meter.units["dynamodb.read_units"] == 2.0  # the same as reading it whole
@@ -207,10 +209,10 @@ def test_a_stored_item_is_sized_as_its_json_form(stored: dict[str, Any]) -> None
     """The meter sizes a stored item for a read without its JSON form when it can: the same size."""
     meter = b.Meter(lambda: _Backend({stored["run_id"]["S"]: stored}))
     key = {"run_id": stored["run_id"]}
-    assert meter._stored_size("runs", key) == b.item_size(meter._stored("runs", key)) == b.item_size(stored)
+    assert meter._stored_size("runs", key) == u.item_size(meter._stored("runs", key)) == u.item_size(stored)
     assert meter._stored_size("runs", {"run_id": s("missing")}) == 0
     meter.after("dynamodb", "GetItem", {"TableName": "runs", "Key": key}, {"Item": stored}, None)
-    assert meter.units["dynamodb.read_units"] == b.read_units(b.item_size(stored))
+    assert meter.units["dynamodb.read_units"] == u.read_units(u.item_size(stored))
 
 
 def _record(created: float) -> logging.LogRecord:

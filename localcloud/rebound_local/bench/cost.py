@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rebound_local import pricing
 from rebound_local.bench.common import COST_SCENARIOS
 from rebound_local.bench.scenarios import bench_scenario
 
 
 def bench_cost() -> dict[str, Any]:
     """The bill per run class and of an idle month (see docs/cost.md for the method)."""
-    from rebound_local import billing
 
     sections: dict[str, dict[str, Any]] = {}
     held: dict[str, bool] = {}
@@ -20,7 +20,7 @@ def bench_cost() -> dict[str, Any]:
         held[name] = bool(figures["invariants_held"])
     idle = sections["idle"]
     idle_rate = {line: amount / idle["seconds"] for line, amount in idle["units"].items()}
-    idle_monthly = billing.fixed_monthly(idle)
+    idle_monthly = pricing.fixed_monthly(idle)
     per_class: dict[str, Any] = {}
     for name in ("clean", "one_retry", "dead_letter"):
         section = sections[name]
@@ -30,8 +30,8 @@ def bench_cost() -> dict[str, Any]:
             for line, amount in section["units"].items()
             if line != "metrics.distinct"
         }
-        dollars = billing.price(marginal)
-        provisioned = billing.provisioned_price(marginal)
+        dollars = pricing.price(marginal)
+        provisioned = pricing.provisioned_price(marginal)
         per_class[name] = {
             "runs": section["runs"],
             "dollars": round(sum(dollars.values()) * 1e6, 4),
@@ -43,18 +43,18 @@ def bench_cost() -> dict[str, Any]:
     # A month with runs also publishes the run metrics: each distinct one bills by the month.
     distinct = max(int(sections[name]["units"].get("metrics.distinct", 0)) for name in per_class)
     return {
-        "prices_as_of": billing.PRICES_AS_OF,
+        "prices_as_of": pricing.PRICES_AS_OF,
         "per_million_runs": per_class,
         "idle_monthly": idle_monthly,
-        "idle_monthly_provisioned": billing.provisioned_idle_monthly(idle_monthly),
+        "idle_monthly_provisioned": pricing.provisioned_idle_monthly(idle_monthly),
         "provisioned_model": {
-            "utilization": billing.PROVISIONED_UTILIZATION,
-            "unit_hour": billing.PROVISIONED_UNIT_HOUR,
-            "capacities": billing.PROVISIONED_CAPACITIES,
+            "utilization": pricing.PROVISIONED_UTILIZATION,
+            "unit_hour": pricing.PROVISIONED_UNIT_HOUR,
+            "capacities": pricing.PROVISIONED_CAPACITIES,
         },
         "custom_metrics_in_a_month_with_runs": {
             "metrics": distinct,
-            "dollars": round(distinct * billing.MONTHLY["custom_metric"], 2),
+            "dollars": round(distinct * pricing.MONTHLY["custom_metric"], 2),
         },
         "comparison_per_million_clean_runs": naive,
         "invariants_held": held,
@@ -64,11 +64,10 @@ def bench_cost() -> dict[str, Any]:
 
 def _naive_per_million() -> dict[str, float]:
     """What other designs cost per million clean runs, by their published prices (docs/cost.md)."""
-    from rebound_local import billing
 
-    p = billing.PRICES
+    p = pricing.PRICES
     # Step Functions Standard: Scheduler starts it; start, claim, invoke, record, succeed: 5 transitions.
-    step_functions = 5 * billing.STEP_FUNCTIONS_STANDARD_PER_TRANSITION + p["scheduler.invocations"]
+    step_functions = 5 * pricing.STEP_FUNCTIONS_STANDARD_PER_TRANSITION + p["scheduler.invocations"]
     # Scheduler invokes the target's Lambda directly: no queue, no ledger, no audit.
     naive = p["scheduler.invocations"]
     return {

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.telemetry import ON_TIME_WINDOW_S
-from rebound_local import billing, budgets, motopatch, observe, reports
+from rebound_local import budgets, motopatch, observe, pricing, reports
 from rebound_local import invariants as inv
 from rebound_local.clock import VirtualClock
 from rebound_local.forked import Forked
@@ -196,7 +196,7 @@ class SimulationReport(SimulationChecks):
     def _billing(self, stack: LocalStack, clock: VirtualClock, runs: int) -> dict[str, Any]:
         """Billable units from the window's start (after the tasks were applied) to the end."""
         started, meter_then, sent_then = self.window_start or (self.scenario.start, {}, 0)
-        units = billing.difference(stack.meter.snapshot(), meter_then)
+        units = pricing.difference(stack.meter.snapshot(), meter_then)
         units["metrics.distinct"] = stack.meter.snapshot()["metrics.distinct"]
         sent = sum(self.ledger.sent.values()) - sent_then
         others = (
@@ -204,7 +204,7 @@ class SimulationReport(SimulationChecks):
             - units.get("sqs.messages_sent_by_clients", 0)
             - units.get("sqs.requests.scheduler_delivery", 0)
         )
-        return billing.section(
+        return pricing.section(
             units,
             seconds=(clock.now() - started).total_seconds(),
             runs=runs,
