@@ -117,3 +117,19 @@ def test_adapters_reach_the_engine_through_its_ports_only() -> None:
         if within(name, "rebound.engine") and not within(name, "rebound.engine.ports")
     ]
     assert inward == []
+
+
+MAX_LINES = 600
+"""A module a newcomer can hold in their head."""
+
+
+def test_no_module_is_over_600_lines() -> None:
+    root = PACKAGE.parents[1]
+    trees = [root / "functions", root / "cli", root / "localcloud", root / "infra"]
+    big = [
+        f"{path.relative_to(root)} ({n} lines)"
+        for tree in trees
+        for path in sorted(tree.rglob("*.py"))
+        if "build" not in path.parts and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    ]
+    assert big == []
