@@ -14,8 +14,8 @@ from rebound.engine.ports import RecurringSchedule
 from rebound_local import motopatch
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
-from rebound_local.instrument import LatencyModel, mark_worker
 from rebound_local.event_sources import esm_allowed, esm_next_step
+from rebound_local.instrument import LatencyModel, mark_worker
 from rebound_local.scheduler import random_uuid
 from rebound_local.stack import LocalStack, start_local
 
