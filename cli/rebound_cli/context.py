@@ -66,18 +66,28 @@ class CloudClock:
     """The local cloud's clock as ``rebound local up`` publishes it: ``origin`` at the wall time
     ``origin_epoch`` (seconds), running ``scale`` times as fast as the wall clock."""
 
-    def __init__(self, origin: datetime, origin_epoch: float, scale: float) -> None:
+    def __init__(
+        self, origin: datetime, origin_epoch: float, scale: float, origin_monotonic: float | None = None
+    ) -> None:
         self.origin = origin
         self.origin_epoch = origin_epoch
         self.scale = scale
+        self.origin_monotonic = origin_monotonic
+        """The cloud's monotonic time at ``origin``, when this process shares its machine's boot:
+        then ``now`` reads the clock the cloud itself reads, with no drift between wall and
+        monotonic time to scale up."""
 
     @classmethod
     def from_document(cls, value: Any) -> CloudClock:
         try:
+            from rebound_local.clock import boot_id
+
+            same_boot = value.get("boot_id") is not None and value.get("boot_id") == boot_id()
             return cls(
                 datetime.fromisoformat(str(value["origin"])).astimezone(UTC),
                 float(value["origin_epoch"]),
                 float(value["scale"]),
+                float(value["origin_monotonic"]) if same_boot else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValidationFailed(
@@ -86,6 +96,8 @@ class CloudClock:
             ) from exc
 
     def now(self) -> datetime:
+        if self.origin_monotonic is not None:
+            return self.origin + timedelta(seconds=(time.monotonic() - self.origin_monotonic) * self.scale)
         return self.origin + timedelta(seconds=(time.time() - self.origin_epoch) * self.scale)
 
     def sleep(self, seconds: float) -> None:

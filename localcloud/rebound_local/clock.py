@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rebound_local.invocations import current, current_lane, in_worker
@@ -196,9 +197,17 @@ class ScaledClock:
         return self._origin + timedelta(seconds=elapsed)
 
     def anchor(self) -> dict[str, Any]:
-        """This clock for another process (``rebound_cli.context.CloudClock``): its time now, the
-        wall time now (epoch seconds), and its scale."""
-        return {"origin": self.now().isoformat(), "origin_epoch": time.time(), "scale": self.scale}
+        """This clock for another process (``rebound_cli.context.CloudClock``): its time at one
+        instant, the wall time at that same instant (epoch seconds), and its scale. The two are
+        read together (the closest of a few tries), since a thread switch between them would put
+        the other process's clock behind this one by the gap times the scale."""
+        _, mono, wall = min(_paired() for _ in range(5))
+        at = self._origin + timedelta(seconds=(mono - self._origin_wall) * self.scale)
+        anchor: dict[str, Any] = {"origin": at.isoformat(), "origin_epoch": wall, "scale": self.scale}
+        boot = boot_id()
+        if boot is not None:  # a process on this machine's boot reads the same monotonic clock
+            anchor.update(origin_monotonic=mono, boot_id=boot)
+        return anchor
 
     def sleep(self, seconds: float) -> None:
         """Wall time; a thread of an abandoned invocation is woken and raises ``SimulatedCrash``."""
@@ -239,4 +248,22 @@ class ScaledClock:
         return None
 
     def advance_to(self, when: datetime) -> None:
+        return None
+
+
+def _paired() -> tuple[float, float, float]:
+    """The monotonic and wall clocks read at one instant: (how far apart the reads were, the
+    monotonic time between them, the wall time)."""
+    before = time.monotonic()
+    wall = time.time()
+    after = time.monotonic()
+    return after - before, (before + after) / 2, wall
+
+
+def boot_id() -> str | None:
+    """This machine's boot (Linux), which every process of it shares with its monotonic clock;
+    ``None`` where it cannot be read."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip() or None
+    except OSError:
         return None

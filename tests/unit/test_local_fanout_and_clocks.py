@@ -115,3 +115,19 @@ def test_children_work_for_the_parents_invocation_and_a_crash_abandons_it() -> N
     assert seen == ["woken to crash"]
     assert parent.invocation.reason == "crash"
     assert time.monotonic() - began < 0.5
+
+
+def test_a_cli_reads_the_clock_local_up_publishes_as_the_cloud_reads_it() -> None:
+    """At a time scale of 60, a CLI that missed the cloud's time by a tenth of a second would be
+    six seconds off (a health check's "last ran -4s ago")."""
+    from rebound_cli.context import CloudClock
+    from rebound_local.clock import ScaledClock
+
+    cloud = ScaledClock(scale=60)
+    anchor = cloud.anchor()
+    read = CloudClock.from_document(anchor)
+    assert read.origin_monotonic is not None, "a process of this machine's boot reads its monotonic clock"
+    assert abs((read.now() - cloud.now()).total_seconds()) < 0.5
+    elsewhere = CloudClock.from_document({**anchor, "boot_id": "another-machine"})
+    assert elsewhere.origin_monotonic is None  # then the wall clock
+    assert abs((elsewhere.now() - cloud.now()).total_seconds()) < 3
