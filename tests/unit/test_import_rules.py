@@ -133,3 +133,8 @@ def test_no_module_is_over_600_lines() -> None:
         if "build" not in path.parts and (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
     ]
     assert big == []
+
+
+def test_a_redrive_pass_does_not_call_back_into_the_operations_that_run_it() -> None:
+    redrive = imports_of(PACKAGE / "ops" / "dlq" / "redrive.py")
+    assert not [name for name in redrive if within(name, "rebound.ops.dlq.operations")]

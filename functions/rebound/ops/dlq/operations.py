@@ -5,8 +5,9 @@ It reads through the engine's ports only (``deps.queues.batches()``, ``deps.arch
 (``Store.dlq_entries``, a query ordered by time, with a cursor; ``rebound.engine.dlq_record``),
 ``depth`` the queue's attributes, ``history`` the depth over time from the record's arrivals and
 departures; none of them receives. ``redrive`` (a dry run reads the record)
-hands each batch to a ``RedrivePass`` and ``archive_messages`` to an ``ArchivePass``; only they
-receive from the queue, to move or delete, and they mark the record for what they removed.
+hands each batch to a ``RedrivePass`` (with the ``RedriveTools`` it works with, never itself) and
+``archive_messages`` to an ``ArchivePass``; only they receive from the queue, to move or delete,
+and they mark the record for what they removed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from rebound.ops.common import when
 from rebound.ops.dlq.archive import ArchivePass, ArchiveReport
 from rebound.ops.dlq.history import DepthHistory, depth_history
 from rebound.ops.dlq.message import DlqFilter, DlqMessage, Examined, MessageDetail, from_entry, from_stored
-from rebound.ops.dlq.redrive import RedriveItem, RedrivePass, RedriveReport
+from rebound.ops.dlq.redrive import RedriveItem, RedrivePass, RedriveReport, RedriveTools
 from rebound.ops.dlq.sources import (
     DEFAULT_WAIT_S,
     DLQ,
@@ -216,7 +217,7 @@ class DlqOps:
             source = self._queue_source()
         report = RedriveReport(uuid.uuid4().hex[:12], dry_run, source.name, filters)
         redrive = RedrivePass(
-            self,
+            RedriveTools(self.store, self.replays, self.queue, self.sleep, self._note),
             source,
             report,
             RateLimiter(rate, sleep=self.sleep, monotonic=self.monotonic) if rate else None,

@@ -47,7 +47,7 @@ from rebound.ops.replay import Replays
 from rebound.ops.throttle import RateLimiter
 
 if TYPE_CHECKING:
-    from rebound.ops.dlq.operations import DlqOps
+    from rebound.engine.ports import QueueBatches, Store
 
 EXECUTION = "execution"
 SEND_TRIES = 3
@@ -167,12 +167,25 @@ class _Pending:
     redrive_id: str
 
 
+@dataclass(frozen=True)
+class RedriveTools:
+    """What a pass works with, handed over by whoever runs it (``DlqOps.redrive``): the store, the
+    replays, the execution queue in batches, a pause for backing off, and a way to note a removal
+    in a message's own audit trail. A pass never calls back into its creator."""
+
+    store: Store
+    replays: Replays
+    queue: QueueBatches
+    sleep: Callable[[float], None]
+    note: Callable[[DlqMessage, str, dict[str, Any]], None]
+
+
 class RedrivePass:
     """One redrive pass: what it moved, what waits to be sent or removed, what it leaves alone."""
 
     def __init__(
         self,
-        ops: DlqOps,
+        ops: RedriveTools,
         source: Source,
         report: RedriveReport,
         limiter: RateLimiter | None,
@@ -257,7 +270,7 @@ class RedrivePass:
     def _queue(self, pending: _Pending) -> None:
         """After its record is written: queue a message to be sent and removed, or only removed."""
         if pending.verdict is Verdict.DUPLICATE:
-            self.ops._note(
+            self.ops.note(
                 pending.message,
                 "dlq-duplicate-removed",
                 {"run_id": pending.run.run_id, "redrive_id": pending.redrive_id},
