@@ -138,3 +138,19 @@ def test_no_module_is_over_600_lines() -> None:
 def test_a_redrive_pass_does_not_call_back_into_the_operations_that_run_it() -> None:
     redrive = imports_of(PACKAGE / "ops" / "dlq" / "redrive.py")
     assert not [name for name in redrive if within(name, "rebound.ops.dlq.operations")]
+
+
+def test_the_executor_is_one_pipeline_without_an_abstract_step_between_its_files() -> None:
+    """intake builds on attempt, attempt on admission; no stage imports one built on it, and none
+    declares a method another file must fill in."""
+    executor = PACKAGE / "engine" / "executor"
+    later = {
+        "admission": ("attempt", "intake"),
+        "attempt": ("intake",),
+        "delivery": ("admission", "attempt", "intake"),
+    }
+    for stage, after in later.items():
+        names = imports_of(executor / f"{stage}.py")
+        assert not [n for n in names if any(within(n, f"rebound.engine.executor.{a}") for a in after)], stage
+    for path in executor.glob("*.py"):
+        assert "abstractmethod" not in path.read_text(encoding="utf-8"), path.name

@@ -10,20 +10,23 @@ Scheduling guarantees act at the claim: concurrency slots (skip, cancel, buffer 
 overlap policy says), stagger, pause, and the SLA (a late start or a long attempt is recorded as a
 breach in the same transaction).
 
-The ``Executor`` is made of three parts, each a module:
+The ``Executor`` is one pipeline, each stage a module that builds on the one before (no stage
+calls one it does not inherit):
 
-- ``intake``: the queue message and its delivery, parsed and routed; refusal to the DLQ;
-- ``admission``: whether a run may start now (slots, tenant quotas, overlap, waiting, stagger,
-  pause), and the executor's shared state;
-- ``attempt``: the claim, the call within the time left, the outcome; the release of an attempt
-  there is not time for.
+- ``admission``: whether a run may start now (slots, tenant quotas, waiting, stagger, pause), and
+  the executor's shared state;
+- ``attempt``: what a busy slot means (skip, cancel the other, wait), the claim, the call within
+  the time left, the outcome; the release of an attempt there is not time for;
+- ``intake``: the queue message, parsed and routed to a new, an attempt or a replay; refusal to
+  the DLQ;
+- ``delivery``: the message being processed, which the records name.
 """
 
 from __future__ import annotations
 
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
-from rebound.engine.executor.admission import TENANT_CACHE_S, WAIT_EXHAUSTED, WAIT_S, Deferred
+from rebound.engine.executor.admission import TENANT_CACHE_S, UNKNOWN_TASK, WAIT_EXHAUSTED, WAIT_S, Deferred
 from rebound.engine.executor.attempt import (
     LEASE_GRACE_S,
     MAX_RELEASES,
@@ -33,15 +36,9 @@ from rebound.engine.executor.attempt import (
     RECORD_ATTEMPTS,
     RELEASE_DELAY_S,
     SAFETY_MARGIN_S,
-    Attempts,
 )
-from rebound.engine.executor.intake import (
-    CLAIM_RETRIES,
-    UNKNOWN_RUN,
-    UNKNOWN_TASK,
-    Intake,
-    QueueMessage,
-)
+from rebound.engine.executor.delivery import QueueMessage
+from rebound.engine.executor.intake import CLAIM_RETRIES, UNKNOWN_RUN, Intake
 
 __all__ = [
     "CLAIM_RETRIES",
@@ -64,7 +61,7 @@ __all__ = [
 ]
 
 
-class Executor(Intake, Attempts):
+class Executor(Intake):
     """Handle messages from the execution queue: ``process`` one, or ``refuse`` one it cannot run."""
 
     def __init__(self, deps: Deps, request_id: str = "local") -> None:

@@ -19,7 +19,6 @@ Owns what stands between a message and its claim:
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,22 +29,16 @@ from rebound.domain.ids import run_subject
 from rebound.domain.retry import Reason
 from rebound.domain.retry_policy import RetryPolicy
 from rebound.domain.run import AttemptOutcome, Run, RunState, Trigger, with_changes
-from rebound.domain.schedule_spec import OverlapPolicy
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
-from rebound.engine import telemetry as m
 from rebound.engine.concurrency import (
     SLOT_GRACE,
     Slot,
-    buffer_slot,
     enter,
-    expired_holders,
-    holders,
     leave,
-    reap,
 )
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
@@ -59,6 +52,7 @@ log = logging.getLogger("rebound.engine.executor")
 WAIT_S = WAIT_POLL_S
 TENANT_CACHE_S = 60.0
 WAIT_EXHAUSTED = "WAIT_EXHAUSTED"
+UNKNOWN_TASK = "UNKNOWN_TASK"
 
 
 class Deferred(ReboundError):
@@ -111,7 +105,7 @@ def waited(run: Run, now: datetime) -> float:
     return round((now - run.waiting_since).total_seconds(), 3) if run.waiting_since else 0.0
 
 
-class Admission(ABC):
+class Admission:
     """Slots, overlap, waiting, pause and skip, for the executor (see the module's docstring)."""
 
     deps: Deps
@@ -119,18 +113,6 @@ class Admission(ABC):
     clock: Clock
     request_id: str
     dispatcher: Dispatcher
-
-    @abstractmethod
-    def _claim_and_run(
-        self,
-        before: Run | None,
-        run: Run,
-        stored: StoredTask | None,
-        ends_at: datetime,
-        cancelled_others: bool = False,
-        reaped: bool = False,
-    ) -> str:
-        """Claim the run's next attempt and run it (``rebound.engine.executor.attempt``)."""
 
     def _tenant(self, tenant: str) -> TenantSettings | None:
         key = f"tenant#{tenant}"
@@ -216,50 +198,6 @@ class Admission(ABC):
         except Conflict:
             return "duplicate"
         return "held"
-
-    def _blocked(
-        self,
-        before: Run | None,
-        run: Run,
-        stored: StoredTask,
-        busy: list[Slot],
-        ends_at: datetime,
-        cancelled_others: bool,
-        reaped: bool,
-    ) -> str:
-        """A slot the run needs is taken: skip, cancel the other run, or wait, as policy says."""
-        task = stored.task
-        items = {s.key: self.store.get_key(s.key) for s in busy}
-        if not reaped:
-            now = self.clock.now()
-            expired = [(key, h) for key, item in items.items() for h in expired_holders(item, now)]
-            gone = [reap(self.store, key, h, now, "executor") for key, h in expired if h != run.run_id]
-            if any(gone):
-                log.warning("expired slot holders removed", extra={"run_id": run.run_id, "slots": expired})
-                return self._claim_and_run(before, run, stored, ends_at, cancelled_others, reaped=True)
-        holder_ids = sorted({h for item in items.values() for h in holders(item)} - {run.run_id})
-        task_busy = any(s.kind == "task" for s in busy)
-        first = run.attempt == 0
-        self.deps.metrics.observe(m.LOCK_CONTENTION, 100.0, "Percent")
-        if task_busy and first and task.overlap is OverlapPolicy.SKIP:
-            return self._skip(before, run, "overlap", holder_ids)
-        cancel = task.overlap is OverlapPolicy.CANCEL_OTHER and not cancelled_others
-        if task_busy and first and cancel and len(busy) == 1:
-            for other in holder_ids:
-                self._cancel_running(other, reason=f"cancelled by {run.run_id} (overlap: cancel_other)")
-            self.deps.faults.reached(cp.AFTER_CANCEL_OTHER)
-            return self._claim_and_run(before, run, stored, ends_at, cancelled_others=True, reaped=reaped)
-        buffering = task_busy and first and task.overlap is OverlapPolicy.BUFFER_ONE
-        reason = (
-            "overlap"
-            if task_busy
-            else "mutex_busy"
-            if any(s.kind == "mutex" for s in busy)
-            else "tenant_quota"
-        )
-        return self._wait(
-            before, run, stored, busy, holder_ids, reason, buffer_slot(task) if buffering else None
-        )
 
     def _wait(
         self,

@@ -32,6 +32,7 @@ from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.retry import Reason
 from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger, with_changes
+from rebound.domain.schedule_spec import OverlapPolicy
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import Task
@@ -45,10 +46,21 @@ from rebound.engine.async_attempts import (
     async_claim,
     completion_details,
 )
-from rebound.engine.concurrency import SLOT_GRACE, busy_slots, enter, leave, slots_for
+from rebound.engine.concurrency import (
+    SLOT_GRACE,
+    Slot,
+    buffer_slot,
+    busy_slots,
+    enter,
+    expired_holders,
+    holders,
+    leave,
+    reap,
+    slots_for,
+)
 from rebound.engine.dead_letters import DeadLetters
-from rebound.engine.executor.admission import Admission, log, waited
-from rebound.engine.executor.intake import UNKNOWN_TASK, delivery
+from rebound.engine.executor.admission import UNKNOWN_TASK, Admission, log, waited
+from rebound.engine.executor.delivery import delivery
 from rebound.engine.ports import Metrics, UnitOfWork
 from rebound.engine.ports.targets import Invocation, Outcome
 
@@ -207,6 +219,50 @@ class Attempts(Admission):
             log.info("asynchronous attempt started", extra={"run_id": run.run_id, "attempt": n})
             return "started-async"
         return self._record(claimed, outcome, task)
+
+    def _blocked(
+        self,
+        before: Run | None,
+        run: Run,
+        stored: StoredTask,
+        busy: list[Slot],
+        ends_at: datetime,
+        cancelled_others: bool,
+        reaped: bool,
+    ) -> str:
+        """A slot the run needs is taken: skip, cancel the other run, or wait, as policy says."""
+        task = stored.task
+        items = {s.key: self.store.get_key(s.key) for s in busy}
+        if not reaped:
+            now = self.clock.now()
+            expired = [(key, h) for key, item in items.items() for h in expired_holders(item, now)]
+            gone = [reap(self.store, key, h, now, "executor") for key, h in expired if h != run.run_id]
+            if any(gone):
+                log.warning("expired slot holders removed", extra={"run_id": run.run_id, "slots": expired})
+                return self._claim_and_run(before, run, stored, ends_at, cancelled_others, reaped=True)
+        holder_ids = sorted({h for item in items.values() for h in holders(item)} - {run.run_id})
+        task_busy = any(s.kind == "task" for s in busy)
+        first = run.attempt == 0
+        self.deps.metrics.observe(m.LOCK_CONTENTION, 100.0, "Percent")
+        if task_busy and first and task.overlap is OverlapPolicy.SKIP:
+            return self._skip(before, run, "overlap", holder_ids)
+        cancel = task.overlap is OverlapPolicy.CANCEL_OTHER and not cancelled_others
+        if task_busy and first and cancel and len(busy) == 1:
+            for other in holder_ids:
+                self._cancel_running(other, reason=f"cancelled by {run.run_id} (overlap: cancel_other)")
+            self.deps.faults.reached(cp.AFTER_CANCEL_OTHER)
+            return self._claim_and_run(before, run, stored, ends_at, cancelled_others=True, reaped=reaped)
+        buffering = task_busy and first and task.overlap is OverlapPolicy.BUFFER_ONE
+        reason = (
+            "overlap"
+            if task_busy
+            else "mutex_busy"
+            if any(s.kind == "mutex" for s in busy)
+            else "tenant_quota"
+        )
+        return self._wait(
+            before, run, stored, busy, holder_ids, reason, buffer_slot(task) if buffering else None
+        )
 
     def _record(self, claimed: Run, outcome: Outcome, task: Task | None) -> str:
         now = self.clock.now()

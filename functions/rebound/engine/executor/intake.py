@@ -13,8 +13,6 @@ processed, so the attempt's audit record names it), and the routing of each kind
 
 from __future__ import annotations
 
-from contextvars import ContextVar
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -31,7 +29,9 @@ from rebound.engine import crashpoints as cp
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.dispatch import accepts
-from rebound.engine.executor.admission import Admission, held_by_pause, log, staggered
+from rebound.engine.executor.admission import UNKNOWN_TASK, held_by_pause, log, staggered
+from rebound.engine.executor.attempt import Attempts
+from rebound.engine.executor.delivery import _DELIVERY, QueueMessage
 from rebound.engine.messages import (
     AttemptMessage,
     EventMessage,
@@ -41,7 +41,6 @@ from rebound.engine.messages import (
     parse_execution_message,
 )
 
-UNKNOWN_TASK = "UNKNOWN_TASK"
 UNKNOWN_RUN = "UNKNOWN_RUN"
 CLAIM_RETRIES = 3
 QUEUE_REDRIVE_ACTOR = "console-redrive"
@@ -49,28 +48,7 @@ QUEUE_REDRIVE_ACTOR = "console-redrive"
 moved back, by the SQS console's redrive for one): who moved it is in CloudTrail, not here."""
 
 
-@dataclass(frozen=True)
-class QueueMessage:
-    message_id: str
-    body: str
-    receive_count: int = 1
-    receipt_handle: str = ""
-    attributes: dict[str, str] | None = None
-
-
-_DELIVERY: ContextVar[QueueMessage | None] = ContextVar("rebound_delivery", default=None)
-"""The queue message being processed (per thread), so the attempt's audit record names its delivery."""
-
-
-def delivery() -> dict[str, Any] | None:
-    """The delivery being processed, as an audit record names it (``None`` outside ``process``)."""
-    message = _DELIVERY.get()
-    if message is None:
-        return None
-    return {"message_id": message.message_id, "receive_count": message.receive_count}
-
-
-class Intake(Admission):
+class Intake(Attempts):
     """The executor's entry: ``process`` a message, ``refuse`` one it cannot run."""
 
     def process(self, message: QueueMessage, remaining_s: float) -> str:
