@@ -32,11 +32,11 @@ from rebound.engine.ports import Clock, SystemClock
 
 if TYPE_CHECKING:
     from rebound.engine.deps import Deps
+    from rebound.engine.health.checks import HealthChecks
     from rebound.ops.access import Guard
     from rebound.ops.audit import AuditOps
     from rebound.ops.authz import Rule
     from rebound.ops.dlq import DlqOps
-    from rebound.ops.health import HealthOps
     from rebound.ops.notifications import NotificationOps
     from rebound.ops.policies import PolicyOps
     from rebound.ops.runs import RunOps
@@ -304,10 +304,10 @@ class App:
 
         return NotificationOps(self.deps, self.actor if writer else "reader")
 
-    def health(self) -> HealthOps:
-        from rebound.ops.health import HealthOps
+    def health(self) -> HealthChecks:
+        from rebound.engine.health.checks import HealthChecks
 
-        return HealthOps(self.deps, oldest_age=self._oldest_age, dlq=self.dlq())
+        return HealthChecks(self.deps, oldest_age=self._oldest_age)
 
     def audit(self, day_keys: Path | None = None) -> AuditOps:
         """The audit checks; with ``day_keys`` (a file a writer exported with ``rebound audit

@@ -119,7 +119,7 @@ class GrantsConfig(_Model):
 
 
 class HealthConfig(_Model):
-    """The retry-health report the sweeper runs every five minutes (``rebound.ops.health_watch``)."""
+    """The retry-health report the sweeper runs every five minutes (``rebound.engine.health.watch``)."""
 
     expected_interval_minutes: int = Field(30, ge=1, le=1440, description="how often the retry loop acts")
     stale_metadata_minutes: int = Field(120, ge=1, le=10080, description="how old retry bookkeeping may get")

@@ -179,7 +179,7 @@ ACCESS: dict[str, Access] = {
             "tasks": TASK_LIST,
             "policies": POLICY_READ,
             "control": READ + PUT + DELETE + UPDATE,
-            # The retry-health report every five minutes (``rebound.ops.health_watch``): it lists
+            # The retry-health report every five minutes (``rebound.engine.health.watch``): it lists
             # the DLQ's record, reads the work orders and keeps one per failing check.
             r.DLQ_MESSAGES.logical: (*READ, *DLQ_CHECK),
             "workorders": READ + PUT,

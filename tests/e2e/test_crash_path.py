@@ -15,7 +15,7 @@ from rebound.domain.run import RunState
 from rebound.domain.work_order import DeliveryStatus
 from rebound.engine import telemetry as m
 from rebound.engine.executor import intake as executor_engine
-from rebound.ops.health_report import Thresholds
+from rebound.engine.health.report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S, MAX_RECEIVE_COUNT
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto

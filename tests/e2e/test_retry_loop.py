@@ -14,7 +14,7 @@ from rebound.domain.audit import rebuild_run, trail_mismatches, verify_chain
 from rebound.domain.run import Run, RunState
 from rebound.domain.tenancy import short_id
 from rebound.domain.work_order import WorkOrderState
-from rebound.ops.health_report import Thresholds
+from rebound.engine.health.report import Thresholds
 from rebound.resources import EXECUTION_VISIBILITY_S
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto

@@ -167,7 +167,7 @@ def test_scheduler_role_trusts_only_schedules_of_this_environments_group_in_this
 
 def test_only_escalation_the_sweeper_and_the_ops_api_publish_to_the_alerts_topic(synth: Synth) -> None:
     """Escalation delivers work orders; the sweeper notifies the work order of a failing health
-    check (``rebound.ops.health_watch``); the ops API's delivery-retry plan delivers them again."""
+    check (``rebound.engine.health.watch``); the ops API's delivery-retry plan delivers them again."""
     topic = synth.logical_id("prod", synth.stacks["prod"].observability.topic)
     for spec in r.SPEC.functions:
         statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))

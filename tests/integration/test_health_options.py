@@ -14,10 +14,10 @@ from rebound.domain.run import RunState
 from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
+from rebound.engine.health.checks import HealthChecks, RetryHealthQuery, RetryHealthReport, Status
 from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.handlers import executor
 from rebound.ops.common import validated
-from rebound.ops.health import HealthOps, RetryHealthQuery, RetryHealthReport, Status
 from rebound.ops.runs import RunOps
 from rebound.ops.tasks import TaskOps
 from support import Context, ManualClock, fire, register, sqs_event, task
@@ -28,7 +28,7 @@ ALWAYS_FAIL = {"type": "sim", "behavior": {"always_fail": True}}
 
 
 def verdict(deps: Deps, check: str, **query: Any) -> Status:
-    return HealthOps(deps).retry_health(RetryHealthQuery(**query)).check(check).status
+    return HealthChecks(deps).retry_health(RetryHealthQuery(**query)).check(check).status
 
 
 def fail_job(deps: Deps, **overrides: Any) -> None:
@@ -39,7 +39,7 @@ def fail_job(deps: Deps, **overrides: Any) -> None:
 
 
 def test_the_report_echoes_its_options_and_who_asked(wired: Deps, clock: ManualClock) -> None:
-    report = HealthOps(wired).retry_health(RetryHealthQuery(generated_by="deploy-gate"))
+    report = HealthChecks(wired).retry_health(RetryHealthQuery(generated_by="deploy-gate"))
     data = report.as_dict()
 
     assert data["generated_by"] == "deploy-gate" and data["generated_at"] == iso(clock.now())
@@ -51,7 +51,7 @@ def test_the_report_echoes_its_options_and_who_asked(wired: Deps, clock: ManualC
     ]  # fmt: skip
     assert RetryHealthReport.model_validate(data) == report  # what a route returns, and reads back
 
-    asked = HealthOps(wired).retry_health(
+    asked = HealthChecks(wired).retry_health(
         RetryHealthQuery(expected_interval_minutes=10, stale_metadata_minutes=45)
     )
     assert (asked.expected_interval_minutes, asked.stale_metadata_minutes, asked.generated_by) == (
@@ -86,7 +86,7 @@ def test_expected_interval_decides_when_an_undecided_failed_run_fails(
     clock.advance(6 * 60)
     RetryScheduler(wired).heartbeat()  # the worker runs, but nobody decides the run
 
-    report = HealthOps(wired).retry_health(RetryHealthQuery())
+    report = HealthChecks(wired).retry_health(RetryHealthQuery())
     worker = report.check("retry_worker")
     assert worker.status is Status.WARN and report.healthy
     assert worker.summary.startswith("1 failed run(s) not picked up within 5m (fails after 30m); oldest 6m")
@@ -103,12 +103,14 @@ def test_expected_interval_decides_when_a_silent_worker_fails(wired: Deps, clock
     wired.queues.send("retry", {"detail-type": "task.execution.failed", "detail": {}})  # waits for it
     clock.advance(6 * 60)
 
-    worker = HealthOps(wired).retry_health(RetryHealthQuery()).check("retry_worker")
+    worker = HealthChecks(wired).retry_health(RetryHealthQuery()).check("retry_worker")
     assert worker.status is Status.WARN
     assert worker.summary.startswith(
         "retry worker slow: last ran 6m ago while work waits for it (stale after 30m)"
     )
-    stale = HealthOps(wired).retry_health(RetryHealthQuery(expected_interval_minutes=5)).check("retry_worker")
+    stale = (
+        HealthChecks(wired).retry_health(RetryHealthQuery(expected_interval_minutes=5)).check("retry_worker")
+    )
     assert stale.status is Status.FAIL and stale.summary.startswith(
         "retry worker stale: last ran 6m ago (limit 5m)"
     )
@@ -127,7 +129,7 @@ def test_stale_metadata_decides_when_an_overdue_retry_plan_fails(wired: Deps, cl
     clock.set(run.next_retry_at)
     clock.advance(16 * 60)  # nothing sends attempt 2
 
-    plans = HealthOps(wired).retry_health(RetryHealthQuery()).check("stale_retry_plans")
+    plans = HealthChecks(wired).retry_health(RetryHealthQuery()).check("stale_retry_plans")
     assert plans.status is Status.WARN
     assert plans.summary == "1 retry plan(s) overdue; worst by 16m (stale after 2.0h)"
     assert verdict(wired, "stale_retry_plans", stale_metadata_minutes=15) is Status.FAIL
@@ -144,7 +146,7 @@ def test_stale_metadata_decides_when_an_unstarted_replay_fails(wired: Deps, cloc
     RunOps(wired, "operator").retry(RUN_ID, reason="try again")
     clock.advance(11 * 60)  # the replay waits on the execution queue; nothing runs it
 
-    replays = HealthOps(wired).retry_health(RetryHealthQuery()).check("stuck_replays")
+    replays = HealthChecks(wired).retry_health(RetryHealthQuery()).check("stuck_replays")
     assert replays.status is Status.WARN
     assert replays.summary.startswith(
         "1 replayed run(s) never started, the oldest for 11m (stale after 2.0h)"
@@ -160,7 +162,7 @@ def test_paused_tasks_count_under_disabled_schedules(wired: Deps, clock: ManualC
     register(wired, task("job"), task("other"))
     TaskOps(wired, "operator").set_state("job", TaskState.PAUSED, reason="maintenance")
 
-    schedules = HealthOps(wired).retry_health(RetryHealthQuery()).check("disabled_schedules")
+    schedules = HealthChecks(wired).retry_health(RetryHealthQuery()).check("disabled_schedules")
     assert schedules.status is Status.OK
     assert schedules.summary == "every active task's schedules are enabled; 1 task(s) paused"
     assert schedules.details == [f"task job: paused since {iso(clock.now())} (task-job)"]
@@ -171,6 +173,6 @@ def test_paused_tasks_count_under_disabled_schedules(wired: Deps, clock: ManualC
     keep = ("Name", "GroupName", "ScheduleExpression", "FlexibleTimeWindow", "Target")
     scheduler.update_schedule(**{k: live[k] for k in keep}, State="ENABLED")
 
-    drifted = HealthOps(wired).retry_health(RetryHealthQuery()).check("disabled_schedules")
+    drifted = HealthChecks(wired).retry_health(RetryHealthQuery()).check("disabled_schedules")
     assert drifted.status is Status.WARN
     assert drifted.details[0] == "task-job: ENABLED while task job is paused"

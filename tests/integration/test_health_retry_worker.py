@@ -13,9 +13,9 @@ import pytest
 from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
+from rebound.engine.health.checks import Check, HealthChecks, OldestAge, Status, Thresholds
 from rebound.engine.retry_scheduler import HEARTBEAT_KEY
 from rebound.handlers import executor, retry_scheduler
-from rebound.ops.health import Check, HealthOps, OldestAge, Status, Thresholds
 from support import Context, ManualClock, bus_event, fire, outbox_events, register, sqs_event, task
 
 pytestmark = pytest.mark.integration
@@ -24,7 +24,7 @@ FIVE_MINUTES = Thresholds(expected_interval=timedelta(minutes=5))
 
 
 def retry_worker(deps: Deps, oldest_age: OldestAge | None = None) -> Check:
-    return HealthOps(deps, oldest_age=oldest_age).retry_worker(deps.clock.now(), FIVE_MINUTES)
+    return HealthChecks(deps, oldest_age=oldest_age).retry_worker(deps.clock.now(), FIVE_MINUTES)
 
 
 def fail_job(deps: Deps) -> dict:  # type: ignore[type-arg]

@@ -13,8 +13,8 @@ import pytest
 from rebound.domain.work_order import DeliveryStatus, Resolution, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
+from rebound.engine.health.watch import HealthWatch
 from rebound.handlers import sweeper
-from rebound.ops.health_watch import HealthWatch
 from rebound.ops.workorders import WorkOrderOps
 from rebound.settings import settings_from_env, settings_to_env
 from support import Context, ManualClock

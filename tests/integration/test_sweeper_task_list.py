@@ -8,8 +8,8 @@ import pytest
 
 from rebound.domain.task import TaskState
 from rebound.engine.deps import Deps
+from rebound.engine.health.checks import HealthChecks
 from rebound.engine.ledger import Ledger
-from rebound.ops.health import HealthOps
 from rebound.ops.tasks import TaskOps
 from support import count_task_scans, register, task
 
@@ -24,14 +24,14 @@ def test_the_ledger_and_the_health_report_share_one_scan(deps: Deps, monkeypatch
     ledger = Ledger(deps)
     active = {s.task.id for s in ledger.active_tasks()}
     assert active and paused not in active
-    check = HealthOps(deps).disabled_schedules()
+    check = HealthChecks(deps).disabled_schedules()
     assert "1 task(s) paused" in check.summary, check.summary
     assert any(paused in line for line in check.details), check.details
     ledger.active_tasks()
-    HealthOps(deps).disabled_schedules()
+    HealthChecks(deps).disabled_schedules()
     assert scans == [2]
 
     TaskOps(deps, actor="test").set_state(paused, TaskState.ACTIVE, "done")
     assert paused in {s.task.id for s in ledger.active_tasks()}
-    assert "0 task(s) paused" in HealthOps(deps).disabled_schedules().summary
+    assert "0 task(s) paused" in HealthChecks(deps).disabled_schedules().summary
     assert scans == [2, 2]

@@ -154,3 +154,18 @@ def test_the_executor_is_one_pipeline_without_an_abstract_step_between_its_files
         assert not [n for n in names if any(within(n, f"rebound.engine.executor.{a}") for a in after)], stage
     for path in executor.glob("*.py"):
         assert "abstractmethod" not in path.read_text(encoding="utf-8"), path.name
+
+
+def test_only_the_ops_api_handler_runs_operator_code() -> None:
+    # ``ops/`` is what operators ask for. The functions that run on their own (executor, retry
+    # scheduler, sweeper, escalation, outbox relay, ...) run engine code only; the ops API handler
+    # serves operators, including the next chunk of a redrive job an operator started.
+    reaching = [
+        line
+        for path in modules("handlers")
+        if path.name != "ops_api.py"
+        for line in (f"{path.relative_to(PACKAGE)} imports {n}" for n in imports_of(path))
+        if line.split(" imports ")[1].startswith("rebound.ops")
+    ]
+    assert reaching == []
+    assert any(within(n, "rebound.ops") for n in imports_of(PACKAGE / "handlers" / "ops_api.py"))

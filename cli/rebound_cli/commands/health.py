@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import click
 
+from rebound.engine.health.checks import RetryHealthQuery, Status, Thresholds
 from rebound.ops.common import parse_seconds
-from rebound.ops.health import RetryHealthQuery, Status, Thresholds
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App

@@ -9,11 +9,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
+from rebound.engine.health.checks import HealthChecks
+from rebound.engine.health.report import RetryHealthQuery
 from rebound.ops.audit import AuditOps
 from rebound.ops.authz import Environment, Rule, rule
 from rebound.ops.common import validated
-from rebound.ops.health import HealthOps
-from rebound.ops.health_report import RetryHealthQuery
 from rebound.ops.notifications import DeliveryRetryRequest, NotificationOps
 from rebound.ops.policies import PolicyOps, policy_view, whatif_window
 
@@ -94,7 +94,7 @@ def register(api: Api) -> None:
                 "generated_by": generated_by,
             },
         )
-        return HealthOps(api.deps()).retry_health(query).as_dict()
+        return HealthChecks(api.deps()).retry_health(query).as_dict()
 
     @api.post(
         "/notifications/retry-plan",

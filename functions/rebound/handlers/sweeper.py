@@ -1,5 +1,5 @@
 """Sweeper: runs every minute; repairs expired leases, lost decisions, stale plans and DLQ arrivals;
-every five minutes it also runs the retry-health report (``rebound.ops.health_watch``)."""
+every five minutes it also runs the retry-health report (``rebound.engine.health.watch``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     answer = asdict(report)
     if report.periodic and remaining_s() >= STEP_MARGIN_S:
         try:
-            from rebound.ops.health_watch import HealthWatch  # every fifth sweep only
+            from rebound.engine.health.watch import HealthWatch  # every fifth sweep only
 
             watch = HealthWatch(deps).run()
             answer["health"] = {

@@ -1,12 +1,13 @@
-"""The edge review's tenancy findings, each through the real ops API handler on the local cloud:
-a workstream reaching another tenant's task, an environment-level work order opened by a tenant's
-operator, other tenants' holders of a shared resource, reads made before the caller was authorized
-(a redrive job polled, a DLQ message loaded, known and unknown ids told apart), and work orders
-linking the wrong runbook. The generated test over every route is
-``test_authorization_generated.py``; these pin what each finding was."""
+"""Tenancy at the edges, through the real ops API handler on the local cloud: a workstream names
+only its tenant's tasks, an environment-level work order needs an administrator, a shared
+resource shows other tenants' holders as a count, nothing is read before the caller is
+authorized (a redrive job polled, a DLQ message loaded; known and unknown ids answer alike), and
+a work order links the runbook of what it is about. The generated test over every route is
+``test_authorization_generated.py``."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from rebound import wiring
 from rebound.domain.basics import Severity
 from rebound.domain.run import Run, RunState
 from rebound.domain.workstreams import Workstream
+from rebound.engine.concurrency import Slot, enter
 from rebound.engine.deps import Deps
 from rebound.engine.workstreams import Workstreams
 from rebound.ops.dlq.jobs import RedriveJobs
@@ -94,9 +96,20 @@ def test_a_work_order_of_no_tenant_needs_an_administrator(api: Any, deps: Deps) 
     assert opened["tenant"] is None and opened["severity"] == "critical"
 
 
-def test_a_resource_shows_another_tenants_holders_as_a_count(api: Any, world: World) -> None:
-    [shown] = [r for r in ok(api, "GET", "/resources", caller=BOB) if r["resource"] == "shared-warehouse"]
-    assert shown["holders"] == [] and shown["other_holders"] >= 0
+def test_a_resource_shows_another_tenants_holders_as_a_count(api: Any, deps: Deps, world: World) -> None:
+    assert world.workstream_run_id is not None
+    holder = f"{world.workstream_run_id}/load"  # acme's workstream run holds the shared resource
+    uow = deps.store.unit_of_work("test", deps.clock.now())
+    enter(uow, Slot("resource", "shared-warehouse", 1), holder, deps.clock.now() + timedelta(hours=1))
+    uow.commit()
+
+    def shared(caller: str) -> dict[str, Any]:
+        rows = ok(api, "GET", "/resources", caller=caller)
+        return next(r for r in rows if r["resource"] == "shared-warehouse")
+
+    shown = shared(BOB)  # globex's operator
+    assert shown["holders"] == [] and shown["other_holders"] == 1
+    assert shared(ROOT)["holders"] == [holder] and shared(ROOT)["other_holders"] == 0
     for secret in world.secrets:
         assert secret not in str(shown)
 

@@ -1,7 +1,7 @@
 """Is the retry and recovery loop healthy? One report, each check ``ok``, ``warn`` or ``fail``.
 
 The caller's ``expected_interval`` and ``stale_metadata`` decide when the retry checks fail, fixed
-levels below them when they warn (``rebound.ops.health_report`` says which limit drives which).
+levels below them when they warn (``rebound.engine.health.report`` says which limit drives which).
 
 - ``retry_worker``: is the retry scheduler alive and keeping up? Each invocation of it records
   a heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``). When there is work the worker
@@ -41,10 +41,7 @@ from rebound.domain.task import TaskState
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.domain.work_order import WorkOrderState
 from rebound.engine.deps import Deps
-from rebound.engine.retry_scheduler import HEARTBEAT_KEY
-from rebound.engine.task_list import listed_tasks
-from rebound.ops.dlq import DlqFilter, DlqOps
-from rebound.ops.health_report import (
+from rebound.engine.health.report import (
     RANK,
     Check,
     RetryHealthQuery,
@@ -52,10 +49,13 @@ from rebound.ops.health_report import (
     Status,
     Thresholds,
 )
+from rebound.engine.ports.store import DlqQuery
+from rebound.engine.retry_scheduler import HEARTBEAT_KEY
+from rebound.engine.task_list import listed_tasks
 
 __all__ = [
     "Check",
-    "HealthOps",
+    "HealthChecks",
     "OldestAge",
     "RetryHealthQuery",
     "RetryHealthReport",
@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 HEALTH_SUBJECT_PREFIX = "health#"
-"""Subject prefix of the work order kept for a failing check (``rebound.ops.health_watch``)."""
+"""Subject prefix of the work order kept for a failing check (``rebound.engine.health.watch``)."""
 ACK_GAPS_SUBJECT = f"{HEALTH_SUBJECT_PREFIX}acknowledgement_gaps"
 
 OldestAge = Callable[[str], float | None]
@@ -81,13 +81,12 @@ def _ago(seconds: float) -> str:
     return f"{seconds / 86400:.1f}d"
 
 
-class HealthOps:
-    def __init__(self, deps: Deps, *, oldest_age: OldestAge | None = None, dlq: DlqOps | None = None) -> None:
+class HealthChecks:
+    def __init__(self, deps: Deps, *, oldest_age: OldestAge | None = None) -> None:
         self.deps = deps
         self.store = deps.store
         self.queue = deps.queues.batches()
         self.oldest_age = oldest_age
-        self.dlq = dlq or DlqOps(deps, "health", wait_s=0)
 
     def retry_health(self, query: RetryHealthQuery | None = None) -> RetryHealthReport:
         """The report for a caller's query: what ``GET /health/retry`` and ``rebound health`` return."""
@@ -336,8 +335,8 @@ class HealthOps:
         age = self.oldest_age(self.deps.settings.queue("dlq").name) if self.oldest_age else None
         source = "CloudWatch"
         if age is None:
-            sample = self.dlq.find(DlqFilter(), limit=100)
-            age = max(((now - e.message.sent_at).total_seconds() for e in sample), default=0.0)
+            sample = self.store.dlq_entries(DlqQuery(present_at=now, limit=100)).entries
+            age = max((now.timestamp() - e.sent_at_ms / 1000 for e in sample), default=0.0)
             source = f"a sample of {len(sample)}"
         # Messages waiting are someone's work order, not an outage, until retention comes close.
         status = Status.FAIL if age > t.dlq_age_fail.total_seconds() else Status.WARN

@@ -28,11 +28,11 @@ from datetime import timedelta
 from rebound.domain.basics import Severity
 from rebound.domain.work_order import Resolution, WorkOrder
 from rebound.engine import telemetry as m
+from rebound.engine.delivery_retries import Decision, DeliveryRetryRequest, planned_deliveries
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import OPEN_STATES, Escalation, count_resolution, stage_resolution
-from rebound.ops.health import HEALTH_SUBJECT_PREFIX, HealthOps
-from rebound.ops.health_report import RetryHealthReport, Status, Thresholds
-from rebound.ops.notifications import Decision, NotificationOps
+from rebound.engine.health.checks import HEALTH_SUBJECT_PREFIX, HealthChecks
+from rebound.engine.health.report import RetryHealthReport, Status, Thresholds
 
 log = logging.getLogger(__name__)
 ACTOR = "health"
@@ -61,12 +61,14 @@ class HealthWatch:
         )
 
     def run(self) -> WatchReport:
-        report = HealthOps(self.deps).report(self.thresholds(), generated_by="sweeper")
+        report = HealthChecks(self.deps).report(self.thresholds(), generated_by="sweeper")
         failing = [c for c in report.checks if c.status is Status.FAIL]
         metrics = self.deps.metrics
         metrics.count(m.HEALTH_REPORTS)
         metrics.count(m.HEALTH_ALERTS, len(failing))
-        plan = NotificationOps(self.deps, ACTOR).plan({"generated_by": "sweeper"})
+        plan, _ = planned_deliveries(
+            self.deps, DeliveryRetryRequest(generated_by="sweeper"), self.deps.clock.now()
+        )
         retry, wait = plan.counts.get(Decision.RETRY, 0), plan.counts.get(Decision.WAIT, 0)
         metrics.count(m.DELIVERY_RETRY_PLANS, retry + wait)
         metrics.count(m.RETRYABLE_DELIVERIES, retry)
