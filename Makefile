@@ -70,8 +70,8 @@ synth: $(STAMP) ## Synthesize every environment's stack into cdk.out/ (no Docker
 rehearse: $(STAMP) ## Deploy the synthesized dev stack to the local cloud and run the smoke scenario under IAM, from the bundle
 	$(VENV)/bin/rebound local rehearse --report build/rehearse/report.json
 
-bench: $(STAMP) ## Benchmarks; figures go to bench/results.json
-	$(PY) -m rebound_local.bench --out bench/results.json
+bench: $(STAMP) ## Benchmarks (ONLY=cost for one group); figures to bench/results.json, history to bench/history.jsonl
+	$(PY) -m rebound_local.bench --out bench/results.json $(if $(ONLY),--only $(ONLY))
 
 deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials; see docs/deploy.md)
 	npx --yes aws-cdk@2 deploy Rebound-$(ENV) --context env=$(ENV) --require-approval broadening $(CDK_ARGS)

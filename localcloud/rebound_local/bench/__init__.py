@@ -1,4 +1,4 @@
-"""``make bench``: every figure of issue 17's table, measured, written to a file, printed as a table.
+"""``make bench``: every figure with a target, measured, written to files, printed as a table.
 
 The figures (``python -m rebound_local.bench --only NAME`` runs one group):
 
@@ -28,7 +28,8 @@ The figures (``python -m rebound_local.bench --only NAME`` runs one group):
   the collisions of a simulated day (``rebound_local.conflicts``): the hit rate, against 90 %.
 
 The command prints figure, target, measured and pass or fail for each row, writes everything to
-``--out`` and exits 0 either way: benchmarks measure, they do not gate.
+``--out``, appends the rows it measured to ``--history`` and writes today's table into ``--page``
+(``rebound_local.bench.history``), and exits 0 either way: benchmarks measure, they do not gate.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rebound_local.bench import history
 from rebound_local.bench.common import COST_SCENARIOS, GROUPS, OUTAGE_SCENARIO, REPO, SCENARIOS
 from rebound_local.bench.cost import bench_cost
 from rebound_local.bench.imports import HANDLERS, bench_imports, first_call_modules
@@ -112,6 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=Path("bench/results.json"))
     parser.add_argument(
+        "--history",
+        type=Path,
+        default=history.HISTORY,
+        help="append this run's rows here, and write today's table into --page from it",
+    )
+    parser.add_argument("--page", type=Path, default=history.PAGE)
+    parser.add_argument(
         "--only",
         choices=GROUPS,
         action="append",
@@ -175,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nfigures -> {args.out}")
+    history.append(args.history, history.entry(results, wanted, history.commit_of()))
+    history.write_page(args.page, history.read(args.history))
+    print(f"history -> {args.history}; today's table -> {args.page}")
     return 0
 
 
