@@ -25,21 +25,15 @@ END = "<!-- end of bench table -->"
 NOT_RUN = "not run"
 
 
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, check=True).stdout
+
+
 def commit_of(repo: Path = REPO) -> str | None:
     """The commit measured, with ``+`` when the tree had changes; None outside a git checkout."""
     try:
-        head = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        head = _git(repo, "rev-parse", "--short=12", "HEAD").strip()
+        dirty = _git(repo, "status", "--porcelain", "--untracked-files=no").strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return f"{head}+" if dirty else head
