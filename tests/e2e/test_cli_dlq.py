@@ -149,6 +149,9 @@ def test_redrive_filters_canaries_and_audits_every_move(local_cloud: Cloud) -> N
 
     declined = local_cloud.cli("dlq", "redrive", "--task", "ledger", input="n\n")
     assert declined.exit_code == 1
+    assert f"Redrive {len(ledger)} matching DLQ message(s)?" in declined.output, "the prompt counts them"
+    capped = local_cloud.cli("dlq", "redrive", "--task", "ledger", "--limit", "1", input="n\n")
+    assert f"Redrive {len(ledger)} matching DLQ message(s) (at most 1)?" in capped.output
     canary = local_cloud.json("dlq", "redrive", "--task", "ledger", "--limit", "1", "--yes")
     local_cloud.tick(REDRIVE_VISIBILITY_S + 1)
     rest = local_cloud.json("dlq", "redrive", "--task", "ledger", "--rate", "50", "--yes")

@@ -57,6 +57,9 @@ def test_dryrun_warns_with_the_instant_and_the_tasks_and_changes_nothing(
     table = preflight_cloud.ok("tasks", "dryrun", "-f", path, "--window", "3h").output
     assert f"{expected[0]} mutex: mutex group acme.warehouse" in table
     assert "3 pre-flight warning(s)" in table
+    # the same warning for the same tasks again is counted, not printed again
+    assert f"... and 2 more like it, the last at {expected[2]}" in table
+    assert f"{expected[1]} mutex" not in table
     assert preflight_cloud.cli("tasks", "dryrun", "-f", path, "--fail-on-warnings").exit_code == 3
 
     bad = preflight_cloud.cli("tasks", "dryrun", "-f", path, "--window", "30d")

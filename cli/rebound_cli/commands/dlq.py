@@ -241,10 +241,12 @@ def redrive(
     """
     filters = _filters(app, kwargs)
     ops = app.dlq(writer=not dry_run)
-    if not dry_run:
-        out.confirm("Redrive the matching DLQ messages?", yes)
     # The bar's total: the matching messages the DLQ's record holds (counting receives nothing).
     total = None if archived else ops.count(filters)
+    if not dry_run:
+        what = "the matching archived messages" if total is None else f"{total} matching DLQ message(s)"
+        capped = f" (at most {limit})" if limit is not None and (total is None or total > limit) else ""
+        out.confirm(f"Redrive {what}{capped}?", yes)
     with out.progress("redriving" if not dry_run else "examining", total=total) as advance:
         report = ops.redrive(
             filters,

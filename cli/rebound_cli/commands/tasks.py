@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rebound.domain.prediction.preflight import PreflightReport
+from rebound.domain.prediction.preflight import PreflightReport, PreflightWarning
 from rebound.domain.run import Run
 from rebound.domain.schedules import schedule_notes
 from rebound.domain.task import TaskState
@@ -101,13 +101,19 @@ def _print_preflight(report: PreflightReport) -> None:
     if not report.warnings:
         out.say("[green]no conflict warnings[/green]")
         return
-    for warning in report.warnings[:SHOWN_WARNINGS]:
-        colour = "red" if warning.severity == "high" else "yellow"
-        out.say(
-            f"[{colour}]{warning.severity}[/{colour}] {iso(warning.at)} {warning.kind}: {warning.message}"
-        )
-    if len(report.warnings) > SHOWN_WARNINGS:
-        out.say(f"... and {len(report.warnings) - SHOWN_WARNINGS} more (all of them with --output json)")
+    # The same kind of warning for the same tasks, again and again (an every-minute task that
+    # overlaps itself), is one line with its count, not hundreds.
+    groups: dict[tuple[str, str, tuple[str, ...]], list[PreflightWarning]] = {}
+    for warning in report.warnings:
+        groups.setdefault((warning.severity, warning.kind, warning.tasks), []).append(warning)
+    for (severity, kind, _), alike in list(groups.items())[:SHOWN_WARNINGS]:
+        colour = "red" if severity == "high" else "yellow"
+        first = alike[0]
+        out.say(f"[{colour}]{severity}[/{colour}] {iso(first.at)} {kind}: {first.message}")
+        if len(alike) > 1:
+            out.say(f"  ... and {len(alike) - 1} more like it, the last at {iso(alike[-1].at)}")
+    if len(groups) > SHOWN_WARNINGS:
+        out.say(f"... and {len(groups) - SHOWN_WARNINGS} more kinds (all of them with --output json)")
     out.say(f"{len(report.warnings)} pre-flight warning(s)")
 
 
