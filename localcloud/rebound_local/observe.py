@@ -7,6 +7,7 @@ invariants read here. Every read holds ``motopatch.LOCK``, so it sees one consis
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from typing import Any
 
 from rebound import resources as r
 from rebound.adapters.dynamo import DOC, from_item
+from rebound.adapters.dynamo.codec import pack_doc, unpack_doc
 from rebound.domain.jsonutil import plain_loads
 from rebound.settings import Settings
 from rebound_local import motopatch
@@ -30,16 +32,36 @@ def _number(text: str) -> int | float:
         return float(text)
 
 
+def stored_doc(value: Any) -> str:
+    """The JSON text of a moto ``doc`` attribute: text, or deflated binary (moto keeps binary as
+    the bytes the direct transport handed it, or as the base64 text of the HTTP request)."""
+    if value.type == "B":
+        raw = value.value
+        return unpack_doc(raw if isinstance(raw, bytes) else base64.b64decode(raw))
+    return str(value.value)
+
+
+def write_doc(item: Any, doc: dict[str, Any]) -> None:
+    """Store ``doc`` into a moto item as the codec would (a tamperer's or a bad write's edit)."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    packed = pack_doc(json.dumps(doc))
+    if isinstance(packed, bytes):
+        item.attrs[DOC] = DynamoType({"B": packed})
+    else:
+        item.attrs[DOC] = DynamoType({"S": packed})
+
+
 def decode_item(item: Any, loads: Callable[[str], Any] = json.loads) -> dict[str, Any]:
     """A moto ``Item`` as the plain dict ``rebound.adapters.dynamo.from_item`` would return, its
     document read with ``loads``."""
     attrs = item.attrs
-    if all(value.type in _SIMPLE for value in attrs.values()):
+    if all(value.type in _SIMPLE or name == DOC for name, value in attrs.items()):
         out: dict[str, Any] = {}
         doc = None
         for name, value in attrs.items():
             if name == DOC:
-                doc = value.value
+                doc = stored_doc(value)
             elif value.type == "S":
                 out[name] = value.value
             else:

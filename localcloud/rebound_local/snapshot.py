@@ -21,6 +21,7 @@ back. See docs/local.md for what is not kept.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 from datetime import UTC, datetime
@@ -103,9 +104,20 @@ def _table(table: Any) -> dict[str, Any]:
             for i in table.global_indexes
         ],
         "stream": table.stream_specification,
-        "items": [item.to_json()["Attributes"] for item in iter_items(table)],
+        "items": [_item_json(item) for item in iter_items(table)],
         "stream_pending": [_plain_record(rec.record) for rec in unconsumed(shard)] if shard else [],
     }
+
+
+def _item_json(item: Any) -> dict[str, Any]:
+    """An item's attributes in the wire format: moto's ``Item.to_json`` leaves a binary value (a
+    deflated ``doc``) as bytes, which JSON cannot hold; the wire has it in base64."""
+    attributes: dict[str, Any] = item.to_json()["Attributes"]
+    for name, value in attributes.items():
+        raw = value.get("B") if isinstance(value, dict) else None
+        if isinstance(raw, bytes):
+            attributes[name] = {"B": base64.b64encode(raw).decode()}
+    return attributes
 
 
 def _plain_record(record: dict[str, Any]) -> dict[str, Any]:

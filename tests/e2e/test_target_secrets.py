@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from rebound.adapters.dynamo.codec import from_item
 from rebound.domain.run import RunState
 from rebound_local.stack import LocalStack
 from support import local_stack_at, loopback_server, register, task
@@ -60,11 +61,13 @@ def stack() -> Iterator[LocalStack]:
 
 
 def every_item(stack: LocalStack) -> list[dict[str, Any]]:
+    """Every item of every table, its document read (stored deflated, it would hide a secret from
+    a search of the raw bytes)."""
     dynamodb = stack.cloud.client("dynamodb")
     items: list[dict[str, Any]] = []
     for table in stack.settings.tables.values():
         for page in dynamodb.get_paginator("scan").paginate(TableName=table):
-            items.extend(page["Items"])
+            items.extend(from_item(item) for item in page["Items"])
     return items
 
 

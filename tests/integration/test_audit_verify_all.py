@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from rebound.adapters.audit_keys import VerifyingAuditKeys, day_keys_document, read_day_keys
 from rebound.adapters.dynamo import from_item, to_item
+from rebound.adapters.dynamo.codec import pack_doc, unpack_doc
 from rebound.domain.audit import GENESIS, record_hash
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import OperationalError, ValidationFailed
@@ -100,7 +101,10 @@ def test_chains_split_across_scan_pages_verify_and_a_tampered_one_is_still_caugh
     table = deps.settings.table("audit")
     key = {"subject": {"S": "msg#long"}, "seq": {"N": "2"}}
     item = client.get_item(TableName=table, Key=key)["Item"]
-    client.put_item(TableName=table, Item={**item, "doc": {"S": item["doc"]["S"].replace('"n":1', '"n":7')}})
+    stored = item["doc"].get("S") or unpack_doc(item["doc"]["B"])  # deflated when that is smaller
+    altered = pack_doc(stored.replace('"n":1', '"n":7'))
+    doc = {"B": altered} if isinstance(altered, bytes) else {"S": altered}
+    client.put_item(TableName=table, Item={**item, "doc": doc})
     broken = {r.subject: r for r in ops.verify_all(segments=2)}["msg#long"]
     assert not broken.ok and "seq 2 was altered" in broken.detail
 

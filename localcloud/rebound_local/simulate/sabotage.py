@@ -158,9 +158,9 @@ class SimulationSabotage(SimulationState):
             if "state" in item.attrs:
                 item.attrs["state"] = DynamoType({"S": "open"})
             if DOC in item.attrs:
-                doc = json.loads(item.attrs[DOC].value)
+                doc = json.loads(observe.stored_doc(item.attrs[DOC]))
                 doc.update(state="open", resolution=None, resolved_at=None, resolved_by=None)
-                item.attrs[DOC] = DynamoType({"S": json.dumps(doc)})
+                observe.write_doc(item, doc)
             kind = "reopen_work_orders" if of_runs is None else "reopen_superseded_orders"
             self.sabotaged.setdefault(kind, []).append(str(order["work_order_id"]))
 
@@ -191,7 +191,6 @@ class SimulationSabotage(SimulationState):
         wanted = self.scenario.sabotage.tamper_audit_records
         if not wanted:
             return
-        from moto.dynamodb.models.dynamo_type import DynamoType
 
         with motopatch.LOCK:
             table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("audit"))
@@ -199,7 +198,7 @@ class SimulationSabotage(SimulationState):
                 if len(self.tampered) >= wanted:
                     break
                 item = next(iter(by_range.values()))
-                doc = json.loads(item.attrs["doc"].value)
+                doc = json.loads(observe.stored_doc(item.attrs["doc"]))
                 doc["actor"] = "someone-else"
-                item.attrs["doc"] = DynamoType({"S": json.dumps(doc)})
+                observe.write_doc(item, doc)
                 self.tampered.append(f"{item.attrs['subject'].value} #{item.attrs['seq'].value}")

@@ -43,16 +43,23 @@ READ_TASKS_KEPT = 1024
 """Stored forms of tasks a store keeps parsed for ``get_task`` (emptied when full)."""
 
 
-def _flat_key(item: Mapping[str, Any]) -> tuple[tuple[str, str, str], ...] | None:
-    """An item of string and number attributes as a hashable value (``None`` for any other)."""
-    out = []
+FlatKey = tuple[tuple[str, str, str | bytes], ...]
+
+
+def _flat_key(item: Mapping[str, Any]) -> FlatKey | None:
+    """An item of string, number and binary attributes (a deflated ``doc``) as a hashable value
+    (``None`` for any other)."""
+    out: list[tuple[str, str, str | bytes]] = []
     for name, value in item.items():
         if len(value) != 1:
             return None
         ((kind, inner),) = value.items()
-        if kind not in ("S", "N") or not isinstance(inner, str):
+        if (kind in ("S", "N") and isinstance(inner, str)) or (
+            kind == "B" and isinstance(inner, bytes | str)
+        ):
+            out.append((name, kind, inner))
+        else:
             return None
-        out.append((name, kind, inner))
     return tuple(sorted(out))
 
 
@@ -84,7 +91,7 @@ class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
         # conflict is a failed audit write: an operational error, counted here.
         self.on_failed_commit = on_failed_commit
         self._parsed_tasks: dict[tuple[str, int], StoredTask] = {}
-        self._read_tasks: dict[tuple[tuple[str, str, str], ...], StoredTask] = {}
+        self._read_tasks: dict[FlatKey, StoredTask] = {}
         self._raw_installed = False
 
     def unit_of_work(self, actor: str, at: datetime) -> UnitOfWork:
