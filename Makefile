@@ -14,12 +14,15 @@ export PYTHONDONTWRITEBYTECODE := 1
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml setup.py requirements/constraints.txt requirements/dev.in requirements/runtime.in
+# Every install checks each file against its pinned hash (--require-hashes): pip itself, every
+# dependency, and the build of Rebound's own package (no build isolation, so setuptools is the pinned one).
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+$(STAMP): pyproject.toml setup.py requirements/pip.txt requirements/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install --quiet --disable-pip-version-check --upgrade "pip>=24"
+	@$(PIP_INSTALL) --require-hashes -r requirements/pip.txt
 	@echo "Installing pinned dependencies into $(VENV) (first run only)..."
-	@$(PY) -m pip install --quiet --disable-pip-version-check -c requirements/constraints.txt -r requirements/dev.in
-	@$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	@$(PIP_INSTALL) --require-hashes -r requirements/constraints.txt
+	@$(PIP_INSTALL) --no-deps --no-build-isolation -e .
 	@touch $@
 
 # The IaC scanner (checkov) in a virtualenv of its own: it pins an older boto3 than Rebound's.
@@ -73,14 +76,16 @@ rehearse: $(STAMP) ## Deploy the synthesized dev stack to the local cloud and ru
 bench: $(STAMP) ## Benchmarks (ONLY=cost for one group); figures to bench/results.json, history to bench/history.jsonl
 	$(PY) -m rebound_local.bench --out bench/results.json $(if $(ONLY),--only $(ONLY))
 
+# The CDK CLI, pinned: a new CLI is a change reviewed like any other dependency.
+CDK := npx --yes aws-cdk@2.1148.1
 deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials; see docs/deploy.md)
-	npx --yes aws-cdk@2 deploy Rebound-$(ENV) --context env=$(ENV) --require-approval broadening $(CDK_ARGS)
+	$(CDK) deploy Rebound-$(ENV) --context env=$(ENV) --require-approval broadening $(CDK_ARGS)
 
 diff: $(STAMP) ## Show what a deploy would change: make diff ENV=dev
-	npx --yes aws-cdk@2 diff Rebound-$(ENV) --context env=$(ENV) $(CDK_ARGS)
+	$(CDK) diff Rebound-$(ENV) --context env=$(ENV) $(CDK_ARGS)
 
 bootstrap: $(STAMP) ## One-time per account and region: make bootstrap ENV=dev [CDK_ARGS="--cloudformation-execution-policies ..."]
-	npx --yes aws-cdk@2 bootstrap --context env=$(ENV) $(CDK_ARGS)
+	$(CDK) bootstrap --context env=$(ENV) $(CDK_ARGS)
 
 schemas: $(STAMP) ## Regenerate events/schemas/*.json from the event models
 	$(PY) scripts/generate_event_schemas.py
@@ -94,12 +99,15 @@ docs: $(STAMP) ## Build the docs site into build/site (mkdocs, strict: a broken 
 openapi: $(STAMP) ## Regenerate docs/openapi.json from the operations API's routes
 	$(PY) scripts/generate_openapi.py
 
-constraints: ## Re-resolve and re-pin every dependency into requirements/constraints.txt
-	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin && .venv-pin/bin/pip install -q -U pip && .venv-pin/bin/pip install -q -r requirements/dev.in
-	{ echo "# Every version this project installs, pinned. Regenerate with 'make constraints'."; \
-	  echo "# Lambda bundles use requirements/runtime.in with these pins (see infra/rebound_infra/bundling.py)."; \
-	  .venv-pin/bin/pip freeze --all | grep -v -e '^-e' -e '^pip==' | sort -f; } > requirements/constraints.txt
-	rm -rf .venv-pin
+PIP_TOOLS := pip-tools==7.6.2
+LOCK := .venv-pin/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras --no-emit-index-url --no-emit-find-links --no-annotate --no-header
+constraints: ## Re-resolve every dependency (requirements/*.in) into hashed locks: constraints.txt, runtime.txt (the Lambda layer), pip.txt
+	rm -rf .venv-pin && $(PYTHON) -m venv .venv-pin && .venv-pin/bin/pip install -q --require-hashes -r requirements/pip.txt && .venv-pin/bin/pip install -q $(PIP_TOOLS)
+	mkdir -p build && $(LOCK) -o build/constraints.lock requirements/dev.in
+	$(LOCK) -c build/constraints.lock -o build/runtime.lock requirements/runtime.in
+	{ head -2 requirements/constraints.txt; grep -v '^#' build/constraints.lock; } > requirements/constraints.txt
+	{ head -2 requirements/runtime.txt; grep -v '^#' build/runtime.lock; } > requirements/runtime.txt
+	rm -rf .venv-pin build/constraints.lock build/runtime.lock
 
 clean: ## Remove build output (keeps .venv)
 	rm -rf cdk.out build .pytest_cache .mypy_cache .ruff_cache bench/results.json

@@ -2,15 +2,18 @@
 
 Two assets, each keyed by its own inputs only:
 
-- the **dependencies layer**: ``requirements/runtime.in`` installed with the pins of
-  ``requirements/constraints.txt`` as manylinux aarch64 wheels for CPython 3.13
-  (``pip install --platform manylinux2014_aarch64 --only-binary=:all: --target ...``).
+- the **dependencies layer**: ``requirements/runtime.txt`` (``runtime.in`` at the pinned versions,
+  each file's hash beside it) installed with ``--require-hashes`` as manylinux aarch64 wheels for
+  CPython 3.13 (``pip install --platform manylinux2014_aarch64 --only-binary=:all: --target ...``).
   Powertools is bundled here. boto3 is not: the Lambda runtime provides it.
 - the **code**: the ``functions/rebound`` package as ``rebound/``, with ``config/tasks/*.yaml``
   copied to ``rebound/_config/`` (see ``rebound.settings.default_config_dir``).
 
-The asset hash is the hash of those inputs (``AssetHashType.CUSTOM``), so editing a handler
-changes the code asset and leaves the layer alone, and repeated synths reuse ``build/``.
+A build is cached under ``build/`` by the hash of its inputs, so editing a handler rebuilds the
+code asset and leaves the layer alone, and repeated synths reuse ``build/``. The code asset's hash
+(``AssetHashType.CUSTOM``) is that input hash; the layer's is the hash of the files the build
+produced (``content_hash``), so what is deployed is named by what it contains, whatever the
+index served.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ PLATFORM = "manylinux2014_aarch64"
 PYTHON_VERSION = "3.13"
 IMPLEMENTATION = "cp"
 # Bump to rebuild every cached asset after a change to how they are built.
-BUILD_FORMAT = "2"
+BUILD_FORMAT = "3"
 SKIP_DIRS = frozenset({"__pycache__", ".mypy_cache", ".pytest_cache"})
 SKIP_SUFFIXES = (".pyc", ".pyo")
 
@@ -54,11 +57,8 @@ class Sources:
 
     @property
     def runtime_requirements(self) -> Path:
-        return self.root / "requirements" / "runtime.in"
-
-    @property
-    def constraints(self) -> Path:
-        return self.root / "requirements" / "constraints.txt"
+        """The layer's hashed lock (``make constraints`` writes it from ``runtime.in``)."""
+        return self.root / "requirements" / "runtime.txt"
 
     @property
     def build_dir(self) -> Path:
@@ -108,10 +108,14 @@ def dependencies_hash(src: Sources) -> str:
         [
             ("format", BUILD_FORMAT.encode()),
             ("target", f"{PLATFORM}/{IMPLEMENTATION}{PYTHON_VERSION}".encode()),
-            ("runtime.in", src.runtime_requirements.read_bytes()),
-            ("constraints.txt", src.constraints.read_bytes()),
+            ("runtime.txt", src.runtime_requirements.read_bytes()),
         ]
     )
+
+
+def content_hash(directory: Path) -> str:
+    """The hash of a built directory: every file's path and bytes."""
+    return _digest((p.relative_to(directory).as_posix(), p.read_bytes()) for p in _files(directory))
 
 
 KEEP_BUILDS = 4
@@ -165,10 +169,9 @@ def pip_command(src: Sources, target: Path) -> list[str]:
         "--only-binary=:all:",
         "--target",
         str(target),
+        "--require-hashes",
         "-r",
         str(src.runtime_requirements),
-        "-c",
-        str(src.constraints),
     ]
 
 
@@ -192,7 +195,7 @@ def build_dependencies(src: Sources) -> BuiltAsset:
             shutil.rmtree(cache, ignore_errors=True)
         shutil.rmtree(staging / "python" / "bin", ignore_errors=True)  # console scripts: unused
         _publish(staging, final)
-    return BuiltAsset(final, digest)
+    return BuiltAsset(final, content_hash(final))
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from rebound_infra.bundling import (
     build_code,
     build_dependencies,
     code_hash,
+    content_hash,
     dependencies_hash,
     pip_command,
 )
@@ -47,7 +48,8 @@ def test_editing_a_task_config_file_changes_the_code_asset(repo_copy: Sources) -
 
 def test_changing_a_pin_changes_the_dependencies_only(repo_copy: Sources) -> None:
     code, deps = code_hash(repo_copy), dependencies_hash(repo_copy)
-    repo_copy.constraints.write_text(repo_copy.constraints.read_text() + "# changed\n")
+    lock = repo_copy.runtime_requirements
+    lock.write_text(lock.read_text() + "# changed\n")
     assert dependencies_hash(repo_copy) != deps
     assert code_hash(repo_copy) == code
 
@@ -77,10 +79,23 @@ def test_dependencies_are_wheels_for_arm64_python_3_13_without_boto3() -> None:
     assert "--only-binary=:all:" in command
     assert command[command.index("--platform") + 1] == PLATFORM == "manylinux2014_aarch64"
     assert command[command.index("--python-version") + 1] == "3.13"
-    assert command[command.index("-c") + 1] == str(src.constraints)
-    layer = build_dependencies(src).path / "python"
+    assert command[command.index("-r") + 1] == str(src.runtime_requirements)
+    assert "--require-hashes" in command
+    built = build_dependencies(src)
+    assert built.hash == content_hash(built.path), "the layer is named by what it contains"
+    layer = built.path / "python"
     assert (layer / "aws_lambda_powertools").is_dir()
     assert (layer / "pydantic").is_dir()
     (native,) = list((layer / "pydantic_core").glob("_pydantic_core*.so"))
     assert "cpython-313-aarch64" in native.name
     assert not (layer / "boto3").exists()  # the Lambda runtime provides boto3
+
+
+def test_the_layers_hash_follows_its_built_files(tmp_path: Path) -> None:
+    built = tmp_path / "deps"
+    (built / "python" / "pkg").mkdir(parents=True)
+    (built / "python" / "pkg" / "__init__.py").write_text("x = 1\n")
+    first = content_hash(built)
+    assert content_hash(built) == first
+    (built / "python" / "pkg" / "__init__.py").write_text("x = 2\n")  # another file served for one pin
+    assert content_hash(built) != first

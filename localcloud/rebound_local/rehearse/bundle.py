@@ -2,7 +2,7 @@
 
 1. The **code asset** the template deploys (``aws:asset:path`` of the function in ``cdk.out``).
 2. The **dependency layer**, installed for this machine from the same requirements and pins the
-   layer asset is built from (``requirements/runtime.in`` with ``requirements/constraints.txt``,
+   layer asset is built from (the hashed lock ``requirements/runtime.txt``, ``--require-hashes``,
    binary wheels only); the asset itself holds manylinux aarch64 wheels for CPython 3.13.
 3. **boto3 as the Lambda runtime provides it**: boto3 and what it needs (botocore, s3transfer,
    jmespath, dateutil, six, urllib3), linked from this environment, and nothing else.
@@ -34,11 +34,8 @@ def build_dir(root: Path = REPO_ROOT) -> Path:
 
 def layer_for_host(root: Path = REPO_ROOT) -> Path:
     """The dependency layer's packages for this interpreter and platform (cached by its inputs)."""
-    requirements = root / "requirements" / "runtime.in"
-    constraints = root / "requirements" / "constraints.txt"
-    digest = hashlib.sha256(
-        requirements.read_bytes() + b"\0" + constraints.read_bytes() + sys.version.encode()
-    ).hexdigest()[:16]
+    requirements = root / "requirements" / "runtime.txt"
+    digest = hashlib.sha256(requirements.read_bytes() + b"\0" + sys.version.encode()).hexdigest()[:16]
     final = build_dir(root) / f"layer-{digest}"
     if final.is_dir():
         return final
@@ -46,7 +43,7 @@ def layer_for_host(root: Path = REPO_ROOT) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".layer-", dir=final.parent))
     command = [
         sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-        "--only-binary=:all:", "--target", str(staging), "-r", str(requirements), "-c", str(constraints),
+        "--only-binary=:all:", "--target", str(staging), "--require-hashes", "-r", str(requirements),
     ]  # fmt: skip
     result = subprocess.run(
         command, capture_output=True, text=True, check=False, env={**os.environ, "PIP_NO_INPUT": "1"}
