@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml setup.py requirements/pip.txt requirements/constraints.
 	@$(PIP_INSTALL) --require-hashes -r requirements/pip.txt
 	@echo "Installing pinned dependencies into $(VENV) (first run only)..."
 	@$(PIP_INSTALL) --require-hashes -r requirements/constraints.txt
-	@$(PIP_INSTALL) --no-deps --no-build-isolation -e .
+	@PYTHONWARNINGS=ignore $(PIP_INSTALL) --no-deps --no-build-isolation -e .  # quiet: setuptools warns that an editable install is editable
 	@touch $@
 
 # The IaC scanner (checkov) in a virtualenv of its own: it pins an older boto3 than Rebound's.

@@ -17,7 +17,13 @@ for where, name in ROOTS.items():
     for package in find_packages(where, include=[name, f"{name}.*"]):
         packages.append(package)
         package_dir[package] = f"{where}/{package.replace('.', '/')}"
-for package, where in (("rebound._config", "config/tasks"), ("rebound_local._demo", "config/demo")):
+# Directories of data files only, shipped as packages of their own (so setuptools knows them).
+DATA = (
+    ("rebound._config", "config/tasks"),
+    ("rebound_local._demo", "config/demo"),
+    ("rebound_cli.console.assets", "cli/rebound_cli/console/assets"),
+)
+for package, where in DATA:
     packages.append(package)
     package_dir[package] = where
 
