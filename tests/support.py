@@ -130,7 +130,7 @@ def bus_event(detail_type: str, detail: dict[str, Any]) -> dict[str, Any]:
         "version": "0",
         "id": str(uuid.uuid4()),
         "detail-type": detail_type,
-        "source": "rebound",
+        "source": "io.rebound",
         "account": "123456789012",
         "time": "2026-03-07T09:00:00Z",
         "region": "us-east-1",

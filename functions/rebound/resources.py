@@ -96,7 +96,9 @@ class ResourceSpec:
     bus_logical: str = "bus"
     schedule_group_logical: str = "schedules"
     topic_logical: str = "alerts"
-    event_source: str = "rebound"
+    event_source: str = "io.rebound"
+    """The default ``source`` of Rebound's events (reverse DNS, as EventBridge asks of custom
+    sources); an environment names its own with ``outbox.source``."""
     extra: dict[str, str] = field(default_factory=dict)
 
     def table(self, logical: str) -> TableSpec:
@@ -325,8 +327,8 @@ SPEC = ResourceSpec(
             (
                 "workstream.step.ended",
                 "workstream.failed",
-                "dependency_cycle_detected",
-                "resource_exhausted",
+                "workstream.dependency_cycle_detected",
+                "workstream.resource_exhausted",
             ),
             "escalation",
             "a step's end advances its workstream; a failed workstream opens a critical work order",

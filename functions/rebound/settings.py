@@ -62,7 +62,7 @@ class Settings(BaseModel):
         description="SSM parameter or Secrets Manager ARN holding the key that signs completion "
         "tokens (asynchronous targets)",
     )
-    event_source: str = "rebound"
+    event_source: str = r.SPEC.event_source
     audit_key_id: str | None = Field(
         default=None,
         description="the KMS HMAC key (ARN or id) that keys the audit chain; None only in a resources "
@@ -206,7 +206,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "pagerduty_secret": env.get(r.ENV_PAGERDUTY_SECRET) or None,
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
         "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
-        "event_source": env.get(r.ENV_EVENT_SOURCE) or "rebound",
+        "event_source": env.get(r.ENV_EVENT_SOURCE) or r.SPEC.event_source,
         "audit_key_id": need(r.ENV_AUDIT_KEY),
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",

@@ -36,7 +36,7 @@ class ReportNotSent(RuntimeError):
 
 class Completion:
     def __init__(
-        self, token: str, bus_name: str, *, source: str = "rebound", client: Any | None = None
+        self, token: str, bus_name: str, *, source: str = r.SPEC.event_source, client: Any | None = None
     ) -> None:
         if not token:
             raise ValueError("a completion token is required")

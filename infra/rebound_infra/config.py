@@ -79,10 +79,25 @@ class OutboxConfig(_Model):
         "(for subscribers of your own, and the archive); '*' announces every event",
     )
 
+    source: str = Field(
+        SPEC.event_source,
+        pattern=r"^[a-z0-9][a-z0-9-]*(\.[a-z0-9][a-z0-9-]*)+$",
+        max_length=256,
+        description="the source of every event Rebound publishes: reverse DNS "
+        "(com.example.platform.rebound), not aws.*; the stack's rules, and a worker's reports, use it",
+    )
+
     @field_validator("publish")
     @classmethod
     def _known_events(cls, values: tuple[str, ...]) -> tuple[str, ...]:
         return check_publish_events(values)
+
+    @field_validator("source")
+    @classmethod
+    def _not_aws(cls, value: str) -> str:
+        if value.startswith("aws."):
+            raise ValueError("a source starting with 'aws.' is reserved for AWS services")
+        return value
 
 
 class GrantsConfig(_Model):

@@ -35,6 +35,7 @@ from rebound_infra.constructs.messaging import Messaging
 from rebound_infra.constructs.observability import Observability
 from rebound_infra.constructs.ops_api import OpsApi
 from rebound_infra.constructs.scheduling import Scheduling
+from rebound_infra.constructs.schema_registry import SchemaRegistry
 from rebound_infra.constructs.state import State
 from rebound_infra.constructs.tenant_secrets import TenantSecretsRole
 from rebound_infra.nag import acknowledge
@@ -126,6 +127,10 @@ class ReboundStack(Stack):
             dead_letter_queue=queues[r.CONTROL_DLQ.logical],
             archive_retention_days=config.bus_archive_retention_days,
             retain=retain,
+            source=config.outbox.source,
+        )
+        self.schema_registry = SchemaRegistry(
+            self, "EventSchemas", environment=config.name, source=config.outbox.source
         )
         self.observability = Observability(
             self,
@@ -336,7 +341,7 @@ class ReboundStack(Stack):
             schedule_group=self.scheduling.group.schedule_group_name,
             scheduler_role_arn=self.scheduling.role.role_arn,
             topic_arn=self.observability.topic.topic_arn,
-            event_source=r.SPEC.event_source,
+            event_source=self.config.outbox.source,
             audit_key_id=self.audit_key.key.key_arn,
             runbook_base_url=self.config.runbook_base_url,
             health_expected_interval_minutes=self.config.health.expected_interval_minutes,

@@ -8,7 +8,9 @@ accepts events only from this bus's rules.
 
 from __future__ import annotations
 
+import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -122,7 +124,7 @@ def test_bus_archives_rebound_events_for_the_configured_retention(synth: Synth, 
     assert len(archives) == 1
     (archive,) = archives
     assert archive["EventPattern"] == {"source": [r.SPEC.event_source]}
-    assert r.SPEC.event_source == "rebound"
+    assert r.SPEC.event_source == "io.rebound"
     assert archive["RetentionDays"] == configured(env)["bus_archive_retention_days"]
 
 
@@ -199,3 +201,45 @@ def test_workstream_rule_grant_is_exactly_the_workstream_rules_of_this_bus_in_th
         f"<Ref:{bus_id(synth, env)}>/{workstream_rule_name('*')}"
     )
     assert workstream_rule_name("*") == "ws-*"
+
+
+def test_the_event_schemas_are_published_to_a_registry_of_the_environment(synth: Synth, env: str) -> None:
+    import jsonschema
+
+    from rebound.domain.events import EventType
+    from rebound_infra.constructs.schema_registry import draft4
+
+    source = synth.stacks[env].config.outbox.source
+    [registry] = synth.resources(env, "AWS::EventSchemas::Registry").values()
+    assert registry["Properties"]["RegistryName"] == f"rebound-{env}"
+    schemas = {
+        s["Properties"]["SchemaName"]: s["Properties"]
+        for s in synth.resources(env, "AWS::EventSchemas::Schema").values()
+    }
+    assert set(schemas) == {f"{source}@{t.value}" for t in EventType}
+    samples = Path(__file__).resolve().parents[2] / "events" / "bus"
+    for name, props in schemas.items():
+        assert props["Type"] == "JSONSchemaDraft4"
+        content = json.loads(props["Content"])
+        assert content["$schema"] == "http://json-schema.org/draft-04/schema#"
+        detail_type = name.split("@", 1)[1]
+        committed = json.loads((samples.parent / "schemas" / f"{detail_type}.json").read_text())
+        assert content == draft4(committed), "the registry holds the committed schema, as draft 4"
+        sample = json.loads((samples / f"{detail_type}.json").read_text())
+        jsonschema.Draft4Validator(content).validate(sample["detail"])
+
+
+def test_draft4_keeps_what_a_schema_allows_and_refuses() -> None:
+    import jsonschema
+
+    from rebound_infra.constructs.schema_registry import draft4
+
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "properties": {"v": {"const": 1}, "n": {"type": "number", "exclusiveMinimum": 0}},
+        "required": ["v", "n"],
+    }
+    converted = jsonschema.Draft4Validator(draft4(schema))
+    assert converted.is_valid({"v": 1, "n": 0.5})
+    assert not converted.is_valid({"v": 2, "n": 0.5}) and not converted.is_valid({"v": 1, "n": 0})

@@ -25,6 +25,7 @@ import pytest
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+from rebound import resources as r
 from rebound_local import hostile
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
@@ -762,7 +763,7 @@ def _routed(t: Transcript) -> Callable[[dict[str, Any]], dict[str, Any]]:
 @script
 def eventbridge(t: Transcript) -> None:
     bus = t.stack.settings.bus_name
-    failed_run = {"Source": "rebound", "DetailType": "task.execution.failed", "EventBusName": bus}
+    failed_run = {"Source": r.SPEC.event_source, "DetailType": "task.execution.failed", "EventBusName": bus}
     t.call(
         "put",
         t.events.put_events,
@@ -778,7 +779,7 @@ def eventbridge(t: Transcript) -> None:
         Entries=[
             {**failed_run, "Detail": '{"run_id": "r3"}'},
             {**failed_run, "Detail": "not json"},
-            {"Source": "rebound", "Detail": "{}", "EventBusName": bus},
+            {"Source": r.SPEC.event_source, "Detail": "{}", "EventBusName": bus},
         ],
     )
     t.call(

@@ -277,7 +277,7 @@ def test_a_recovery_and_a_resolution_escalation_gave_up_on_are_finished_by_the_s
     replay_and_run(wired)
     recovered = last(wired, "task.recovered")
     wired.queues.send(
-        "control_dlq", {"detail-type": "task.recovered", "source": "rebound", "detail": recovered}
+        "control_dlq", {"detail-type": "task.recovered", "source": "io.rebound", "detail": recovered}
     )
     report = SweepReport()
     Sweeper(wired).work_control_dlq(report)
@@ -290,7 +290,7 @@ def test_a_recovery_and_a_resolution_escalation_gave_up_on_are_finished_by_the_s
 
     resolved = last(wired, "workorder.resolved")
     wired.queues.send(
-        "control_dlq", {"detail-type": "workorder.resolved", "source": "rebound", "detail": resolved}
+        "control_dlq", {"detail-type": "workorder.resolved", "source": "io.rebound", "detail": resolved}
     )
     Sweeper(wired).work_control_dlq(report)
     order = wired.store.get_work_order(order_id)

@@ -59,7 +59,7 @@ def test_bus_sample_matches_its_schema(sample: Path) -> None:
     event = _load(sample)
     schema = _load(SCHEMAS / f"{event['detail-type']}.json")
     jsonschema.validate(event["detail"], schema)
-    assert event["source"] == "rebound"
+    assert event["source"] == "io.rebound"
     DETAIL_MODELS[EventType(event["detail-type"])].model_validate(event["detail"])
 
 
@@ -120,3 +120,28 @@ def test_outbox_stream_sample_holds_one_record_per_event_type() -> None:
         jsonschema.validate(
             json.loads(image["detail"]["S"]), _load(SCHEMAS / f"{image['detail_type']['S']}.json")
         )
+
+
+NAME = r"[a-z][a-z_]*(?:\.[a-z][a-z_]*)+"
+
+
+def test_every_event_type_is_named_subject_dot_what_happened_and_carries_its_schema_version() -> None:
+    import re
+
+    for event_type, model in DETAIL_MODELS.items():
+        assert re.fullmatch(NAME, event_type.value), event_type.value
+        schema = _load(SCHEMAS / f"{event_type.value}.json")
+        assert schema["properties"]["schema_version"]["const"] == 1, event_type.value
+        assert model.model_fields["schema_version"].default == 1, event_type.value
+
+
+def test_the_events_page_lists_exactly_the_event_types_with_their_versions() -> None:
+    import re
+
+    page = (ROOT / "docs" / "architecture" / "events.md").read_text()
+    rows = dict(re.findall(rf"^\| `({NAME})` \| [^|]+ \| (\d+) \|$", page, flags=re.M))
+    assert set(rows) == {t.value for t in EventType}, "docs/architecture/events.md's table is stale"
+    for name, version in rows.items():
+        assert _load(SCHEMAS / f"{name}.json")["properties"]["schema_version"]["const"] == int(version)
+    files = {p.stem for p in SCHEMAS.glob("*.json")} - {"execution-message"}
+    assert files == set(rows), "a schema with no event type, or an event type with no schema"

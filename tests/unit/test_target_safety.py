@@ -182,7 +182,7 @@ def test_the_sim_target_is_refused_where_the_environment_does_not_enable_it() ->
 
 
 def test_registration_refuses_a_self_triggering_event_task() -> None:
-    looping = task("loop", schedule=None, event={"source": [{"prefix": "re"}]})
+    looping = task("loop", schedule=None, event={"source": [{"prefix": "io.re"}]})
 
     with pytest.raises(ValidationFailed) as err:
         ops().plan([looping])

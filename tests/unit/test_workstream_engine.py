@@ -250,7 +250,7 @@ def test_a_step_end_or_a_start_escalation_gave_up_on_is_handled_by_the_sweepers_
     ]
     world.relayed = len(world.store.events)  # escalation never handled them
     for event in ended:
-        body = {"detail-type": event.detail_type, "source": "rebound", "detail": event.detail}
+        body = {"detail-type": event.detail_type, "source": "io.rebound", "detail": event.detail}
         world.queues.send("control_dlq", json.dumps(body))
     assert engine.get_run(run.run_id).step("transform").state is StepState.PENDING
 

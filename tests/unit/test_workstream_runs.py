@@ -146,7 +146,7 @@ def test_a_step_waits_for_a_full_resource_and_resource_exhausted_is_raised_once(
     assert quiet.events == []
     late = advance(run, res, T0 + timedelta(minutes=20), "poll")
     [event] = late.domain_events()
-    assert event.detail_type.value == "resource_exhausted"
+    assert event.detail_type.value == "workstream.resource_exhausted"
     assert event.detail["holders"] == {"warehouse-write": ["someone-else"]}
     assert advance(run, res, T0 + timedelta(minutes=30), "poll").events == []
     res.release(["warehouse-write"], "someone-else")
@@ -160,7 +160,8 @@ def test_a_cycle_made_by_a_later_edit_is_detected_before_any_step_starts() -> No
     progress = start(run, book(), T0)
     assert progress.start == []
     assert run.state is WorkstreamState.FAILED
-    [event] = [e for e in progress.domain_events() if e.detail_type.value == "dependency_cycle_detected"]
+    cycles = "workstream.dependency_cycle_detected"
+    [event] = [e for e in progress.domain_events() if e.detail_type.value == cycles]
     assert event.detail["cycle"] == ["extract", "load", "transform", "extract"]
     assert event.detail["severity"] == "critical"
 

@@ -32,15 +32,25 @@ class EventType(StrEnum):
     WORKSTREAM_COMPLETED = "workstream.completed"
     WORKSTREAM_FAILED = "workstream.failed"
     WORKSTREAM_ROLLED_BACK = "workstream.rolled_back"
-    DEPENDENCY_CYCLE_DETECTED = "dependency_cycle_detected"
-    RESOURCE_EXHAUSTED = "resource_exhausted"
+    DEPENDENCY_CYCLE_DETECTED = "workstream.dependency_cycle_detected"
+    RESOURCE_EXHAUSTED = "workstream.resource_exhausted"
     WORKSTREAM_STEP_ENDED = "workstream.step.ended"
 
 
+SCHEMA_VERSION: Literal[1] = 1
+"""The version of every event's detail today. A field added keeps it; a field removed, renamed or
+given another meaning raises that event's version (its model overrides ``schema_version``), and
+docs/architecture/events.md says what changed."""
+
+
 class _Detail(BaseModel):
-    """Every event's detail names itself with ``event_id`` (added when it is written to the outbox)."""
+    """Every event's detail names itself with ``event_id`` (added when it is written to the outbox)
+    and says which version of its schema it follows (``schema_version``)."""
 
     model_config = ConfigDict(extra="forbid")
+    schema_version: Literal[1] = Field(
+        default=SCHEMA_VERSION, description="the version of this detail's schema (events/schemas)"
+    )
     event_id: str | None = Field(default=None, description="unique per event; consumers dedupe on it")
 
 

@@ -247,7 +247,7 @@ def start(
                 step.reason = run.reason
         progress.events.append(
             (
-                "dependency_cycle_detected",
+                "workstream.dependency_cycle_detected",
                 {
                     **ids_of(run),
                     "cycle": cycle,
@@ -299,7 +299,7 @@ def advance(
                     step.exhausted_reported = True
                     progress.events.append(
                         (
-                            "resource_exhausted",
+                            "workstream.resource_exhausted",
                             {
                                 **ids_of(run),
                                 "step": step.step,

@@ -85,7 +85,7 @@ class Workstream(Strict):
     steps: list[WorkstreamStep] = Field(min_length=1, max_length=500)
     resource_wait: Annotated[Seconds, Field(gt=0, le=7 * 86400)] = Field(
         default=DEFAULT_RESOURCE_WAIT_S,
-        description="a step waiting longer than this for its resources raises resource_exhausted",
+        description="a step waiting longer than this for its resources raises workstream.resource_exhausted",
     )
 
     @model_validator(mode="after")

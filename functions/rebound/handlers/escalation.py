@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
     from aws_lambda_powertools.utilities.typing import LambdaContext
 
+RENAMED = {
+    "dependency_cycle_detected": "workstream.dependency_cycle_detected",
+    "resource_exhausted": "workstream.resource_exhausted",
+}
+"""Event types as they were named before every type took the ``<subject>.<what happened>`` form
+(docs/architecture/events.md): an event queued under the old name is handled as the new one."""
+
 logger = logger_for("escalation")
 metrics = metrics_for("escalation")
 
@@ -35,6 +42,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItem
     escalation = Escalation(deps)
 
     def handle(kind: str, detail: dict[str, Any]) -> str:
+        kind = RENAMED.get(kind, kind)  # an event queued before its type was renamed
         if kind == Rebound.SLA_BREACHED:
             return escalation.on_sla_breached(detail)
         if kind == Rebound.WORKSTREAM_STEP_ENDED:

@@ -1,6 +1,7 @@
 """The environment's EventBridge bus, an archive of Rebound's events, and ``SPEC.rules``.
 
-Each rule sends its detail types from ``SPEC.event_source`` to the queue its spec names, with
+Each rule sends its detail types from the environment's source (``outbox.source``) to the queue
+its spec names, with
 EventBridge's retry policy and the control DLQ for what it cannot deliver.
 
 Event-triggered tasks get their rules at run time (``rebound tasks apply``), named
@@ -26,9 +27,9 @@ RULE_MAX_EVENT_AGE = Duration.hours(24)
 RULE_RETRY_ATTEMPTS = 185
 
 
-def event_pattern(rule: r.RuleSpec) -> dict[str, Any]:
+def event_pattern(rule: r.RuleSpec, source: str = r.SPEC.event_source) -> dict[str, Any]:
     """The rule's pattern as CloudFormation and the local cloud hold it."""
-    return {"source": [r.SPEC.event_source], "detail-type": list(rule.detail_types)}
+    return {"source": [source], "detail-type": list(rule.detail_types)}
 
 
 class Events(Construct):
@@ -41,13 +42,14 @@ class Events(Construct):
         dead_letter_queue: sqs.IQueue,
         archive_retention_days: int,
         retain: bool,
+        source: str = r.SPEC.event_source,
     ) -> None:
         super().__init__(scope, id)
         self.bus = events.EventBus(self, "Bus", description="Rebound's run, retry and work-order events")
         self.bus.archive(
             "Archive",
             description="Rebound's events, for replay after an outage of a consumer",
-            event_pattern=events.EventPattern(source=[r.SPEC.event_source]),
+            event_pattern=events.EventPattern(source=[source]),
             retention=Duration.days(archive_retention_days),
         )
         self.bus.apply_removal_policy(RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY)
@@ -58,9 +60,7 @@ class Events(Construct):
                 spec.logical,
                 event_bus=self.bus,
                 description=spec.purpose,
-                event_pattern=events.EventPattern(
-                    source=[r.SPEC.event_source], detail_type=list(spec.detail_types)
-                ),
+                event_pattern=events.EventPattern(source=[source], detail_type=list(spec.detail_types)),
                 targets=[
                     events_targets.SqsQueue(
                         queues[spec.queue],

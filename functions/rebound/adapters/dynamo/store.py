@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from rebound import resources as r
 from rebound.adapters.dynamo.audit_reads import DynamoAuditReads, page_limit
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
@@ -70,7 +71,7 @@ class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
         self,
         client: DynamoDBClient,
         tables: Mapping[str, str],
-        event_source: str = "rebound",
+        event_source: str = r.SPEC.event_source,
         on_failed_commit: Callable[[], None] | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,

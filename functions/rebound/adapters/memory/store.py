@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rebound import resources as r
 from rebound.adapters import dlq_items as rec
 from rebound.adapters.audit_keys import LocalAuditKeys
 from rebound.adapters.memory.unit_of_work import (
@@ -65,7 +66,7 @@ class MemoryStore(StagingStore):
 
     def __init__(
         self,
-        event_source: str = "rebound",
+        event_source: str = r.SPEC.event_source,
         on_failed_commit: Callable[[], None] | None = None,
         audit_keys: AuditKeys | None = None,
         published: frozenset[str] | None = None,
