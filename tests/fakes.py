@@ -99,6 +99,7 @@ class FakeQueues:
         *,
         delay_s: float = 0,
         attributes: Mapping[str, Any] | None = None,
+        trace: str | None = None,
     ) -> SentMessage:
         now = self.clock.now()
         message_id = f"{queue}-{next(self._ids)}"

@@ -63,6 +63,11 @@ class Settings(BaseModel):
         "tokens (asynchronous targets)",
     )
     event_source: str = r.SPEC.event_source
+    tracing: bool = Field(
+        default=False,
+        description="X-Ray: the functions trace actively, and a run's messages and events carry its trace "
+        "(rebound.domain.tracing)",
+    )
     audit_key_id: str | None = Field(
         default=None,
         description="the KMS HMAC key (ARN or id) that keys the audit chain; None only in a resources "
@@ -207,6 +212,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
         "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or r.SPEC.event_source,
+        "tracing": env.get(r.ENV_TRACING) == "1",
         "audit_key_id": need(r.ENV_AUDIT_KEY),
         "jitter_seed": env.get(r.ENV_JITTER_SEED) or None,
         "runbook_base_url": env.get(r.ENV_RUNBOOK_BASE) or "docs/runbooks",
@@ -235,6 +241,7 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         r.ENV_SCHEDULE_GROUP: settings.schedule_group,
         r.ENV_SCHEDULER_ROLE: settings.scheduler_role_arn,
         r.ENV_EVENT_SOURCE: settings.event_source,
+        r.ENV_TRACING: "1" if settings.tracing else "0",
         r.ENV_RUNBOOK_BASE: settings.runbook_base_url,
         r.ENV_CONFIG_DIR: str(settings.config_dir),
         r.ENV_HEALTH_EXPECTED_INTERVAL: str(settings.health_expected_interval_minutes),

@@ -274,6 +274,11 @@ class EnvironmentConfig(_Model):
     log_retention_days: int = 30
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     bus_archive_retention_days: int = Field(7, ge=1, le=3650)
+    tracing: bool = Field(
+        False,
+        description="X-Ray active tracing on every function, and one trace per run across its messages "
+        "and events (docs/architecture/telemetry.md); X-Ray bills each trace recorded",
+    )
     runbook_base_url: str = "docs/runbooks"
     alarm_emails: tuple[Annotated[str, Field(pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")], ...] = ()
     alarms: AlarmThresholds

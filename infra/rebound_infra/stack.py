@@ -191,6 +191,7 @@ class ReboundStack(Stack):
                 removal_policy=removal,
                 log_key=key,
                 vpc=self._vpc(),
+                tracing=config.tracing,
             ),
             triggers=Triggers(
                 queues=dict(queues),
@@ -342,6 +343,7 @@ class ReboundStack(Stack):
             scheduler_role_arn=self.scheduling.role.role_arn,
             topic_arn=self.observability.topic.topic_arn,
             event_source=self.config.outbox.source,
+            tracing=self.config.tracing,
             audit_key_id=self.audit_key.key.key_arn,
             runbook_base_url=self.config.runbook_base_url,
             health_expected_interval_minutes=self.config.health.expected_interval_minutes,

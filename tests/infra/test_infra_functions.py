@@ -155,3 +155,23 @@ def test_all_functions_share_one_code_asset_and_one_layer(synth: Synth) -> None:
         assert {f["Properties"]["Code"]["S3Key"] for f in other} == {
             f["Properties"]["Code"]["S3Key"] for f in functions
         }
+
+
+def test_tracing_is_active_on_every_function_where_the_environment_asks(synth: Synth, env: str) -> None:
+    traced = synth.stacks[env].config.tracing
+    for spec in r.SPEC.functions:
+        props = function(synth, env, spec.logical)["Properties"]
+        mode = props.get("TracingConfig", {}).get("Mode")
+        assert mode == ("Active" if traced else None), (env, spec.logical)
+        assert props["Environment"]["Variables"][r.ENV_TRACING] == ("1" if traced else "0")
+    if traced:
+        statements = [
+            s
+            for policy in synth.resources(env, "AWS::IAM::Policy").values()
+            for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        assert any("xray:PutTraceSegments" in str(s["Action"]) for s in statements)
+
+
+def test_staging_traces_and_dev_and_prod_do_not_by_default(synth: Synth) -> None:
+    assert [synth.stacks[e].config.tracing for e in ("dev", "staging", "prod")] == [False, True, False]

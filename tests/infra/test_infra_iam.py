@@ -14,7 +14,13 @@ pytestmark = pytest.mark.infra
 KMS_DATA_ACTIONS = {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
 """What CDK grants on the customer-managed key of a queue (encryption: cmk)."""
 # Actions AWS authorizes only on "*" (they take no resource ARN).
-STAR_ONLY_ACTIONS = {"dynamodb:ListStreams", "cloudwatch:GetMetricStatistics", "scheduler:ListSchedules"}
+STAR_ONLY_ACTIONS = {
+    "dynamodb:ListStreams",
+    "cloudwatch:GetMetricStatistics",
+    "scheduler:ListSchedules",
+    "xray:PutTraceSegments",  # active tracing (an environment's `tracing: true`): X-Ray has no resources
+    "xray:PutTelemetryRecords",
+}
 
 
 def function_role(synth: Synth, env: str, logical: str) -> str:

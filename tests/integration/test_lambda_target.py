@@ -294,6 +294,19 @@ def test_registry_clients_use_the_deadline_as_read_timeout_and_never_retry(
     assert client_for(0.2).meta.config.read_timeout == 1
 
 
+def client_context(call: Any) -> str:
+    """The client context the function receives: the run's trace as a W3C ``traceparent``."""
+    import base64
+    import json
+
+    from rebound.domain import tracing
+
+    trace = call.trace_id or tracing.trace_id(call.run_id, call.scheduled_for)
+    parent = tracing.span_id(call.idempotency_key)
+    custom = {"custom": {"traceparent": tracing.traceparent(trace, parent)}}
+    return base64.b64encode(json.dumps(custom, separators=(",", ":")).encode()).decode()
+
+
 def test_stubbed_lambda_api_accepts_the_request_and_reports_the_function_error(
     aws: boto3.session.Session, clock: Any
 ) -> None:
@@ -312,6 +325,7 @@ def test_stubbed_lambda_api_accepts_the_request_and_reports_the_function_error(
                 "InvocationType": "RequestResponse",
                 "Qualifier": "live",
                 "Payload": ANY,
+                "ClientContext": client_context(call),
             },
         )
         outcome = LambdaInvoker(lambda seconds: client, clock).invoke(TARGET, call)

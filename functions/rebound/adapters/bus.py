@@ -61,6 +61,7 @@ class EventBridgeBus:
                     "DetailType": e.detail_type,
                     "Detail": e.detail,
                     "EventBusName": self.bus_name,
+                    **({"TraceHeader": e.trace} if e.trace else {}),
                 }
                 for e in chunk
             ]

@@ -76,15 +76,22 @@ class SqsQueues:
         *,
         delay_s: float = 0,
         attributes: Mapping[str, Any] | None = None,
+        trace: str | None = None,
     ) -> SentMessage:
         delay = min(max(math.ceil(delay_s), 0), MAX_DELAY_S)
         text = body if isinstance(body, str) else dumps(body)
+        extra: dict[str, Any] = {}
+        if trace:
+            extra["MessageSystemAttributes"] = {
+                "AWSTraceHeader": {"DataType": "String", "StringValue": trace}
+            }
         try:
             resp = self.client.send_message(
                 QueueUrl=self.urls[queue],
                 MessageBody=text,
                 DelaySeconds=delay,
                 MessageAttributes=message_attributes(attributes or {}),
+                **extra,
             )
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, f"send to the {queue} queue") from exc

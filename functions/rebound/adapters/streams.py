@@ -15,6 +15,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from rebound.adapters.dynamo.codec import from_item
 from rebound.adapters.errors import translate
+from rebound.domain.jsonutil import loads
+from rebound.domain.tracing import detail_header
 from rebound.engine.ports import BusEvent, StreamRange
 
 PAGE = 1000
@@ -64,20 +66,29 @@ class StreamReader:
         return outbox_events(self.read(span))
 
 
-def outbox_events(records: Iterable[Mapping[str, Any]]) -> list[BusEvent]:
+def outbox_events(records: Iterable[Mapping[str, Any]], *, traced: bool = False) -> list[BusEvent]:
     """The outbox events of a batch of stream records (TTL deletions and updates are not events),
-    each keyed by its sequence number, in stream order."""
+    each keyed by its sequence number, in stream order; ``traced``: each event about a run carries
+    the run's trace (``rebound.domain.tracing``)."""
     events: list[BusEvent] = []
     for record in records:
         if record.get("eventName") != "INSERT":
             continue
         image = from_item(record["dynamodb"]["NewImage"])
+        detail = str(image["detail"])
+        trace = None
+        if traced:
+            parsed = loads(detail)
+            trace = (
+                detail_header(parsed, str(image.get("event_id", ""))) if isinstance(parsed, dict) else None
+            )
         events.append(
             BusEvent(
                 key=str(record["dynamodb"]["SequenceNumber"]),
                 source=str(image["source"]),
                 detail_type=str(image["detail_type"]),
-                detail=str(image["detail"]),
+                detail=detail,
+                trace=trace,
             )
         )
     return events

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from rebound.domain import tracing
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.ids import retry_dispatch_reference
 from rebound.domain.run import Run, RunState, with_changes
@@ -161,6 +162,9 @@ class Dispatcher:
                         "dispatch": run.dispatch,
                         "dispatch_reference": reference,
                     },
+                    trace=tracing.run_header(run.run_id, run.scheduled_for, reference)
+                    if self.deps.settings.tracing
+                    else None,
                 )
                 via = "delay_queue"
             else:

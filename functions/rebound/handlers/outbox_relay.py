@@ -22,7 +22,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     from rebound.engine.outbox import relay
 
     deps = wiring.deps()
-    retry_from = relay(outbox_events(event.get("Records", [])), deps.bus)
+    events = outbox_events(event.get("Records", []), traced=deps.settings.tracing)
+    retry_from = relay(events, deps.bus)
     deps.faults.reached(AFTER_PUBLISH)  # published, not yet checkpointed: the batch comes again
     if retry_from:
         logger.warning("events not accepted by the bus; retrying", extra={"sequence_number": retry_from[0]})

@@ -62,6 +62,8 @@ class FunctionInputs:
     """Encrypts the log groups (``encryption: cmk``); ``None``: CloudWatch Logs' own encryption."""
     vpc: VpcPlacement | None = None
     """Where the functions run inside a VPC (the environment's optional ``vpc``)."""
+    tracing: bool = False
+    """Lambda active tracing (X-Ray); the environment's ``tracing``."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +124,15 @@ class ReboundFunction(Construct):
             vpc=inputs.vpc.vpc if inputs.vpc else None,
             vpc_subnets=inputs.vpc.subnets if inputs.vpc else None,
             security_groups=list(inputs.vpc.security_groups) if inputs.vpc else None,
+            tracing=lambda_.Tracing.ACTIVE if inputs.tracing else None,
         )
+        if inputs.tracing:
+            acknowledge(
+                self.role,
+                "AwsSolutions-IAM5[Resource::*]",
+                "Active tracing adds xray:PutTraceSegments and xray:PutTelemetryRecords, which X-Ray "
+                "grants on no narrower resource than *; the role's other rights name their resources.",
+            )
         if inputs.vpc is not None:
             acknowledge(
                 self.role,

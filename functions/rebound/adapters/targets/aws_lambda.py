@@ -26,6 +26,7 @@ Policies can also list any ``LAMBDA_*`` code in ``terminal_errors``.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -43,6 +44,7 @@ from botocore.exceptions import (
 
 from rebound.adapters.errors import THROTTLING_CODES, error_code
 from rebound.adapters.targets.http import CONNECTION_ERROR, deadline_seconds, invocation_document, output_from
+from rebound.domain import tracing
 from rebound.domain.jsonutil import dumps
 from rebound.domain.target_specs import LambdaTarget
 from rebound.engine.ports import Clock
@@ -93,16 +95,20 @@ class LambdaInvoker:
         # An asynchronous target (mode: async) is an Event invoke: Lambda queues it and answers
         # 202 at once; the function reports with the completion token in its payload.
         kind: Literal["Event", "RequestResponse"] = "Event" if target.mode == "async" else "RequestResponse"
+        # The run's trace reaches the function in its client context (``context.client_context.custom``).
+        parent = tracing.span_id(call.idempotency_key)
+        trace = call.trace_id or tracing.trace_id(call.run_id, call.scheduled_for)
+        context = {"custom": {"traceparent": tracing.traceparent(trace, parent)}}
+        args: dict[str, Any] = {
+            "FunctionName": target.function,
+            "InvocationType": kind,
+            "Payload": event,
+            "ClientContext": base64.b64encode(dumps(context).encode()).decode(),
+        }
+        if target.qualifier:
+            args["Qualifier"] = target.qualifier
         try:
-            if target.qualifier:
-                resp = client.invoke(
-                    FunctionName=target.function,
-                    InvocationType=kind,
-                    Payload=event,
-                    Qualifier=target.qualifier,
-                )
-            else:
-                resp = client.invoke(FunctionName=target.function, InvocationType=kind, Payload=event)
+            resp = client.invoke(**args)
             raw, complete = _read_payload(resp)
         except ReadTimeoutError:
             return Outcome.failure(TIMEOUT, f"the function did not answer within {left:.1f}s")

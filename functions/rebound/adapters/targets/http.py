@@ -50,6 +50,7 @@ from urllib.parse import urlsplit
 
 from rebound.adapters.secrets import SecretResolver, TenantSecrets
 from rebound.adapters.targets.safety import Resolver, resolve
+from rebound.domain import tracing
 from rebound.domain.errors import OperationalError
 from rebound.domain.jsonutil import dumps
 from rebound.domain.target_safety import (
@@ -175,11 +176,8 @@ def traceparent(call: Invocation) -> str:
     """W3C ``traceparent``: the run's trace id, a span id per attempt, sampled."""
     trace_id = call.trace_id.lower()
     if not _HEX32.match(trace_id) or trace_id == "0" * 32:
-        trace_id = hashlib.sha256(call.run_id.encode()).hexdigest()[:32]
-    span_id = hashlib.sha256(call.idempotency_key.encode()).hexdigest()[:16]
-    if span_id == "0" * 16:
-        span_id = "0" * 15 + "1"
-    return f"00-{trace_id}-{span_id}-01"
+        trace_id = tracing.trace_id(call.run_id, call.scheduled_for)
+    return tracing.traceparent(trace_id, tracing.span_id(call.idempotency_key))
 
 
 # --------------------------------------------------------------------------- the invoker

@@ -20,11 +20,11 @@ Owns the claim and what follows it:
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain import tracing
 from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
 from rebound.domain.errors import Conflict, OperationalError
@@ -209,7 +209,7 @@ class Attempts(Admission):
                 scheduled_for=run.scheduled_for,
                 payload=payload,
                 deadline=now + timedelta(seconds=attempt_s),
-                trace_id=hashlib.sha256(run.run_id.encode()).hexdigest()[:32],
+                trace_id=tracing.trace_id(run.run_id, run.scheduled_for),
             )
             outcome = self.deps.targets.invoke(task.target, call)
         self.deps.faults.reached(cp.AFTER_TARGET)

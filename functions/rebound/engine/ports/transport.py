@@ -109,7 +109,10 @@ class Queues(Protocol):
         *,
         delay_s: float = 0,
         attributes: Mapping[str, Any] | None = None,
-    ) -> SentMessage: ...
+        trace: str | None = None,
+    ) -> SentMessage:
+        """``trace``: an X-Ray header for the message's ``AWSTraceHeader`` (rebound.domain.tracing)."""
+        ...
 
     def release(self, queue: str, receipt_handle: str) -> None: ...
 
@@ -212,6 +215,8 @@ class BusEvent:
     source: str
     detail_type: str
     detail: str
+    trace: str | None = None
+    """An X-Ray header (``TraceHeader``): the trace of the run the event is about."""
 
 
 class Bus(Protocol):
