@@ -26,6 +26,8 @@ PLUMBING = frozenset(
         "kms:GenerateDataKey*",
         "secretsmanager:DescribeSecret",
         "sqs:GetQueueUrl",
+        "xray:PutTraceSegments",  # active tracing (tracing: true): Lambda sends the segments
+        "xray:PutTelemetryRecords",
     }
 )
 """Granted with the rights a function's code uses, never called by it: its log stream, a KMS key
