@@ -230,8 +230,8 @@ def test_the_delivery_retry_plan_with_its_fields(page: Any, deps: Deps) -> None:
 def test_the_tabs_are_keyboard_navigable(page: Any) -> None:
     page.get_by_role("tab", name="Overview").focus()
     page.keyboard.press("ArrowRight")
-    assert page.get_by_role("tab", name="DLQ").get_attribute("aria-selected") == "true"
-    assert page.evaluate("document.activeElement.id") == "tab-dlq"
+    assert page.get_by_role("tab", name="Tasks").get_attribute("aria-selected") == "true"
+    assert page.evaluate("document.activeElement.id") == "tab-tasks"
     page.keyboard.press("End")
     assert page.locator("#view-deliveries").is_visible()
 

@@ -45,6 +45,7 @@ ASSETS = {
     "console.js": "text/javascript; charset=utf-8",
     "views.js": "text/javascript; charset=utf-8",
     "workstreams.js": "text/javascript; charset=utf-8",
+    "tasks.js": "text/javascript; charset=utf-8",
 }
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",

@@ -99,7 +99,7 @@ class RunTimeline:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "run": self.run.model_dump(mode="json"),
+            "run": {**self.run.model_dump(mode="json"), "attempts_in_budget": self.run.attempts_in_budget},
             "timeline": [e.as_dict() for e in self.entries],
             "work_order": self.work_order.model_dump(mode="json") if self.work_order else None,
             "dlq_message": self.dlq_message.as_dict() if self.dlq_message else None,

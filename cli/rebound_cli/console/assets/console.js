@@ -1,12 +1,16 @@
 /* The Rebound console's core: the API client (CSRF header on changes), a DOM builder that never
-   parses data as HTML, the tabs (arrow keys move between them), a confirmation dialog, and the
-   poll that refreshes the visible view every few seconds. The views are in views.js. */
+   parses data as HTML, the tabs (arrow keys move between them) and what they show in the URL
+   (#<view>, #run/<run id>: back and forward work, and a run has a page of its own), a
+   confirmation dialog, and the poll that refreshes the visible view every few seconds. The views
+   are in views.js, tasks.js and workstreams.js. */
 "use strict";
 const Rb = (() => {
   const CSRF = document.querySelector('meta[name="csrf-token"]').content;
   const POLL_MS = 4000;
   const views = {};
+  const routes = {}; /* #<name>/<argument>: a view's page of one thing (routes.run opens a run) */
   let active = "overview";
+  let routing = false; /* applying the URL (back, forward, a link): do not add to the history */
   let paused = false;
   let busy = false;
   let acting = 0;
@@ -63,8 +67,12 @@ const Rb = (() => {
     return el;
   }
 
+  /* Each cell is labelled with its column's heading (data-label): on a narrow screen the rows
+     become stacked cards that say what each value is (console.css). */
   function fill(tbody, rows, empty, columns) {
     tbody.replaceChildren(...(rows.length ? rows : [h("tr", {}, h("td", { colspan: columns }, empty))]));
+    const heads = [...(tbody.parentElement?.tHead?.rows[0]?.cells || [])].map((c) => c.textContent);
+    for (const row of tbody.rows) [...row.cells].forEach((cell, i) => { if (heads[i]) cell.dataset.label = heads[i]; });
   }
 
   function say(text, kind) {
@@ -149,7 +157,29 @@ const Rb = (() => {
     }
   }
 
-  function show(name, focus) {
+  /* The URL says what is shown: a new entry in the history for each thing an operator opens. */
+  function remember(hash) {
+    if (routing || location.hash === "#" + hash) return;
+    history.pushState(null, "", "#" + hash);
+  }
+
+  function route() {
+    const [name, ...rest] = location.hash.slice(1).split("/");
+    const argument = rest.length ? decodeURIComponent(rest.join("/")) : "";
+    routing = true;
+    try {
+      if (routes[name] && argument) routes[name](argument);
+      else {
+        if (views[name]?.reset) views[name].reset(); /* back to the list from one thing's page */
+        show(views[name] ? name : "overview", false);
+      }
+    } finally { routing = false; }
+  }
+
+  function go(hash) { history.pushState(null, "", "#" + hash); route(); }
+
+  function show(name, focus, hash) {
+    remember(hash || name);
     active = name;
     for (const tab of document.querySelectorAll('[role="tab"]')) {
       const selected = tab.id === "tab-" + name;
@@ -183,12 +213,17 @@ const Rb = (() => {
       (h) => { document.getElementById("env").textContent = "environment: " + h.environment; },
       (e) => say(`The API does not answer: ${e.message}`, "bad"),
     );
-    const wanted = location.hash.slice(1);
-    show(views[wanted] ? wanted : "overview", false);
+    window.addEventListener("popstate", route);
+    document.getElementById("goto-run").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const id = document.getElementById("goto-run-id").value.trim();
+      if (id) go("run/" + encodeURIComponent(id));
+    });
+    route();
     setInterval(() => { if (!paused && !document.hidden) refresh(true); }, POLL_MS);
   }
 
   document.addEventListener("DOMContentLoaded", () => setTimeout(start, 0));
-  return { api, call, query, h, fill, say, ago, confirm, act, show, refresh, views, lineChart, barChart,
+  return { api, call, query, h, fill, say, ago, confirm, act, show, go, refresh, views, routes, lineChart, barChart,
     get active() { return active; } };
 })();

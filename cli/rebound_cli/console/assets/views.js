@@ -113,6 +113,12 @@
     },
   };
 
+  /* {"would-move": 2, "would-skip": 1} as "2 would move, 1 would skip". */
+  function outcomes(counts) {
+    const said = Object.entries(counts || {}).map(([k, n]) => `${n} ${k.replace(/-/g, " ")}`);
+    return said.length ? said.join(", ") : "nothing to do";
+  }
+
   async function replay(filters, what) {
     try {
       say("Counting what a replay would move (dry run)…");
@@ -120,7 +126,7 @@
       const n = dry.matched;
       if (!n) { say("Dry run: no message matches, nothing to replay."); return; }
       if (!(await confirm("Replay dead letters?", `Dry run: ${n} message(s) of ${what} would be replayed ` +
-          `with a fresh retry budget (${JSON.stringify(dry.outcomes)}). Replay them now?`))) {
+          `with a fresh retry budget (${outcomes(dry.outcomes)}). Replay them now?`))) {
         say("Replay cancelled; nothing moved."); return;
       }
       const started = await api("POST", "/dlq/redrive", { ...filters, async: true });
@@ -177,14 +183,18 @@
   let openRunId = null;
   function openRun(runId) {
     openRunId = runId;
-    Rb.show("runs", false);
+    Rb.show("runs", false, "run/" + encodeURIComponent(runId));
   }
   Rb.openRun = openRun; /* the workstreams view opens a step's task run here */
+  Rb.routes.run = openRun; /* #run/<run id>: a run's own page */
+  const EVERY_STATE = ["running", "pending", "retry_scheduled", "failed", "dead_lettered", "succeeded", "replayed",
+    "skipped", "cancelled"];
   const RUNS_PAGE = 50;
   let runsAfter = null;
   let runsNext = null;
   let runsPageNo = 1;
   Rb.views.runs = {
+    reset() { openRunId = null; $("run-detail").hidden = true; },
     init() {
       $("runs-search").addEventListener("submit", (e) => {
         e.preventDefault(); runsAfter = null; runsPageNo = 1; Rb.refresh(false);
@@ -194,22 +204,47 @@
     },
     async refresh() {
       const f = formValues($("runs-search"));
-      if (f.task_id || f.state) {
+      if (!f.task_id && !f.state) await anyState();
+      else {
         const page = await Rb.call("GET", "/runs" + query({ ...f, limit: RUNS_PAGE, after: runsAfter }));
         const runs = page.data;
         runsNext = page.headers.get("X-Next-After");
         $("runs-next").disabled = !runsNext;
         $("runs-first").disabled = runsPageNo === 1;
         $("runs-page").textContent = `Page ${runsPageNo}: ${runs.length} run(s)${runsNext ? ", more on the next page" : ""}.`;
-        fill($("runs-list").tBodies[0], runs.map((r) => h("tr", {},
-          h("td", {}, r.run_id), h("td", {}, r.state), h("td", { class: "num" }, `${r.attempt}/${r.attempts_in_budget}`),
-          h("td", {}, r.last_error_code || ""), h("td", {}, r.scheduled_for),
-          h("td", {}, h("button", { type: "button", onclick: () => { openRunId = r.run_id; Rb.refresh(false); },
-            "aria-label": `Timeline of ${r.run_id}` }, "Timeline")))), "No run matches.", 6);
+        fill($("runs-list").tBodies[0], runs.map(runRow), "No run matches.", 6);
       }
       if (openRunId && !$("run-detail").contains(document.activeElement)) await timeline(openRunId);
     },
   };
+
+  /* The latest runs in any state: a page of each state's index (none scans), merged by their last
+     change. It has no next page: narrow it by task or state for that. */
+  async function anyState() {
+    const pages = await Promise.all(EVERY_STATE.map((state) => api("GET", "/runs" + query({ state, limit: RUNS_PAGE }))));
+    const runs = pages.flat().sort((a, b) => (a.updated_at < b.updated_at ? 1 : -1)).slice(0, RUNS_PAGE);
+    runsNext = null;
+    $("runs-next").disabled = true;
+    $("runs-first").disabled = true;
+    $("runs-page").textContent = `The latest ${runs.length} run(s) in any state, by last change.`;
+    fill($("runs-list").tBodies[0], runs.map(runRow), "No run yet.", 6);
+  }
+
+  function runRow(r) {
+    return h("tr", {},
+      h("td", {}, r.run_id), h("td", {}, r.state), h("td", { class: "num" }, `${r.attempt}/${r.attempts_in_budget}`),
+      h("td", {}, r.last_error_code || ""), h("td", {}, r.scheduled_for),
+      h("td", {}, h("button", { type: "button", onclick: () => openRun(r.run_id),
+        "aria-label": `Timeline of ${r.run_id}` }, "Timeline")));
+  }
+
+  /* A timeline entry's evidence as labelled fields: a value that is itself a record stays compact. */
+  function fields(detail) {
+    const entries = Object.entries(detail || {});
+    if (!entries.length) return null;
+    return h("dl", { class: "fields" }, ...entries.flatMap(([k, v]) => [h("dt", {}, k.replace(/_/g, " ")),
+      h("dd", {}, v === null ? "—" : typeof v === "object" ? JSON.stringify(v) : String(v))]));
+  }
 
   async function timeline(runId) {
     const t = await api("GET", `/runs/${encodeURIComponent(runId)}`);
@@ -232,11 +267,12 @@
     };
     $("run-detail").replaceChildren(
       h("h3", {}, `Run ${r.run_id}`),
-      h("p", {}, `State: ${r.state}. Task ${r.task_id} (tenant ${r.tenant}), attempt ${r.attempt} of ${r.attempts_in_budget}. ` +
+      h("p", {}, `State: ${r.state}. Task ${r.task_id} (tenant ${r.tenant}), attempt ${r.attempt} ` +
+        `(${r.attempts_in_budget} in the current retry budget). ` +
         `Audit chain: ${t.audit && t.audit.ok ? "verified" : "NOT verified"}.`),
       h("ol", { class: "timeline", "aria-label": "Timeline" }, t.timeline.map((e) =>
         h("li", {}, h("strong", {}, e.action), ` — ${e.at} (${e.source}${e.state ? ", " + e.state : ""}, by ${e.actor})`,
-          Object.keys(e.detail || {}).length ? h("code", {}, " " + JSON.stringify(e.detail)) : null))),
+          fields(e.detail)))),
       h("div", { class: "row" },
         h("button", { type: "button", class: "primary", onclick: runAction("retry") }, "Retry"),
         h("label", {}, "Reason (required to skip or cancel)", reason),
