@@ -113,6 +113,8 @@ def test_runs_list_show_retry_skip_cancel_and_retry_failed(api: Any, deps: Deps)
     assert [r["run_id"] for r in first] == sorted(run_ids, reverse=True)[:3]
     shown = ok(api, "GET", f"/runs/{run_ids[0]}")
     assert shown["run"]["run_id"] == run_ids[0] and shown["audit"]["ok"] is True
+    # the run as the list shows it too: the attempts of its current retry budget (the console says them)
+    assert shown["run"]["attempts_in_budget"] == listed[0]["attempts_in_budget"] == 1
     assert {"attempt-failed", "dead-lettered"} <= {e["action"] for e in shown["timeline"]}
     retried = ok(api, "POST", f"/runs/{run_ids[0]}/retry", {"max_attempts": 2, "reason": "fixed"})
     assert retried["action"] == "replayed"
