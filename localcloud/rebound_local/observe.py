@@ -85,6 +85,27 @@ def iter_items(table: Any) -> Iterator[Any]:
             yield from by_range.values()
 
 
+def stored_bytes(cloud: LocalCloud, settings: Settings, overhead: int) -> dict[str, int]:
+    """What each table and each of its indexes stores, as DynamoDB bills storage: every item's
+    size plus ``overhead``; an index entry the projected item (every index projects it all) for
+    each item that has the index's keys. Keyed ``<table>`` and ``<table>.<index>``."""
+    from rebound_local.bill_units import item_size
+
+    out: dict[str, int] = {}
+    with motopatch.LOCK:
+        for spec in r.SPEC.tables:
+            table = _table(cloud, settings.table(spec.logical))
+            items = [item.to_json()["Attributes"] for item in iter_items(table)]
+            sizes = [item_size(i) + overhead for i in items]
+            out[spec.logical] = sum(sizes)
+            for index in spec.indexes:
+                keys = [index.partition.name] + ([index.sort.name] if index.sort else [])
+                out[f"{spec.logical}.{index.name}"] = sum(
+                    size for item, size in zip(items, sizes, strict=True) if all(k in item for k in keys)
+                )
+    return out
+
+
 def table_items(cloud: LocalCloud, name: str) -> list[dict[str, Any]]:
     with motopatch.LOCK:
         return [decode_item(item) for item in iter_items(_table(cloud, name))]

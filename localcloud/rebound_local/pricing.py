@@ -32,7 +32,10 @@ MONTHLY: dict[str, float] = {
     "composite_alarm": 0.50,
     "dashboard": 3.00,
     "custom_metric": 0.30,
+    "dynamodb_storage_gb": 0.25,  # standard table class, per GB-month (aws.amazon.com/dynamodb/pricing)
 }
+ITEM_OVERHEAD_BYTES = 100
+"""What DynamoDB adds to each item, and to each index entry, when it bills storage."""
 PROVISIONED_UNIT_HOUR: dict[str, float] = {
     # dollars per capacity unit-hour, us-east-1, provisioned (sources: docs/cost.md)
     "dynamodb.write_units": 0.00065,

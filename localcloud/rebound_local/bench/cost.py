@@ -34,6 +34,7 @@ def bench_cost() -> dict[str, Any]:
         provisioned = pricing.provisioned_price(marginal)
         per_class[name] = {
             "runs": section["runs"],
+            "storage": storage_per_million(section),
             "dollars": round(sum(dollars.values()) * 1e6, 4),
             "dollars_provisioned": round(sum(provisioned.values()) * 1e6, 4),
             "dollars_by_line": {line: round(v * 1e6, 4) for line, v in dollars.items()},
@@ -59,6 +60,25 @@ def bench_cost() -> dict[str, Any]:
         "comparison_per_million_clean_runs": naive,
         "invariants_held": held,
         "sections": sections,
+    }
+
+
+KEPT = ("runs", "audit", "workorders", "dlq_messages")
+"""The tables whose items never expire today (the outbox's and the control records' have a TTL)."""
+
+
+def storage_per_million(section: dict[str, Any]) -> dict[str, float]:
+    """What a million runs of a class leave in DynamoDB, kept for ever today: their tables' and
+    indexes' bytes (each item and index entry with DynamoDB's 100-byte overhead), per run, and its
+    price every month after, at the standard table class's $0.25 per GB-month."""
+    stored = section.get("stored_bytes") or {}
+    kept = sum(size for name, size in stored.items() if name.split(".")[0] in KEPT)
+    per_run = kept / max(1, section["runs"])
+    gb = per_run * 1e6 / 1024**3
+    return {
+        "bytes_per_run": round(per_run, 1),
+        "gb": round(gb, 3),
+        "dollars_per_month": round(gb * pricing.MONTHLY["dynamodb_storage_gb"], 3),
     }
 
 

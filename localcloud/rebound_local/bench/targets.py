@@ -77,6 +77,14 @@ TARGETS = (
         bounded_by="three attempts' writes, the dead letter's record, the work order and its events",
     ),
     _limit(
+        "storage a million clean runs add, $ per month, every month after (no retention yet)",
+        (*PER_MILLION, "clean", "storage", "dollars_per_month"),
+        "<=",
+        None,
+        "{:.2f}",
+        bounded_by="a run's item, its two index entries and its audit records, deflated, kept for ever",
+    ),
+    _limit(
         "idle environment, $ per month",
         ("cost", "idle_monthly", "total"),
         "<=",

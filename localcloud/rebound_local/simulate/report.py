@@ -204,13 +204,17 @@ class SimulationReport(SimulationChecks):
             - units.get("sqs.messages_sent_by_clients", 0)
             - units.get("sqs.requests.scheduler_delivery", 0)
         )
-        return pricing.section(
+        billed = pricing.section(
             units,
             seconds=(clock.now() - started).total_seconds(),
             runs=runs,
             other_sqs_sends=int(others),
             esm_queues=sum(1 for f in r.SPEC.functions if f.queue),
         )
+        billed["stored_bytes"] = observe.stored_bytes(
+            stack.cloud, stack.settings, pricing.ITEM_OVERHEAD_BYTES
+        )
+        return billed
 
     def _message_summary(self, stack: LocalStack) -> dict[str, Any]:
         peak = max(self.live.peak.values(), default=0)
