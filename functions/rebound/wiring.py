@@ -115,6 +115,7 @@ def build_deps(
         rng=random.Random(settings.jitter_seed) if settings.jitter_seed is not None else None,
         audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id, pause=clock.sleep),
         published=settings.published_events(),
+        faults=faults,
     )
     queues = SqsQueues(
         session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()}

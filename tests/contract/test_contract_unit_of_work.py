@@ -70,7 +70,7 @@ def test_of_two_writers_from_the_same_run_the_second_loses_and_leaves_no_trace(
 
 
 def test_a_bookkeeping_write_adds_no_record_but_still_locks_the_run(store: Store) -> None:
-    run = create(store, new_run())
+    run = create(store, new_run().model_copy(update={"waiting_since": at(0), "wait_reason": "mutex_busy"}))
     uow = store.unit_of_work("poll", at(30))
     touched = uow.touch_run(run, run.model_copy(update={"wait_polls": 1, "dispatch": 1}))
     uow.commit()
@@ -88,6 +88,9 @@ def test_a_bookkeeping_write_adds_no_record_but_still_locks_the_run(store: Store
 
     with pytest.raises(ValueError, match="cannot change the state"):
         store.unit_of_work("poll", at(32)).touch_run(touched, running(touched))
+    idle = create(store, new_run("r2"))  # neither waiting nor reporting: every write of it adds a record
+    with pytest.raises(ValueError, match="only a waiting run or a reporting attempt"):
+        store.unit_of_work("poll", at(33)).touch_run(idle, idle.model_copy(update={"wait_polls": 1}))
 
 
 def test_a_run_saved_twice_in_one_unit_keeps_the_first_guard_and_chains_both_records(store: Store) -> None:

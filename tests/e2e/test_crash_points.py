@@ -146,3 +146,18 @@ def test_a_crash_at_the_first_hit_of_each_point_loses_nothing(point: str, tmp_pa
     failed = {name: inv for name, inv in report["invariants"].items() if not inv["ok"]}
     assert failed == {}, failed
     assert report["pending"]["settled"], report["pending"]
+
+
+def test_writes_stopped_between_their_audit_record_and_their_item_lose_nothing(tmp_path: Path) -> None:
+    """A run's change written without a transaction (its audit record, then its item) stopped
+    between the two, forty times over a day of claims and outcomes: every run still ends where its
+    chain says, no run is left running, and every invariant holds (the next writer rolls the item
+    forward: ``rebound.adapters.dynamo.write_ahead``)."""
+    data = scenario_for("after_audit_record")
+    data["faults"]["crash"].update({"rate": 0.25, "limit": 40})
+    loaded = parse_scenario(data, "crash-after-audit-record-often.yaml", tmp_path)
+    report = Simulation(loaded, log_file=tmp_path / "handlers.log").run().report
+    assert report["faults"]["crashes"].get("after_audit_record") == 40
+    failed = {name: inv for name, inv in report["invariants"].items() if not inv["ok"]}
+    assert failed == {}, failed
+    assert report["pending"]["settled"], report["pending"]

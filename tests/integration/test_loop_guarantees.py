@@ -68,9 +68,10 @@ def conflict_error(n_items: int, on: int = 0) -> ClientError:
 
 @contextmanager
 def conflicts(deps: Deps, count: int, when: Callable[[list[dict[str, Any]]], bool]) -> Iterator[list[int]]:
-    """The next ``count`` transactions for which ``when(items)`` holds meet a TransactionConflict."""
+    """The next ``count`` writes for which ``when(items)`` holds meet a TransactionConflict: a
+    transaction, or a put written on its own (a run's change without a transaction)."""
     client = deps.store.client
-    real = client.transact_write_items
+    real, real_put = client.transact_write_items, client.put_item
     injected = [0]
 
     def transact(**kwargs: Any) -> Any:
@@ -80,11 +81,20 @@ def conflicts(deps: Deps, count: int, when: Callable[[list[dict[str, Any]]], boo
             raise conflict_error(len(items), on=len(items) - 1)
         return real(**kwargs)
 
-    client.transact_write_items = transact
+    def put(**kwargs: Any) -> Any:
+        if injected[0] < count and when([{"Put": kwargs}]):
+            injected[0] += 1
+            raise ClientError(
+                {"Error": {"Code": "TransactionConflictException", "Message": "in a transaction"}},
+                "PutItem",
+            )
+        return real_put(**kwargs)
+
+    client.transact_write_items, client.put_item = transact, put
     try:
         yield injected
     finally:
-        client.transact_write_items = real
+        client.transact_write_items, client.put_item = real, real_put
 
 
 def writes_run_state(state: str) -> Callable[[list[dict[str, Any]]], bool]:

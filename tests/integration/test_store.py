@@ -100,6 +100,7 @@ def test_a_commit_that_fails_for_another_reason_is_an_operational_error_and_a_me
         raise ClientError({"Error": {"Code": "InternalServerError", "Message": "boom"}}, "TransactWriteItems")
 
     monkeypatch.setattr(deps.store.client, "transact_write_items", refuse)
+    monkeypatch.setattr(deps.store.client, "put_item", refuse)  # a run's change alone: no transaction
     with pytest.raises(OperationalError, match="InternalServerError"):
         new_run(deps)
     assert deps.metrics.counts["task.audit.failure_total"] == 1  # type: ignore[attr-defined]

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from rebound.adapters import dlq_items
-from rebound.domain.audit import GENESIS, AuditFields, audit_record, next_fields, run_changes
+from rebound.domain.audit import GENESIS, AuditFields, audit_record, bookkept, next_fields, run_changes
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import TRANSIENT, OperationalError
 from rebound.domain.escalation_levels import with_level
@@ -107,6 +107,8 @@ class StagingUnitOfWork(ABC):
         guarded like any write, without an audit record, so the item still names its chain head."""
         if after.state is not before.state or after.attempt != before.attempt:
             raise ValueError(f"touch_run cannot change the state of {before.run_id}")
+        if not bookkept(before):
+            raise ValueError(f"touch_run writes only a waiting run or a reporting attempt: {before.run_id}")
         saved = after.model_copy(
             update={
                 "updated_at": self.at,

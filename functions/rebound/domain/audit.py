@@ -45,6 +45,14 @@ HEARTBEAT_FIELDS = ("heartbeat_at", "heartbeats", "progress", "lease_expires_at"
 the polls: every record carries them, so the chain catches up at the attempt's outcome."""
 
 
+def bookkept(run: Run) -> bool:
+    """Whether bookkeeping may write ``run`` without an audit record (``UnitOfWork.touch_run``): a
+    waiting run's polls, an asynchronous attempt's heartbeats. Only the revision locks such a run
+    against a writer that read it before; on any other run every write adds a record, and the
+    record's seq is the whole lock (``rebound.adapters.dynamo.write_ahead``)."""
+    return run.waiting_since is not None or run.async_token_id is not None
+
+
 MAC_ALG = "hmac-sha256/day-key/v1"
 """HMAC-SHA256 over ``mac_message`` with the key derived for ``mac_label`` of the record's day."""
 MAC_FIELDS = ("mac_alg", "mac_key")
@@ -341,14 +349,29 @@ def rebuild_run(run_id: str, records: list[AuditRecord]) -> Run:
     return _rebuild(run_id, [(r.seq, r.at, r.evidence, r.hash) for r in records])
 
 
+def rolled_forward(run_id: str, stored: Run | None, records: list[AuditRecord]) -> Run:
+    """The stored run with the records of its chain after its head applied: what a write that
+    committed its audit record (the commit point, ``rebound.adapters.dynamo.write_ahead``) but not
+    yet its item leaves the item to become. Bookkeeping the records do not carry (a poll's, a
+    heartbeat's, ``rev``) stays as stored; a run never stored is rebuilt from its whole chain."""
+    if stored is None:
+        return rebuild_run(run_id, records)
+    ahead = [(r.seq, r.at, r.evidence, r.hash) for r in records if r.seq > stored.audit_seq]
+    if not ahead:
+        return stored
+    return Run.model_validate(_rebuilt_fields(run_id, ahead, base=stored.model_dump(mode="json")))
+
+
 def _rebuild(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -> Run:
     """``rebuild_run`` of ``(seq, at, evidence, hash)`` of each record."""
     return Run.model_validate(_rebuilt_fields(run_id, records))
 
 
-def _rebuilt_fields(run_id: str, records: list[tuple[int, Any, dict[str, Any], str]]) -> dict[str, Any]:
-    """The fields ``_rebuild`` builds its run of."""
-    fields: dict[str, Any] = {"run_id": run_id}
+def _rebuilt_fields(
+    run_id: str, records: list[tuple[int, Any, dict[str, Any], str]], base: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The fields ``_rebuild`` builds its run of (from ``base`` when given, else from nothing)."""
+    fields: dict[str, Any] = {**(base or {}), "run_id": run_id}
     ordered = sorted(records, key=lambda r: r[0])
     for seq, at, evidence, _ in ordered:
         changes = evidence.get("changes", {})

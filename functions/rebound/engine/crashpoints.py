@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from rebound.engine.ports.runtime import AFTER_AUDIT_RECORD
+
 AFTER_CLAIM: Final = "after_claim"
 AFTER_TARGET: Final = "after_target"
 BEFORE_OUTCOME: Final = "before_outcome"
@@ -100,6 +102,11 @@ CRASH_POINTS: Final[dict[str, str]] = {
     AFTER_REPUBLISH: (
         "sweeper: events of a stream batch the relay gave up on were published again; the "
         "failure record not removed from the control DLQ yet. Published again; consumers dedupe."
+    ),
+    AFTER_AUDIT_RECORD: (
+        "store: a run's change written without a transaction had its audit record (the commit "
+        "point) written; the run's item not yet. Repaired by whoever writes the run next, who "
+        "rolls it forward to its chain first: the redelivered message, the sweeper's lease check."
     ),
 }
 

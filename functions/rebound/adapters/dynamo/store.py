@@ -21,6 +21,7 @@ from rebound.adapters.dynamo.audit_reads import DynamoAuditReads, page_limit
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
+from rebound.adapters.dynamo.write_ahead import DynamoWriteAhead, runs_behind
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
 from rebound.domain.errors import Conflict, OperationalError, Throttled
@@ -29,7 +30,7 @@ from rebound.domain.stored import StoredTask
 from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
 from rebound.domain.work_order import WorkOrder, WorkOrderState
-from rebound.engine.ports import AuditKeys
+from rebound.engine.ports import AuditKeys, CrashPoints, NoCrashes
 from rebound.engine.ports.store import RunPage, parse_run_cursor, run_cursor
 
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def _flat_key(item: Mapping[str, Any]) -> FlatKey | None:
     return tuple(sorted(out))
 
 
-class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
+class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingStore):
     """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
     def __init__(
@@ -78,8 +79,11 @@ class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
         *,
         audit_keys: AuditKeys,
         published: frozenset[str] | None = None,
+        faults: CrashPoints | None = None,
     ) -> None:
         self.client = client
+        self.faults = faults or NoCrashes()
+        """Where the local cloud may stop a write half-way (``AFTER_AUDIT_RECORD``); a no-op on AWS."""
         self.published = published
         self.audit_keys = audit_keys
         """Keys every audit record this store writes (``rebound.domain.audit``)."""
@@ -114,7 +118,11 @@ class DynamoStore(DynamoDlqRecord, DynamoAuditReads, StagingStore):
         doing = "commit " + ", ".join(labels[:4]) + (" ..." if len(labels) > 4 else "")
         try:
             self.retrying(attempts, lambda: self._transact_once(items, labels, doing))
-        except Conflict:
+        except Conflict as exc:
+            # A run's next record exists already: its item is behind its chain (a change written
+            # without a transaction stopped half-way); bring it up before the caller reads it again.
+            for run_id in runs_behind(exc.details.get("failed", [])):
+                self.roll_forward(run_id)
             raise
         except OperationalError:
             if self.on_failed_commit is not None:

@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.dynamo.codec import CONTROL, to_item
+from rebound.adapters.dynamo.write_ahead import write_ahead_plan
 from rebound.adapters.staging import TASKS_EPOCH, StagingUnitOfWork
-from rebound.domain.audit import AuditFields
+from rebound.domain.audit import AuditFields, bookkept
 from rebound.domain.audit_record import AuditRecord
+from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import slot_expiry_attribute
 from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
@@ -54,6 +56,8 @@ class UnitOfWork(StagingUnitOfWork):
     store: DynamoStore
     items: list[TransactWriteItemTypeDef] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
+    _touchable: set[str] = field(default_factory=set)
+    """Runs staged over a version that bookkeeping may write meanwhile (``bookkept``)."""
 
     def put_unique(self, table: str, data: Mapping[str, Any], key_attr: str) -> None:
         """Stage a put that fails the transaction if the key exists already."""
@@ -220,13 +224,26 @@ class UnitOfWork(StagingUnitOfWork):
         )
 
     def commit(self, attempts: int = WRITE_ATTEMPTS) -> None:
-        """Write everything in one transaction. ``Conflict``: a condition failed (someone changed
-        the record first); nothing was written. A transaction that met a concurrent write or a
-        throttle is sent again, up to ``attempts`` times, before its error is raised."""
+        """Write everything in one transaction (one run's change alone: its audit record, then its
+        item, ``rebound.adapters.dynamo.write_ahead``). ``Conflict``: a condition failed (someone
+        changed the record first); nothing of this unit was written. A write that met a
+        concurrent write or a throttle is sent again, up to ``attempts`` times, before its error
+        is raised."""
         if not self.items:
             return
         self._check_size(len(self.items))
-        self.store.transact(self.items, self.labels, attempts=attempts)
+        plan = write_ahead_plan(self.items, self.labels, self._touchable)
+        if plan is not None:
+            try:
+                self.store.write_ahead(plan, attempts)
+            except Conflict:
+                raise
+            except OperationalError:
+                if self.store.on_failed_commit is not None:
+                    self.store.on_failed_commit()
+                raise
+        else:
+            self.store.transact(self.items, self.labels, attempts=attempts)
 
     # --- internals ----------------------------------------------------------------------------
     def _stage_audit(self, record: AuditRecord, fields: AuditFields, label: str) -> None:
@@ -271,6 +288,8 @@ class UnitOfWork(StagingUnitOfWork):
             put["Item"] = to_item(data, table)
             return
         op: dict[str, Any] = {"TableName": self.store.tables[table], "Item": to_item(data, table)}
+        if isinstance(before, Run) and bookkept(before):
+            self._touchable.add(key)
         if before is None:
             op["ConditionExpression"] = f"attribute_not_exists({key_attr})"
         elif isinstance(before, Run):

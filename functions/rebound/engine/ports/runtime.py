@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -39,6 +39,11 @@ class CrashPoints(Protocol):
     """Named places where fault injection may stop an invocation. A no-op on AWS."""
 
     def reached(self, point: str) -> None: ...
+
+
+AFTER_AUDIT_RECORD: Final = "after_audit_record"
+"""The crash point a store reaches between a run's audit record and its item
+(``rebound.engine.crashpoints`` lists it with the others)."""
 
 
 class NoCrashes:
