@@ -318,12 +318,12 @@ def test_neither_the_key_nor_the_signature_is_logged(
     assert signature not in logged
 
 
-def test_default_targets_register_lambda_and_http(aws: boto3.session.Session, clock: Any) -> None:
+def test_default_targets_register_lambda_http_and_plugin(aws: boto3.session.Session, clock: Any) -> None:
     from rebound.adapters.targets.registry import default_targets
 
     targets = default_targets(aws, clock, {})
 
-    assert set(targets.invokers) == {"sim", "lambda", "http"}
+    assert set(targets.invokers) == {"sim", "lambda", "http", "plugin"}
 
 
 # --------------------------------------------------------------------------- what a target may reach

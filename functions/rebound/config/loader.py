@@ -36,7 +36,9 @@ def key_path(loc: tuple[int | str, ...]) -> str:
 def _clean_loc(loc: tuple[int | str, ...]) -> tuple[int | str, ...]:
     # Discriminated unions and validators add tags such as 'sim' or 'function-after[...]'.
     return tuple(
-        p for p in loc if isinstance(p, int) or ("[" not in p and p not in {"sim", "lambda", "http"})
+        p
+        for p in loc
+        if isinstance(p, int) or ("[" not in p and p not in {"sim", "lambda", "http", "plugin"})
     )
 
 

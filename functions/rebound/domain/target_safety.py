@@ -211,9 +211,9 @@ def task_problems(
                 yield where, why
     if target.type == "sim" and not rules.sim:
         yield "target.type", "the sim target is not enabled in this environment (targets.sim)"
-    if isinstance(target, HttpTarget):
+    if isinstance(target, HttpTarget):  # a plugin target too
         try:
-            check_url(target.url, rules)
+            check_url(target.endpoint, rules)
         except TargetRefused as exc:
             yield exc.field, exc.message
     if task.event is not None:

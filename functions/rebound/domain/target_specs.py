@@ -178,6 +178,34 @@ class HttpTarget(Strict):
     def host(self) -> str:
         return (urlsplit(self.url).hostname or "").lower()
 
+    @property
+    def endpoint(self) -> str:
+        """Where each attempt is POSTed."""
+        return self.url
+
+
+PLUGIN_PATH = "/plugin/runtime/{plugin_id}/execute"
+"""The plugin runtime's route a ``plugin`` target calls, under its ``url``."""
+
+
+class PluginTarget(HttpTarget):
+    """A plugin run by a plugin runtime: ``POST {url}/plugin/runtime/{plugin_id}/execute`` with the
+    task's payload as the plugin's parameters. Everything else is the ``http`` target's: the same
+    address checks, timeouts, secrets by reference, signature, idempotency key and trace context,
+    and the same reading of the answer (``rebound.adapters.targets.http``)."""
+
+    type: Literal["plugin"]  # type: ignore[assignment]
+    url: str = Field(
+        pattern=r"^https?://[^?#]+$", max_length=1900, description="the plugin runtime's base URL"
+    )
+    plugin_id: str = Field(
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", description="the plugin the runtime runs"
+    )
+
+    @property
+    def endpoint(self) -> str:
+        return self.url.rstrip("/") + PLUGIN_PATH.format(plugin_id=self.plugin_id)
+
 
 class TargetRules(Strict):
     """What an environment lets targets do (``targets:`` in its environment file).
@@ -232,4 +260,4 @@ class TargetRules(Strict):
 SIM_ENVIRONMENTS = frozenset({"local", "dev"})
 
 
-Target = Annotated[SimTarget | LambdaTarget | HttpTarget, Field(discriminator="type")]
+Target = Annotated[SimTarget | LambdaTarget | HttpTarget | PluginTarget, Field(discriminator="type")]

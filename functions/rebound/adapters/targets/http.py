@@ -60,7 +60,7 @@ from rebound.domain.target_safety import (
     redact,
     secret_references,
 )
-from rebound.domain.target_specs import HttpTarget, SecretHeader, TargetRules
+from rebound.domain.target_specs import HttpTarget, PluginTarget, SecretHeader, TargetRules
 from rebound.domain.tenancy import secret_problem
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
@@ -121,6 +121,18 @@ def invocation_document(call: Invocation) -> dict[str, Any]:
         "idempotency_key": call.idempotency_key,
         "payload": call.payload,
     }
+
+
+def request_document(target: HttpTarget, call: Invocation) -> dict[str, Any]:
+    """The body of an attempt's request: ``invocation_document``; for a plugin, with the plugin's
+    id, the task's payload as its ``parameters`` and the trace context (``traceparent``) in the
+    body too, for runtimes that hand the body alone to the plugin."""
+    document = invocation_document(call)
+    if isinstance(target, PluginTarget):
+        document["plugin_id"] = target.plugin_id
+        document["parameters"] = document.pop("payload")
+        document["trace"] = {TRACEPARENT_HEADER: traceparent(call)}
+    return document
 
 
 def output_from(raw: bytes, *, complete: bool = True, limit: int = MAX_OUTPUT_BYTES) -> dict[str, Any]:
@@ -226,7 +238,7 @@ class HttpInvoker:
         if left <= 0:
             return Outcome.failure(TIMEOUT, "the attempt's deadline passed before the request was sent")
         try:
-            check_url(target.url, self.rules)
+            check_url(target.endpoint, self.rules)
         except TargetRefused as exc:
             return Outcome.failure(TARGET_REFUSED, exc.message, retryable=False)
         refused = self._secret_outside_tenant(target, call.tenant)
@@ -238,7 +250,7 @@ class HttpInvoker:
                 secrets = self.tenant_secrets.for_tenant(call.tenant)
             except OperationalError as exc:
                 return Outcome.failure(SECRET_UNAVAILABLE, exc.message)
-        body = dumps(invocation_document(call)).encode()
+        body = dumps(request_document(target, call)).encode()
         timestamp = int(self.clock.now().timestamp())
         headers: dict[str, str] = {}
         known: list[str] = []  # secret values: never in a message, whatever the answer echoes
@@ -272,7 +284,7 @@ class HttpInvoker:
                 return Outcome.failure(SECRET_UNAVAILABLE, f"signing secret unavailable: {exc.message}")
             headers[SIGNATURE_HEADER] = signature_header(key.encode(), timestamp, body)
             known.append(key)
-        return self._post(target.url, body, headers, left, known)
+        return self._post(target.endpoint, body, headers, left, known)
 
     def _secret_outside_tenant(self, target: HttpTarget, tenant: str) -> Outcome | None:
         """Registration refuses these already; this holds for a task stored before it did, or

@@ -59,6 +59,7 @@ def default_targets(
         "lambda": LambdaInvoker(lambda_clients(session, client_kwargs), clock),
         "http": HttpInvoker(secrets, clock, rules=rules, environment=environment, tenant_secrets=per_tenant),
     }
+    invokers["plugin"] = invokers["http"]  # a plugin target is an http target with its own route and body
     return TargetDispatcher(invokers)
 
 

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from rebound.domain.target_specs import HttpTarget, LambdaTarget, SimTarget
+from rebound.domain.target_specs import HttpTarget, LambdaTarget, PluginTarget, SimTarget
 
-TargetSpec = SimTarget | LambdaTarget | HttpTarget
+TargetSpec = SimTarget | LambdaTarget | HttpTarget | PluginTarget
 log = logging.getLogger(__name__)
 
 TIMEOUT = "TIMEOUT"
