@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -324,6 +324,18 @@ class FakeNotifier:
     def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]:
         self.alerts.append((subject, body, severity))
         return []
+
+    def alert_each(
+        self,
+        subject: str,
+        body: dict[str, Any],
+        severity: str,
+        *,
+        kind: str = "alert",
+        done: Collection[str] = (),
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        self.alerts.append((subject, body, severity))
+        return {}, {}
 
 
 class FakeMetrics:

@@ -57,6 +57,14 @@ class Settings(BaseModel):
     slack_secret: str | None = Field(
         default=None, description="SSM parameter or Secrets Manager ARN holding the Slack webhook URL"
     )
+    sla_webhook_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^?#]+$",
+        description="base URL of the SLA-breach webhook (POST {url}/notifications/sla-breach)",
+    )
+    sla_webhook_secret: str | None = Field(
+        default=None, description="SSM parameter or Secrets Manager ARN holding the webhook's HMAC key"
+    )
     completion_key: str | None = Field(
         default=None,
         description="SSM parameter or Secrets Manager ARN holding the key that signs completion "
@@ -210,6 +218,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "topic_arn": env.get(r.ENV_TOPIC) or None,
         "pagerduty_secret": env.get(r.ENV_PAGERDUTY_SECRET) or None,
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
+        "sla_webhook_url": env.get(r.ENV_SLA_WEBHOOK_URL) or None,
+        "sla_webhook_secret": env.get(r.ENV_SLA_WEBHOOK_SECRET) or None,
         "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or r.SPEC.event_source,
         "tracing": env.get(r.ENV_TRACING) == "1",
@@ -255,6 +265,10 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_PAGERDUTY_SECRET] = settings.pagerduty_secret
     if settings.slack_secret:
         out[r.ENV_SLACK_SECRET] = settings.slack_secret
+    if settings.sla_webhook_url:
+        out[r.ENV_SLA_WEBHOOK_URL] = settings.sla_webhook_url
+    if settings.sla_webhook_secret:
+        out[r.ENV_SLA_WEBHOOK_SECRET] = settings.sla_webhook_secret
     if settings.completion_key:
         out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
@@ -289,6 +303,8 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "audit_key_id": settings.audit_key_id,
         "pagerduty_secret": settings.pagerduty_secret,
         "slack_secret": settings.slack_secret,
+        "sla_webhook_url": settings.sla_webhook_url,
+        "sla_webhook_secret": settings.sla_webhook_secret,
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "identities": settings.identities,

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     import boto3
     from botocore.config import Config
 
+    from rebound.adapters.secrets import SecretResolver
     from rebound.adapters.targets.dispatch import TargetDispatcher
     from rebound.engine.deps import Deps
     from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics
@@ -56,6 +57,15 @@ def use(value: Deps | None) -> None:
     global _deps
     with _lock:
         _deps = value
+
+
+def sla_webhook(settings: Settings, secrets: SecretResolver, clock: Clock) -> list[Any]:
+    """The SLA-breach webhook, where the environment names one (``notifications.sla_webhook_url``)."""
+    if not settings.sla_webhook_url:
+        return []
+    from rebound.adapters.sla_webhook import SlaWebhookChannel
+
+    return [SlaWebhookChannel(settings.sla_webhook_url, secrets, settings.sla_webhook_secret, clock)]
 
 
 def build_deps(
@@ -150,7 +160,7 @@ def build_deps(
         or default_targets(
             session, clock, kwargs, settings.target_rules, settings.environment, settings.tenant_secrets_role
         ),
-        notifier=ChannelNotifier(channels),
+        notifier=ChannelNotifier(channels, sla_webhook(settings, secrets, clock)),
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,
         faults=faults or NoCrashes(),

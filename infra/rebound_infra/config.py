@@ -145,8 +145,16 @@ class NotificationsConfig(_Model):
 
     pagerduty_secret: str | None = None
     slack_secret: str | None = None
+    sla_webhook_url: str | None = Field(
+        None,
+        pattern=r"^https://[^?#]+$",
+        description="base URL of a receiver of SLA breaches: POST {url}/notifications/sla-breach, https only",
+    )
+    sla_webhook_secret: str | None = Field(
+        None, description="the HMAC key the webhook's deliveries are signed with"
+    )
 
-    @field_validator("pagerduty_secret", "slack_secret")
+    @field_validator("pagerduty_secret", "slack_secret", "sla_webhook_secret")
     @classmethod
     def _reference(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("/", "arn:")):

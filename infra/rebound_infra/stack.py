@@ -213,7 +213,13 @@ class ReboundStack(Stack):
             secrets_manager_arns=config.grants.secrets_manager_arns,
             completion_key=self.completion_key,
             notification_secrets=tuple(
-                s for s in (config.notifications.pagerduty_secret, config.notifications.slack_secret) if s
+                s
+                for s in (
+                    config.notifications.pagerduty_secret,
+                    config.notifications.slack_secret,
+                    config.notifications.sla_webhook_secret,
+                )
+                if s
             ),
         )
         for logical, built in self.functions.functions.items():
@@ -331,6 +337,10 @@ class ReboundStack(Stack):
             notifications["pagerduty_secret"] = self.config.notifications.pagerduty_secret
         if self.config.notifications.slack_secret:
             notifications["slack_secret"] = self.config.notifications.slack_secret
+        if self.config.notifications.sla_webhook_url:
+            notifications["sla_webhook_url"] = self.config.notifications.sla_webhook_url
+        if self.config.notifications.sla_webhook_secret:
+            notifications["sla_webhook_secret"] = self.config.notifications.sla_webhook_secret
         return Settings(
             environment=self.config.name,
             tables={name: table.table_name for name, table in self.state.tables.items()},

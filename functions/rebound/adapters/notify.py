@@ -25,7 +25,7 @@ import json
 import logging
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +102,10 @@ class SnsChannel:
 
 
 class ChannelNotifier:
-    def __init__(self, channels: Sequence[Channel]) -> None:
+    def __init__(self, channels: Sequence[Channel], alert_channels: Sequence[Any] = ()) -> None:
         self.channels = list(channels)
+        self.alert_channels = list(alert_channels)
+        """Channels that carry alerts only, never work orders (the SLA-breach webhook)."""
 
     @property
     def names(self) -> list[str]:
@@ -114,12 +116,35 @@ class ChannelNotifier:
 
     def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]:
         """Send an alert through every channel that takes alerts; raises if one failed."""
-        sent = []
-        for channel in self.channels:
+        sent, failed = self.alert_each(subject, body, severity)
+        if failed:
+            name, detail = next(iter(failed.items()))
+            raise DeliveryFailed(name, detail)
+        return list(sent.values())
+
+    def alert_each(
+        self,
+        subject: str,
+        body: dict[str, Any],
+        severity: str,
+        *,
+        kind: str = "alert",
+        done: Collection[str] = (),
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """Send an alert of ``kind`` through every channel that takes it, except those in ``done``
+        (delivered already): what each answered, and why each that failed did."""
+        sent: dict[str, str] = {}
+        failed: dict[str, str] = {}
+        for channel in self.channels + self.alert_channels:
             alert = getattr(channel, "alert", None)
-            if alert is not None:
-                sent.append(alert(subject, body, severity))
-        return sent
+            takes = getattr(channel, "takes", None)
+            if alert is None or channel.name in done or (takes is not None and not takes(kind)):
+                continue
+            try:
+                sent[channel.name] = str(alert(subject, body, severity))
+            except DeliveryFailed as exc:
+                failed[channel.name] = exc.detail
+        return sent, failed
 
 
 # --------------------------------------------------------------------------- webhooks
@@ -142,18 +167,24 @@ def _redact(text: str, secrets: Iterable[str]) -> str:
 def _post_json(
     channel: str,
     url: str,
-    document: dict[str, Any],
+    document: dict[str, Any] | bytes,
     timeout_s: float,
     secrets: Sequence[str],
     bearer: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, bytes]:
-    """POST ``document`` (with ``bearer`` as the Authorization token, if given); the status and up
-    to 64 KiB of the answer, whatever the status.
+    """POST ``document`` (JSON, or its bytes as they are to be sent and signed; with ``bearer`` as
+    the Authorization token and ``headers``, if given); the status and up to 64 KiB of the
+    answer, whatever the status.
 
     Raises ``DeliveryFailed`` with ``TIMEOUT`` or ``CONNECTION_ERROR`` when there is no answer.
     """
-    data = dumps(document).encode()
-    headers = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "Rebound-Notify/1"}
+    data = document if isinstance(document, bytes) else dumps(document).encode()
+    headers = {
+        **(headers or {}),
+        "Content-Type": "application/json; charset=utf-8",
+        "User-Agent": "Rebound-Notify/1",
+    }
     if bearer:
         headers["Authorization"] = f"Bearer {bearer}"
     opener = urllib.request.build_opener(_NoRedirects)

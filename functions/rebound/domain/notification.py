@@ -88,3 +88,7 @@ class Notification:
             "reason": o.resolve_reason or o.note,
             "occurrences": 1 + len(o.occurrences),
         }
+
+
+SLA_BREACH_ALERT = "sla-breach"
+"""The kind of alert an SLA breach is (``Notifier.alert_each``): the SLA-breach webhook takes only these."""

@@ -21,13 +21,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.ids import RUN_PREFIX, work_order_id, work_order_subject
-from rebound.domain.notification import Notification
+from rebound.domain.notification import SLA_BREACH_ALERT, Notification
 from rebound.domain.run import Run, RunState
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.domain.work_order import Delivery, DeliveryStatus, Resolution, WorkOrder, WorkOrderState
@@ -43,6 +44,9 @@ DEAD_LETTER_RUNBOOK = "dead-lettered-run.md"
 BY_HAND_RUNBOOK = "work-order-by-hand.md"
 """The page of a work order an operator opened by hand about a task or the environment."""
 log = logging.getLogger(__name__)
+
+ALERT_RECORD_TTL = timedelta(days=14)
+"""How long the record of which channels delivered an SLA breach is kept (the event's retries end sooner)."""
 
 OPEN_STATES = frozenset({WorkOrderState.OPEN, WorkOrderState.ACKNOWLEDGED})
 
@@ -310,10 +314,16 @@ class Escalation:
         return self.notify(self._open(order_id, {**detail, "subject": subject}, link_run=False))
 
     def on_sla_breached(self, detail: dict[str, Any]) -> str:
-        """Notify every breach; the third consecutive breaching run opens a work order."""
+        """Notify every breach through each channel that takes SLA breaches; the third consecutive
+        breaching run opens a work order. The channels that delivered a breach are recorded
+        (``alert#sla#<run>#<kind>``, expiring with the control records), so a delivery of the same
+        event again (one channel failed and the event is retried) tries only the others."""
         task_id = str(detail["task_id"])
         kind = str(detail["kind"])
-        self.deps.notifier.alert(
+        key = f"alert#sla#{detail['run_id']}#{kind}"
+        record = self.store.get_key(key) or {}
+        delivered: dict[str, str] = dict(record.get("delivered") or {})
+        sent, failed = self.deps.notifier.alert_each(
             f"[Rebound {self.deps.settings.environment}] SLA breached: {task_id} ({kind})",
             {
                 **detail,
@@ -321,7 +331,18 @@ class Escalation:
                 "next_step": f"rebound runs show {detail['run_id']}",
             },
             "warning",
+            kind=SLA_BREACH_ALERT,
+            done=delivered,
         )
+        if sent:
+            expires = int((self.clock.now() + ALERT_RECORD_TTL).timestamp())
+            self.store.put_key(key, {"delivered": {**delivered, **sent}, "expires_at": expires})
+        if failed:
+            channel, why = next(iter(failed.items()))
+            log.warning("SLA breach not delivered", extra={"run_id": detail["run_id"], "failed": failed})
+            raise DeliveryFailed(
+                channel, f"{why} (retried with the event; delivered: {sorted(delivered | sent)})"
+            )
         counter = self.store.get_key(sla.counter_key(task_id)) or {}
         consecutive = int(counter.get("consecutive", 0))
         if consecutive < sla.WORK_ORDER_AFTER:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -52,6 +52,18 @@ class Notifier(Protocol):
     def names(self) -> list[str]: ...
 
     def alert(self, subject: str, body: dict[str, Any], severity: str) -> list[str]: ...
+
+    def alert_each(
+        self,
+        subject: str,
+        body: dict[str, Any],
+        severity: str,
+        *,
+        kind: str = "alert",
+        done: Collection[str] = (),
+    ) -> tuple[dict[str, str], dict[str, str]]:
+        """``alert`` through every channel that takes ``kind`` but those ``done``: (sent, failed)."""
+        ...
 
 
 class CompletionKeys(Protocol):
