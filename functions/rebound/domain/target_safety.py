@@ -216,6 +216,16 @@ def task_problems(
             check_url(target.endpoint, rules)
         except TargetRefused as exc:
             yield exc.field, exc.message
+    if task.capacity_reserve is not None:
+        try:
+            check_url(task.capacity_reserve.endpoint, rules)
+        except TargetRefused as exc:
+            yield "capacity_reserve.url", exc.message
+        if environment is not None:
+            for where, reference in secret_references(task.capacity_reserve):
+                why = secret_problem(reference, environment, task.tenant)
+                if why:
+                    yield "capacity_reserve." + where.removeprefix("target."), why
     if task.event is not None:
         why = self_trigger_problem(task.event, event_source)
         if why:

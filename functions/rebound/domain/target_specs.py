@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -258,6 +258,28 @@ class TargetRules(Strict):
 
 
 SIM_ENVIRONMENTS = frozenset({"local", "dev"})
+
+
+CAPACITY_PATH = "/ops/capacity/reserve"
+"""The reservation service's route a ``capacity_reserve`` calls, under its ``url``."""
+
+
+class CapacityReserve(HttpTarget):
+    """A reservation asked of a capacity service before each attempt starts:
+    ``POST {url}/ops/capacity/reserve`` with the run's ``needs`` (``rebound.engine.executor.capacity``).
+    Sent as the http target sends (address checks, timeouts, secrets by reference, signature)."""
+
+    type: Literal["capacity"] = "capacity"  # type: ignore[assignment]
+    url: str = Field(
+        pattern=r"^https?://[^?#]+$", max_length=1900, description="the capacity service's base URL"
+    )
+    needs: dict[str, Any] = Field(
+        default_factory=dict, description="what the run needs, sent as is (workers, memory, a quota's name)"
+    )
+
+    @property
+    def endpoint(self) -> str:
+        return self.url.rstrip("/") + CAPACITY_PATH
 
 
 Target = Annotated[SimTarget | LambdaTarget | HttpTarget | PluginTarget, Field(discriminator="type")]

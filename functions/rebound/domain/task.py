@@ -22,7 +22,7 @@ from rebound.domain.durations import Seconds
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.retry_policy import PolicyOverride
 from rebound.domain.schedule_spec import CatchUpPolicy, OverlapPolicy, ScheduleSpec, SlaSpec
-from rebound.domain.target_specs import SimTarget, Target
+from rebound.domain.target_specs import CapacityReserve, SimTarget, Target
 
 
 class TaskState(StrEnum):
@@ -57,6 +57,11 @@ class Task(Strict):
     )
     max_duration: Annotated[Seconds, Field(gt=0)] | None = Field(
         default=None, description="async targets: the attempt fails with TIMEOUT after this long (<= 24h)"
+    )
+    capacity_reserve: CapacityReserve | None = Field(
+        default=None,
+        description="ask a capacity service before each attempt (POST {url}/ops/capacity/reserve); "
+        "a refusal holds the run waiting (default: the tenant's, if it sets one)",
     )
 
     @field_validator("payload")
@@ -180,6 +185,9 @@ def _check_pattern(pattern: dict[str, Any], path: str) -> None:
 
 class TenantSettings(Strict):
     max_concurrent_runs: int | None = Field(default=None, ge=1, le=100_000)
+    capacity_reserve: CapacityReserve | None = Field(
+        default=None, description="the capacity service the tenant's tasks ask, unless one names its own"
+    )
 
 
 class TaskFile(Strict):

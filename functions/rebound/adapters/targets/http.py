@@ -60,7 +60,7 @@ from rebound.domain.target_safety import (
     redact,
     secret_references,
 )
-from rebound.domain.target_specs import HttpTarget, PluginTarget, SecretHeader, TargetRules
+from rebound.domain.target_specs import CapacityReserve, HttpTarget, PluginTarget, SecretHeader, TargetRules
 from rebound.domain.tenancy import secret_problem
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Clock
@@ -126,8 +126,13 @@ def invocation_document(call: Invocation) -> dict[str, Any]:
 def request_document(target: HttpTarget, call: Invocation) -> dict[str, Any]:
     """The body of an attempt's request: ``invocation_document``; for a plugin, with the plugin's
     id, the task's payload as its ``parameters`` and the trace context (``traceparent``) in the
-    body too, for runtimes that hand the body alone to the plugin."""
+    body too, for runtimes that hand the body alone to the plugin; for a capacity reservation, the
+    ``needs`` in place of the payload."""
     document = invocation_document(call)
+    if isinstance(target, CapacityReserve):
+        document["needs"] = document.pop("payload")
+        document["trace"] = {TRACEPARENT_HEADER: traceparent(call)}
+        return document
     if isinstance(target, PluginTarget):
         document["plugin_id"] = target.plugin_id
         document["parameters"] = document.pop("payload")

@@ -60,6 +60,7 @@ def default_targets(
         "http": HttpInvoker(secrets, clock, rules=rules, environment=environment, tenant_secrets=per_tenant),
     }
     invokers["plugin"] = invokers["http"]  # a plugin target is an http target with its own route and body
+    invokers["capacity"] = invokers["http"]  # so is a capacity reservation (``capacity_reserve``)
     return TargetDispatcher(invokers)
 
 

@@ -208,6 +208,7 @@ class Admission:
         holder_ids: list[str],
         reason: str,
         buffer: Slot | None,
+        detail: str | None = None,
     ) -> str:
         """Wait for the slot without spending an attempt: one episode, one poll every ``WAIT_S``.
 
@@ -234,6 +235,7 @@ class Admission:
                 action="waiting",
                 evidence={
                     "reason": reason,
+                    **({"detail": detail} if detail else {}),
                     "slots": [s.key for s in busy],
                     "holders": holder_ids,
                     "poll_every_s": WAIT_S,

@@ -60,6 +60,7 @@ from rebound.engine.concurrency import (
 )
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.executor.admission import UNKNOWN_TASK, Admission, log, waited
+from rebound.engine.executor.capacity import RESERVE_TIMEOUT_S, reservation_spec, reserve
 from rebound.engine.executor.delivery import delivery
 from rebound.engine.ports import Metrics, UnitOfWork
 from rebound.engine.ports.targets import Invocation, Outcome
@@ -94,13 +95,28 @@ class Attempts(Admission):
         if run.budget_overrides is not None and run.budget_overrides.timeout_s is not None:
             timeout_s = float(run.budget_overrides.timeout_s)
         remaining_s = (ends_at - now).total_seconds()
-        if remaining_s - SAFETY_MARGIN_S < timeout_s:
+        spec = reservation_spec(task, self._tenant(task.tenant)) if task is not None else None
+        asks = spec is not None and stored is not None and not (reaped or cancelled_others)
+        if remaining_s - SAFETY_MARGIN_S - (RESERVE_TIMEOUT_S if asks else 0.0) < timeout_s:
             # Never cut an attempt's deadline to what this invocation has left: that would fail
             # it with a TIMEOUT it did not earn. Hand it to a fresh message instead.
             return self._release(before, run, stored, remaining_s)
         attempt_s = timeout_s
-        slots = slots_for(task, self._tenant(task.tenant)) if task else []
         n = run.attempt + 1
+        reservation_id: str | None = None
+        if asks and spec is not None and stored is not None:
+            reservation = reserve(self.deps.targets, spec, run, n, now)
+            if not reservation.granted:
+                log.warning(
+                    "capacity not reserved",
+                    extra={"run_id": run.run_id, "reason": reservation.reason, "detail": reservation.detail},
+                )
+                return self._wait(
+                    before, run, stored, [], [], str(reservation.reason), None, detail=reservation.detail
+                )
+            reservation_id = reservation.reservation_id
+            now = self.clock.now()
+        slots = slots_for(task, self._tenant(task.tenant)) if task else []
         lease_end = now + timedelta(seconds=attempt_s + LEASE_GRACE_S)
         slot_until = lease_end + SLOT_GRACE
         asynchronous = async_claim(task, run.run_id, n, now, lease_end) if task is not None else None
@@ -137,6 +153,8 @@ class Attempts(Admission):
         evidence.update(deadline_s=round(attempt_s, 3), delivery=delivery())
         if running.slots:
             evidence["slots"] = running.slots
+        if spec is not None:
+            evidence["capacity"] = {"reserved": True, "reservation_id": reservation_id}
         if asynchronous is not None:
             evidence["async"] = {
                 "token_id": asynchronous["async_token_id"],

@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from rebound.domain.target_specs import HttpTarget, LambdaTarget, PluginTarget, SimTarget
+from rebound.domain.target_specs import CapacityReserve, HttpTarget, LambdaTarget, PluginTarget, SimTarget
 
-TargetSpec = SimTarget | LambdaTarget | HttpTarget | PluginTarget
+TargetSpec = SimTarget | LambdaTarget | HttpTarget | PluginTarget | CapacityReserve
+"""What the dispatcher calls: a task's target, or a capacity service before an attempt."""
 log = logging.getLogger(__name__)
 
 TIMEOUT = "TIMEOUT"
