@@ -323,7 +323,7 @@ def test_default_targets_register_lambda_http_and_plugin(aws: boto3.session.Sess
 
     targets = default_targets(aws, clock, {})
 
-    assert set(targets.invokers) == {"sim", "lambda", "http", "plugin"}
+    assert set(targets.invokers) == {"sim", "lambda", "http", "plugin", "capacity"}
 
 
 # --------------------------------------------------------------------------- what a target may reach

@@ -203,6 +203,8 @@ class StagingUnitOfWork(ABC):
     def stage_tenant(self, tenant: str, settings: TenantSettings) -> None:
         """Stage a tenant's settings (replacing what was there) with an audit record."""
         data = settings.model_dump(mode="json")
+        if data.get("capacity_reserve") is None:  # said only where a tenant names a capacity service
+            data.pop("capacity_reserve", None)
         self.append_audit(tenant_subject(tenant), action="tenant-settings", evidence=data)
         item = {"tenant": tenant, "settings": data, "updated_at": iso(self.at)}
         self._stage_put("tenants", tenant, item, f"tenant {tenant}")
