@@ -157,6 +157,7 @@ FIELD_VALUES: dict[str, Any] = {
     "name": "default",
     "resource": "shared-warehouse",
     "target": "sim:acme",
+    "on": False,
 }
 """Values for the parameters no rule reads, by name (a reason, a severity...)."""
 NAME_KINDS = {

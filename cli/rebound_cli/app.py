@@ -13,6 +13,7 @@ import click
 from rebound_cli.commands.audit import audit
 from rebound_cli.commands.console import console
 from rebound_cli.commands.dlq import dlq
+from rebound_cli.commands.flags import flags
 from rebound_cli.commands.health import health
 from rebound_cli.commands.notifications import notifications
 from rebound_cli.commands.policies import policies
@@ -143,6 +144,7 @@ for group in (
     resources,
     notifications,
     policies,
+    flags,
     targets,
     health,
     slo,

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from rebound.ops.audit import AuditOps
     from rebound.ops.authz import Rule
     from rebound.ops.dlq import DlqOps
+    from rebound.ops.flags import FlagOps
     from rebound.ops.notifications import NotificationOps
     from rebound.ops.policies import PolicyOps
     from rebound.ops.runs import RunOps
@@ -298,6 +299,11 @@ class App:
         from rebound.ops.policies import PolicyOps
 
         return PolicyOps(self.deps, self.actor if writer else "reader")
+
+    def flags(self, *, writer: bool = False) -> FlagOps:
+        from rebound.ops.flags import FlagOps
+
+        return FlagOps(self.deps, self.actor if writer else "reader")
 
     def notifications(self, *, writer: bool = False) -> NotificationOps:
         from rebound.ops.notifications import NotificationOps

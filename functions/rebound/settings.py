@@ -65,6 +65,12 @@ class Settings(BaseModel):
     sla_webhook_secret: str | None = Field(
         default=None, description="SSM parameter or Secrets Manager ARN holding the webhook's HMAC key"
     )
+    flags: str | None = Field(
+        default=None,
+        pattern=r"^appconfig:[^:]+:[^:]+:[^:]+:[^:]+$",
+        description="where the feature flags live, appconfig:<application>:<environment>:<profile>:"
+        "<deployment strategy> (AppConfig ids); none: every flag at its default",
+    )
     completion_key: str | None = Field(
         default=None,
         description="SSM parameter or Secrets Manager ARN holding the key that signs completion "
@@ -220,6 +226,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "slack_secret": env.get(r.ENV_SLACK_SECRET) or None,
         "sla_webhook_url": env.get(r.ENV_SLA_WEBHOOK_URL) or None,
         "sla_webhook_secret": env.get(r.ENV_SLA_WEBHOOK_SECRET) or None,
+        "flags": env.get(r.ENV_FLAGS) or None,
         "completion_key": env.get(r.ENV_COMPLETION_KEY) or None,
         "event_source": env.get(r.ENV_EVENT_SOURCE) or r.SPEC.event_source,
         "tracing": env.get(r.ENV_TRACING) == "1",
@@ -269,6 +276,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_SLA_WEBHOOK_URL] = settings.sla_webhook_url
     if settings.sla_webhook_secret:
         out[r.ENV_SLA_WEBHOOK_SECRET] = settings.sla_webhook_secret
+    if settings.flags:
+        out[r.ENV_FLAGS] = settings.flags
     if settings.completion_key:
         out[r.ENV_COMPLETION_KEY] = settings.completion_key
     if settings.jitter_seed is not None:
@@ -305,6 +314,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "slack_secret": settings.slack_secret,
         "sla_webhook_url": settings.sla_webhook_url,
         "sla_webhook_secret": settings.sla_webhook_secret,
+        "flags": settings.flags,
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "identities": settings.identities,

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from rebound.adapters.secrets import SecretResolver
     from rebound.adapters.targets.dispatch import TargetDispatcher
     from rebound.engine.deps import Deps
-    from rebound.engine.ports import Clock, CrashPoints, Fanout, Metrics
+    from rebound.engine.ports import Clock, CrashPoints, Fanout, Flags, Metrics
     from rebound.settings import Settings
 
 
@@ -66,6 +66,34 @@ def sla_webhook(settings: Settings, secrets: SecretResolver, clock: Clock) -> li
     from rebound.adapters.sla_webhook import SlaWebhookChannel
 
     return [SlaWebhookChannel(settings.sla_webhook_url, secrets, settings.sla_webhook_secret, clock)]
+
+
+def feature_flags(
+    settings: Settings, session: boto3.session.Session, kwargs: dict[str, Any], clock: Clock, metrics: Metrics
+) -> Flags:
+    """The environment's flags (``Settings.flags``): AppConfig, read through Powertools' feature
+    flags utility, kept ``MAX_AGE_S`` on ``clock``; every flag on where none is set."""
+    from rebound.engine.ports import DefaultFlags
+
+    if not settings.flags:
+        return DefaultFlags()
+    from aws_lambda_powertools.utilities.feature_flags import AppConfigStore
+
+    from rebound.adapters.flags import ClockedStore, FlagAdmin, FlagReader
+
+    _, application, environment, profile, strategy = settings.flags.split(":")
+    data = session.client("appconfigdata", **kwargs)
+
+    def fresh() -> AppConfigStore:
+        # max_age 0: every read asks AppConfigData; ClockedStore keeps them on Rebound's clock.
+        return AppConfigStore(
+            environment=environment, application=application, name=profile, max_age=0, boto3_client=data
+        )
+
+    admin = FlagAdmin(
+        session.client("appconfig", **kwargs), application, profile, environment, strategy, fresh
+    )
+    return FlagReader(ClockedStore(fresh, monotonic=lambda: clock.now().timestamp()), metrics, admin)
 
 
 def build_deps(
@@ -149,6 +177,11 @@ def build_deps(
         pagerduty_secret=settings.pagerduty_secret,
         slack_secret=settings.slack_secret,
     )
+    flags = feature_flags(settings, session, kwargs, clock, metrics)
+    if settings.flags:
+        from rebound.domain.flags import AUDIT_STREAMING
+
+        store.streaming = lambda: flags.enabled(AUDIT_STREAMING)
     return Deps(
         settings=settings,
         clock=clock,
@@ -164,6 +197,7 @@ def build_deps(
         policies=PolicyService(store, load_policy_book(settings.config_dir), settings.deployed_policies),
         metrics=metrics,
         faults=faults or NoCrashes(),
+        flags=flags,
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
         archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,

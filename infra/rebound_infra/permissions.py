@@ -24,6 +24,7 @@ the role this table gives it in the synthesized template and fails on a call it 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_dynamodb as ddb
@@ -120,6 +121,10 @@ class Access:
     """Writes, reads and removes the rules of event-triggered tasks on the bus."""
     invoke_self: bool = False
     """Invokes its own function (a redrive job's next chunk)."""
+    read_flags: bool = False
+    """Read the feature flags (AppConfigData: a session and its latest configuration)."""
+    write_flags: bool = False
+    """Change them (``PUT /flags/<name>``): a new hosted version of the profile, deployed."""
 
 
 # The run path writes a run, its audit record and its outbox events in one transaction; a dead
@@ -134,6 +139,7 @@ _RUN_WRITES = {
 
 ACCESS: dict[str, Access] = {
     "executor": Access(
+        read_flags=True,
         tables={**_RUN_WRITES, "control": READ + UPDATE, "tenants": READ},
         # the DLQ for refused messages; the execution queue for staggered fires and waiting runs
         send=("execution", "dlq"),
@@ -142,6 +148,7 @@ ACCESS: dict[str, Access] = {
         completion_key=True,
     ),
     "retry_scheduler": Access(
+        read_flags=True,
         # control: the worker's heartbeat (``rebound.engine.retry_scheduler.HEARTBEAT_KEY``); the
         # reports of asynchronous attempts (``rebound.engine.async_reports``, from the bus) leave
         # slots and count SLA streaks (updates) as the executor's outcomes do; the retry budget
@@ -159,6 +166,7 @@ ACCESS: dict[str, Access] = {
         completion_key=True,
     ),
     "escalation": Access(
+        read_flags=True,
         # control: workstream runs, checkpoints and resource slots (``rebound.engine.workstreams``);
         # the execution queue: the message of each step a workstream starts
         tables={
@@ -173,6 +181,7 @@ ACCESS: dict[str, Access] = {
     ),
     "outbox_relay": Access(put_events=True, stream_reader=True),
     "sweeper": Access(
+        read_flags=True,
         tables={
             **_RUN_WRITES,
             "runs": LEDGER_RUNS + PUT,
@@ -224,6 +233,8 @@ ACCESS: dict[str, Access] = {
         notification_secrets=True,
         completion_key=True,
         invoke_self=True,
+        read_flags=True,
+        write_flags=True,
     ),
 }
 
@@ -275,6 +286,8 @@ class Grantables:
     secrets_manager_arns: tuple[str, ...]
     notification_secrets: tuple[str, ...]
     completion_key: secretsmanager.ISecret | None = None
+    flags: Any = None
+    """The feature flags' AppConfig resources (``rebound_infra.constructs.flags.FeatureFlags``)."""
     topic_key_encrypted: bool = True
 
 
@@ -379,6 +392,21 @@ def grant(
             statements=[
                 iam.PolicyStatement(actions=["lambda:InvokeFunction"], resources=[function.function_arn])
             ],
+        )
+    if access.read_flags and on.flags is not None:
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["appconfig:StartConfigurationSession", "appconfig:GetLatestConfiguration"],
+            resource_arns=[on.flags.read_arn()],
+        )
+    if access.write_flags and on.flags is not None:
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["appconfig:CreateHostedConfigurationVersion"],
+            resource_arns=[on.flags.profile_arn()],
+        )
+        iam.Grant.add_to_principal(
+            grantee=role, actions=["appconfig:StartDeployment"], resource_arns=on.flags.deploy_arns()
         )
     if access.publish_alerts:
         on.topic.grant_publish(role)

@@ -22,6 +22,7 @@ from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
 from rebound_infra.constructs.audit import Auditor, seal_audit_table
 from rebound_infra.constructs.events import Events
+from rebound_infra.constructs.flags import FeatureFlags
 from rebound_infra.constructs.functions import (
     ARCHITECTURE,
     RUNTIME,
@@ -159,6 +160,9 @@ class ReboundStack(Stack):
             "The completion key signs tokens held by asynchronous work for up to a day; rotating it "
             "would refuse every token in flight. Rotate by hand between runs (docs/architecture.md).",
         )
+        self.flags = FeatureFlags(
+            self, "FeatureFlags", prefix=f"rebound-{config.name}", environment=config.name
+        )
         # The named policies the functions' bundle carries (its rebound/_config), for the CLI.
         self.deployed_policies = tuple(load_policy_book(assets.code.path / "rebound" / "_config").names())
         self.settings = self._settings()
@@ -212,6 +216,7 @@ class ReboundStack(Stack):
             secret_path=config.secret_path,
             secrets_manager_arns=config.grants.secrets_manager_arns,
             completion_key=self.completion_key,
+            flags=self.flags,
             notification_secrets=tuple(
                 s
                 for s in (
@@ -361,6 +366,7 @@ class ReboundStack(Stack):
             config_dir=BUNDLED_CONFIG_DIR,
             deployed_policies=self.deployed_policies,
             completion_key=self.completion_key.secret_arn,
+            flags=self.flags.location,
             targets=self.config.targets or TargetRules.defaults_for(self.config.name),
             identities={k: list(v) for k, v in self.config.identities.items()},
             publish_events=self.config.outbox.publish,

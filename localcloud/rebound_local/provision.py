@@ -16,6 +16,7 @@ from botocore.exceptions import ClientError
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.flags import DEFAULTS, flags_document
 from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
@@ -204,6 +205,7 @@ def provision(
     audit_key = audit_key_id(kms, env, arn=aws_sized)
     topic_arn = sns.create_topic(Name=names(env, r.SPEC.topic_logical))["TopicArn"]
     completion_key = completion_key_parameter(ssm, env)
+    flags = flags_location(session.client("appconfig", **kw), ssm, env)
 
     settings = Settings(
         environment=env,
@@ -218,6 +220,7 @@ def provision(
         config_dir=default_config_dir(),
         deployed_policies=tuple(load_policy_book(default_config_dir()).names()),
         completion_key=completion_key,
+        flags=flags,
         # The local cloud is local whatever its name: sim, and the loopback test servers over http.
         targets=TargetRules.defaults_for("local"),
         # Whoever runs the local cloud is an administrator on their own machine.
@@ -230,6 +233,47 @@ def provision(
         Overwrite=True,
     )
     return settings
+
+
+def flags_location(appconfig: Any, ssm: Any, env: str) -> str:
+    """The environment's feature flags (``rebound.domain.flags``), as the stack creates them
+    (``rebound_infra.constructs.flags``): an AppConfig application, an environment, a profile
+    holding every flag at its default, a strategy that deploys at once and the first deployment.
+    Created once; their ids are kept in an SSM parameter (moto cannot list applications)."""
+    name = f"/rebound/{env}/flags-location"
+    try:
+        return str(ssm.get_parameter(Name=name)["Parameter"]["Value"])
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ParameterNotFound":
+            raise
+    app = appconfig.create_application(Name=f"{r.local_name(env, 'app')}-flags")["Id"]
+    environment = appconfig.create_environment(ApplicationId=app, Name=env)["Id"]
+    profile = appconfig.create_configuration_profile(
+        ApplicationId=app, Name="flags", LocationUri="hosted", Type="AWS.Freeform"
+    )["Id"]
+    version = appconfig.create_hosted_configuration_version(
+        ApplicationId=app,
+        ConfigurationProfileId=profile,
+        Content=json.dumps(flags_document(DEFAULTS), sort_keys=True).encode(),
+        ContentType="application/json",
+    )["VersionNumber"]
+    strategy = appconfig.create_deployment_strategy(
+        Name=f"{r.local_name(env, 'app')}-flags-at-once",
+        DeploymentDurationInMinutes=0,
+        GrowthFactor=100,
+        FinalBakeTimeInMinutes=0,
+        ReplicateTo="NONE",
+    )["Id"]
+    appconfig.start_deployment(
+        ApplicationId=app,
+        EnvironmentId=environment,
+        DeploymentStrategyId=strategy,
+        ConfigurationProfileId=profile,
+        ConfigurationVersion=str(version),
+    )
+    location = f"appconfig:{app}:{environment}:{profile}:{strategy}"
+    ssm.put_parameter(Name=name, Value=location, Type="String", Overwrite=True)
+    return location
 
 
 def completion_key_parameter(ssm: Any, env: str) -> str:

@@ -99,6 +99,7 @@ def run_entry(run: dict[str, Any]) -> dict[str, Any]:
             for a in run.get("attempts") or []
         ],
         "work_order_id": run.get("work_order_id"),
+        "sla_breaches": list(run.get("sla_breaches") or []),
     }
 
 

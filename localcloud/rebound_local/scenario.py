@@ -18,6 +18,7 @@ operations:                        # what an operator does, and when: to a works
   - {at: 3h, replay: dead_lettered, task: "billing-*"}   # or to the dead-lettered runs of tasks
   - {at: 3h, redrive: dlq, task: export-1}
   - {at: 3h, skip: dead_lettered, task: "doomed-*", reason: "retired"}   # or cancel: dead_lettered
+  - {at: 4h, flag: task-retry-queue, set: "off", reason: "incident"}   # rebound flags set
 settle: 2h                         # after the window: at most this long for retries to finish
 faults:
   duplicate_delivery: 3
@@ -296,13 +297,35 @@ class Recovery(_Strict):
         return next(act for act in RECOVERY_ACTS if getattr(self, act) is not None)
 
 
+class FlagSwitch(_Strict):
+    """An operator turning a feature flag on or off (``rebound flags set NAME on|off --reason``)."""
+
+    at: Seconds = Field(description="offset from start")
+    flag: str = Field(min_length=1, description="one of the flags (rebound.domain.flags)")
+    set: Literal["on", "off"]
+    reason: str = Field(default="scenario operator", min_length=1)
+
+    @field_validator("flag")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        from rebound.domain.flags import FLAGS
+
+        if value not in FLAGS:
+            raise ValueError(f"no feature flag {value!r}; the flags are {', '.join(sorted(FLAGS))}")
+        return value
+
+
 def _operation_kind(value: Any) -> str | None:
     """Which kind of operation a scenario entry is: a workstream's (``workstream:``) or a recovery
     of dead-lettered runs (``replay:``, ``redrive:``, ``skip:`` or ``cancel:``). The tags carry
     brackets so that error key paths leave them out (``rebound.config.loader``)."""
     if isinstance(value, (Operation, Recovery)):
         return "operation[workstream]" if isinstance(value, Operation) else "operation[recovery]"
+    if isinstance(value, FlagSwitch):
+        return "operation[flag]"
     keys = set(value) if isinstance(value, dict) else set()
+    if "flag" in keys and not keys & {*RECOVERY_ACTS, "workstream"}:
+        return "operation[flag]"
     if "workstream" in keys and not keys & set(RECOVERY_ACTS):
         return "operation[workstream]"
     if keys & set(RECOVERY_ACTS) and "workstream" not in keys:
@@ -311,11 +334,14 @@ def _operation_kind(value: Any) -> str | None:
 
 
 AnyOperation = Annotated[
-    Annotated[Operation, Tag("operation[workstream]")] | Annotated[Recovery, Tag("operation[recovery]")],
+    Annotated[Operation, Tag("operation[workstream]")]
+    | Annotated[Recovery, Tag("operation[recovery]")]
+    | Annotated[FlagSwitch, Tag("operation[flag]")],
     Discriminator(
         _operation_kind,
         custom_error_type="operation_kind",
-        custom_error_message="give workstream: (with op:), or one of replay:, redrive:, skip:, cancel:",
+        custom_error_message="give workstream: (with op:), one of replay:, redrive:, skip:, cancel:, "
+        "or flag: (with set:)",
     ),
 ]
 
@@ -503,6 +529,8 @@ def _check_operations(
                 raise ConfigError(
                     file, f"{where}.task", f"{operation.task!r} matches none of the scenario's tasks"
                 )
+            continue
+        if isinstance(operation, FlagSwitch):
             continue
         workstream = by_id.get(operation.workstream)
         if workstream is None:

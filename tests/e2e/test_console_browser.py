@@ -227,6 +227,22 @@ def test_the_delivery_retry_plan_with_its_fields(page: Any, deps: Deps) -> None:
     shot(page, "deliveries")
 
 
+def test_a_flag_is_turned_off_from_the_console_with_a_reason_and_audited(page: Any, deps: Deps) -> None:
+    from rebound.ops.flags import flags_subject
+
+    tab(page, "Flags")
+    expect_text(page, "#flags-list", "failed attempts are retried")
+    page.get_by_label("Reason (for the audit trail)").fill("incident 4711")
+    page.get_by_role("button", name="Turn task-retry-queue off").click()
+    expect_text(page, "#confirm-text", "Handlers read the change within 30 s")
+    page.locator("#confirm").get_by_role("button", name="Confirm").click()
+    expect_text(page, "#status", "task-retry-queue is now off")
+    page.get_by_role("button", name="Turn task-retry-queue on").wait_for()  # the row shows it off
+    shot(page, "flags")
+    [record] = deps.store.audit_trail(flags_subject(deps.settings.environment))
+    assert (record.actor, record.to_state, record.evidence["reason"]) == (OPERATOR, "off", "incident 4711")
+
+
 def test_the_tabs_are_keyboard_navigable(page: Any) -> None:
     page.get_by_role("tab", name="Overview").focus()
     page.keyboard.press("ArrowRight")

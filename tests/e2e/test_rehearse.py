@@ -96,6 +96,9 @@ def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam
     assert "events:PutEvents" in calls["outbox_relay"]
     assert "kms:GenerateMac" in calls["executor"]
     assert {"scheduler:UpdateSchedule", "dynamodb:Query"} <= set(calls["ops_api"])
+    # The feature flags, read through AppConfigData from the stack's deployed profile.
+    reads = {"appconfig:StartConfigurationSession", "appconfig:GetLatestConfiguration"}
+    assert reads <= set(calls["retry_scheduler"]) and reads <= set(calls["ops_api"])
     # every route signed with SigV4 by the operator is let in as that identity and answers; the
     # front door refuses an unsigned request and one signed with the wrong secret (403) before
     # the function is invoked

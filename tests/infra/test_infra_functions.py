@@ -46,17 +46,23 @@ def test_every_spec_function_runs_python_3_13_on_arm64_with_its_handler_and_time
 def test_the_environment_is_the_one_settings_from_env_reads(synth: Synth, env: str) -> None:
     for spec in r.SPEC.functions:
         variables = function(synth, env, spec.logical)["Properties"]["Environment"]["Variables"]
+
         # Tokens resolve at deploy time; stand in for them with their logical ids (queue ARNs are
         # parsed into URL and name, so theirs must look like ARNs).
+        def resolved(v: Any) -> str:
+            if isinstance(v, dict) and "Fn::Join" in v:  # a value made of several tokens (the flags')
+                separator, parts = v["Fn::Join"]
+                return str(separator).join(resolved(part) for part in parts)
+            return v if isinstance(v, str) else f"resolved-{ref_target(v)}"
+
         plain = {
-            k: v
-            if isinstance(v, str)
-            else f"arn:aws:sqs:us-east-1:123456789012:{ref_target(v)}"
-            if k.startswith("REBOUND_QUEUE_")
-            else f"resolved-{ref_target(v)}"
+            k: f"arn:aws:sqs:us-east-1:123456789012:{ref_target(v)}"
+            if k.startswith("REBOUND_QUEUE_") and not isinstance(v, str)
+            else resolved(v)
             for k, v in variables.items()
         }
         settings = settings_from_env(plain)
+        assert settings.flags is not None and settings.flags.startswith("appconfig:resolved-FeatureFlags")
         assert settings.environment == env
         assert set(settings.tables) == {t.logical for t in r.SPEC.tables}
         assert set(settings.queues) == {q.logical for q in r.SPEC.queues}

@@ -221,6 +221,18 @@ def test_policies_list_show_and_set_with_field_errors(api: Any, deps: Deps) -> N
     assert "max_attempts" in error["message"]
 
 
+def test_flags_are_listed_and_set_audited_and_an_unknown_one_is_refused(api: Any, deps: Deps) -> None:
+    listed = ok(api, "GET", "/flags")
+    assert [(f["name"], f["on"]) for f in listed][:2] == [("task-retry-queue", True), ("dlq-inspector", True)]
+    changed = ok(api, "PUT", "/flags/dlq-inspector", {"on": False, "reason": "noisy console"})
+    assert changed["changed"] is True and changed["on"] is False
+    assert {f["name"]: f["on"] for f in ok(api, "GET", "/flags")}["dlq-inspector"] is False
+    [record] = deps.store.audit_trail(f"flags#{deps.settings.environment}")
+    assert (record.actor, record.evidence["reason"]) == (ALICE, "noisy console")
+    status, error = call(api, "PUT", "/flags/dlq-inspect", {"on": False})
+    assert status == 400 and error["code"] == "VALIDATION_FAILED" and "the flags are" in error["message"]
+
+
 def test_policy_whatif_replays_recorded_failures_and_refuses_bad_values(
     api: Any, deps: Deps, clock: Any
 ) -> None:

@@ -51,9 +51,12 @@ def test_each_recovery_is_read_with_its_act_tasks_and_reason() -> None:
         ("{at: 1h, skip: dead_lettered, reason: '  '}", "operations[0]", "say why"),
         ("{at: 3h, cancel: dead_lettered}", "operations[0].at", "after the end of the window"),
         ("{at: 1h, replay: dead_lettered, when: now}", "operations[0].when", "unknown key"),
-        ("{at: 1h}", "operations[0]", "give workstream: (with op:), or one of replay:"),
+        ("{at: 1h}", "operations[0]", "give workstream: (with op:), one of replay:"),
         ("{at: 1h, workstream: w, replay: dead_lettered}", "operations[0]", "give workstream:"),
         ("{at: 1h, replay: dead_lettered, task: 7}", "operations[0].task", "valid string"),
+        ("{at: 1h, flag: task-retry, set: 'off'}", "operations[0].flag", "no feature flag 'task-retry'"),
+        ("{at: 1h, flag: task-retry-queue, set: false}", "operations[0].set", "'on' or 'off'"),
+        ("{at: 1h, flag: task-retry-queue}", "operations[0].set", "missing"),
     ],
 )
 def test_a_bad_recovery_is_a_config_error_naming_its_key(entry: str, key_path: str, problem: str) -> None:

@@ -245,12 +245,16 @@ class StagingUnitOfWork(ABC):
     def emit(self, event: DomainEvent, subject: str) -> None:
         """Stage ``event`` in the outbox, unless no rule of the bus would deliver it anywhere
         (``StagingStore.published``): an event nobody consumes costs its outbox write and its
-        ``PutEvents`` entry and changes nothing. Its id is taken either way, so the ids of the
-        events staged after it do not depend on what the environment publishes."""
+        ``PutEvents`` entry and changes nothing. Nor is an event only outside subscribers consume
+        while ``StagingStore.streaming`` says no (the audit-streaming flag off). Its id is taken
+        either way, so the ids of the events staged after it do not depend on what is published."""
         seq = self.audit_records[-1].seq if self.audit_records else 0
         event_id = outbox_event_id(subject, seq, self._events)
         self._events += 1
-        if self.store.published is not None and event.detail_type.value not in self.store.published:
+        detail_type = event.detail_type.value
+        if (self.store.published is not None and detail_type not in self.store.published) or (
+            self.store.streaming is not None and detail_type not in consumed() and not self.store.streaming()
+        ):
             if self.store.check_unpublished:
                 event.detail  # noqa: B018 (read to validate it: a wrong shape raises)
             return
@@ -343,6 +347,18 @@ class StagingUnitOfWork(ABC):
         (with ``None``: by not existing)."""
 
 
+def consumed() -> frozenset[str]:
+    """The detail types Rebound's own loop consumes (``rebound.resources.consumed_detail_types``)."""
+    if not _CONSUMED:
+        from rebound import resources
+
+        _CONSUMED.append(resources.consumed_detail_types())
+    return _CONSUMED[0]
+
+
+_CONSUMED: list[frozenset[str]] = []
+
+
 class StagingStore(ABC):
     """What every store does the same way through its own units of work and control records."""
 
@@ -352,6 +368,9 @@ class StagingStore(ABC):
     """Keys every audit record it writes (``rebound.domain.audit``)."""
     published: frozenset[str] | None = None
     """The detail types its outbox carries (``None``: every event); ``Settings.published_events``."""
+    streaming: Callable[[], bool] | None = None
+    """Whether events only outside subscribers consume are published (the ``audit-streaming``
+    flag; ``None``: they are). Events a rule of Rebound's own stack consumes always are."""
     check_unpublished: bool = False
     """Whether an event it does not publish is validated all the same (``DomainEvent.detail``).
     A deployed store skips the work, as the event is never written; the in-memory store the

@@ -19,6 +19,7 @@ from rebound.ops.access import TenantAccess, Tenants
 ADMIN_ACTIONS = frozenset(
     {
         "policies:write",  # retry policies are shared by every tenant
+        "flags:write",  # so are the environment's feature flags
         "resources:write",  # so are workstream resources
         "notifications:retry",
         "audit:verify",  # reads any chain

@@ -14,6 +14,7 @@ from rebound.engine.health.report import RetryHealthQuery
 from rebound.ops.audit import AuditOps
 from rebound.ops.authz import Environment, Rule, rule
 from rebound.ops.common import validated
+from rebound.ops.flags import FlagOps
 from rebound.ops.notifications import DeliveryRetryRequest, NotificationOps
 from rebound.ops.policies import PolicyOps, policy_view, whatif_window
 
@@ -30,6 +31,11 @@ class PolicyWhatIf(BaseModel):
     since: str = Field(default="7d", description="how far back to replay recorded failures: 1m to 30d")
 
 
+class FlagChange(BaseModel):
+    on: bool = Field(description="the flag's new value")
+    reason: str | None = Field(default=None, max_length=500, description="why, for the audit record")
+
+
 class Verify(BaseModel):
     target: str = Field(min_length=1, description="a run id, or a subject such as workorder#wo-...")
 
@@ -37,6 +43,18 @@ class Verify(BaseModel):
 def register(api: Api) -> None:
     def policies() -> PolicyOps:
         return PolicyOps(api.deps(), api.caller.actor)
+
+    @api.get("/flags", rule("flags:read"), summary="The environment's feature flags and what each switches")
+    def list_flags() -> list[dict[str, Any]]:
+        return FlagOps(api.deps(), api.caller.actor).list()
+
+    @api.put(
+        "/flags/<name>",
+        Rule("flags:write", Environment()),
+        summary="Turn a feature flag on or off (a new AppConfig version, audited)",
+    )
+    def set_flag(name: str, body: FlagChange) -> dict[str, Any]:
+        return FlagOps(api.deps(), api.caller.actor).set(name, body.on, body.reason)
 
     @api.get(
         "/policies", rule("policies:read"), summary="Retry policies, as the next retry decision uses them"

@@ -114,6 +114,21 @@ class MessageNotFound(NotFound):
         return cls(f"no message {message_id} in the DLQ or its archive", message_id=message_id)
 
 
+class FeatureDisabled(ReboundError):
+    """A capability a feature flag turned off in this environment (``rebound.domain.flags``)."""
+
+    code = "FEATURE_DISABLED"
+    http_status = 409
+
+    @classmethod
+    def of(cls, flag: str, what: str) -> FeatureDisabled:
+        return cls(
+            f"{what} is disabled in this environment (feature flag {flag} is off; "
+            f"`rebound flags set {flag} on` turns it back on)",
+            flag=flag,
+        )
+
+
 class Conflict(ReboundError):
     """Someone else changed the record first; re-read and decide again."""
 

@@ -46,6 +46,8 @@ class Reason:
     NOT_ENOUGH_TIME = "not_enough_time"
     UNKNOWN_POLICY = "unknown_policy"
     TARGET_UNHEALTHY = "target_unhealthy_too_long"
+    RETRIES_OFF = "retries_disabled_by_flag"
+    """``task-retry-queue`` is off in the environment (``rebound.domain.flags``)."""
 
 
 def is_terminal(policy: RetryPolicy, error_code: str | None, retryable: bool) -> str | None:

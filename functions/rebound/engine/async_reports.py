@@ -36,6 +36,7 @@ from typing import Any
 from rebound.domain.basics import ERROR_CODE_PATTERN
 from rebound.domain.completion import Claims, Refusal, TokenRefused, verify
 from rebound.domain.errors import Conflict, ValidationFailed
+from rebound.domain.flags import TASK_SLA_MONITOR
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.domain.timefmt import iso
@@ -315,6 +316,7 @@ class AsyncReports:
             task,
             self.deps.metrics,
             now,
+            judge_sla=self.deps.flags.enabled(TASK_SLA_MONITOR),
             evidence={
                 "reported_by": self.actor,
                 "token_id": run.async_token_id,

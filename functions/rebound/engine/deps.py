@@ -16,7 +16,9 @@ from rebound.engine.ports import (
     Clock,
     CompletionKeys,
     CrashPoints,
+    DefaultFlags,
     Fanout,
+    Flags,
     Metrics,
     NoCompletionKey,
     NoCrashes,
@@ -48,6 +50,8 @@ class Deps:
     policies: PolicyService
     metrics: Metrics
     faults: CrashPoints = field(default_factory=NoCrashes)
+    flags: Flags = field(default_factory=DefaultFlags)
+    """The environment's feature flags (``rebound.domain.flags``); all on where none are configured."""
     fanout: Fanout = field(default_factory=ThreadFanout)
     """Runs the messages of one executor batch at once, so no attempt waits for another."""
     streams: OutboxStream | None = None

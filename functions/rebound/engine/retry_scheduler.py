@@ -19,6 +19,7 @@ import logging
 
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
+from rebound.domain.flags import TASK_RETRY_QUEUE
 from rebound.domain.ids import retry_dispatch_reference, run_subject
 from rebound.domain.retry import Reason, decide_retry, is_terminal
 from rebound.domain.run import Run, RunState
@@ -103,6 +104,12 @@ class RetryScheduler:
         )
         if not decision.retry:
             saved = DeadLetters(self.deps, self.actor).dead_letter(run, decision.reason, policy)
+            return "dead-lettered" if saved is not None else "stale"
+        if not self.deps.flags.enabled(TASK_RETRY_QUEUE):
+            # Retries are switched off in this environment (a rollback): the run goes where a
+            # spent budget sends it, the DLQ and a work order, and can be replayed from there.
+            log.warning("retries off: dead-lettered", extra={"run_id": run.run_id, "flag": TASK_RETRY_QUEUE})
+            saved = DeadLetters(self.deps, self.actor).dead_letter(run, Reason.RETRIES_OFF, policy)
             return "dead-lettered" if saved is not None else "stale"
         assert decision.next_retry_at is not None
         token = run.dispatch + 1

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
+from rebound.domain.flags import TASK_SLA_MONITOR
 from rebound.domain.ids import run_subject
 from rebound.domain.run import AttemptOutcome, Run, RunState
 from rebound.domain.schedules import WORKSTREAM_START
@@ -320,7 +321,8 @@ class Sweeper:
             # Timed out at its max_duration: at (not only past) the limit, which is a breach.
             limit = sla.duration_limit(task)
             ran_s = (now - current.started_at).total_seconds()
-            if limit is not None and ran_s >= limit and "duration" not in run.sla_breaches:
+            judged = self.deps.flags.enabled(TASK_SLA_MONITOR)
+            if judged and limit is not None and ran_s >= limit and "duration" not in run.sla_breaches:
                 breach = sla.Breach("duration", ran_s, limit)
             if breach is not None:
                 after = sla.with_breach(after, breach)
@@ -355,7 +357,10 @@ class Sweeper:
 
     # --------------------------------------------------------------------------- SLAs
     def check_slas(self, report: SweepReport, running: list[Run] | None = None) -> None:
-        """Breaches that show before the run records its own outcome: still waiting, still running."""
+        """Breaches that show before the run records its own outcome: still waiting, still running
+        (none where ``task-sla-monitor`` is off)."""
+        if not self.deps.flags.enabled(TASK_SLA_MONITOR):
+            return
         now = self.clock.now()
         tasks: dict[str, Task | None] = {}
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from rebound.config.loader import load_task_document, parse_task_document
 from rebound.domain.errors import ValidationFailed
+from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.prediction.preflight import (
     DEFAULT_WINDOW,
     MAX_WINDOW,
@@ -110,9 +112,13 @@ class PreflightOps:
                 waits[task.id] = float(policies.for_task_or_default(task)[0].max_wait)
             return waits[task.id]
 
-        return preflight(
+        report = preflight(
             planned, document, now, now + window, planning.conflicts, tenants, max_wait, observed
         )
+        if not self.deps.flags.enabled(TASK_SCHEDULER_V3):
+            # task-scheduler-v3 off: the fires and quotas are predicted, no warning is given
+            return replace(report, warnings=[])
+        return report
 
     def _observed(self, task_id: str) -> float | None:
         """The median duration of the task's last attempts that ended (one page of ``by_task``)."""

@@ -139,7 +139,15 @@ class RunOps:
         self.actor = actor
         self.replays = Replays(deps, actor)
         self.queue = deps.queues.batches()
-        self.dlq = dlq or DlqOps(deps, actor)
+        self._dlq = dlq
+
+    @property
+    def dlq(self) -> DlqOps:
+        """The DLQ's operations, built when first needed (``FeatureDisabled`` where the DLQ
+        inspector is switched off: a run's timeline then leaves its DLQ message out)."""
+        if self._dlq is None:
+            self._dlq = DlqOps(self.deps, self.actor)
+        return self._dlq
 
     # --------------------------------------------------------------------------- reading
     def get(self, run_id: str) -> Run:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from rebound.config.loader import load_task_file, load_yaml, parse_task_document
 from rebound.domain.errors import ConfigError, Conflict, PolicyNotFound, TaskNotFound, ValidationFailed
+from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.ids import manual_run_id, task_rule_name
 from rebound.domain.item_size import HEADROOM, ITEM_LIMIT, fits, item_size
 from rebound.domain.jsonutil import canonical_bytes, dumps
@@ -437,8 +438,7 @@ class TaskOps:
         other) and delete the ones it no longer has. Each request takes a token before it is made."""
         view = view or SyncView()
         planned = planned_schedules(task)
-        jitter = task.schedule.jitter_window if task.schedule else None
-        window_minutes = int(jitter // 60) if jitter else None  # Scheduler's flexible time window
+        window_minutes = self._window_minutes(task)
         written = 0
         for plan in planned:
             wanted = RecurringSchedule(
@@ -465,6 +465,14 @@ class TaskOps:
                 self._scheduler(lambda old=old: self.deps.schedules.delete(old), 1)  # type: ignore[misc]
                 SyncView.forget(self.store, old)
         return written
+
+    def _window_minutes(self, task: Task) -> int | None:
+        """Scheduler's flexible time window for the task's jitter: none with task-scheduler-v3 off,
+        so its schedules fire at the exact instant."""
+        jitter = task.schedule.jitter_window if task.schedule else None
+        if not jitter or not self.deps.flags.enabled(TASK_SCHEDULER_V3):
+            return None
+        return int(jitter // 60)
 
     def _write_rule(self, task: Task, previous: StoredTask | None) -> int:
         """An event-triggered task's rule on the bus follows the task (pattern, paused or active)."""

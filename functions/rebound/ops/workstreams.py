@@ -18,6 +18,7 @@ from rebound.config.loader import load_task_document
 from rebound.domain import workstream_recovery as recovery
 from rebound.domain import workstream_runs as wr
 from rebound.domain.errors import Conflict, ValidationFailed
+from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.ids import workstream_rule_name
 from rebound.domain.schedules import planned_workstream_schedules, workstream_start_payload
 from rebound.domain.target_safety import self_trigger_problem
@@ -291,6 +292,10 @@ class WorkstreamOps:
                     f"workstream {workstream.id}: event.source: {why}", key_path="event.source"
                 )
 
+    def write_starts(self, workstream: Workstream) -> tuple[int, int]:
+        """Its stored definition's schedules and rule written again (a flag changed how)."""
+        return self._write_starts(workstream, workstream, Backoff())
+
     def _stored(self, workstream_id: str) -> Workstream | None:
         try:
             return self.engine.definition(workstream_id)[0]
@@ -304,7 +309,9 @@ class WorkstreamOps:
         settings = self.deps.settings
         queue = settings.queue("escalation").arn
         spec = workstream.schedule
-        window = int(spec.jitter_window // 60) if spec is not None and spec.jitter_window else None
+        jitter = spec.jitter_window if spec is not None else None
+        # task-scheduler-v3 off: no flexible window, its schedules fire at the exact instant
+        window = int(jitter // 60) if jitter and self.deps.flags.enabled(TASK_SCHEDULER_V3) else None
         planned = planned_workstream_schedules(workstream)
         written = 0
         for plan in planned:

@@ -43,6 +43,9 @@ patch, each with its reason:
     Run Command needs them.
 19. **Result items** (``result_items``): the items a read returns are measured and converted to
     their answer without a call per string or number.
+20. **AppConfig deployments and AppConfigData** (``appconfig_service``): environments,
+    deployment strategies and deployments, and the configuration sessions the feature flags
+    are read through, which moto lacks.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ from __future__ import annotations
 from typing import Any
 
 from rebound_local.motopatch.answers import _patch_answers
+from rebound_local.motopatch.appconfig_service import _patch_appconfig_service
 from rebound_local.motopatch.clock import _patch_clock, _unix_time, _unix_time_millis, set_clock
 from rebound_local.motopatch.dynamo_values import _patch_dynamo_values
 from rebound_local.motopatch.event_routing import _patch_event_routing
@@ -113,6 +117,7 @@ def install() -> None:
         _patch_write_checks()
         _patch_ssm_import()
         _patch_result_items()
+        _patch_appconfig_service()
         _state["installed"] = True
     from rebound_local import changes, hostile, streams
 

@@ -8,10 +8,11 @@ operation of SQS is authorized as its single form; a schedule that names a role 
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 from urllib.parse import urlparse
 
-PREFIX = {"dynamodbstreams": "dynamodb", "monitoring": "cloudwatch"}
+PREFIX = {"dynamodbstreams": "dynamodb", "monitoring": "cloudwatch", "appconfigdata": "appconfig"}
 SINGLE = {
     "SendMessageBatch": "SendMessage",
     "DeleteMessageBatch": "DeleteMessage",
@@ -136,6 +137,8 @@ def authorizations(service: str, operation: str, params: dict[str, Any], arns: A
         action = "InvokeFunction" if operation == "Invoke" else operation
         name = params.get("FunctionName")
         return [(f"lambda:{action}", arns.function(str(name)) if name else "*")]
+    if service in ("appconfig", "appconfigdata"):
+        return _appconfig(operation, params, arns)
     if service == "sts":
         if operation == "AssumeRole":
             out = [("sts:AssumeRole", str(params["RoleArn"]))]
@@ -144,6 +147,54 @@ def authorizations(service: str, operation: str, params: dict[str, Any], arns: A
             return out
         return [(f"sts:{operation}", "*")]
     return [(f"{prefix}:{operation}", "*")]
+
+
+def configuration_read(params: dict[str, Any]) -> dict[str, Any]:
+    """``GetLatestConfiguration``'s parameters with the ids its token reads, where the token is the
+    local cloud's (``motopatch.appconfig_service``: ``<application>/<environment>/<profile>/<n>``)."""
+    try:
+        raw = base64.urlsafe_b64decode(str(params.get("ConfigurationToken", "")).encode()).decode()
+        app, env, profile, _ = raw.split("/")
+    except (ValueError, UnicodeDecodeError):
+        return params
+    return {**params, "ApplicationId": app, "EnvironmentId": env, "ConfigurationProfileId": profile}
+
+
+def _appconfig(operation: str, params: dict[str, Any], arns: Arns) -> list[tuple[str, str]]:
+    """AppConfig's calls on the feature flags. A read names its configuration by its session's
+    token: the local cloud's tokens carry the ids they read (``motopatch.appconfig_service``)."""
+    app = params.get("ApplicationId") or params.get("ApplicationIdentifier")
+    env = params.get("EnvironmentId") or params.get("EnvironmentIdentifier")
+    profile = params.get("ConfigurationProfileId") or params.get("ConfigurationProfileIdentifier")
+    if operation == "GetLatestConfiguration" and not app:
+        params = configuration_read(params)
+        app, env, profile = (
+            params.get(k) for k in ("ApplicationId", "EnvironmentId", "ConfigurationProfileId")
+        )
+        if not app:
+            return [("appconfig:GetLatestConfiguration", "*")]
+    if operation in ("StartConfigurationSession", "GetLatestConfiguration"):
+        resource = f"application/{app}/environment/{env}/configuration/{profile}"
+        return [(f"appconfig:{operation}", arns.arn("appconfig", resource))]
+    if operation == "StartDeployment":
+        return [
+            ("appconfig:StartDeployment", arns.arn("appconfig", f"application/{app}/environment/{env}")),
+            (
+                "appconfig:StartDeployment",
+                arns.arn("appconfig", f"application/{app}/configurationprofile/{profile}"),
+            ),
+            (
+                "appconfig:StartDeployment",
+                arns.arn("appconfig", f"deploymentstrategy/{params.get('DeploymentStrategyId')}"),
+            ),
+        ]
+    if profile:
+        resource = f"application/{app}/configurationprofile/{profile}"
+    elif env:
+        resource = f"application/{app}/environment/{env}"
+    else:
+        resource = f"application/{app}" if app else "*"
+    return [(f"appconfig:{operation}", arns.arn("appconfig", resource) if resource != "*" else "*")]
 
 
 def _dynamodb(operation: str, params: dict[str, Any], arns: Arns) -> list[tuple[str, str]]:

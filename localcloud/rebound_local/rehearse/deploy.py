@@ -2,10 +2,11 @@
 
 Tables (keys, indexes, projections, streams, TTL), queues (redrive policies, visibility timeouts,
 retention), the bus and its rules with their targets, the schedule group, the topic, the KMS keys,
-the generated secret and the SSM parameters are created in moto from the template's own
-properties, under AWS-shaped names (``template``). Lambda functions, their event source mappings
-and the sweeper's schedule are played by the local runtime with the template's settings; roles and
-policies by the IAM evaluator (``iam``). Every other resource type is listed as not played.
+the generated secret, the SSM parameters and the feature flags' AppConfig resources are created in
+moto from the template's own properties, under AWS-shaped names (``template``). Lambda functions,
+their event source mappings and the sweeper's schedule are played by the local runtime with the
+template's settings; roles and policies by the IAM evaluator (``iam``). Every other resource type
+is listed as not played.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ PLAYED = {
     "AWS::KMS::Key": CREATED,
     "AWS::SecretsManager::Secret": CREATED,
     "AWS::SSM::Parameter": CREATED,
+    "AWS::AppConfig::Application": CREATED,
+    "AWS::AppConfig::Environment": CREATED,
+    "AWS::AppConfig::ConfigurationProfile": CREATED,
+    "AWS::AppConfig::HostedConfigurationVersion": CREATED,
+    "AWS::AppConfig::DeploymentStrategy": CREATED,
+    "AWS::AppConfig::Deployment": CREATED,
     "AWS::Lambda::Function": RUNTIME,
     "AWS::Lambda::EventSourceMapping": RUNTIME,
     "AWS::Scheduler::Schedule": RUNTIME,
@@ -73,7 +80,17 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
         kw["endpoint_url"] = endpoint_url
     client = {
         s: session.client(s, **kw)
-        for s in ("dynamodb", "sqs", "events", "scheduler", "sns", "kms", "ssm", "secretsmanager")
+        for s in (
+            "dynamodb",
+            "sqs",
+            "events",
+            "scheduler",
+            "sns",
+            "kms",
+            "ssm",
+            "secretsmanager",
+            "appconfig",
+        )
     }
     stack = template.stack_name
 
@@ -179,6 +196,8 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
             Name=name, Value=str(props["Value"]), Type=str(props.get("Type", "String")), Overwrite=True
         )
 
+    _appconfig(template, client["appconfig"])
+
     functions = template.functions()
     document = template.resources_document(environment)
     settings = settings_from_document(document)
@@ -193,6 +212,57 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
         key_policies=template.key_policies(),
         coverage=coverage,
     )
+
+
+def _appconfig(template: Template, appconfig: Any) -> None:
+    """The feature flags' AppConfig resources, in the order their references need."""
+    for logical_id in template.of_type("AWS::AppConfig::Application"):
+        props = template.resolve(_tags(template.props(logical_id)))
+        app = appconfig.create_application(Name=str(props["Name"]))["Id"]
+        template.set_physical(logical_id, Physical(app, {"ApplicationId": app}))
+    for logical_id in template.of_type("AWS::AppConfig::Environment"):
+        props = template.resolve(_tags(template.props(logical_id)))
+        env = appconfig.create_environment(ApplicationId=props["ApplicationId"], Name=str(props["Name"]))[
+            "Id"
+        ]
+        template.set_physical(logical_id, Physical(env, {"EnvironmentId": env}))
+    for logical_id in template.of_type("AWS::AppConfig::ConfigurationProfile"):
+        props = template.resolve(_tags(template.props(logical_id)))
+        profile = appconfig.create_configuration_profile(
+            ApplicationId=props["ApplicationId"],
+            Name=str(props["Name"]),
+            LocationUri=str(props["LocationUri"]),
+            Type=str(props.get("Type", "AWS.Freeform")),
+        )["Id"]
+        template.set_physical(logical_id, Physical(profile, {"ConfigurationProfileId": profile}))
+    for logical_id in template.of_type("AWS::AppConfig::HostedConfigurationVersion"):
+        props = template.resolve(template.props(logical_id))
+        version = appconfig.create_hosted_configuration_version(
+            ApplicationId=props["ApplicationId"],
+            ConfigurationProfileId=props["ConfigurationProfileId"],
+            Content=str(props["Content"]).encode(),
+            ContentType=str(props["ContentType"]),
+        )["VersionNumber"]
+        template.set_physical(logical_id, Physical(str(version), {"VersionNumber": str(version)}))
+    for logical_id in template.of_type("AWS::AppConfig::DeploymentStrategy"):
+        props = template.resolve(_tags(template.props(logical_id)))
+        strategy = appconfig.create_deployment_strategy(
+            Name=str(props["Name"]),
+            DeploymentDurationInMinutes=int(props["DeploymentDurationInMinutes"]),
+            GrowthFactor=float(props["GrowthFactor"]),
+            FinalBakeTimeInMinutes=int(props.get("FinalBakeTimeInMinutes", 0)),
+            ReplicateTo=str(props["ReplicateTo"]),
+        )["Id"]
+        template.set_physical(logical_id, Physical(strategy, {"Id": strategy}))
+    for logical_id in template.of_type("AWS::AppConfig::Deployment"):
+        props = template.resolve(_tags(template.props(logical_id)))
+        appconfig.start_deployment(
+            ApplicationId=props["ApplicationId"],
+            EnvironmentId=props["EnvironmentId"],
+            DeploymentStrategyId=props["DeploymentStrategyId"],
+            ConfigurationProfileId=props["ConfigurationProfileId"],
+            ConfigurationVersion=str(props["ConfigurationVersion"]),
+        )
 
 
 def _specs(

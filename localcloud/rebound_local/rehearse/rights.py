@@ -49,6 +49,8 @@ def _names(local: Settings, deployed: Settings) -> dict[str, str]:
         (local.topic_arn, deployed.topic_arn),
         (local.audit_key_id, deployed.audit_key_id),
     ]
+    if local.flags and deployed.flags:  # AppConfig's ids: application, environment, profile, strategy
+        pairs += list(zip(local.flags.split(":")[1:], deployed.flags.split(":")[1:], strict=True))
     out.update({a: b for a, b in pairs if a and b})
     return out
 
@@ -85,6 +87,8 @@ class RoleCheck:
                 "GetSecretValue",
                 {"SecretId": self.deployed.completion_key},
             )
+        if service == "appconfigdata" and operation == "GetLatestConfiguration":
+            params = calls.configuration_read(params)  # the ids its session's token carries
         out = []
         for action, resource in calls.authorizations(
             service, operation, _renamed(params, self.names), self.arns

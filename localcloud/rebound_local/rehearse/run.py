@@ -49,6 +49,7 @@ ROUTES: tuple[tuple[str, str, dict[str, str] | None], ...] = (
     ("GET", "/policies", None),
     ("GET", "/workstreams", None),
     ("GET", "/sla/report", None),
+    ("GET", "/flags", None),
     ("PUT", "/tasks/acme.invoice-export-001/pause", None),
     ("PUT", "/tasks/acme.invoice-export-001/resume", None),
 )

@@ -158,6 +158,9 @@ class Template:
         if kind == "AWS::SSM::Parameter":
             name = str(props.get("Name") or generated_name(stack, logical_id, 2048))
             return Physical(name, {"Type": str(props.get("Type", "String"))})
+        if kind.startswith("AWS::AppConfig::"):  # AppConfig names its resources by 7-character ids
+            ident = "1" if kind.endswith("HostedConfigurationVersion") else suffix(logical_id, 7).lower()
+            return Physical(ident, {})
         name = generated_name(stack, logical_id, 64)
         service = kind.split("::")[1].lower()
         return Physical(name, {"Arn": arn(service, f"{logical_id.lower()}/{name}")})

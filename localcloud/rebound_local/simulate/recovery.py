@@ -36,7 +36,7 @@ from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.ops.dlq import FAILED, MOVED, RESUMED, DlqFilter, DlqOps
 from rebound.ops.runs import RunOps
-from rebound_local.scenario import Recovery, task_matches
+from rebound_local.scenario import FlagSwitch, Recovery, task_matches
 from rebound_local.simulate.workstreams import OPERATOR, OPERATOR_TRIES
 
 log = logging.getLogger(__name__)
@@ -158,3 +158,28 @@ class Recover:
 def recover(deps: Deps, recovery: Recovery, task_ids: list[str], window_start: datetime) -> dict[str, Any]:
     """Carry out one recovery; the report's entry for it (the runs it acted on, those it could not)."""
     return Recover(deps, recovery, task_ids, window_start).carry_out()
+
+
+def switch_flag(deps: Deps, switch: FlagSwitch) -> dict[str, Any]:
+    """``rebound flags set NAME on|off --reason``, run again by the operator when it fails (a
+    throttle, a conflict), at most ``OPERATOR_TRIES`` times; the report's entry for it."""
+    from rebound.ops.flags import FlagOps
+
+    entry: dict[str, Any] = {
+        "at": iso(deps.clock.now()),
+        "op": "flag",
+        "flag": switch.flag,
+        "set": switch.set,
+    }
+    errors: list[str] = []
+    for tries in range(1, OPERATOR_TRIES + 1):
+        try:
+            result = FlagOps(deps, OPERATOR).set(switch.flag, switch.set == "on", switch.reason)
+        except ReboundError as exc:
+            errors.append(f"{exc.code}: {exc.message}")
+            continue
+        entry.update(ok=True, tries=tries, changed=result["changed"])
+        return entry
+    entry.update(ok=False, tries=OPERATOR_TRIES, errors=errors[-3:])
+    log.warning("a scenario's flag switch did not finish", extra={"entry": entry})
+    return entry

@@ -30,9 +30,9 @@ from rebound_local.invariants import Fire
 from rebound_local.live_carriers import LiveCarriers, Tee
 from rebound_local.reports import write_report
 from rebound_local.runtime import STALL_WALL_S
-from rebound_local.scenario import BUS, InjectedMessage, LoadedScenario, Operation, Recovery
+from rebound_local.scenario import BUS, FlagSwitch, InjectedMessage, LoadedScenario, Operation, Recovery
 from rebound_local.simulate.invariants import UNSETTLED
-from rebound_local.simulate.recovery import recover
+from rebound_local.simulate.recovery import recover, switch_flag
 from rebound_local.simulate.report import SimulationReport, SimulationResult, print_verdict
 from rebound_local.simulate.sabotage import SimulationSabotage
 from rebound_local.simulate.workstreams import Races, operate, workstream_items
@@ -212,7 +212,7 @@ class Simulation(SimulationSabotage, SimulationReport):
         (in the order the scenario lists them when two share a time)."""
         sc = self.scenario
         runtime = stack.runtime
-        timeline: list[tuple[float, int, InjectedMessage | Operation | Recovery]] = sorted(
+        timeline: list[tuple[float, int, InjectedMessage | Operation | Recovery | FlagSwitch]] = sorted(
             [(m.at, i, m) for i, m in enumerate(sc.messages)]
             + [(o.at, len(sc.messages) + i, o) for i, o in enumerate(sc.operations)],
             key=lambda entry: (entry[0], entry[1]),
@@ -239,6 +239,9 @@ class Simulation(SimulationSabotage, SimulationReport):
             if isinstance(what, Recovery):
                 task_ids = [t.id for t in self.loaded.tasks]
                 self.operations.append(recover(stack.deps, what, task_ids, sc.start))
+                continue
+            if isinstance(what, FlagSwitch):
+                self.operations.append(switch_flag(stack.deps, what))
                 continue
             if what.queue == BUS:  # an outside service's event
                 event = json.loads(what.body)

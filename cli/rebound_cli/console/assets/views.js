@@ -1,5 +1,5 @@
-/* The console's views: overview (queues, recovery status), DLQ, runs, work orders, policy tuning
-   and retry health. Each has refresh(poll); a poll never overwrites what the operator is editing. */
+/* The console's views: overview (queues, recovery status), DLQ, runs, work orders, policy tuning,
+   feature flags and retry health. Each has refresh(poll); a poll never overwrites what the operator is editing. */
 "use strict";
 (() => {
   const { api, query, h, fill, say, ago, confirm, act } = Rb;
@@ -304,6 +304,34 @@
             o.state !== "resolved" ? [" ", resolution, " ", h("button", { type: "button",
               onclick: post("resolve", () => ({ resolution: resolution.value, note: "from the console" })) }, "Resolve")] : null));
       }), "No work orders.", 7);
+    },
+  };
+
+  /* ---------------------------------------------------------------- flags */
+  /* GET /flags and PUT /flags/{name}: each flag, whether it is on, and turning it off or on again. */
+  Rb.views.flags = {
+    async refresh() {
+      const flags = await api("GET", "/flags");
+      fill($("flags-list").tBodies[0], flags.map((f) => {
+        const to = !f.on;
+        const flip = async () => {
+          const reason = $("flag-reason").value.trim();
+          if (!(await confirm(`Turn ${f.name} ${to ? "on" : "off"}?`, `${f.what}. Handlers read the change within 30 s.`))) return;
+          await act(async () => {
+            try {
+              const out = await api("PUT", `/flags/${encodeURIComponent(f.name)}`, { on: to, reason: reason || null });
+              say(out.changed ? `${f.name} is now ${to ? "on" : "off"}` : `${f.name} was ${to ? "on" : "off"} already`, "ok");
+            } catch (error) {
+              say(`${f.name} not changed: ${error.message}`, "bad");
+            }
+          });
+          await Rb.refresh(false);
+        };
+        return h("tr", {}, h("th", { scope: "row" }, h("code", {}, f.name)),
+          h("td", { class: f.on ? "" : "bad" }, f.on ? "on" : "off"), h("td", {}, f.default ? "on" : "off"), h("td", {}, f.what),
+          h("td", {}, h("button", { type: "button", "aria-label": `Turn ${f.name} ${to ? "on" : "off"}`, onclick: flip },
+            to ? "Turn on" : "Turn off")));
+      }), "No flags.", 5);
     },
   };
 

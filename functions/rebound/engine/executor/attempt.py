@@ -28,6 +28,7 @@ from rebound.domain import tracing
 from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
 from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.flags import TASK_SLA_MONITOR
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.retry import Reason
@@ -139,7 +140,8 @@ class Attempts(Admission):
                 "wait_polls": 0,
             }
         )
-        breach = sla.start_delay_breach(task, running, now)
+        judge_sla = self.deps.flags.enabled(TASK_SLA_MONITOR)
+        breach = sla.start_delay_breach(task, running, now) if judge_sla else None
         if breach is not None:
             running = sla.with_breach(running, breach)
         ensure_transition(run.state, RunState.RUNNING, run.run_id)
@@ -286,7 +288,15 @@ class Attempts(Admission):
         now = self.clock.now()
         self.deps.faults.reached(cp.BEFORE_OUTCOME)
         uow = self.store.unit_of_work("executor", now)
-        saved, finished = stage_outcome(uow, claimed, outcome, task, self.deps.metrics, now)
+        saved, finished = stage_outcome(
+            uow,
+            claimed,
+            outcome,
+            task,
+            self.deps.metrics,
+            now,
+            judge_sla=self.deps.flags.enabled(TASK_SLA_MONITOR),
+        )
         try:
             # Contention (another write on one of these items at the same moment) is not a
             # verdict on this outcome: try again, patiently, before the lease runs out.
@@ -369,6 +379,7 @@ def stage_outcome(
     *,
     action: str | None = None,
     evidence: dict[str, Any] | None = None,
+    judge_sla: bool = True,
 ) -> tuple[Run, Attempt]:
     """Stage the outcome of ``claimed``'s running attempt: the run (guarded by ``claimed``'s
     revision, so only if it is still this attempt), its events, leaving its slots, the SLA.
@@ -408,7 +419,7 @@ def stage_outcome(
             last_error_retryable=outcome.retryable,
         )
     after = claimed.model_copy(update=update)
-    breach = sla.duration_breach(task, claimed, duration_s)
+    breach = sla.duration_breach(task, claimed, duration_s) if judge_sla else None  # task-sla-monitor
     if breach is not None:
         after = sla.with_breach(after, breach)
     saved = uow.save_run(
@@ -437,7 +448,11 @@ def stage_outcome(
     if breach is not None:
         sla.stage_breach(uow, claimed, saved, breach, metrics)
     elif (
-        outcome.ok and task is not None and (task.sla is not None or task.is_async) and not saved.sla_breaches
+        judge_sla
+        and outcome.ok
+        and task is not None
+        and (task.sla is not None or task.is_async)
+        and not saved.sla_breaches
     ):
         sla.stage_reset(uow, task.id)
     return saved, finished

@@ -19,6 +19,7 @@ from typing import Any
 from rebound.domain import events as ev
 from rebound.domain.audit import verified_actor
 from rebound.domain.errors import Conflict, ValidationFailed
+from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.ids import run_subject
 from rebound.domain.retry import Reason
 from rebound.domain.run import Run, RunState, Trigger
@@ -128,7 +129,12 @@ class Intake(Attempts):
                 )
                 return "duplicate"
         now = self.clock.now()
-        due_at = staggered(stored, run_id, task_id, trigger, scheduled_for, catch_up, now)
+        spec = stored.task.schedule if stored is not None else None
+        # task-scheduler-v3 off: every fire starts at its scheduled instant, unstaggered
+        staggering = spec is not None and bool(spec.stagger) and self.deps.flags.enabled(TASK_SCHEDULER_V3)
+        due_at = (
+            staggered(stored, run_id, task_id, trigger, scheduled_for, catch_up, now) if staggering else None
+        )
         run = Run(
             run_id=run_id,
             task_id=task_id,

@@ -46,6 +46,24 @@ AFTER_AUDIT_RECORD: Final = "after_audit_record"
 (``rebound.engine.crashpoints`` lists it with the others)."""
 
 
+class Flags(Protocol):
+    """The environment's feature flags (``rebound.domain.flags``), read where the engine decides."""
+
+    def enabled(self, name: str) -> bool: ...
+
+
+class DefaultFlags:
+    """Every flag at its default (on): where no flags are configured, and in the unit tests."""
+
+    def __init__(self, values: dict[str, bool] | None = None) -> None:
+        self.values = dict(values or {})
+
+    def enabled(self, name: str) -> bool:
+        from rebound.domain.flags import DEFAULTS
+
+        return self.values.get(name, DEFAULTS[name])
+
+
 class NoCrashes:
     def reached(self, point: str) -> None:
         return None

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rebound.domain.errors import MessageNotFound, ValidationFailed
+from rebound.domain.errors import FeatureDisabled, MessageNotFound, ValidationFailed
+from rebound.domain.flags import DLQ_INSPECTOR
 from rebound.domain.ids import message_subject
 from rebound.engine.deps import Deps
 from rebound.engine.ports import (
@@ -72,6 +73,8 @@ class DlqOps:
     ) -> None:
         """``sleep`` and ``monotonic`` pace a rate-limited redrive (wall-clock time: API quotas
         count real seconds)."""
+        if not deps.flags.enabled(DLQ_INSPECTOR):
+            raise FeatureDisabled.of(DLQ_INSPECTOR, "the DLQ inspector")
         self.deps = deps
         self.store = deps.store
         self.actor = actor
