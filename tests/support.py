@@ -433,7 +433,7 @@ def local_stack_at(start: datetime) -> Iterator[Any]:
     from rebound_local.stack import start_local
 
     reset_moto()
-    local = start_local(VirtualClock(start))
+    local = start_local(VirtualClock(start), transport="direct")
     try:
         yield local
     finally:

@@ -4,7 +4,10 @@ Each test module starts the local cloud once (moto in server mode on loopback, p
 the CDK definitions, with the runtime under a virtual clock), points the environment at it the
 way an operator would (``AWS_ENDPOINT_URL``, fake credentials, ``AWS_REGION``), and calls the
 real ``rebound`` command through click's ``CliRunner``. The CLI finds every resource through
-the SSM parameter, as on AWS. Virtual time moves only when a test says so.
+the SSM parameter, as on AWS. Virtual time moves only when a test says so. The CLI talks HTTP to
+the endpoint, as any outside client; the handlers in the runtime reach moto on the ``direct``
+transport (the wire is the demo's and ``rebound local up``'s to exercise: ``test_retry_loop.py::
+test_demo_scenario``, ``test_local_up.py``), so hours of schedule time pass in seconds.
 """
 
 from __future__ import annotations
@@ -117,7 +120,7 @@ class Cloud:
         return {r.run_id: r for r in self.deps.store.scan_runs()}
 
 
-def cloud_fixture(transport: str = "http", name: str = "local_cloud") -> Any:
+def cloud_fixture(transport: str = "direct", name: str = "local_cloud") -> Any:
     """A module-scoped fixture called ``name``: one local cloud per test module."""
 
     @pytest.fixture(scope="module", name=name)

@@ -39,7 +39,7 @@ START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
 def demo_stack() -> Iterator[LocalStack]:
     """The local cloud with the demo's workstream and its tasks registered (not run yet)."""
     reset_moto()
-    stack = start_local(VirtualClock(START))
+    stack = start_local(VirtualClock(START), transport="direct")
     try:
         tasks = TaskOps(stack.deps, actor="demo")
         tasks.apply(tasks.plan(tasks.load_document(DEMO_WORKSTREAM).tasks))
