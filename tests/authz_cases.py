@@ -13,6 +13,7 @@ from tenancy_world import World
 
 from rebound.api.app import build_app, openapi_document
 from rebound.ops.authz import (
+    ApprovalOf,
     Documents,
     Environment,
     FirstOf,
@@ -32,7 +33,7 @@ from rebound.ops.authz import (
     arg,
 )
 
-OBJECT_KINDS = ("run", "task", "work_order", "message", "job", "workstream", "workstream_run")
+OBJECT_KINDS = ("run", "task", "work_order", "message", "job", "workstream", "workstream_run", "approval")
 """Kinds of thing whose route answers another tenant's as unknown (404, exit 4)."""
 
 
@@ -47,6 +48,8 @@ def kind_of(owner: Owner) -> str:
         return "message"
     if isinstance(owner, JobOf):
         return "job"
+    if isinstance(owner, ApprovalOf):
+        return "approval"
     if isinstance(owner, WorkstreamOf):
         return "workstream" if owner.kind in ("workstream", "ref") else "workstream_run"
     if isinstance(owner, TenantFilter | TenantOf):
@@ -95,6 +98,7 @@ def value(world: World, kind: str, *, unknown: bool = False) -> Any:
         "work_order": world.work_order_id,
         "message": world.message_id,
         "job": world.job_id,
+        "approval": world.approval_id,
         "workstream": world.workstream_id,
         "workstream_run": world.workstream_run_id,
         "tenant": tenant,
@@ -106,6 +110,7 @@ def value(world: World, kind: str, *, unknown: bool = False) -> Any:
         "work_order": "wo-0000000000000000",
         "message": "00000000-0000-4000-8000-000000000000",
         "job": "000000000000",
+        "approval": "apr-000000000000",
         "workstream": f"{tenant}-no-such-workstream",
         "workstream_run": f"{tenant}-ledger:manual-none",
         "tenant": tenant,  # not an object: the same either way

@@ -298,6 +298,25 @@ def dead_letters(deps: Deps, count: int, task_id: str = "job") -> list[str]:
     return run_ids
 
 
+def critical_dead_letter(deps: Deps, minute: int = 0, task_id: str = "payout") -> str:
+    """A run of ``task_id`` dead-lettered behind a critical work order (the ``critical`` policy),
+    its work order opened as the escalation handler opens it."""
+    from rebound.engine.escalation import Escalation
+    from rebound.engine.executor import Executor, QueueMessage
+    from rebound.engine.retry_scheduler import RetryScheduler
+
+    failing = {"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}
+    register(deps, task(task_id, target=failing, retry_policy="critical"))
+    when = f"2026-03-07T09:{minute:02d}:00Z"
+    Executor(deps).process(QueueMessage(f"fire-{task_id}-{minute}", json.dumps(fire(task_id, when))), 120)
+    run_id = f"{task_id}:20260307T09{minute:02d}00Z"
+    assert RetryScheduler(deps).on_failed(run_id, 1) == "dead-lettered"
+    [detail] = [d for t, d in outbox_events(deps) if t == "task.dead_lettered" and d.get("run_id") == run_id]
+    order = Escalation(deps).on_dead_lettered(detail)
+    assert order is not None and order.severity.value == "critical"
+    return run_id
+
+
 @contextmanager
 def loopback_http(answer: Callable[[str, bytes, Mapping[str, str]], tuple[int, bytes]]) -> Iterator[str]:
     """A threaded HTTP server on 127.0.0.1 that answers each POST with ``answer(path, body,

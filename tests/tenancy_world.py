@@ -14,10 +14,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from rebound.domain.approvals import SKIP, ApprovalRequired
 from rebound.domain.basics import Severity
 from rebound.domain.workstreams import ResourceSpec, Workstream
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation
+from rebound.ops.approvals import Approvals
 from rebound.ops.dlq import DlqFilter, DlqOps
 from rebound.ops.dlq.jobs import RedriveJobs
 from rebound.ops.workorders import WorkOrderOps
@@ -64,6 +66,7 @@ class Things:
     workstreams: list[str] = field(default_factory=list)
     workstream_runs: list[str] = field(default_factory=list)
     jobs: list[str] = field(default_factory=list)
+    approvals: list[str] = field(default_factory=list)
 
     @property
     def secrets(self) -> list[str]:
@@ -77,6 +80,7 @@ class Things:
             *self.workstreams,
             *self.workstream_runs,
             *self.jobs,
+            *self.approvals,
         ]
 
 
@@ -93,6 +97,7 @@ class World:
     workstream_id: str | None
     workstream_run_id: str | None
     job_id: str | None
+    approval_id: str | None
     document: dict[str, Any]
 
     @property
@@ -109,6 +114,10 @@ class _Nowhere:
 
     def __call__(self, job_id: str) -> None:
         return None
+
+
+REQUESTER = "arn:aws:iam::123456789012:user/requester"
+"""Who asked for the world's approval request (not the administrator, who may approve it)."""
 
 
 def escalate_dead_letters(deps: Deps, run_ids: list[str]) -> None:
@@ -160,6 +169,17 @@ def build_tenant(deps: Deps, tenant: str, mix: Mix) -> Things:
         ops.register([workstream], [ResourceSpec(id=RESOURCE, max_holders=1)])
         things.workstreams.append(workstream.id)
         things.workstream_runs.append(ops.run(workstream.id, token=f"{tenant}-world").run_id)
+    if things.runs:  # a request for a second operator, about one of its runs
+        try:
+            Approvals(deps, REQUESTER).gate(
+                SKIP,
+                tenant,
+                f"run#{things.runs[0]}",
+                {"run_id": things.runs[0], "reason": "a note"},
+                "a note",
+            )
+        except ApprovalRequired as held:
+            things.approvals.append(held.request.request_id)
     if mix.job:
         job = RedriveJobs(DlqOps(deps, ROOT, wait_s=0), _Nowhere()).start(DlqFilter(tenant=tenant))
         things.jobs.append(job.job_id)
@@ -182,6 +202,7 @@ def world_of(things: Things, pick: int = 0) -> World:
         workstream_id=one(things.workstreams),
         workstream_run_id=one(things.workstream_runs),
         job_id=one(things.jobs),
+        approval_id=one(things.approvals),
         document={"tasks": [{"id": short, "tenant": things.tenant, "target": {"type": "sim"}}]},
     )
 

@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import click
 
+from rebound_cli.commands.approvals import approvals
 from rebound_cli.commands.audit import audit
 from rebound_cli.commands.console import console
 from rebound_cli.commands.dlq import dlq
@@ -145,6 +146,7 @@ for group in (
     notifications,
     policies,
     flags,
+    approvals,
     targets,
     health,
     slo,

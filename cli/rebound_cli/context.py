@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from rebound.engine.deps import Deps
     from rebound.engine.health.checks import HealthChecks
     from rebound.ops.access import Guard
+    from rebound.ops.approvals import Approvals
     from rebound.ops.audit import AuditOps
     from rebound.ops.authz import Rule
     from rebound.ops.dlq import DlqOps
@@ -299,6 +300,11 @@ class App:
         from rebound.ops.policies import PolicyOps
 
         return PolicyOps(self.deps, self.actor if writer else "reader")
+
+    def approvals(self, *, writer: bool = False) -> Approvals:
+        from rebound.ops.approvals import Approvals
+
+        return Approvals(self.deps, self.actor if writer else "reader")
 
     def flags(self, *, writer: bool = False) -> FlagOps:
         from rebound.ops.flags import FlagOps

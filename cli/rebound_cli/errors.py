@@ -14,6 +14,7 @@ exit code, so both surfaces classify an error the same way and neither reads mes
    5   conflict: the state does not allow it, or it changed underneath; look again
    6   AWS unavailable or throttling; try again later
    7   refused: your identity may not do that (on that tenant); the refusal is audited
+   8   pending: the action waits for a second operator (``rebound approvals approve ID``)
 =====  ==========================================================================
 """
 
@@ -35,8 +36,10 @@ EXIT_NOT_FOUND = 4
 EXIT_CONFLICT = 5
 EXIT_UNAVAILABLE = 6
 EXIT_FORBIDDEN = 7
+EXIT_PENDING = 8
 
 _BY_STATUS = {
+    202: EXIT_PENDING,
     400: EXIT_INVALID,
     403: EXIT_FORBIDDEN,
     404: EXIT_NOT_FOUND,

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rebound import resources as r
+from rebound.domain.approvals import ApprovalRules
 from rebound.domain.errors import ConfigError
 from rebound.domain.events import EventType
 from rebound.domain.target_specs import TargetRules
@@ -102,6 +103,9 @@ class Settings(BaseModel):
         "recorded, an older deployment); with the policies stored at run time, all it knows",
     )
 
+    approvals: ApprovalRules | None = Field(
+        default=None, description="which actions need a second operator; None: the defaults (ApprovalRules)"
+    )
     targets: TargetRules | None = Field(
         default=None, description="what targets may do here; None: the defaults for the environment's name"
     )
@@ -140,6 +144,10 @@ class Settings(BaseModel):
     @property
     def target_rules(self) -> TargetRules:
         return self.targets if self.targets is not None else TargetRules.defaults_for(self.environment)
+
+    def approval_rules(self) -> ApprovalRules:
+        """The environment's ``approvals:`` (``rebound.domain.approvals``), its defaults if unset."""
+        return self.approvals if self.approvals is not None else ApprovalRules()
 
     @field_validator("tables", mode="before")
     @classmethod
@@ -237,6 +245,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "health_stale_metadata_minutes": env.get(r.ENV_HEALTH_STALE_METADATA) or 120,
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
+        "approvals": _json_or_none(env, r.ENV_APPROVALS),
         "identities": _json_or_none(env, r.ENV_IDENTITIES),
         "tenant_secrets_role": env.get(r.ENV_TENANT_SECRETS_ROLE) or None,
         "publish_events": tuple(d.strip() for d in env.get(r.ENV_PUBLISH_EVENTS, "").split(",") if d.strip()),
@@ -286,6 +295,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_PUBLISH_EVENTS] = ",".join(settings.publish_events)
     if settings.targets is not None:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
+    if settings.approvals is not None:
+        out[r.ENV_APPROVALS] = json.dumps(settings.approvals.model_dump(mode="json"), separators=(",", ":"))
     if settings.tenant_secrets_role:
         out[r.ENV_TENANT_SECRETS_ROLE] = settings.tenant_secrets_role
     if settings.identities is not None:
@@ -317,6 +328,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "flags": settings.flags,
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
+        "approvals": settings.approvals.model_dump(mode="json") if settings.approvals is not None else None,
         "identities": settings.identities,
         "publish_events": list(settings.publish_events),
         "deployed_policies": list(settings.deployed_policies)

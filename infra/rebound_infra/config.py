@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rebound.config.loader import config_error, load_yaml
+from rebound.domain.approvals import ApprovalRules
 from rebound.domain.errors import ConfigError
 from rebound.domain.target_specs import TargetRules
 from rebound.resources import SPEC
@@ -295,6 +296,9 @@ class EnvironmentConfig(_Model):
     grants: GrantsConfig = GrantsConfig()
     notifications: NotificationsConfig = NotificationsConfig()
     health: HealthConfig = HealthConfig()
+    approvals: ApprovalRules | None = Field(
+        None, description="which actions need a second operator (four eyes); default: ApprovalRules()"
+    )
     targets: TargetRules | None = Field(
         None, description="what task targets may do here; default: TargetRules.defaults_for(name)"
     )

@@ -368,6 +368,7 @@ class ReboundStack(Stack):
             completion_key=self.completion_key.secret_arn,
             flags=self.flags.location,
             targets=self.config.targets or TargetRules.defaults_for(self.config.name),
+            approvals=self.config.approvals,
             identities={k: list(v) for k, v in self.config.identities.items()},
             publish_events=self.config.outbox.publish,
             **notifications,

@@ -331,3 +331,29 @@ def test_audit_verify_checks_chains_and_finds_tampering(local_cloud: Cloud) -> N
         ddb.put_item(TableName=tables["audit"], Item=stored_record)
         ddb.put_item(TableName=tables["runs"], Item=stored_run)
     assert local_cloud.cli("audit", "verify", "--all").exit_code == 0  # as it was
+
+
+def test_a_critical_runs_skip_waits_for_a_second_operator_who_approves_it(local_cloud: Cloud) -> None:
+    from rebound.ops.approvals import Approvals
+
+    held = local_cloud.cli("runs", "skip", PAYMENT_RUN, "--reason", "paid by hand", "--yes")
+    assert held.exit_code == 8, held.output
+    assert "needs a second operator: request apr-" in held.output
+    [request] = local_cloud.json("approvals", "list")
+    assert (request["action"], request["subject"], request["requested_by"]) == (
+        "runs:skip",
+        f"run#{PAYMENT_RUN}",
+        OPERATOR,
+    )
+    assert local_cloud.runs()[PAYMENT_RUN].state.value == "dead_lettered"  # nothing done yet
+
+    own = local_cloud.cli("approvals", "approve", request["request_id"], "--yes")
+    assert own.exit_code == 7 and "another operator must approve it" in own.output, own.output
+    # a second operator (another identity: the approval is theirs, the run skipped as them)
+    done = Approvals(local_cloud.deps, "arn:aws:iam::123456789012:user/bob").approve(request["request_id"])
+    assert done.outcome == {"ok": True, "run_id": PAYMENT_RUN, "state": "skipped"}
+    shown = local_cloud.json("approvals", "show", request["request_id"])
+    assert (shown["state"], shown["decided_by"]) == ("done", "arn:aws:iam::123456789012:user/bob")
+    assert local_cloud.json("approvals", "list") == []
+    again = local_cloud.cli("approvals", "reject", request["request_id"])
+    assert again.exit_code == 5 and "is done" in again.output, again.output

@@ -243,6 +243,34 @@ def test_a_flag_is_turned_off_from_the_console_with_a_reason_and_audited(page: A
     assert (record.actor, record.to_state, record.evidence["reason"]) == (OPERATOR, "off", "incident 4711")
 
 
+def test_a_request_for_a_second_operator_is_approved_from_the_console_and_carried_out(
+    page: Any, deps: Deps
+) -> None:
+    from rebound.domain.approvals import SKIP, ApprovalRequired
+    from rebound.ops.approvals import Approvals
+
+    [run_id] = dead_letters(deps, 1)
+    asked = {"run_id": run_id, "reason": "paid by hand"}
+    with pytest.raises(ApprovalRequired) as held:
+        Approvals(deps, "arn:aws:iam::123456789012:user/alice").gate(
+            SKIP, "acme", f"run#{run_id}", asked, "paid by hand"
+        )
+    request_id = held.value.request.request_id
+    tab(page, "Approvals")
+    expect_text(page, "#approvals-list", request_id)
+    page.get_by_label("Note (for the audit trail)").fill("checked with finance")
+    shot(page, "approvals")
+    page.get_by_role("button", name="Approve").click()
+    expect_text(page, "#confirm-text", "carried out at once, as you")
+    page.locator("#confirm").get_by_role("button", name="Confirm").click()
+    expect_text(page, "#status", f"{request_id} approved: carried out")
+    expect_text(page, "#approvals-list", "No request waits for a second operator.")
+    run = deps.store.get_run(run_id)
+    assert run is not None and run.state.value == "skipped"
+    [skipped] = [r for r in deps.store.audit_trail(f"run#{run_id}") if r.action == "skipped"]
+    assert (skipped.actor, skipped.evidence["approval"]) == (OPERATOR, request_id)
+
+
 def test_the_tabs_are_keyboard_navigable(page: Any) -> None:
     page.get_by_role("tab", name="Overview").focus()
     page.keyboard.press("ArrowRight")

@@ -124,6 +124,7 @@ def build_app(
     redrive job's next chunk: the ops API function passes its async self-invocation; by default
     a background thread does (in-process: the console, the local cloud)."""
     from rebound.api import (
+        routes_approvals,
         routes_async,
         routes_queues,
         routes_recovery,
@@ -185,6 +186,7 @@ def build_app(
         routes_sla,
         routes_state,
         routes_targets,
+        routes_approvals,
     ):
         module.register(api)
     setattr(app, RULES_ATTRIBUTE, api.rules)

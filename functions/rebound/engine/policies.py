@@ -82,8 +82,17 @@ class PolicyService:
         """The one way the engine finds a run's task and its effective policy."""
         return self.for_stored(self.store.get_task(task_id))
 
-    def set(self, name: str, changes: dict[str, Any], *, actor: str, at: datetime) -> RetryPolicy:
-        """Store a new version of a named policy with ``changes`` applied, audited."""
+    def set(
+        self,
+        name: str,
+        changes: dict[str, Any],
+        *,
+        actor: str,
+        at: datetime,
+        evidence: dict[str, Any] | None = None,
+    ) -> RetryPolicy:
+        """Store a new version of a named policy with ``changes`` applied, audited (``evidence``
+        added to the record: an approval it carries out)."""
         unknown = sorted(set(changes) - POLICY_FIELDS)
         if unknown:
             valid = ", ".join(sorted(POLICY_FIELDS))
@@ -102,6 +111,7 @@ class PolicyService:
                 "to_version": version + 1,
                 "changes": changes,
                 "spec": new_spec,
+                **(evidence or {}),
             },
         )
         uow.add_policy_version(

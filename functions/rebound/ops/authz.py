@@ -197,6 +197,28 @@ class WorkOrderOf:
 
 
 @dataclass(frozen=True)
+class ApprovalOf:
+    """The tenant of approval request ``param``, from its record (a request about what every
+    tenant shares, a retry policy's change: administrators only)."""
+
+    param: str
+
+    def given(self, args: Args) -> bool:
+        return arg(args, self.param) is not None
+
+    def decide(self, action: str, guard: Guard, deps: Deps, args: Args) -> str | None:
+        from rebound.ops.approvals import ApprovalNotFound, Approvals
+
+        request_id = str(arg(args, self.param))
+        missing = ApprovalNotFound(f"no approval request {request_id!r}", request_id=request_id)
+        try:
+            tenant = Approvals(deps, "authz").tenant_of(request_id)
+        except ApprovalNotFound:
+            raise missing from None
+        return _masked(guard, action, tenant, missing)
+
+
+@dataclass(frozen=True)
 class MessageOf:
     """The tenant of DLQ message ``param``: its run's, from the DLQ's record of it (or the
     archive's). A message about no run (one no run could be read from) is the environment's:

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from rebound.config.loader import build_policy, merge_spec
+from rebound.domain.approvals import POLICY, ApprovalRequest, approval_evidence
 from rebound.domain.audit import verify_chain
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.durations import parse_duration
@@ -26,8 +27,10 @@ from rebound.domain.errors import PolicyNotFound, ValidationFailed
 from rebound.domain.ids import policy_subject
 from rebound.domain.prediction.whatif import Replayed, WhatIf, what_if
 from rebound.domain.retry_policy import POLICY_FIELDS, RetryPolicy, TargetBudget
+from rebound.domain.tenancy import ALL_TENANTS
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
+from rebound.ops.approvals import Approvals
 
 WHATIF_SINCE = timedelta(days=7)
 SECTIONS = {"target_budget": frozenset(TargetBudget.model_fields)}
@@ -130,11 +133,13 @@ class PolicyDetail:
 
 
 class PolicyOps:
-    def __init__(self, deps: Deps, actor: str) -> None:
+    def __init__(self, deps: Deps, actor: str, approval: ApprovalRequest | None = None) -> None:
         self.deps = deps
         self.store = deps.store
         self.service = deps.policies
         self.actor = actor
+        self.approval = approval
+        """The approved request this change carries out (``rebound.ops.approvals``)."""
 
     def find(self) -> list[RetryPolicy]:
         return [self.service.effective(name) for name in self.service.names()]
@@ -172,8 +177,23 @@ class PolicyOps:
         )
         return PolicyChange(name, before, after, changes)
 
-    def set(self, change: PolicyChange) -> RetryPolicy:
-        return self.service.set(change.name, change.changes, actor=self.actor, at=self.deps.clock.now())
+    def set(self, change: PolicyChange, reason: str = "") -> RetryPolicy:
+        settings = self.deps.settings
+        if self.approval is None and settings.approval_rules().policies_need_approval(settings.environment):
+            Approvals(self.deps, self.actor).gate(
+                POLICY,
+                ALL_TENANTS,
+                policy_subject(change.name),
+                {"name": change.name, "changes": change.changes},
+                reason or f"change retry policy {change.name}",
+            )
+        return self.service.set(
+            change.name,
+            change.changes,
+            actor=self.actor,
+            at=self.deps.clock.now(),
+            evidence=approval_evidence(self.approval),
+        )
 
     def whatif(self, name: str, changes: dict[str, Any], since: timedelta = WHATIF_SINCE) -> WhatIf:
         """Replay the recorded failures of the runs of every task that uses policy ``name`` (by

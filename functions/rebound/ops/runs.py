@@ -22,14 +22,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
+from rebound.domain.approvals import CANCEL, SKIP, ApprovalRequest, approval_evidence
 from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, verify_chain
 from rebound.domain.audit_record import AuditRecord
+from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
 from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
 from rebound.domain.run import Run, RunState, Trigger, with_changes
 from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
-from rebound.domain.work_order import WorkOrder
+from rebound.domain.work_order import WorkOrder, WorkOrderState
 from rebound.engine import crashpoints as cp
 from rebound.engine.async_reports import reports_subject
 from rebound.engine.concurrency import leave
@@ -37,6 +39,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
+from rebound.ops.approvals import Approvals
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
 from rebound.ops.replay import BudgetOverrides, Replays
@@ -133,10 +136,14 @@ _TRIGGER_ACTION = {
 
 
 class RunOps:
-    def __init__(self, deps: Deps, actor: str, *, dlq: DlqOps | None = None) -> None:
+    def __init__(
+        self, deps: Deps, actor: str, *, dlq: DlqOps | None = None, approval: ApprovalRequest | None = None
+    ) -> None:
         self.deps = deps
         self.store = deps.store
         self.actor = actor
+        self.approval = approval
+        """The approved request this skip or cancel carries out (``rebound.ops.approvals``)."""
         self.replays = Replays(deps, actor)
         self.queue = deps.queues.batches()
         self._dlq = dlq
@@ -478,6 +485,20 @@ class RunOps:
     def cancel(self, run_id: str, reason: str) -> Run:
         return self._close(run_id, RunState.CANCELLED, reason)
 
+    def _held(self, run: Run, state: RunState, reason: str) -> None:
+        """A run behind an open critical work order is skipped or cancelled by two operators where
+        the environment says so: without an approval, a request is stored instead
+        (``ApprovalRequired``)."""
+        if self.approval is not None or not self.deps.settings.approval_rules().critical_runs:
+            return
+        order = self.store.get_work_order(run.work_order_id) if run.work_order_id else None
+        if order is None or order.severity is not Severity.CRITICAL or order.state is WorkOrderState.RESOLVED:
+            return
+        action = SKIP if state is RunState.SKIPPED else CANCEL
+        Approvals(self.deps, self.actor).gate(
+            action, run.tenant, run_subject(run.run_id), {"run_id": run.run_id, "reason": reason}, reason
+        )
+
     def _close(self, run_id: str, state: RunState, reason: str) -> Run:
         if not reason.strip():
             raise ValidationFailed("--reason is required: say why, for the audit trail", key_path="reason")
@@ -485,6 +506,7 @@ class RunOps:
         if run.state in TERMINAL:
             raise Conflict(f"run {run_id} is {run.state.value} already", run_id=run_id, state=run.state.value)
         ensure_transition(run.state, state, run_id)
+        self._held(run, state, reason)
         now = self.deps.clock.now()
         after = closed(run, state, now)
         action = "skipped" if state is RunState.SKIPPED else "cancelled"
@@ -493,7 +515,12 @@ class RunOps:
             run,
             after,
             action=action,
-            evidence={"reason": reason, "work_order_id": run.work_order_id, "slots_left": run.slots},
+            evidence={
+                "reason": reason,
+                "work_order_id": run.work_order_id,
+                "slots_left": run.slots,
+                **approval_evidence(self.approval),
+            },
         )
         # Every slot the run holds (a running attempt's, a waiting run's buffer) is left in the
         # same transaction: nothing else would ever leave them.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from rebound.domain.approvals import RESOLVE, ApprovalRequest, approval_evidence
 from rebound.domain.audit import ChainCheck, verify_chain
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.basics import Severity
@@ -20,11 +21,13 @@ from rebound.domain.errors import Conflict, RunNotFound, TaskNotFound, Validatio
 from rebound.domain.escalation_levels import level_of
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
 from rebound.domain.run import Run, RunState
+from rebound.domain.tenancy import ALL_TENANTS
 from rebound.domain.timefmt import iso
 from rebound.domain.work_order import Resolution, WorkOrder, WorkOrderState
 from rebound.engine.deps import Deps
 from rebound.engine.escalation import Escalation, count_resolution, stage_resolution
 from rebound.engine.ports import UnitOfWork
+from rebound.ops.approvals import Approvals
 from rebound.ops.common import when
 
 _NEXT: dict[WorkOrderState, frozenset[WorkOrderState]] = {
@@ -95,10 +98,12 @@ class WorkOrderDetail:
 
 
 class WorkOrderOps:
-    def __init__(self, deps: Deps, actor: str) -> None:
+    def __init__(self, deps: Deps, actor: str, approval: ApprovalRequest | None = None) -> None:
         self.deps = deps
         self.store = deps.store
         self.actor = actor
+        self.approval = approval
+        """The approved request this resolution carries out (``rebound.ops.approvals``)."""
 
     def get(self, work_order_id: str) -> WorkOrder:
         order = self.store.get_work_order(work_order_id)
@@ -192,6 +197,15 @@ class WorkOrderOps:
                 work_order_id=order.work_order_id,
                 state=order.state.value,
             )
+        rules = self.deps.settings.approval_rules()
+        if self.approval is None and order.severity is Severity.CRITICAL and rules.critical_runs:
+            Approvals(self.deps, self.actor).gate(
+                RESOLVE,
+                order.tenant or ALL_TENANTS,
+                work_order_subject(order.work_order_id),
+                {"work_order_id": order.work_order_id, "resolution": resolution.value, "note": note},
+                note or f"resolve as {resolution.value}",
+            )
         uow: UnitOfWork = self.store.unit_of_work(self.actor, self.deps.clock.now())
         saved = stage_resolution(
             uow,
@@ -199,7 +213,11 @@ class WorkOrderOps:
             resolution=resolution,
             by=self.actor,
             reason=note or f"resolved by {self.actor} ({resolution.value})",
-            evidence={"note": note or None, "run_state": run.state.value if run else None},
+            evidence={
+                "note": note or None,
+                "run_state": run.state.value if run else None,
+                **approval_evidence(self.approval),
+            },
             note=note or None,
         )
         self._commit(uow, order)

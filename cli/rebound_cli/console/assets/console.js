@@ -35,7 +35,8 @@ const Rb = (() => {
     }
     const response = await fetch("/api" + path, opts);
     const data = await response.json().catch(() => null);
-    if (!response.ok) {
+    if (!response.ok || (response.status === 202 && data && data.code === "APPROVAL_REQUIRED")) {
+      /* 202 APPROVAL_REQUIRED: nothing was done; the request waits for a second operator. */
       const error = new Error((data && data.message) || response.statusText);
       error.status = response.status;
       error.data = data || {};

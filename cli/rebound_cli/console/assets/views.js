@@ -335,6 +335,38 @@
     },
   };
 
+  /* ---------------------------------------------------------------- approvals */
+  /* GET /approvals, POST /approvals/{id}/approve|reject: requests for a second operator. */
+  Rb.views.approvals = {
+    init() { $("approvals-closed").addEventListener("change", () => Rb.refresh(false)); },
+    async refresh() {
+      const closed = $("approvals-closed").checked;
+      const found = await api("GET", "/approvals" + query({ closed: closed ? "true" : "" }));
+      fill($("approvals-list").tBodies[0], found.map((r) => {
+        const decide = (verb) => async () => {
+          if (!(await confirm(`${verb === "approve" ? "Approve" : "Reject"} ${r.request_id}?`,
+            verb === "approve" ? `${r.action} on ${r.subject}, asked by ${r.requested_by}: it is carried out at once, as you.` :
+              "Nothing is done; the requester is told by the audit trail."))) return;
+          await act(async () => {
+            try {
+              const out = await api("POST", `/approvals/${encodeURIComponent(r.request_id)}/${verb}`, { note: $("approval-note").value.trim() });
+              const result = out.outcome ? (out.outcome.ok ? "carried out" : `failed: ${out.outcome.message}`) : out.state;
+              say(`${r.request_id} ${verb === "approve" ? "approved" : "rejected"}: ${result}`, "ok");
+            } catch (error) {
+              say(`${r.request_id} not ${verb}d: ${error.message}`, "bad");
+            }
+          });
+          await Rb.refresh(false);
+        };
+        const open = r.state === "pending" || r.state === "approved";
+        return h("tr", {}, h("td", {}, r.request_id), h("td", {}, r.state), h("td", {}, r.action), h("td", {}, r.subject),
+          h("td", {}, r.requested_by), h("td", {}, r.reason), h("td", {}, r.expires_at),
+          h("td", {}, open ? [h("button", { type: "button", onclick: decide("approve") }, "Approve"), " ",
+            h("button", { type: "button", onclick: decide("reject") }, "Reject")] : (r.decided_by || "")));
+      }), "No request waits for a second operator.", 8);
+    },
+  };
+
   /* ---------------------------------------------------------------- policies */
   let policyName = null;
   const READONLY = new Set(["name", "version"]);

@@ -1,0 +1,201 @@
+"""Work-order approvals (four eyes, ``rebound.ops.approvals``) on moto: a held action stores a
+request and changes nothing; another operator approves it and it is carried out once, as them,
+audited with both; the requester cannot approve their own; a rejected or expired request does
+nothing; two approvers at once and a repeated approval carry it out once."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from rebound.domain.approvals import ApprovalRequired, ApprovalRules, ApprovalState
+from rebound.domain.errors import Conflict, Forbidden, ValidationFailed
+from rebound.domain.run import RunState
+from rebound.domain.work_order import Resolution, WorkOrderState
+from rebound.engine.deps import Deps
+from rebound.ops.approvals import Approvals
+from rebound.ops.policies import PolicyOps
+from rebound.ops.runs import RunOps
+from rebound.ops.workorders import WorkOrderOps
+from rebound.settings import Settings
+from support import critical_dead_letter
+
+pytestmark = pytest.mark.integration
+
+ALICE = "arn:aws:iam::123456789012:user/alice"
+BOB = "arn:aws:iam::123456789012:user/bob"
+CAROL = "arn:aws:iam::123456789012:user/carol"
+
+
+def held(call: Any) -> Any:
+    with pytest.raises(ApprovalRequired) as caught:
+        call()
+    return caught.value.request
+
+
+def test_a_skip_behind_a_critical_order_waits_then_the_approver_carries_it_out_once(deps: Deps) -> None:
+    run_id = critical_dead_letter(deps)
+    request = held(lambda: RunOps(deps, ALICE).skip(run_id, "the payout was made by hand"))
+    assert (request.action, request.state, request.requested_by) == (
+        "runs:skip",
+        ApprovalState.PENDING,
+        ALICE,
+    )
+    assert deps.store.get_run(run_id).state is RunState.DEAD_LETTERED  # type: ignore[union-attr]
+    # asked again (a retried call): the same request, not a second one
+    assert held(lambda: RunOps(deps, ALICE).skip(run_id, "the payout was made by hand")).request_id == (
+        request.request_id
+    )
+    assert [r.request_id for r in Approvals(deps, BOB).list()] == [request.request_id]
+
+    with pytest.raises(Forbidden, match="another operator must approve it"):
+        Approvals(deps, ALICE).approve(request.request_id)
+    done = Approvals(deps, BOB).approve(request.request_id, "checked the ledger")
+    assert done.state is ApprovalState.DONE and done.decided_by == BOB and done.outcome["ok"]  # type: ignore[index]
+    run = deps.store.get_run(run_id)
+    assert run is not None and run.state is RunState.SKIPPED
+    skipped = [r for r in deps.store.audit_trail(f"run#{run_id}") if r.action == "skipped"]
+    assert len(skipped) == 1 and skipped[0].actor == BOB
+    assert skipped[0].evidence["approval"] == request.request_id
+    assert (skipped[0].evidence["requested_by"], skipped[0].evidence["approved_by"]) == (ALICE, BOB)
+    order = deps.store.get_work_order(run.work_order_id)  # type: ignore[arg-type]
+    assert order is not None and order.state is WorkOrderState.RESOLVED
+    # approved again (a duplicate delivery of the approver's call): nothing more happens
+    assert Approvals(deps, BOB).approve(request.request_id).state is ApprovalState.DONE
+    with pytest.raises(Conflict, match="carried out by"):
+        Approvals(deps, CAROL).approve(request.request_id)
+    assert Approvals(deps, BOB).list() == []
+    trail = [r.action for r in deps.store.audit_trail(f"approval#{request.request_id}")]
+    assert trail == ["approval-requested", "approval-approved", "approval-done"]
+
+
+def test_two_approvers_at_once_carry_the_action_out_once(deps: Deps) -> None:
+    run_id = critical_dead_letter(deps)
+    request = held(lambda: RunOps(deps, ALICE).cancel(run_id, "superseded"))
+    results: dict[str, Any] = {}
+
+    def approve(who: str) -> None:
+        try:
+            results[who] = Approvals(deps, who).approve(request.request_id)
+        except Conflict as exc:
+            results[who] = exc
+
+    threads = [threading.Thread(target=approve, args=(who,)) for who in (BOB, CAROL)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    won = [who for who, r in results.items() if not isinstance(r, Exception)]
+    assert len(won) == 1, results
+    cancelled = [r for r in deps.store.audit_trail(f"run#{run_id}") if r.action == "cancelled"]
+    assert len(cancelled) == 1 and cancelled[0].actor == won[0]
+
+
+def test_a_crash_after_the_action_is_finished_by_approving_again_without_acting_twice(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id = critical_dead_letter(deps)
+    request = held(lambda: RunOps(deps, ALICE).skip(run_id, "made by hand"))
+    approvals = Approvals(deps, BOB)
+    real = approvals._decide
+
+    def crash_before_done(req: Any, version: int, state: ApprovalState, *args: Any) -> Any:
+        if state is ApprovalState.DONE:
+            raise RuntimeError("the Lambda died after the skip")
+        return real(req, version, state, *args)
+
+    monkeypatch.setattr(approvals, "_decide", crash_before_done)
+    with pytest.raises(RuntimeError):
+        approvals.approve(request.request_id)
+    assert deps.store.get_run(run_id).state is RunState.SKIPPED  # type: ignore[union-attr]
+    assert Approvals(deps, BOB).get(request.request_id).state is ApprovalState.APPROVED
+    deps.clock.sleep(301)  # type: ignore[attr-defined]  # the carry-out lease lapses
+    done = Approvals(deps, BOB).approve(request.request_id)
+    assert done.state is ApprovalState.DONE and done.outcome == {"ok": True, "carried_out": "before"}
+    assert len([r for r in deps.store.audit_trail(f"run#{run_id}") if r.action == "skipped"]) == 1
+
+
+def test_a_rejected_or_expired_request_does_nothing(deps: Deps) -> None:
+    first = critical_dead_letter(deps, 0)
+    second = critical_dead_letter(deps, 5)
+    rejected = held(lambda: RunOps(deps, ALICE).skip(first, "not needed"))
+    assert (
+        Approvals(deps, BOB).reject(rejected.request_id, "replay it instead").state is ApprovalState.REJECTED
+    )
+    with pytest.raises(Conflict, match="is rejected"):
+        Approvals(deps, CAROL).approve(rejected.request_id)
+
+    expiring = held(
+        lambda: WorkOrderOps(deps, ALICE).resolve(
+            deps.store.get_run(second).work_order_id,
+            Resolution.FIXED,
+            "fixed by hand",  # type: ignore[union-attr,arg-type]
+        )
+    )
+    deps.clock.sleep(24 * 3600 + 1)  # type: ignore[attr-defined]
+    with pytest.raises(Conflict, match=r"expired .* nothing was done"):
+        Approvals(deps, BOB).approve(expiring.request_id)
+    assert Approvals(deps, BOB).get(expiring.request_id).state is ApprovalState.EXPIRED
+    for run_id in (first, second):
+        run = deps.store.get_run(run_id)
+        assert run is not None and run.state is RunState.DEAD_LETTERED
+        order = deps.store.get_work_order(run.work_order_id)  # type: ignore[arg-type]
+        assert order is not None and order.state is not WorkOrderState.RESOLVED
+
+
+def test_a_policy_change_in_prod_waits_for_a_second_administrator(deps: Deps) -> None:
+    deps.settings = deps.settings.model_copy(update={"environment": "prod"})
+    ops = PolicyOps(deps, ALICE)
+    request = held(lambda: ops.set(ops.plan("quick", {"max_attempts": 7}), "storms need more tries"))
+    assert request.tenant == "*" and deps.policies.effective("quick").max_attempts != 7
+    Approvals(deps, BOB).approve(request.request_id)
+    assert deps.policies.effective("quick").max_attempts == 7
+
+
+def test_runs_without_a_critical_order_and_environments_that_turn_it_off_are_not_held(deps: Deps) -> None:
+    run_id = critical_dead_letter(deps)
+    deps.settings = deps.settings.model_copy(update={"approvals": ApprovalRules(critical_runs=False)})
+    assert RunOps(deps, ALICE).skip(run_id, "off here").state is RunState.SKIPPED
+
+
+def test_bad_approval_rules_are_refused_naming_the_field(deps: Deps) -> None:
+    with pytest.raises(ValueError) as caught:
+        Settings.model_validate({**deps.settings.model_dump(), "approvals": {"expires_after_s": 10}})
+    assert "expires_after_s" in str(caught.value)
+    with pytest.raises(ValidationFailed):
+        RunOps(deps, ALICE).skip(critical_dead_letter(deps), "  ")
+    assert timedelta(seconds=ApprovalRules().expires_after_s) == timedelta(hours=24)
+
+
+def test_over_the_api_a_held_skip_answers_202_and_another_caller_approves_it(deps: Deps) -> None:
+    from api_support import ALICE as API_ALICE
+    from api_support import call, ok
+
+    from rebound import wiring
+    from rebound.handlers import ops_api
+
+    run_id = critical_dead_letter(deps)
+    wiring.use(deps)
+    try:
+        status, body = call(ops_api, "POST", f"/runs/{run_id}/skip", {"reason": "paid by hand"})
+        assert (status, body["code"], body["action"]) == (202, "APPROVAL_REQUIRED", "runs:skip")
+        request_id = body["request_id"]
+        [listed] = ok(ops_api, "GET", "/approvals")
+        assert (listed["request_id"], listed["requested_by"], listed["state"]) == (
+            request_id,
+            API_ALICE,
+            "pending",
+        )
+        status, body = call(ops_api, "POST", f"/approvals/{request_id}/approve", {"note": "mine"})
+        assert (status, body["code"]) == (403, "OWN_APPROVAL")
+        done = ok(ops_api, "POST", f"/approvals/{request_id}/approve", {"note": "checked"}, caller=BOB)
+        assert (done["state"], done["decided_by"], done["outcome"]["state"]) == ("done", BOB, "skipped")
+        assert ok(ops_api, "GET", "/approvals") == []
+        assert ok(ops_api, "GET", "/approvals", query={"closed": "true"})[0]["state"] == "done"
+        status, body = call(ops_api, "POST", "/approvals/apr-000000000000/reject", {})
+        assert (status, body["code"]) == (404, "APPROVAL_NOT_FOUND")
+    finally:
+        wiring.use(None)
