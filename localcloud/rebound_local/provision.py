@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import weakref
 from typing import Any
 
 import boto3
@@ -119,14 +120,14 @@ def provision(
     kw: dict[str, Any] = {"region_name": REGION}
     if endpoint_url:
         kw["endpoint_url"] = endpoint_url
-    ddb = session.client("dynamodb", **kw)
-    sqs = session.client("sqs", **kw)
-    events = session.client("events", **kw)
-    scheduler = session.client("scheduler", **kw)
-    sns = session.client("sns", **kw)
-    iam = session.client("iam", **kw)
-    ssm = session.client("ssm", **kw)
-    kms = session.client("kms", **kw)
+    ddb = _client(session, "dynamodb", kw)
+    sqs = _client(session, "sqs", kw)
+    events = _client(session, "events", kw)
+    scheduler = _client(session, "scheduler", kw)
+    sns = _client(session, "sns", kw)
+    iam = _client(session, "iam", kw)
+    ssm = _client(session, "ssm", kw)
+    kms = _client(session, "kms", kw)
 
     tables: dict[str, str] = {}
     existing_tables = set(ddb.list_tables().get("TableNames", []))
@@ -205,7 +206,7 @@ def provision(
     audit_key = audit_key_id(kms, env, arn=aws_sized)
     topic_arn = sns.create_topic(Name=names(env, r.SPEC.topic_logical))["TopicArn"]
     completion_key = completion_key_parameter(ssm, env)
-    flags = flags_location(session.client("appconfig", **kw), ssm, env)
+    flags = flags_location(_client(session, "appconfig", kw), ssm, env)
 
     settings = Settings(
         environment=env,
@@ -233,6 +234,19 @@ def provision(
         Overwrite=True,
     )
     return settings
+
+
+_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[str, str], Any]] = weakref.WeakKeyDictionary()
+
+
+def _client(session: Any, service: str, kw: dict[str, Any]) -> Any:
+    """``session``'s client of ``service``, made once per session and endpoint (a botocore client
+    takes milliseconds to make, and every test's environment is provisioned anew)."""
+    per_session = _CLIENTS.setdefault(session, {})
+    key = (service, repr(sorted(kw.items())))
+    if key not in per_session:
+        per_session[key] = session.client(service, **kw)
+    return per_session[key]
 
 
 def flags_location(appconfig: Any, ssm: Any, env: str) -> str:

@@ -26,8 +26,8 @@ pytestmark = pytest.mark.e2e
 
 BASE: dict[str, Any] = {
     "description": "crash-point sweep",
-    "start": "2026-11-01T04:30:00Z",
-    "duration": "2h30m",
+    "start": "2026-11-01T05:00:00Z",
+    "duration": "1h45m",
     "settle": "2h",
     "seed": 5,
     "tasks": [
@@ -83,7 +83,7 @@ BASE: dict[str, Any] = {
         {
             "at": "50m",
             "queue": "execution",
-            "body": '{"v": 1, "kind": "replay", "run_id": "acme.broken:20261101T050000Z"}',
+            "body": '{"v": 1, "kind": "replay", "run_id": "acme.broken:20261101T053000Z"}',
         },
     ],
 }

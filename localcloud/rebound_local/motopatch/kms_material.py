@@ -6,6 +6,10 @@ key again; with moto's random material every record written before would then fa
 whose description starts with ``LOCAL_AUDIT_KEY`` gets material derived from that description
 instead (the environment's alias is in it), so the same environment always has the same local
 key. Local only: on AWS the material never leaves KMS.
+
+moto also gives every key, a symmetric or an HMAC one too, a fresh 2048-bit RSA private key that
+only asymmetric keys use: 60 ms a key, twice in every provisioning. A key that is not an
+asymmetric one shares one such key, made once per process; an RSA or ECC key gets its own.
 """
 
 from __future__ import annotations
@@ -16,8 +20,23 @@ from typing import Any
 LOCAL_AUDIT_KEY = "Rebound audit chain (local cloud)"
 
 
+_SHARED: list[Any] = []
+
+
 def _patch_kms_material() -> None:
+    from moto.kms import models
     from moto.kms.models import KmsBackend
+
+    generate = models.generate_private_key  # type: ignore[attr-defined]
+
+    def private_key(key_spec: str) -> Any:
+        if key_spec.startswith(("RSA_", "ECC_")):
+            return generate(key_spec)
+        if not _SHARED:
+            _SHARED.append(generate(key_spec))
+        return _SHARED[0]
+
+    models.generate_private_key = private_key  # type: ignore[attr-defined]
 
     original = KmsBackend.create_key
 
