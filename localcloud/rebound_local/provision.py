@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from rebound import resources as r
 from rebound.config.loader import load_policy_book
+from rebound.domain.approvals import ApprovalRules
 from rebound.domain.flags import DEFAULTS, flags_document
 from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
@@ -226,6 +227,9 @@ def provision(
         targets=TargetRules.defaults_for("local"),
         # Whoever runs the local cloud is an administrator on their own machine.
         identities=LOCAL_IDENTITIES,
+        # Four eyes on critical runs as everywhere; redrives of any size by one operator (the
+        # simulator and the tests redrive thousands; tests of the rule set it themselves).
+        approvals=ApprovalRules(redrive_over=None),
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),

@@ -170,32 +170,19 @@ def test_bad_approval_rules_are_refused_naming_the_field(deps: Deps) -> None:
     assert timedelta(seconds=ApprovalRules().expires_after_s) == timedelta(hours=24)
 
 
-def test_over_the_api_a_held_skip_answers_202_and_another_caller_approves_it(deps: Deps) -> None:
-    from api_support import ALICE as API_ALICE
-    from api_support import call, ok
+def test_a_redrive_of_more_messages_than_the_rule_allows_waits_and_is_carried_out_once(deps: Deps) -> None:
+    from rebound.ops.dlq import DlqFilter, DlqOps
+    from support import dead_letters
 
-    from rebound import wiring
-    from rebound.handlers import ops_api
-
-    run_id = critical_dead_letter(deps)
-    wiring.use(deps)
-    try:
-        status, body = call(ops_api, "POST", f"/runs/{run_id}/skip", {"reason": "paid by hand"})
-        assert (status, body["code"], body["action"]) == (202, "APPROVAL_REQUIRED", "runs:skip")
-        request_id = body["request_id"]
-        [listed] = ok(ops_api, "GET", "/approvals")
-        assert (listed["request_id"], listed["requested_by"], listed["state"]) == (
-            request_id,
-            API_ALICE,
-            "pending",
-        )
-        status, body = call(ops_api, "POST", f"/approvals/{request_id}/approve", {"note": "mine"})
-        assert (status, body["code"]) == (403, "OWN_APPROVAL")
-        done = ok(ops_api, "POST", f"/approvals/{request_id}/approve", {"note": "checked"}, caller=BOB)
-        assert (done["state"], done["decided_by"], done["outcome"]["state"]) == ("done", BOB, "skipped")
-        assert ok(ops_api, "GET", "/approvals") == []
-        assert ok(ops_api, "GET", "/approvals", query={"closed": "true"})[0]["state"] == "done"
-        status, body = call(ops_api, "POST", "/approvals/apr-000000000000/reject", {})
-        assert (status, body["code"]) == (404, "APPROVAL_NOT_FOUND")
-    finally:
-        wiring.use(None)
+    deps.settings = deps.settings.model_copy(update={"approvals": ApprovalRules(redrive_over=2)})
+    run_ids = dead_letters(deps, 3)
+    assert DlqOps(deps, ALICE, wait_s=0).redrive(DlqFilter(), limit=2).moved == 2  # within the rule: at once
+    deps.clock.sleep(1)  # type: ignore[attr-defined]  # what that pass released is visible again
+    more = dead_letters(deps, 2, "other")
+    request = held(lambda: DlqOps(deps, ALICE, wait_s=0).redrive(DlqFilter()))
+    assert request.action == "dlq:redrive" and request.args["limit"] is None
+    assert deps.queues.counts("dlq").total == 3  # nothing moved yet
+    done = Approvals(deps, BOB).approve(request.request_id)
+    assert done.outcome is not None and done.outcome["ok"] and deps.queues.counts("dlq").total == 0
+    replayed = {r: deps.store.get_run(r).state for r in [*run_ids, *more]}  # type: ignore[union-attr]
+    assert set(replayed.values()) == {RunState.REPLAYED}, replayed

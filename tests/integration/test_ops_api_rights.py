@@ -2,8 +2,8 @@
 the synthesized template of every environment, and its role grants nothing that no route uses.
 
 Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
-``test_ops_api_state``, ``test_async_reports``, ``test_ops_api_preflight`` and
-``test_ops_api_targets`` runs again here with its own fixtures while a botocore
+``test_ops_api_state``, ``test_async_reports``, ``test_ops_api_preflight``,
+``test_ops_api_targets`` and ``test_ops_api_approvals`` runs again here with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted). Each request
 starts cold (no secret cached), as in a new Lambda environment. The redrive job's self-invocation
@@ -34,6 +34,7 @@ import boto3
 import pytest
 import test_async_reports
 import test_ops_api
+import test_ops_api_approvals
 import test_ops_api_preflight
 import test_ops_api_queues
 import test_ops_api_state
@@ -62,6 +63,7 @@ ROUTE_MODULES = (
     test_async_reports,
     test_ops_api_preflight,
     test_ops_api_targets,
+    test_ops_api_approvals,
 )
 
 

@@ -9,6 +9,7 @@ from rebound.ops.authz import ApprovalOf
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+from rebound_cli.paging import emit_page, page_of, paging, paging_options
 
 
 @click.group()
@@ -26,9 +27,10 @@ def approvals() -> None:
 
 @approvals.command("list")
 @click.option("--closed", is_flag=True, help="the latest approved, rejected and expired requests too")
+@paging_options()
 @click.pass_obj
 @authorized("approvals:read")
-def list_approvals(app: App, closed: bool) -> None:
+def list_approvals(app: App, closed: bool, limit: int | None, after: str | None, all_pages: bool) -> None:
     """List the requests of your tenants that wait for a second operator, newest first.
 
     \b
@@ -38,10 +40,14 @@ def list_approvals(app: App, closed: bool) -> None:
     JSON: a list of requests {request_id, action, tenant, subject, args, reason, requested_by,
     requested_at, expires_at, state, decided_by, decided_at, note, outcome}.
     """
-    found = [r.view() for r in app.approvals().list(sees=app.sees, closed=closed)]
-    out.emit(
+    pages = paging(limit, after, all_pages)
+    listed = [r.view() for r in app.approvals().list(sees=app.sees, closed=closed)]
+    found, following = page_of(listed, lambda r: str(r["request_id"]), pages)
+    emit_page(
         app,
         found,
+        following,
+        pages,
         lambda: out.table(
             None,
             ["request", "state", "what", "subject", "asked by", "why", "expires (UTC)"],
@@ -109,6 +115,7 @@ def approve(app: App, request_id: str, note: str, yes: bool) -> None:
 @approvals.command("reject")
 @click.argument("request_id")
 @click.option("--reason", "--note", "note", default="", help="why, for the audit trail")
+@out.YES_ACCEPTED
 @click.pass_obj
 @authorized("approvals:approve", ApprovalOf("request_id"))
 def reject(app: App, request_id: str, note: str) -> None:

@@ -35,13 +35,17 @@ MAX_AGE_S = 30
 FLAG_READ_FAILURE = "task.flags.read_failure_total"
 
 
+class ReadInProgress(ConfigurationStoreError):
+    """Nothing read yet, and another thread is reading: not a failure."""
+
+
 class ClockedStore(StoreProvider):
     """A store (Powertools' ``AppConfigStore``, asked anew at each read) whose reads are kept
     ``max_age`` seconds of Rebound's clock, so the local runtime's clock governs how soon a change
     is seen as AWS's does. Readers never wait for one another: while one thread asks AppConfig,
     another is answered with the read kept (an AWS call may wait on the local cloud's clock, and a
-    thread blocked on a lock would stop that clock); only a reader with nothing kept asks too,
-    through a session of its own (``fresh``)."""
+    thread blocked on a lock would stop that clock); a reader with nothing kept yet is told so
+    (``ReadInProgress``: its flags are their last known values, else their defaults, for now)."""
 
     def __init__(
         self,
@@ -65,7 +69,7 @@ class ClockedStore(StoreProvider):
         if not self._reading.acquire(blocking=False):
             if cached is not None:
                 return cached[1]
-            return self._checked(self.fresh().get_raw_configuration)
+            raise ReadInProgress("the flags' first read is under way")
         try:
             document = self._checked(self.store.get_raw_configuration)
             self._cached = (now, document)
@@ -159,6 +163,8 @@ class FlagReader:
             self.features.get_configuration()  # read and checked (the feature-flags schema): raises
         except Exception as exc:
             known = self._known.get(name, DEFAULTS[name])
+            if isinstance(exc, ReadInProgress) or isinstance(exc.__cause__, ReadInProgress):
+                return known  # the first read is under way in another thread
             self.metrics.count(FLAG_READ_FAILURE)
             log.warning(
                 "feature flags unreadable: using the last known value, else the default",

@@ -26,25 +26,30 @@ SKIP = "runs:skip"
 CANCEL = "runs:cancel"
 RESOLVE = "workorders:resolve"
 POLICY = "policies:write"
+REDRIVE = "dlq:redrive"
 
 ACTIONS: dict[str, str] = {
     SKIP: "skip a run behind a critical work order",
     CANCEL: "cancel a run behind a critical work order",
     RESOLVE: "resolve a critical work order",
     POLICY: "change a retry policy",
+    REDRIVE: "redrive more than redrive_over messages from the DLQ",
 }
 """Each action a rule can hold for a second operator, and when it does."""
 
 
 class ApprovalRules(BaseModel):
     """``approvals:`` of an environment. The defaults: runs behind a ``critical`` work order are
-    skipped, cancelled or resolved by two operators; a retry policy is changed by two in ``prod``
-    only."""
+    skipped, cancelled or resolved by two operators; a redrive of more than 100 messages too; a
+    retry policy is changed by two in ``prod`` only."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     critical_runs: bool = Field(
         default=True, description="skipping, cancelling or resolving a run behind a critical work order"
+    )
+    redrive_over: int | None = Field(
+        default=100, ge=0, description="a DLQ redrive of more messages than this (null: never held)"
     )
     policy_changes: bool | None = Field(
         default=None, description="changing a retry policy (null: in the environment named prod only)"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rebound.domain.approvals import CANCEL, POLICY, RESOLVE, SKIP, ApprovalRequest
+from rebound.domain.approvals import CANCEL, POLICY, REDRIVE, RESOLVE, SKIP, ApprovalRequest
 from rebound.domain.work_order import Resolution
 from rebound.engine.deps import Deps
 from rebound.ops.approvals import Carrier
@@ -47,4 +47,29 @@ def _policy(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
     return {"policy": policy.name, "version": policy.version}
 
 
-CARRIERS: dict[str, Carrier] = {SKIP: _skip, CANCEL: _cancel, RESOLVE: _resolve, POLICY: _policy}
+def _redrive(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
+    """The redrive, run through once as the approver. Run again after a crash, it moves what still
+    matches: a message moved is out of the DLQ, so none is moved twice."""
+    from rebound.domain.timefmt import parse_utc
+    from rebound.ops.dlq import DlqFilter, DlqOps
+
+    given = dict(request.args["filters"])
+    filters = DlqFilter(
+        task_id=given.get("task_id"),
+        tenant=given.get("tenant"),
+        error_code=given.get("error_code"),
+        since=parse_utc(given["since"]) if given.get("since") else None,
+        until=parse_utc(given["until"]) if given.get("until") else None,
+    )
+    limit, rate = request.args.get("limit"), request.args.get("rate")
+    report = DlqOps(deps, actor, wait_s=0, approval=request).redrive(filters, limit=limit, rate=rate)
+    return {"redrive": report.as_dict().get("outcomes", {})}
+
+
+CARRIERS: dict[str, Carrier] = {
+    SKIP: _skip,
+    CANCEL: _cancel,
+    RESOLVE: _resolve,
+    POLICY: _policy,
+    REDRIVE: _redrive,
+}

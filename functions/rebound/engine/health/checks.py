@@ -71,7 +71,14 @@ OldestAge = Callable[[str], float | None]
 """Seconds the oldest message of a queue (by name) has waited, from CloudWatch; ``None`` if unknown."""
 
 
+CLOCK_SKEW_S = 5.0
+"""A heartbeat stamped by another process up to this far ahead of the reader's clock reads as just
+now (two clocks are never exactly together); further ahead, it shows as it is: a wrong clock."""
+
+
 def _ago(seconds: float) -> str:
+    if -CLOCK_SKEW_S <= seconds < 0:
+        seconds = 0.0
     if seconds < 120:
         return f"{seconds:.0f}s"
     if seconds < 7200:

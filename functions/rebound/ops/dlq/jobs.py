@@ -199,6 +199,7 @@ class RedriveJobs:
     def start(self, filters: DlqFilter, *, rate: float | None = None, limit: int | None = None) -> RedriveJob:
         """Record a job for ``filters`` (what matches now is its ``total``) and continue it."""
         now = self._now()
+        self.ops.hold_large_redrive(filters, limit, rate)
         total = self.ops.count(filters)
         job = RedriveJob(
             job_id=uuid.uuid4().hex[:12],

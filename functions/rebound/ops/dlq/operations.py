@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rebound.domain.approvals import REDRIVE, ApprovalRequest
 from rebound.domain.errors import FeatureDisabled, MessageNotFound, ValidationFailed
 from rebound.domain.flags import DLQ_INSPECTOR
 from rebound.domain.ids import message_subject
+from rebound.domain.tenancy import ALL_TENANTS, tenant_of
 from rebound.engine.deps import Deps
 from rebound.engine.ports import (
     DEFAULT_KEEP_DAYS,
@@ -29,6 +31,7 @@ from rebound.engine.ports import (
     DlqStatus,
     QueueCounts,
 )
+from rebound.ops.approvals import Approvals
 from rebound.ops.common import when
 from rebound.ops.dlq.archive import ArchivePass, ArchiveReport
 from rebound.ops.dlq.history import DepthHistory, depth_history
@@ -70,9 +73,10 @@ class DlqOps:
         wait_s: int = DEFAULT_WAIT_S,
         sleep: Callable[[float], None] = time.sleep,
         monotonic: Callable[[], float] = time.monotonic,
+        approval: ApprovalRequest | None = None,
     ) -> None:
         """``sleep`` and ``monotonic`` pace a rate-limited redrive (wall-clock time: API quotas
-        count real seconds)."""
+        count real seconds); ``approval``: the approved request a redrive carries out."""
         if not deps.flags.enabled(DLQ_INSPECTOR):
             raise FeatureDisabled.of(DLQ_INSPECTOR, "the DLQ inspector")
         self.deps = deps
@@ -83,6 +87,7 @@ class DlqOps:
         self.monotonic = monotonic
         self.queue = deps.queues.batches()
         self.replays = Replays(deps, actor)
+        self.approval = approval
 
     @property
     def archive(self) -> Archive:
@@ -193,6 +198,24 @@ class DlqOps:
         return MessageDetail(examined, location, order)
 
     # --------------------------------------------------------------------------- changing
+    def hold_large_redrive(self, filters: DlqFilter, limit: int | None, rate: float | None = None) -> None:
+        """A redrive of more messages than the environment's ``approvals.redrive_over`` waits for a
+        second operator (``ApprovalRequired``), unless it carries an approval."""
+        over = self.deps.settings.approval_rules().redrive_over
+        if self.approval is not None or over is None or (limit is not None and limit <= over):
+            return
+        count = self.count(filters, at_most=over)
+        if count <= over:
+            return
+        tenant = filters.tenant or (tenant_of(filters.task_id) if filters.task_id else None)
+        Approvals(self.deps, self.actor).gate(
+            REDRIVE,
+            tenant or ALL_TENANTS,
+            "dlq#redrive",
+            {"filters": filters.as_dict(), "limit": limit, "rate": rate},
+            f"redrive more than {over} messages ({count} or more match)",
+        )
+
     def redrive(
         self,
         filters: DlqFilter,
@@ -211,6 +234,8 @@ class DlqOps:
         chunks (``rebound.ops.dlq.jobs``)."""
         if limit is not None and limit < 1:
             raise ValidationFailed("--limit must be at least 1", key_path="limit")
+        if not dry_run and stop is None:  # a job's chunk was held, if at all, when the job started
+            self.hold_large_redrive(filters, limit, rate)
         source: Source
         if archived:
             source = ArchiveSource(self.archive, self.deps.clock.now, self.actor)
