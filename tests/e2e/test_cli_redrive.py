@@ -1,6 +1,6 @@
-"""``rebound dlq redrive`` moves 1,000 dead letters exactly once, through an interruption, in batches.
+"""``rebound dlq redrive`` moves 400 dead letters exactly once, through an interruption, in batches.
 
-The loop itself makes the dead letters: a thousand runs of a task whose target fails with a
+The loop itself makes the dead letters: 400 runs of a task whose target fails with a
 terminal error. The operator fixes the target, starts the redrive, and it dies right after one
 ``SendMessageBatch`` was accepted but before its ``DeleteMessageBatch``. Running the same command
 again finishes the job. Then every message has left the DLQ once, every run was replayed once
@@ -25,11 +25,11 @@ from rebound.domain.run import RunState
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S
 
 pytestmark = pytest.mark.e2e
-# The runtime's own handlers talk to the stand-in straight into its backends, to make the 1,000
+# The runtime's own handlers talk to the stand-in straight into its backends, to make the 400
 # dead letters quickly; the CLI still goes over HTTP to AWS_ENDPOINT_URL like any client.
 local_cloud = cloud_fixture(transport="direct")
-RUNS = 1000
-CRASH_AFTER_SENDS = 37
+RUNS = 400
+CRASH_AFTER_SENDS = 17
 MAX_REQUESTS_PER_MESSAGE = 0.35
 
 
@@ -56,10 +56,10 @@ def queue_bodies(cloud: Cloud, queue: str) -> list[dict[str, Any]]:
     return [json.loads(m.body) for m in backend.get_queue(cloud.stack.settings.queue(queue).name)._messages]
 
 
-def test_redrive_of_1000_messages_survives_an_interruption_exactly_once(
+def test_a_redrive_of_hundreds_of_messages_survives_an_interruption_exactly_once(
     local_cloud: Cloud, tmp_path: Path
 ) -> None:
-    # Given a thousand dead-lettered runs, each with its DLQ message and work order.
+    # Given 400 dead-lettered runs, each with its DLQ message and work order.
     apply(local_cloud, tmp_path, {"terminal_error": "LEDGER_LOCKED"})
     sqs = boto3.client("sqs")
     url = local_cloud.stack.settings.queue("execution").url
@@ -90,7 +90,7 @@ def test_redrive_of_1000_messages_survives_an_interruption_exactly_once(
     assert len(set(originals.values())) == RUNS and len(queue_bodies(local_cloud, "dlq")) == RUNS
     apply(local_cloud, tmp_path, {"ok": True})  # the operator fixes the target
 
-    # When the redrive dies after its 37th SendMessageBatch, before that batch's delete ...
+    # When the redrive dies after its 17th SendMessageBatch, before that batch's delete ...
     sends = Counter[str]()
 
     def crash_after_send(**_: Any) -> None:
