@@ -151,6 +151,9 @@ class FlagReader:
         self.admin = admin
         """What ``rebound flags`` reads and writes the flags with."""
         self._known: dict[str, bool] = {}
+        self._checked: Any = None
+        """The store's document the values below were evaluated from."""
+        self._values: dict[str, bool] = {}
 
     def forget(self) -> None:
         """Read the flags anew at the next question (``rebound flags set`` changed them here)."""
@@ -160,7 +163,15 @@ class FlagReader:
 
     def enabled(self, name: str) -> bool:
         try:
-            self.features.get_configuration()  # read and checked (the feature-flags schema): raises
+            document = self.features.store.get_configuration()  # kept MAX_AGE_S by the store
+            if document is not self._checked:
+                # A new document: checked against the feature-flags schema (raises) and every flag
+                # evaluated once; until the next one, a question is a lookup.
+                self.features.get_configuration()
+                self._values = {
+                    flag: bool(self.features.evaluate(name=flag, default=DEFAULTS[flag])) for flag in DEFAULTS
+                }
+                self._checked = document
         except Exception as exc:
             known = self._known.get(name, DEFAULTS[name])
             if isinstance(exc, ReadInProgress) or isinstance(exc.__cause__, ReadInProgress):
@@ -176,6 +187,5 @@ class FlagReader:
                 },
             )
             return known
-        found = self.features.evaluate(name=name, default=DEFAULTS[name])  # the read just cached
-        self._known[name] = found if isinstance(found, bool) else DEFAULTS[name]
-        return self._known[name]
+        self._known.update(self._values)
+        return self._values[name]
