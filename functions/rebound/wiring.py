@@ -93,7 +93,7 @@ def feature_flags(
     admin = FlagAdmin(
         session.client("appconfig", **kwargs), application, profile, environment, strategy, fresh
     )
-    return FlagReader(ClockedStore(fresh, monotonic=lambda: clock.now().timestamp()), metrics, admin)
+    return FlagReader(ClockedStore(fresh(), monotonic=lambda: clock.now().timestamp()), metrics, admin)
 
 
 def build_deps(

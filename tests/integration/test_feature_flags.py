@@ -51,7 +51,7 @@ def test_every_flag_is_listed_on_by_default(deps: Deps) -> None:
 def test_a_flag_set_is_audited_with_the_actor_and_read_by_the_engine_within_the_cache(deps: Deps) -> None:
     admin = deps.flags.admin  # type: ignore[attr-defined]
     handler = FlagReader(
-        ClockedStore(admin.fresh, monotonic=lambda: deps.clock.now().timestamp()), deps.metrics
+        ClockedStore(admin.fresh(), monotonic=lambda: deps.clock.now().timestamp()), deps.metrics
     )
     assert deps.flags.enabled(TASK_RETRY_QUEUE) and handler.enabled(TASK_RETRY_QUEUE)
     result = FlagOps(deps, "arn:aws:iam::123456789012:user/alice").set(TASK_RETRY_QUEUE, False, "incident")
@@ -141,7 +141,7 @@ def test_unreadable_flags_keep_their_last_known_value_then_their_default_and_say
 ) -> None:
     admin = deps.flags.admin  # type: ignore[attr-defined]
     admin.publish({TASK_RETRY_QUEUE: False})
-    store = ClockedStore(admin.fresh, max_age=0)
+    store = ClockedStore(admin.fresh(), max_age=0)
     reader = FlagReader(store, deps.metrics)
     assert reader.enabled(TASK_RETRY_QUEUE) is False  # read once: known
     store.store._conf_store.client = Refusing()  # AppConfigData stops answering

@@ -49,12 +49,11 @@ class ClockedStore(StoreProvider):
 
     def __init__(
         self,
-        fresh: Callable[[], StoreProvider],
+        store: StoreProvider,
         max_age: float = MAX_AGE_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.fresh = fresh
-        self.store = fresh()
+        self.store = store
         self.max_age = max_age
         self.monotonic = monotonic
         self._cached: tuple[float, dict[str, Any]] | None = None

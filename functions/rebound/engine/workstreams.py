@@ -157,7 +157,9 @@ class SlotResources:
                 uow.leave_slot_many(resource_slot(resource), leaving)
 
 
-def _body(item: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int | None]:
+def versioned_body(item: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int | None]:
+    """A versioned control record's body and version (``UnitOfWork.stage_versioned``); ``None``s
+    where there is none."""
     if not item:
         return None, None
     return json.loads(item["body"]), int(item["version"])
@@ -177,7 +179,7 @@ class Workstreams:
         changed: list[str] = []
         for workstream in workstreams:
             for _ in range(WRITE_TRIES):
-                body, version = _body(self.store.get_key(definition_key(workstream.id)))
+                body, version = versioned_body(self.store.get_key(definition_key(workstream.id)))
                 wanted = workstream.model_dump(mode="json")
                 if body is not None and body["definition"] == wanted:
                     break
@@ -226,7 +228,7 @@ class Workstreams:
         self, change: Callable[[dict[str, Any]], dict[str, Any]], action: str, evidence: dict[str, Any]
     ) -> dict[str, Any]:
         for _ in range(WRITE_TRIES):
-            body, version = _body(self.store.get_key(INDEX_KEY))
+            body, version = versioned_body(self.store.get_key(INDEX_KEY))
             new = change(body or {})
             if new == body:
                 return new
@@ -241,7 +243,7 @@ class Workstreams:
         raise OperationalError("could not update the workstreams index: it kept changing")
 
     def index(self) -> dict[str, Any]:
-        return _body(self.store.get_key(INDEX_KEY))[0] or {}
+        return versioned_body(self.store.get_key(INDEX_KEY))[0] or {}
 
     def resources(self) -> dict[str, int]:
         return {str(k): int(v) for k, v in self.index().get("resources", {}).items()}
@@ -250,7 +252,7 @@ class Workstreams:
         return holders(self.store.get_key(resource_slot(resource_id)))
 
     def definition(self, workstream_id: str) -> tuple[Workstream, list[str]]:
-        body, _ = _body(self.store.get_key(definition_key(workstream_id)))
+        body, _ = versioned_body(self.store.get_key(definition_key(workstream_id)))
         if body is None:
             raise WorkstreamNotFound.workstream(workstream_id)
         return Workstream.model_validate(body["definition"]), list(body.get("runs", []))
@@ -263,7 +265,7 @@ class Workstreams:
         return self._load(run_id)[0]
 
     def _load(self, run_id: str) -> tuple[wr.WorkstreamRun, int]:
-        body, version = _body(self.store.get_key(run_key(run_id)))
+        body, version = versioned_body(self.store.get_key(run_key(run_id)))
         if body is None or version is None:
             raise WorkstreamNotFound.run(run_id)
         return wr.WorkstreamRun.model_validate(body), version
@@ -305,7 +307,7 @@ class Workstreams:
 
     def _remember_run(self, workstream_id: str, run_id: str) -> None:
         for _ in range(WRITE_TRIES):
-            body, version = _body(self.store.get_key(definition_key(workstream_id)))
+            body, version = versioned_body(self.store.get_key(definition_key(workstream_id)))
             if body is None:
                 return
             runs = [run_id, *[r for r in body.get("runs", []) if r != run_id]][:RECENT_RUNS]

@@ -30,8 +30,9 @@ from rebound.domain.approvals import (
     ApprovalState,
     approval_subject,
 )
-from rebound.domain.errors import Conflict, Forbidden, NotFound, ReboundError, ValidationFailed
+from rebound.domain.errors import Conflict, Forbidden, NotFound, ReboundError
 from rebound.engine.deps import Deps
+from rebound.engine.workstreams import versioned_body as _body
 
 INDEX_KEY = "approvals#index"
 """The open requests' ids and tenants, and the latest closed ones (a versioned control record)."""
@@ -50,12 +51,6 @@ class OwnApproval(Forbidden):
 
 def _key(request_id: str) -> str:
     return f"approval#{request_id}"
-
-
-def _body(item: dict[str, Any] | None) -> tuple[dict[str, Any] | None, int | None]:
-    if not item:
-        return None, None
-    return json.loads(item["body"]), int(item["version"])
 
 
 Carrier = Callable[[Deps, str, ApprovalRequest], dict[str, Any]]
@@ -303,9 +298,3 @@ def default_carriers() -> dict[str, Carrier]:
     from rebound.ops.approval_carriers import CARRIERS
 
     return CARRIERS
-
-
-def need_reason(reason: str) -> str:
-    if not reason.strip():
-        raise ValidationFailed("--reason is required: say why, for the audit trail", key_path="reason")
-    return reason
