@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed
 ENV ?= dev
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
-export PYTHONDONTWRITEBYTECODE := 1
+# Compiled modules (and pytest's rewritten tests) go to build/pycache, not beside the sources:
+# every process the tests start imports the project compiled once, and the tree stays clean.
+export PYTHONPYCACHEPREFIX := $(CURDIR)/build/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help demo test browser scanner test-fast fuzz lint synth rehearse bench deploy diff bootstrap constraints schemas openapi docs reference clean
 
@@ -39,8 +42,10 @@ scanner: $(SCANNER_STAMP) ## Install checkov, which the infra tests run on the s
 demo: $(STAMP) ## Run Rebound locally against the embedded AWS stand-in and show the retry loop working
 	$(VENV)/bin/rebound local demo
 
-TEST_WORKERS ?= 2
-test: $(STAMP) browser $(SCANNER_STAMP) ## Run every test: unit, property, integration, end-to-end and infrastructure gates
+# Three workers on two cores: many tests spend their time waiting on a subprocess, a server or the browser.
+TEST_WORKERS ?= 3
+test: ## Run every test: unit, property, integration, end-to-end and infrastructure gates
+	@$(MAKE) --no-print-directory -j3 $(STAMP) $(SCANNER_STAMP) browser  # the three installs side by side
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # The console's browser tests drive Debian's Chromium; install it when missing and we are root

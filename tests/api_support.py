@@ -13,6 +13,18 @@ from support import Context
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = json.loads((ROOT / "events" / "ops_api" / "get-health.json").read_text())
 ALICE = SAMPLE["requestContext"]["identity"]["userArn"]
+ROUTE_TEST_FILES = (
+    "test_ops_api.py",
+    "test_ops_api_queues.py",
+    "test_ops_api_workstreams.py",
+    "test_ops_api_state.py",
+    "test_async_reports.py",
+    "test_ops_api_preflight.py",
+    "test_ops_api_targets.py",
+    "test_ops_api_approvals.py",
+)
+"""The modules of route tests under ``tests/integration``, run by ``test_ops_api_rights`` (see
+``tests/integration/conftest.py``)."""
 
 
 def call(

@@ -1,5 +1,6 @@
-"""The crash-point sweep: for each crash point the code declares, a scenario that crashes there
-on its first hit, and every invariant still holds.
+"""The crash-point sweep: every crash point the code declares crashes at its first hit, and every
+invariant still holds. The points the base scenario reaches on its own crash in one run; each
+point reached only after something else went wrong has a run of its own.
 
 One base scenario reaches every point: plain, flaky and broken tasks, a mutex group whose runs
 overlap, an ``overlap: cancel_other`` task, a task whose second 01:30 at the New York fall-back
@@ -135,17 +136,36 @@ def test_the_sweep_covers_every_declared_crash_point() -> None:
 POINTS = sorted(CRASH_POINTS)
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_a_crash_at_the_first_hit_of_each_point_loses_nothing(point: str, tmp_path: Path) -> None:
-    data = scenario_for(point)
+def simulate(data: dict[str, Any], name: str, tmp_path: Path) -> dict[str, Any]:
     (tmp_path / "scenario.yaml").write_text(yaml.safe_dump(data))
-    loaded = parse_scenario(data, f"crash-{point}.yaml", tmp_path)
-    report = Simulation(loaded, log_file=tmp_path / "handlers.log").run().report
-    crashed = report["faults"]["crashes"]
-    assert crashed.get(point) == 1, f"{point} was never reached: {crashed}"
+    loaded = parse_scenario(data, name, tmp_path)
+    report: dict[str, Any] = Simulation(loaded, log_file=tmp_path / "handlers.log").run().report
     failed = {name: inv for name, inv in report["invariants"].items() if not inv["ok"]}
     assert failed == {}, failed
     assert report["pending"]["settled"], report["pending"]
+    return report
+
+
+TOGETHER = [p for p in POINTS if p not in NEEDS]
+
+
+def test_a_crash_at_the_first_hit_of_every_point_at_once_loses_nothing(tmp_path: Path) -> None:
+    """Every point the base scenario reaches on its own crashes once, at its first hit, in one
+    run: each crash is recovered from while the others happen, and every invariant holds."""
+    data = copy.deepcopy(BASE)
+    data["faults"] = {"crash": {"points": TOGETHER, "rate": 1.0, "limit": 1}}
+    report = simulate(data, "crash-every-point.yaml", tmp_path)
+    crashed = report["faults"]["crashes"]
+    assert {p: crashed.get(p) for p in TOGETHER} == dict.fromkeys(TOGETHER, 1), crashed
+
+
+@pytest.mark.parametrize("point", sorted(NEEDS))
+def test_a_crash_at_a_point_reached_only_after_another_failure_loses_nothing(
+    point: str, tmp_path: Path
+) -> None:
+    report = simulate(scenario_for(point), f"crash-{point}.yaml", tmp_path)
+    crashed = report["faults"]["crashes"]
+    assert crashed.get(point) == 1, f"{point} was never reached: {crashed}"
 
 
 def test_writes_stopped_between_their_audit_record_and_their_item_lose_nothing(tmp_path: Path) -> None:
@@ -155,9 +175,5 @@ def test_writes_stopped_between_their_audit_record_and_their_item_lose_nothing(t
     forward: ``rebound.adapters.dynamo.write_ahead``)."""
     data = scenario_for("after_audit_record")
     data["faults"]["crash"].update({"rate": 0.25, "limit": 40})
-    loaded = parse_scenario(data, "crash-after-audit-record-often.yaml", tmp_path)
-    report = Simulation(loaded, log_file=tmp_path / "handlers.log").run().report
+    report = simulate(data, "crash-after-audit-record-often.yaml", tmp_path)
     assert report["faults"]["crashes"].get("after_audit_record") == 40
-    failed = {name: inv for name, inv in report["invariants"].items() if not inv["ok"]}
-    assert failed == {}, failed
-    assert report["pending"]["settled"], report["pending"]

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from synth_support import shared_assembly
 
 from rebound import resources as r
 from rebound_local.rehearse.run import RehearsalResult, print_summary, rehearse
-from rebound_local.rehearse.template import synthesize
 
 pytestmark = pytest.mark.e2e
 
@@ -43,8 +43,8 @@ def short(folder: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The dev environment synthesized once, as ``make synth`` does."""
-    return synthesize("dev", tmp_path_factory.mktemp("cdk")).parent
+    """Every environment synthesized once a session, as ``make synth`` does (the dev one is used)."""
+    return shared_assembly(tmp_path_factory)
 
 
 def copy_assembly(assembly: Path, dest: Path) -> Path:
@@ -82,8 +82,11 @@ def function_resource(resources: dict[str, Any], logical: str) -> dict[str, Any]
     )
 
 
-def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam(assembly: Path) -> None:
-    result = rehearse(assembly / TEMPLATE, log_path=assembly / "functions.log")
+def test_the_synthesized_stack_runs_its_smoke_scenario_from_the_bundle_under_iam(
+    assembly: Path, tmp_path: Path
+) -> None:
+    folder = copy_assembly(assembly, tmp_path)
+    result = rehearse(folder / TEMPLATE, log_path=folder / "functions.log")
     report = result.report
     assert result.ok, summary(result)
     assert set(report["invocations"]) == {spec.logical for spec in r.SPEC.functions}

@@ -3,7 +3,8 @@ the synthesized template of every environment, and its role grants nothing that 
 
 Each route test of ``test_ops_api``, ``test_ops_api_queues``, ``test_ops_api_workstreams``,
 ``test_ops_api_state``, ``test_async_reports``, ``test_ops_api_preflight``,
-``test_ops_api_targets`` and ``test_ops_api_approvals`` runs again here with its own fixtures while a botocore
+``test_ops_api_targets`` and ``test_ops_api_approvals`` runs here, and only here in a whole session
+(``tests/integration/conftest.py``), with its own fixtures while a botocore
 ``before-parameter-build`` hook on the session the handler's clients come from records each call
 made *inside* ``ops_api.lambda_handler`` (the tests' own setup calls are not counted). Each request
 starts cold (no secret cached), as in a new Lambda environment. The redrive job's self-invocation
@@ -41,6 +42,8 @@ import test_ops_api_state
 import test_ops_api_targets
 import test_ops_api_workstreams
 from _pytest.fixtures import FixtureFunctionDefinition
+from api_support import ROUTE_TEST_FILES
+from synth_support import shared_assembly
 from test_async_reports import started  # noqa: F401  (fixture of the route tests run here)
 from test_ops_api import self_invoking  # noqa: F401  (fixture of the route tests run here)
 
@@ -51,7 +54,7 @@ from rebound.api import build_app, openapi_document
 from rebound.engine.deps import Deps
 from rebound.settings import Settings
 from rebound_local.rehearse.rights import RoleCheck
-from rebound_local.rehearse.template import Template, synthesize_all
+from rebound_local.rehearse.template import Template
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +68,10 @@ ROUTE_MODULES = (
     test_ops_api_targets,
     test_ops_api_approvals,
 )
+
+
+def test_the_route_modules_are_the_files_the_session_leaves_to_this_check() -> None:
+    assert sorted(Path(str(m.__file__)).name for m in ROUTE_MODULES) == sorted(ROUTE_TEST_FILES)
 
 
 def route_tests() -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:
@@ -186,9 +193,9 @@ SERVED: set[str] = set()
 
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Template]:
-    """Every environment's template, synthesized once, as ``make synth`` does."""
-    folder = tmp_path_factory.mktemp("cdk")
-    return {env: Template.load(path) for env, path in synthesize_all(ENVIRONMENTS, folder).items()}
+    """Every environment's template, synthesized once a session, as ``make synth`` does."""
+    folder = shared_assembly(tmp_path_factory)
+    return {env: Template.load(folder / f"Rebound-{env}.template.json") for env in ENVIRONMENTS}
 
 
 def checks(templates: dict[str, Template], settings: Settings) -> dict[str, RoleCheck]:

@@ -5,7 +5,7 @@ loss would matter: an invocation that dies there (a crash, a Lambda timeout) lea
 write without the second. Each one names how the loss is repaired. The engine marks each place
 with ``deps.faults.reached(NAME)``; on AWS that is a no-op, and the local cloud's fault plan
 (``faults.crash.points`` in a scenario file) may stop the invocation there.
-``tests/e2e/test_crash_points.py`` crashes at each of them in turn and checks every invariant.
+``tests/e2e/test_crash_points.py`` crashes at the first hit of each and checks every invariant.
 
 The first three names predate this registry and are kept: scenario files outside this
 repository use them.
