@@ -7,6 +7,7 @@ tests and the laptop cannot drift apart. Nothing here imports boto3 or CDK.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,6 +25,9 @@ class Index:
     name: str
     partition: Key
     sort: Key | None = None
+    projection: Literal["ALL", "KEYS_ONLY"] = "ALL"
+    """What an entry holds: the whole item, or its keys alone. A keys-only entry is written once,
+    when the item is, and again only if a key of the index changes."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,11 @@ class TableSpec:
     partition: Key
     sort: Key | None = None
     indexes: tuple[Index, ...] = ()
+    retired_indexes: tuple[Index, ...] = ()
+    """Indexes of an earlier layout that a stack deployed before keeps while it upgrades: built only
+    in an environment whose ``upgrade.keep_indexes`` names them (``<table>.<index>``), and read
+    instead of their replacement until the next deploy drops them (docs/deploy.md, *Upgrading*).
+    DynamoDB adds or removes one index per table update, so a replacement takes two deploys."""
     ttl_attribute: str | None = None
     stream: Literal["NEW_IMAGE", "NEW_AND_OLD_IMAGES"] | None = None
     append_only: bool = False
@@ -44,6 +53,10 @@ class TableSpec:
     @property
     def env_var(self) -> str:
         return f"REBOUND_TABLE_{self.logical.upper()}"
+
+    def built_indexes(self, keep: Collection[str] = ()) -> tuple[Index, ...]:
+        """The indexes a stack builds: the spec's, and the retired ones ``keep`` names."""
+        return self.indexes + tuple(i for i in self.retired_indexes if f"{self.logical}.{i.name}" in keep)
 
     @property
     def construct_id(self) -> str:
@@ -129,13 +142,21 @@ TASKS = TableSpec(
     indexes=(Index("by_tenant", Key("tenant"), Key("task_id")),),
     purpose="task definitions and their state (active or paused)",
 )
+RUNS_BY_TASK = "by_task_keys"
+"""A task's runs by schedule time, keys alone: one write a run, at its claim (a page of a task's
+runs is this query and a ``BatchGetItem`` of the runs)."""
+RUNS_BY_TASK_WHOLE = "by_task"
+"""The same, with whole runs: every change of a run rewrote its entry. A stack deployed before
+2026-11-29 has it; ``upgrade.keep_indexes: [runs.by_task]`` keeps it, and reads it, while the new
+one builds."""
 RUNS = TableSpec(
     "runs",
     Key("run_id"),
     indexes=(
-        Index("by_task", Key("task_id"), Key("scheduled_for")),
+        Index(RUNS_BY_TASK, Key("task_id"), Key("scheduled_for"), projection="KEYS_ONLY"),
         Index("by_state", Key("state"), Key("updated_at")),
     ),
+    retired_indexes=(Index(RUNS_BY_TASK_WHOLE, Key("task_id"), Key("scheduled_for")),),
     purpose="the run ledger: one item per logical run, with its attempts",
 )
 AUDIT = TableSpec(
@@ -351,6 +372,7 @@ ENV_SLACK_SECRET = "REBOUND_SLACK_SECRET"
 ENV_SLA_WEBHOOK_URL = "REBOUND_SLA_WEBHOOK_URL"
 ENV_SLA_WEBHOOK_SECRET = "REBOUND_SLA_WEBHOOK_SECRET"
 ENV_APPROVALS = "REBOUND_APPROVALS"
+ENV_RUNS_BY_TASK = "REBOUND_RUNS_BY_TASK"
 """Which actions need a second operator (``Settings.approvals``), as JSON."""
 ENV_FLAGS = "REBOUND_FLAGS"
 """Where the feature flags live (``Settings.flags``)."""

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -105,6 +105,11 @@ class Settings(BaseModel):
 
     approvals: ApprovalRules | None = Field(
         default=None, description="which actions need a second operator; None: the defaults (ApprovalRules)"
+    )
+    runs_by_task: Literal["by_task_keys", "by_task"] = Field(
+        default="by_task_keys",
+        description="the runs table's index a task's runs are read from: by_task while a stack upgrades "
+        "(upgrade.keep_indexes), by_task_keys once it has dropped it",
     )
     targets: TargetRules | None = Field(
         default=None, description="what targets may do here; None: the defaults for the environment's name"
@@ -246,6 +251,7 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "config_dir": env.get(r.ENV_CONFIG_DIR) or default_config_dir(),
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
         "approvals": _json_or_none(env, r.ENV_APPROVALS),
+        "runs_by_task": env.get(r.ENV_RUNS_BY_TASK) or r.RUNS_BY_TASK,
         "identities": _json_or_none(env, r.ENV_IDENTITIES),
         "tenant_secrets_role": env.get(r.ENV_TENANT_SECRETS_ROLE) or None,
         "publish_events": tuple(d.strip() for d in env.get(r.ENV_PUBLISH_EVENTS, "").split(",") if d.strip()),
@@ -297,6 +303,8 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_TARGET_RULES] = json.dumps(settings.targets.model_dump(mode="json"), separators=(",", ":"))
     if settings.approvals is not None:
         out[r.ENV_APPROVALS] = json.dumps(settings.approvals.model_dump(mode="json"), separators=(",", ":"))
+    if settings.runs_by_task != r.RUNS_BY_TASK:
+        out[r.ENV_RUNS_BY_TASK] = settings.runs_by_task
     if settings.tenant_secrets_role:
         out[r.ENV_TENANT_SECRETS_ROLE] = settings.tenant_secrets_role
     if settings.identities is not None:
@@ -329,6 +337,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "completion_key": settings.completion_key,
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "approvals": settings.approvals.model_dump(mode="json") if settings.approvals is not None else None,
+        "runs_by_task": settings.runs_by_task,
         "identities": settings.identities,
         "publish_events": list(settings.publish_events),
         "deployed_policies": list(settings.deployed_policies)

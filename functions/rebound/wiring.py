@@ -154,6 +154,7 @@ def build_deps(
         audit_keys=KmsAuditKeys(session.client("kms", **kwargs), settings.audit_key_id, pause=clock.sleep),
         published=settings.published_events(),
         faults=faults,
+        runs_by_task=settings.runs_by_task,
     )
     queues = SqsQueues(
         session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()}

@@ -273,6 +273,32 @@ class CapacityConfig(ScalingUnits):
             ) from None
 
 
+RETIRED_INDEXES = tuple(f"{t.logical}.{i.name}" for t in SPEC.tables for i in t.retired_indexes)
+
+
+class UpgradeConfig(_Model):
+    """What a stack deployed by an earlier version keeps while it moves to this one (docs/deploy.md,
+    *Upgrading*)."""
+
+    keep_indexes: tuple[str, ...] = Field(
+        (),
+        description="indexes of an earlier layout (<table>.<index>) to keep, and read, beside their "
+        "replacement: DynamoDB builds or drops one index per table update, so a replaced index takes "
+        "one deploy that keeps it and one that drops it",
+    )
+
+    @field_validator("keep_indexes")
+    @classmethod
+    def _retired(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [v for v in value if v not in RETIRED_INDEXES]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)}: not an index an earlier layout had; "
+                f"the ones there are: {', '.join(RETIRED_INDEXES) or 'none'}"
+            )
+        return value
+
+
 class EnvironmentConfig(_Model):
     name: Annotated[str, Field(pattern=ENVIRONMENT_NAME)]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
@@ -310,6 +336,7 @@ class EnvironmentConfig(_Model):
     )
     audit: AuditConfig = AuditConfig()
     capacity: CapacityConfig = CapacityConfig()
+    upgrade: UpgradeConfig = UpgradeConfig()
     vpc: VpcConfig | None = None
     identities: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,

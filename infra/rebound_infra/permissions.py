@@ -289,18 +289,27 @@ class Grantables:
     flags: Any = None
     """The feature flags' AppConfig resources (``rebound_infra.constructs.flags.FeatureFlags``)."""
     topic_key_encrypted: bool = True
+    keep_indexes: tuple[str, ...] = ()
+    """Retired indexes the stack keeps while it upgrades (``upgrade.keep_indexes``): queried too."""
 
 
 def _parameter_arn(scope: Construct, name: str) -> str:
     return Stack.of(scope).format_arn(service="ssm", resource="parameter", resource_name=name.lstrip("/"))
 
 
-def grant_table(table: ddb.ITable, spec: r.TableSpec, role: iam.IGrantable, actions: tuple[str, ...]) -> None:
+def grant_table(
+    table: ddb.ITable,
+    spec: r.TableSpec,
+    role: iam.IGrantable,
+    actions: tuple[str, ...],
+    keep_indexes: tuple[str, ...] = (),
+) -> None:
     """``actions`` on the table, and its queries on each of its indexes by name.
 
     ``Table.grant`` would add ``<table>/index/*``; naming the spec's indexes keeps it exact.
     """
-    if not spec.indexes:
+    indexes = spec.built_indexes(keep_indexes)
+    if not indexes:
         table.grant(role, *actions)
         return
     iam.Grant.add_to_principal(grantee=role, actions=list(actions), resource_arns=[table.table_arn])
@@ -309,7 +318,7 @@ def grant_table(table: ddb.ITable, spec: r.TableSpec, role: iam.IGrantable, acti
         iam.Grant.add_to_principal(
             grantee=role,
             actions=queries,
-            resource_arns=[f"{table.table_arn}/index/{index.name}" for index in spec.indexes],
+            resource_arns=[f"{table.table_arn}/index/{index.name}" for index in indexes],
         )
 
 
@@ -328,7 +337,7 @@ def grant(
         )
     access = ACCESS[logical]
     for table, actions in access.tables.items():
-        grant_table(on.tables[table], r.SPEC.table(table), role, actions)
+        grant_table(on.tables[table], r.SPEC.table(table), role, actions, on.keep_indexes)
     for queue in access.send:
         on.queues[queue].grant_send_messages(role)
     for queue in access.receive:

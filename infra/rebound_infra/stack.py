@@ -111,6 +111,7 @@ class ReboundStack(Stack):
             deletion_protection=config.deletion_protection,
             key=key,
             capacity=config.capacity,
+            keep_indexes=config.upgrade.keep_indexes,
         )
         seal_audit_table(self.state.tables[r.AUDIT.logical], retain=retain)
         self.scheduling = Scheduling(
@@ -217,6 +218,7 @@ class ReboundStack(Stack):
             secrets_manager_arns=config.grants.secrets_manager_arns,
             completion_key=self.completion_key,
             flags=self.flags,
+            keep_indexes=config.upgrade.keep_indexes,
             notification_secrets=tuple(
                 s
                 for s in (
@@ -271,7 +273,7 @@ class ReboundStack(Stack):
             executor=self.functions["executor"].function,
         )
         if config.capacity.mode == "provisioned":
-            self.observability.add_capacity_alarms(self.state.tables)
+            self.observability.add_capacity_alarms(self.state.tables, config.upgrade.keep_indexes)
 
         self.resources_parameter = ssm.StringParameter(
             self,
@@ -369,6 +371,11 @@ class ReboundStack(Stack):
             flags=self.flags.location,
             targets=self.config.targets or TargetRules.defaults_for(self.config.name),
             approvals=self.config.approvals,
+            runs_by_task=(
+                r.RUNS_BY_TASK_WHOLE
+                if f"runs.{r.RUNS_BY_TASK_WHOLE}" in self.config.upgrade.keep_indexes
+                else r.RUNS_BY_TASK
+            ),
             identities={k: list(v) for k, v in self.config.identities.items()},
             publish_events=self.config.outbox.publish,
             **notifications,

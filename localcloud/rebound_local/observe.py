@@ -87,8 +87,9 @@ def iter_items(table: Any) -> Iterator[Any]:
 
 def stored_bytes(cloud: LocalCloud, settings: Settings, overhead: int) -> dict[str, int]:
     """What each table and each of its indexes stores, as DynamoDB bills storage: every item's
-    size plus ``overhead``; an index entry the projected item (every index projects it all) for
-    each item that has the index's keys. Keyed ``<table>`` and ``<table>.<index>``."""
+    size plus ``overhead``; an index entry the projected item (the whole item, or its keys and the
+    index's alone), plus ``overhead``, for each item that has the index's keys. Keyed ``<table>``
+    and ``<table>.<index>``."""
     from rebound_local.bill_units import item_size
 
     out: dict[str, int] = {}
@@ -98,12 +99,20 @@ def stored_bytes(cloud: LocalCloud, settings: Settings, overhead: int) -> dict[s
             items = [item.to_json()["Attributes"] for item in iter_items(table)]
             sizes = [item_size(i) + overhead for i in items]
             out[spec.logical] = sum(sizes)
+            table_keys = [spec.partition.name] + ([spec.sort.name] if spec.sort else [])
             for index in spec.indexes:
                 keys = [index.partition.name] + ([index.sort.name] if index.sort else [])
+                whole = index.projection == "ALL"
                 out[f"{spec.logical}.{index.name}"] = sum(
-                    size for item, size in zip(items, sizes, strict=True) if all(k in item for k in keys)
+                    size if whole else item_size(_keys(item, table_keys + keys)) + overhead
+                    for item, size in zip(items, sizes, strict=True)
+                    if all(k in item for k in keys)
                 )
     return out
+
+
+def _keys(item: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    return {k: item[k] for k in dict.fromkeys(names)}
 
 
 def table_items(cloud: LocalCloud, name: str) -> list[dict[str, Any]]:

@@ -30,10 +30,11 @@ REGION = "us-east-1"
 ACCOUNT = "123456789012"
 
 
-def _table_args(spec: r.TableSpec, name: str) -> dict[str, Any]:
+def table_args(spec: r.TableSpec, name: str, keep_indexes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``CreateTable``'s arguments for ``spec`` (with the retired indexes ``keep_indexes`` names)."""
     keys = [spec.partition] + ([spec.sort] if spec.sort else [])
     attrs: dict[str, str] = {k.name: k.type for k in keys}
-    for index in spec.indexes:
+    for index in spec.built_indexes(keep_indexes):
         attrs[index.partition.name] = index.partition.type
         if index.sort:
             attrs[index.sort.name] = index.sort.type
@@ -51,9 +52,9 @@ def _table_args(spec: r.TableSpec, name: str) -> dict[str, Any]:
                 "IndexName": i.name,
                 "KeySchema": [{"AttributeName": i.partition.name, "KeyType": "HASH"}]
                 + ([{"AttributeName": i.sort.name, "KeyType": "RANGE"}] if i.sort else []),
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {"ProjectionType": i.projection},
             }
-            for i in spec.indexes
+            for i in spec.built_indexes(keep_indexes)
         ]
     if spec.stream:
         args["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": spec.stream}
@@ -137,7 +138,7 @@ def provision(
         tables[spec.logical] = name
         if name in existing_tables:
             continue
-        ddb.create_table(**_table_args(spec, name))
+        ddb.create_table(**table_args(spec, name))
         if spec.ttl_attribute:
             ddb.update_time_to_live(
                 TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}

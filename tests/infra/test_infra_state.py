@@ -32,7 +32,7 @@ def test_tables_have_the_spec_keys_indexes_ttl_and_streams(synth: Synth, env: st
         assert set(indexes) == {i.name for i in spec.indexes}
         for index in spec.indexes:
             assert indexes[index.name]["KeySchema"] == key_schema(index.partition, index.sort)
-            assert indexes[index.name]["Projection"] == {"ProjectionType": "ALL"}
+            assert indexes[index.name]["Projection"] == {"ProjectionType": index.projection}
         ttl = props.get("TimeToLiveSpecification")
         if spec.ttl_attribute:
             assert ttl == {"AttributeName": spec.ttl_attribute, "Enabled": True}

@@ -468,7 +468,7 @@ def dynamodb(t: Transcript) -> None:
         "by_task pages",
         ddb.query,
         TableName=runs,
-        IndexName="by_task",
+        IndexName="by_task_keys",
         KeyConditionExpression="task_id = :t AND scheduled_for >= :from",
         ExpressionAttributeValues={":t": {"S": "t1"}, ":from": {"S": "2026-03-07T09:04:00Z"}},
         Limit=2,

@@ -125,7 +125,7 @@ def test_index_queries_match_a_full_scan_after_random_writes(
         )
         got = ddb.query(
             TableName=table,
-            IndexName="by_task",
+            IndexName="by_task_keys",
             KeyConditionExpression="task_id = :t",
             ExpressionAttributeValues={":t": {"S": task_id}},
         )

@@ -418,7 +418,9 @@ class Observability(DashboardBuilder, Construct):
                 runbook=ERRORS_RUNBOOKS.get(logical),
             )
 
-    def add_capacity_alarms(self, tables: Mapping[str, ddb.Table]) -> None:
+    def add_capacity_alarms(
+        self, tables: Mapping[str, ddb.Table], keep_indexes: tuple[str, ...] = ()
+    ) -> None:
         """With provisioned capacity: one alarm per table when its reads or writes, or an index's,
         were throttled in each of three five-minute periods in a row, and a dashboard row of
         every table's throttled requests (call after ``add_dashboard``). A burst is throttled for
@@ -433,7 +435,7 @@ class Observability(DashboardBuilder, Construct):
                 using[f"{kind[0].lower()}{t}i0"] = table.metric(
                     f"{kind}ThrottleEvents", statistic="Sum", period=QUEUE_PERIOD
                 )
-                for n, index in enumerate(spec.indexes, start=1):
+                for n, index in enumerate(spec.built_indexes(keep_indexes), start=1):
                     using[f"{kind[0].lower()}{t}i{n}"] = cw.Metric(
                         namespace="AWS/DynamoDB",
                         metric_name=f"{kind}ThrottleEvents",

@@ -33,8 +33,11 @@ class State(Construct):
         deletion_protection: bool,
         key: kms.IKey | None = None,
         capacity: CapacityConfig | None = None,
+        keep_indexes: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, id)
+        self.keep_indexes = keep_indexes
+        """Retired indexes built beside their replacements (``upgrade.keep_indexes``)."""
         self.capacity = capacity or CapacityConfig()
         provisioned = self.capacity.mode == "provisioned"
         self.tables: dict[str, ddb.Table] = {}
@@ -60,12 +63,12 @@ class State(Construct):
                 deletion_protection=deletion_protection,
                 removal_policy=RemovalPolicy.RETAIN if retain else RemovalPolicy.DESTROY,
             )
-            for index in spec.indexes:
+            for index in spec.built_indexes(keep_indexes):
                 table.add_global_secondary_index(
                     index_name=index.name,
                     partition_key=_attr(index.partition),
                     sort_key=_attr(index.sort) if index.sort else None,
-                    projection_type=ddb.ProjectionType.ALL,
+                    projection_type=ddb.ProjectionType[index.projection],
                     read_capacity=read_units,
                     write_capacity=write_units,
                 )
@@ -80,7 +83,7 @@ class State(Construct):
         reads = {"min_capacity": c.min_read_units, "max_capacity": c.max_read_units}
         writes = {"min_capacity": c.min_write_units, "max_capacity": c.max_write_units}
         scaled = [table.auto_scale_read_capacity(**reads), table.auto_scale_write_capacity(**writes)]
-        for index in spec.indexes:
+        for index in spec.built_indexes(self.keep_indexes):
             scaled.append(table.auto_scale_global_secondary_index_read_capacity(index.name, **reads))
             scaled.append(table.auto_scale_global_secondary_index_write_capacity(index.name, **writes))
         for attribute in scaled:

@@ -80,8 +80,13 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingSt
         audit_keys: AuditKeys,
         published: frozenset[str] | None = None,
         faults: CrashPoints | None = None,
+        runs_by_task: str = r.RUNS_BY_TASK,
     ) -> None:
         self.client = client
+        self.runs_by_task = runs_by_task
+        """The index a task's runs are listed from (``Settings.runs_by_task``)."""
+        index = {i.name: i for i in (*r.RUNS.indexes, *r.RUNS.retired_indexes)}[runs_by_task]
+        self._by_task_keys_only = index.projection == "KEYS_ONLY"
         self.faults = faults or NoCrashes()
         """Where the local cloud may stop a write half-way (``AFTER_AUDIT_RECORD``); a no-op on AWS."""
         self.published = published
@@ -284,13 +289,19 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingSt
         items = self._query(
             "runs",
             f"list runs of {task_id}",
-            IndexName="by_task",
+            IndexName=self.runs_by_task,
             KeyConditionExpression=cond,
             ExpressionAttributeValues=to_item(values),
             ScanIndexForward=not newest_first,
             max_items=limit,
         )
-        return [Run.model_validate(d) for d in items]
+        if not self._by_task_keys_only:
+            return [Run.model_validate(d) for d in items]
+        # Keys alone: the runs themselves, read in the index's order (a run the index still lists
+        # but that is gone by now is left out).
+        run_ids = [str(d["run_id"]) for d in items]
+        found = self.get_runs(run_ids)
+        return [found[i] for i in run_ids if i in found]
 
     def runs_in_state(
         self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
