@@ -93,7 +93,7 @@ def register(api: Api) -> None:
         after: Annotated[str | None, Query(description="the X-Next-After of the page before")] = None,
     ) -> Response[str]:
         """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
-        to pass as ``after`` for the next page. A task's runs are its ``by_task`` index by schedule
+        to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by schedule
         time; runs in a state (without a task) are the ``by_state`` index, latest change first,
         ``after`` being a cursor. Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:

@@ -198,7 +198,8 @@ class PolicyOps:
     def whatif(self, name: str, changes: dict[str, Any], since: timedelta = WHATIF_SINCE) -> WhatIf:
         """Replay the recorded failures of the runs of every task that uses policy ``name`` (by
         name, or extending it) under the policy with ``changes``, against the policy as it is
-        (``rebound.domain.prediction.whatif``). Reads each such task's runs of the window (``by_task``)."""
+        (``rebound.domain.prediction.whatif``). Reads each such task's runs of the window
+        (``by_task_keys``)."""
         if not WHATIF_SHORTEST <= since <= WHATIF_LONGEST:
             raise ValidationFailed("since: give a window from 1m to 30d", key_path="since")
         change = self.plan(name, changes)

@@ -121,7 +121,7 @@ class PreflightOps:
         return report
 
     def _observed(self, task_id: str) -> float | None:
-        """The median duration of the task's last attempts that ended (one page of ``by_task``)."""
+        """The median duration of the task's last attempts that ended (one page of ``by_task_keys``)."""
         runs = self.store.runs_for_task(task_id, newest_first=True, limit=OBSERVED_ATTEMPTS)
         seconds = [a.duration_ms / 1000.0 for r in runs for a in r.attempts if a.duration_ms is not None]
         return statistics.median(seconds) if seconds else None

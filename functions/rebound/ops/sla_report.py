@@ -1,7 +1,7 @@
 """The SLA report: on time, missed fires, SLA breaches and start delays per task and tenant.
 
 ``rebound sla report --since 7d [--tenant T] [--rebuild]`` and ``GET /sla/report`` read the run
-ledger: each task's runs scheduled in the window, one ``by_task`` query per task (paginated by
+ledger: each task's runs scheduled in the window, one ``by_task_keys`` query per task (paginated by
 the store), never a scan of the runs table. For every scheduled run due in the window (its
 ``due_at``, else its fire time):
 

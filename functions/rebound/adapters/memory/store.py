@@ -151,7 +151,7 @@ class MemoryStore(StagingStore):
         newest_first: bool = True,
         limit: int | None = None,
     ) -> list[Run]:
-        """The ``by_task`` index: by ``scheduled_for``, ``since`` and ``until`` included."""
+        """The ``by_task_keys`` index: by ``scheduled_for``, ``since`` and ``until`` included."""
         low = iso(since) if since else ""
         high = iso(until) if until else "\uffff"
         items = self._all("runs", lambda d: d["task_id"] == task_id and low <= d["scheduled_for"] <= high)
