@@ -84,6 +84,7 @@ bench: $(STAMP) ## Benchmarks (ONLY=cost for one group); figures to bench/result
 # The CDK CLI, pinned: a new CLI is a change reviewed like any other dependency.
 CDK := npx --yes aws-cdk@2.1148.1
 deploy: $(STAMP) ## Deploy one environment: make deploy ENV=dev (needs AWS credentials; see docs/deploy.md)
+	$(PY) -m rebound_infra.upgrade_check $(ENV)  # stops a deploy DynamoDB would refuse (docs/deploy.md, Upgrading)
 	$(CDK) deploy Rebound-$(ENV) --context env=$(ENV) --require-approval broadening $(CDK_ARGS)
 
 diff: $(STAMP) ## Show what a deploy would change: make diff ENV=dev
