@@ -81,7 +81,11 @@ def test_health_ages_the_retry_worker_s_heartbeat_on_the_cloud_s_clock(up: UpPro
         return found.group(1) if found else None
 
     age = _eventually(last_ran, timeout=90)
-    assert not age.startswith("-"), age
+    # The CLI works out the cloud's time from the wall clock at the cloud's scale (a minute a
+    # second): a heartbeat stamped a fraction of a wall second after that reads a few seconds
+    # ahead on a busy machine. On the wall clock it read 40 minutes ahead.
+    if age.startswith("-"):
+        assert age.endswith("s") and int(age[1:-1]) < 60, age
 
 
 FAILING = """
