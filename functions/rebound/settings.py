@@ -347,4 +347,7 @@ def resources_document(settings: Settings) -> dict[str, Any]:
 
 
 def settings_from_document(doc: dict[str, Any], config_dir: Path | None = None) -> Settings:
-    return Settings.model_validate({**doc, "config_dir": config_dir or default_config_dir()})
+    """``doc`` as ``resources_document`` wrote it. A document without ``runs_by_task`` was written by
+    a stack from before ``by_task_keys``: that stack lists a task's runs from ``by_task``."""
+    earlier = {"runs_by_task": r.RUNS_BY_TASK_WHOLE}
+    return Settings.model_validate({**earlier, **doc, "config_dir": config_dir or default_config_dir()})

@@ -1,4 +1,5 @@
-"""A resources document written before the control table's rename still reads."""
+"""A resources document written by an earlier version (before the control table's rename, before
+``by_task_keys``) still reads as that stack is."""
 
 from __future__ import annotations
 
@@ -35,3 +36,13 @@ def test_the_current_name_wins_when_a_document_has_both() -> None:
         {**document(control="new", idempotency="old"), "config_dir": "config/tasks"}
     )
     assert settings.table("control") == "new"
+
+
+def test_a_document_from_before_by_task_keys_lists_a_tasks_runs_from_by_task() -> None:
+    """A CLI of this version against a stack not yet upgraded (docs/deploy.md, *Upgrading*) reads
+    the index that stack has; a document this version wrote says which it reads."""
+    earlier = settings_from_document(document(control="t-control"))
+    assert earlier.runs_by_task == r.RUNS_BY_TASK_WHOLE
+    current = Settings.model_validate({**document(control="t-control"), "config_dir": "config/tasks"})
+    assert current.runs_by_task == r.RUNS_BY_TASK
+    assert settings_from_document(resources_document(current)).runs_by_task == r.RUNS_BY_TASK
