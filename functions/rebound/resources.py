@@ -88,6 +88,9 @@ class FunctionSpec:
     batch_size: int = 10
     max_concurrency: int | None = None
     stream_table: str | None = None
+    batch_window_s: int = 0
+    """How long an event source mapping gathers records before it invokes with fewer than
+    ``batch_size`` (``MaximumBatchingWindowInSeconds``)."""
     every_minute: bool = False
     purpose: str = ""
 
@@ -109,6 +112,8 @@ class ResourceSpec:
     bus_logical: str = "bus"
     schedule_group_logical: str = "schedules"
     topic_logical: str = "alerts"
+    archive_bucket_logical: str = "archive"
+    """The S3 bucket that keeps audit records after they expire from DynamoDB (docs/archive.md)."""
     event_source: str = "io.rebound"
     """The default ``source`` of Rebound's events (reverse DNS, as EventBridge asks of custom
     sources); an environment names its own with ``outbox.source``."""
@@ -136,6 +141,10 @@ DLQ_RETENTION_S = 14 * 86400
 OPS_API_TIMEOUT_S = 29
 OPS_API_FUNCTION = "ops_api"
 
+RECORD_TTL = "ttl"
+"""The attribute DynamoDB's TTL deletes a run or an audit record by (epoch seconds): storage alone,
+never part of the record (``rebound.adapters.dynamo.codec.from_item`` leaves it out), short
+because every byte of an item is billed."""
 TASKS = TableSpec(
     "tasks",
     Key("task_id"),
@@ -157,14 +166,19 @@ RUNS = TableSpec(
         Index("by_state", Key("state"), Key("updated_at")),
     ),
     retired_indexes=(Index(RUNS_BY_TASK_WHOLE, Key("task_id"), Key("scheduled_for")),),
-    purpose="the run ledger: one item per logical run, with its attempts",
+    ttl_attribute=RECORD_TTL,
+    purpose="the run ledger: one item per logical run, with its attempts; a finished run expires "
+    "after retention.runs_days (its audit chain, archived, keeps it)",
 )
 AUDIT = TableSpec(
     "audit",
     Key("subject"),
     Key("seq", "N"),
     append_only=True,
-    purpose="append-only hash chains, one per run, work order, task or policy",
+    ttl_attribute=RECORD_TTL,
+    stream="NEW_IMAGE",
+    purpose="append-only hash chains, one per run, work order, task or policy; a run's records "
+    "expire after retention.audit_days, archived to S3 from the stream when written",
 )
 OUTBOX = TableSpec(
     "outbox",
@@ -306,6 +320,15 @@ SPEC = ResourceSpec(
             purpose="publishes outbox events to the bus",
         ),
         FunctionSpec(
+            "archiver",
+            "rebound.handlers.archiver.lambda_handler",
+            HANDLER_TIMEOUT_S,
+            stream_table="audit",
+            batch_size=1000,
+            batch_window_s=60,
+            purpose="archives audit records to S3 as they are written, before TTL expires them",
+        ),
+        FunctionSpec(
             "sweeper",
             "rebound.handlers.sweeper.lambda_handler",
             HANDLER_TIMEOUT_S * 4,
@@ -388,6 +411,10 @@ ENV_PUBLISH_EVENTS = "REBOUND_PUBLISH_EVENTS"
 """Detail types announced on the bus besides those a rule of ``SPEC.rules`` consumes (comma
 separated; ``*``: every event). See ``consumed_detail_types``."""
 PUBLISH_ALL = "*"
+ENV_ARCHIVE_BUCKET = "REBOUND_ARCHIVE_BUCKET"
+"""The S3 bucket audit records are archived to (``rebound.adapters.audit_archive``)."""
+ENV_RETENTION = "REBOUND_RETENTION"
+"""How long runs and audit records stay in DynamoDB (``rebound.domain.retention``), as JSON."""
 ENV_AUDIT_KEY = "REBOUND_AUDIT_KEY_ARN"
 """The KMS HMAC key that keys the audit chain (``rebound.adapters.audit_keys``)."""
 

@@ -19,6 +19,7 @@ from rebound import resources as r
 from rebound.domain.approvals import ApprovalRules
 from rebound.domain.errors import ConfigError
 from rebound.domain.events import EventType
+from rebound.domain.retention import Retention
 from rebound.domain.target_specs import TargetRules
 
 
@@ -113,6 +114,16 @@ class Settings(BaseModel):
     )
     targets: TargetRules | None = Field(
         default=None, description="what targets may do here; None: the defaults for the environment's name"
+    )
+    retention: Retention | None = Field(
+        default=None,
+        description="how long finished runs and runs' audit records stay in DynamoDB before TTL deletes "
+        "them (rebound.domain.retention); None: nothing expires (a stack from before retention)",
+    )
+    archive_bucket: str | None = Field(
+        default=None,
+        description="the S3 bucket audit records are archived to as they are written (docs/archive.md); "
+        "None: no archive (a stack from before it)",
     )
     publish_events: tuple[str, ...] = Field(
         default=(),
@@ -252,6 +263,8 @@ def settings_from_env(environ: Mapping[str, str] | None = None) -> Settings:
         "targets": _json_or_none(env, r.ENV_TARGET_RULES),
         "approvals": _json_or_none(env, r.ENV_APPROVALS),
         "runs_by_task": env.get(r.ENV_RUNS_BY_TASK) or r.RUNS_BY_TASK,
+        "retention": _json_or_none(env, r.ENV_RETENTION),
+        "archive_bucket": env.get(r.ENV_ARCHIVE_BUCKET) or None,
         "identities": _json_or_none(env, r.ENV_IDENTITIES),
         "tenant_secrets_role": env.get(r.ENV_TENANT_SECRETS_ROLE) or None,
         "publish_events": tuple(d.strip() for d in env.get(r.ENV_PUBLISH_EVENTS, "").split(",") if d.strip()),
@@ -305,6 +318,10 @@ def settings_to_env(settings: Settings) -> dict[str, str]:
         out[r.ENV_APPROVALS] = json.dumps(settings.approvals.model_dump(mode="json"), separators=(",", ":"))
     if settings.runs_by_task != r.RUNS_BY_TASK:
         out[r.ENV_RUNS_BY_TASK] = settings.runs_by_task
+    if settings.retention is not None:
+        out[r.ENV_RETENTION] = json.dumps(settings.retention.model_dump(mode="json"), separators=(",", ":"))
+    if settings.archive_bucket:
+        out[r.ENV_ARCHIVE_BUCKET] = settings.archive_bucket
     if settings.tenant_secrets_role:
         out[r.ENV_TENANT_SECRETS_ROLE] = settings.tenant_secrets_role
     if settings.identities is not None:
@@ -338,6 +355,8 @@ def resources_document(settings: Settings) -> dict[str, Any]:
         "targets": settings.targets.model_dump(mode="json") if settings.targets is not None else None,
         "approvals": settings.approvals.model_dump(mode="json") if settings.approvals is not None else None,
         "runs_by_task": settings.runs_by_task,
+        "retention": settings.retention.model_dump(mode="json") if settings.retention is not None else None,
+        "archive_bucket": settings.archive_bucket,
         "identities": settings.identities,
         "publish_events": list(settings.publish_events),
         "deployed_policies": list(settings.deployed_policies)

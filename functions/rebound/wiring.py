@@ -112,6 +112,7 @@ def build_deps(
     import boto3
 
     from rebound.adapters.archive import DynamoArchive
+    from rebound.adapters.audit_archive import S3AuditArchive
     from rebound.adapters.audit_keys import KmsAuditKeys
     from rebound.adapters.bus import EventBridgeBus
     from rebound.adapters.completion_keys import SecretCompletionKeys
@@ -155,6 +156,7 @@ def build_deps(
         published=settings.published_events(),
         faults=faults,
         runs_by_task=settings.runs_by_task,
+        retention=settings.retention,
     )
     queues = SqsQueues(
         session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()}
@@ -202,6 +204,11 @@ def build_deps(
         fanout=fanout or ThreadFanout(),
         streams=StreamReader(lambda: session.client("dynamodbstreams", **kwargs)),
         archive=DynamoArchive(dynamodb, archive_table) if archive_table else None,
+        audit_archive=(
+            S3AuditArchive(lambda: session.client("s3", **kwargs), settings.archive_bucket)
+            if settings.archive_bucket
+            else None
+        ),
         completion_keys=(
             SecretCompletionKeys(secrets, settings.completion_key)
             if settings.completion_key

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from rebound.config.loader import config_error, load_yaml
 from rebound.domain.approvals import ApprovalRules
 from rebound.domain.errors import ConfigError
+from rebound.domain.retention import Retention
 from rebound.domain.target_specs import TargetRules
 from rebound.resources import SPEC
 from rebound.settings import check_publish_events
@@ -59,6 +60,13 @@ class AlarmThresholds(_Model):
     )
     execution_oldest_age_s: int = Field(ge=60, description="backlog on the execution queue")
     outbox_iterator_age_s: int = Field(ge=60, description="events waiting in the outbox stream")
+    archive_iterator_age_s: int = Field(
+        3600,
+        ge=60,
+        le=43200,
+        description="audit records waiting in the audit table's stream to be archived (under half of "
+        "the stream's 24 hours, so that someone acts while the sweeper can still archive them again)",
+    )
 
 
 class ApiConfig(_Model):
@@ -299,6 +307,23 @@ class UpgradeConfig(_Model):
         return value
 
 
+class RetentionConfig(Retention):
+    """How long runs and audit records stay in DynamoDB, and how the archive keeps them after
+    (docs/archive.md). The archive bucket itself is retained when the stack is deleted."""
+
+    object_lock_days: int | None = Field(
+        None,
+        ge=1,
+        le=36500,
+        description="S3 Object Lock in compliance mode on the audit archive: no one, the account's root "
+        "included, can delete or overwrite an archived object for this many days (none: no lock). It "
+        "can be set only when the bucket is created (a first deploy), and never shortened or removed",
+    )
+
+    def retention(self) -> Retention:
+        return Retention(runs_days=self.runs_days, audit_days=self.audit_days)
+
+
 class EnvironmentConfig(_Model):
     name: Annotated[str, Field(pattern=ENVIRONMENT_NAME)]
     account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
@@ -337,6 +362,7 @@ class EnvironmentConfig(_Model):
     audit: AuditConfig = AuditConfig()
     capacity: CapacityConfig = CapacityConfig()
     upgrade: UpgradeConfig = UpgradeConfig()
+    retention: RetentionConfig = RetentionConfig()
     vpc: VpcConfig | None = None
     identities: dict[str, tuple[str, ...]] = Field(
         default_factory=dict,

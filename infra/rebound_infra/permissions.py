@@ -125,6 +125,10 @@ class Access:
     """Read the feature flags (AppConfigData: a session and its latest configuration)."""
     write_flags: bool = False
     """Change them (``PUT /flags/<name>``): a new hosted version of the profile, deployed."""
+    archive_audit: bool = False
+    """Writes batches of audit records to the audit archive (S3 ``PutObject`` under ``audit/``)."""
+    read_streams: tuple[str, ...] = ()
+    """Tables whose stream it reads outside a mapping: a range a mapping gave up on, read again."""
 
 
 # The run path writes a run, its audit record and its outbox events in one transaction; a dead
@@ -180,6 +184,8 @@ ACCESS: dict[str, Access] = {
         notification_secrets=True,
     ),
     "outbox_relay": Access(put_events=True, stream_reader=True),
+    # The audit table's stream in (its mapping grants the reads), batches of records out to S3.
+    "archiver": Access(stream_reader=True, archive_audit=True),
     "sweeper": Access(
         read_flags=True,
         tables={
@@ -202,6 +208,10 @@ ACCESS: dict[str, Access] = {
         list_schedules=True,
         publish_alerts=True,
         notification_secrets=True,
+        # A stream batch the archiver gave up on (a failure record in the control DLQ) is read
+        # again from the audit table's stream and archived (``Sweeper.work_control_dlq``).
+        archive_audit=True,
+        read_streams=(r.AUDIT.logical,),
     ),
     # Every route's calls (tests/integration/test_ops_api_rights.py): tasks registered, paused and
     # resumed with their schedules and rules; runs read, retried, skipped and cancelled; the DLQ
@@ -291,6 +301,8 @@ class Grantables:
     topic_key_encrypted: bool = True
     keep_indexes: tuple[str, ...] = ()
     """Retired indexes the stack keeps while it upgrades (``upgrade.keep_indexes``): queried too."""
+    archive: Any = None
+    """The audit archive (``rebound_infra.constructs.archive.AuditArchive``)."""
 
 
 def _parameter_arn(scope: Construct, name: str) -> str:
@@ -437,12 +449,22 @@ def grant(
             "Publishing to the KMS-encrypted alerts topic needs data keys of that one key; this is "
             "CDK's grant for it, on the topic's key only.",
         )
-    if access.stream_reader:
+    if access.archive_audit and on.archive is not None:
+        on.archive.grant_write(role)
+        acknowledge(
+            role,
+            resource_finding(role, "AwsSolutions-IAM5", f"{on.archive.bucket.bucket_arn}/audit/*"),
+            "Each batch of audit records is a new object named at run time (its day and stream "
+            "sequence numbers); the grant is PutObject under audit/ of the archive bucket only.",
+        )
+    for table in access.read_streams:
+        on.tables[table].grant_stream_read(role)
+    if access.stream_reader or access.read_streams:
         acknowledge(
             role,
             "AwsSolutions-IAM5[Resource::*]",
-            "dynamodb:ListStreams, which the stream event source mapping needs, supports no resource "
-            "ARN: AWS requires '*'. The stream reads themselves are on the outbox stream only.",
+            "dynamodb:ListStreams, which reading a table's stream needs, supports no resource ARN: AWS "
+            "requires '*'. The stream reads themselves are on the named tables' streams only.",
         )
     if access.completion_key and on.completion_key is not None:
         on.completion_key.grant_read(role)

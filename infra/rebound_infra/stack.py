@@ -20,6 +20,7 @@ from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, resources_document, settings_to_env
 from rebound_infra.bundling import LambdaAssets
 from rebound_infra.config import EnvironmentConfig
+from rebound_infra.constructs.archive import AuditArchive
 from rebound_infra.constructs.audit import Auditor, seal_audit_table
 from rebound_infra.constructs.events import Events
 from rebound_infra.constructs.flags import FeatureFlags
@@ -114,6 +115,9 @@ class ReboundStack(Stack):
             keep_indexes=config.upgrade.keep_indexes,
         )
         seal_audit_table(self.state.tables[r.AUDIT.logical], retain=retain)
+        self.archive = AuditArchive(
+            self, "AuditArchive", key=key, object_lock_days=config.retention.object_lock_days
+        )
         self.scheduling = Scheduling(
             self,
             "Scheduling",
@@ -219,6 +223,7 @@ class ReboundStack(Stack):
             completion_key=self.completion_key,
             flags=self.flags,
             keep_indexes=config.upgrade.keep_indexes,
+            archive=self.archive,
             notification_secrets=tuple(
                 s
                 for s in (
@@ -266,6 +271,7 @@ class ReboundStack(Stack):
             dead_letter_queues=dead_letter_queues,
             functions={k: v.function for k, v in self.functions.functions.items()},
             outbox_relay=self.functions["outbox_relay"].function,
+            archiver=self.functions["archiver"].function,
         )
         self.observability.add_dashboard(
             execution_queue=queues[r.EXECUTION.logical],
@@ -310,6 +316,7 @@ class ReboundStack(Stack):
             principals=principals,
             tables=self.state.tables,
             resources_parameter=self.resources_parameter,
+            archive=self.archive.bucket,
         )
         self.audit_key.allow_verifiers([auditor.role])
         if self.data_key is not None:
@@ -378,5 +385,7 @@ class ReboundStack(Stack):
             ),
             identities={k: list(v) for k, v in self.config.identities.items()},
             publish_events=self.config.outbox.publish,
+            retention=self.config.retention.retention(),
+            archive_bucket=self.archive.bucket.bucket_name,
             **notifications,
         )

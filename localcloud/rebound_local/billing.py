@@ -140,6 +140,8 @@ class Meter:
                 self._dynamodb(operation, params, response, token)
             elif service == "events" and operation == "PutEvents":
                 self.add("events.published", len(params.get("Entries") or ()))
+            elif service == "s3" and operation == "PutObject":
+                self.add("s3.put_requests")
             elif (
                 service == "scheduler"
                 and operation == "CreateSchedule"

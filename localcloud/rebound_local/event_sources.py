@@ -68,6 +68,10 @@ class EventSources:
         _sweeper: Any
         _relay_spec: r.FunctionSpec
         _relay: Any
+        archive_stream: StreamMapping | None
+        _archive_busy: bool
+        _archiver_spec: r.FunctionSpec
+        _archiver: Any
         _submit: Callable[..., None]
         _invoke: Callable[..., tuple[bool, Any]]
 
@@ -208,6 +212,39 @@ class EventSources:
             mark_worker(False)
             with self._lock:
                 self._relay_busy = False
+                self._ended += 1
+            self.clock.end()
+
+    # --------------------------------------------------------------------------- the audit stream
+    def _archive_audit(self) -> bool:
+        mapping = self.archive_stream
+        if mapping is None or self._archive_busy or self._closing:
+            return False
+        delivery = mapping.next_batch(self.clock.now())
+        if delivery is None:
+            return False
+        self._archive_busy = True
+        self._submit(self._run_archiver, mapping, delivery)
+        return True
+
+    def _run_archiver(self, number: int, mapping: StreamMapping, delivery: Delivery) -> None:
+        mark_worker(True)
+        try:
+            ok, _ = self._invoke(
+                self._archiver_spec,
+                self._archiver,
+                {"Records": delivery.records},
+                number,
+                self.latency.invocation_ms,
+                messages=(f"audit stream records {delivery.first}..{delivery.last}",),
+            )
+            mapping.completed(delivery, self.clock.now(), None, error=not ok)
+        except BaseException as exc:
+            self._errors.append(exc)
+        finally:
+            mark_worker(False)
+            with self._lock:
+                self._archive_busy = False
                 self._ended += 1
             self.clock.end()
 

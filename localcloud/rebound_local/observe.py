@@ -111,6 +111,14 @@ def stored_bytes(cloud: LocalCloud, settings: Settings, overhead: int) -> dict[s
     return out
 
 
+def archived_bytes(cloud: LocalCloud, settings: Settings) -> int:
+    """What the audit archive holds: the bytes of every object (gzip of JSON Lines) in its bucket."""
+    if not settings.archive_bucket:
+        return 0
+    pages = cloud.client("s3").get_paginator("list_objects_v2").paginate(Bucket=settings.archive_bucket)
+    return sum(int(item["Size"]) for page in pages for item in page.get("Contents", []))
+
+
 def _keys(item: dict[str, Any], names: list[str]) -> dict[str, Any]:
     return {k: item[k] for k in dict.fromkeys(names)}
 

@@ -24,6 +24,7 @@ PRICES: dict[str, float] = {
     "lambda.requests": 0.20 / 1e6,
     "lambda.gb_seconds": 0.0000133334,  # arm64, as the stack deploys every function
     "logs.bytes_ingested": 0.50 / 1024**3,
+    "s3.put_requests": 0.005 / 1000,  # S3 Standard PUT (the audit archive's batches)
     "metrics.emf_documents": 0.0,  # their bytes are in logs.bytes_ingested
 }
 MONTHLY: dict[str, float] = {
@@ -33,6 +34,8 @@ MONTHLY: dict[str, float] = {
     "dashboard": 3.00,
     "custom_metric": 0.30,
     "dynamodb_storage_gb": 0.25,  # standard table class, per GB-month (aws.amazon.com/dynamodb/pricing)
+    "s3_standard_gb": 0.023,  # the audit archive's first 30 days
+    "s3_glacier_ir_gb": 0.004,  # after (objects of 128 KB or more)
 }
 ITEM_OVERHEAD_BYTES = 100
 """What DynamoDB adds to each item, and to each index entry, when it bills storage."""
@@ -49,7 +52,7 @@ PROVISIONED_CAPACITIES = sum(1 + len(spec.indexes) for spec in SPEC.tables)
 PROVISIONED_ALARMS = len(SPEC.tables)
 """One throttling alarm per table in an environment with provisioned capacity."""
 STEP_FUNCTIONS_STANDARD_PER_TRANSITION = 0.025 / 1000
-IDLE_RESOURCES = {"alarms": 28, "composite_alarms": 3, "dashboards": 1}
+IDLE_RESOURCES = {"alarms": 30, "composite_alarms": 3, "dashboards": 1}
 """What the stack creates that bills by the month whatever it does (``tests/infra`` checks the counts)."""
 
 
@@ -63,6 +66,7 @@ BILLED = (
     "lambda.requests",
     "lambda.gb_seconds",
     "logs.bytes_ingested",
+    "s3.put_requests",
 )
 
 

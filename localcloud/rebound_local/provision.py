@@ -19,6 +19,7 @@ from rebound import resources as r
 from rebound.config.loader import load_policy_book
 from rebound.domain.approvals import ApprovalRules
 from rebound.domain.flags import DEFAULTS, flags_document
+from rebound.domain.retention import Retention
 from rebound.domain.target_specs import TargetRules
 from rebound.settings import QueueRef, Settings, default_config_dir, resources_document
 from rebound_local.motopatch.kms_material import LOCAL_AUDIT_KEY
@@ -206,6 +207,14 @@ def provision(
         role_arn = iam.get_role(RoleName=role_name)["Role"]["Arn"]
 
     audit_key = audit_key_id(kms, env, arn=aws_sized)
+    # S3 bucket names are lower case, at most 63 characters (CloudFormation's are too).
+    bucket = names(env, r.SPEC.archive_bucket_logical).lower().replace("_", "-")[:63]
+    s3 = _client(session, "s3", kw)
+    try:
+        s3.create_bucket(Bucket=bucket)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
     topic_arn = sns.create_topic(Name=names(env, r.SPEC.topic_logical))["TopicArn"]
     completion_key = completion_key_parameter(ssm, env)
     flags = flags_location(_client(session, "appconfig", kw), ssm, env)
@@ -231,6 +240,8 @@ def provision(
         # Four eyes on critical runs as everywhere; redrives of any size by one operator (the
         # simulator and the tests redrive thousands; tests of the rule set it themselves).
         approvals=ApprovalRules(redrive_over=None),
+        retention=Retention(),
+        archive_bucket=bucket,
     )
     ssm.put_parameter(
         Name=r.resources_parameter(env),

@@ -190,7 +190,7 @@ class LocalRuntime(EventSources):
                     maximum = min(maximum, concurrency)
                 self.mappings.append(Mapping(spec, ref.name, ref.arn, load(spec), max_concurrency=maximum))
         self._pool = WorkerPool("lambda")
-        relay = next(f for f in self.functions if f.stream_table)
+        relay = next(f for f in self.functions if f.stream_table == r.OUTBOX.logical)
         self._relay_spec = relay
         self._relay = load(relay)
         self.stream = StreamMapping(
@@ -200,6 +200,24 @@ class LocalRuntime(EventSources):
             max_retries=stream_retries,
             request_ids=self._request_id,
         )
+        archiver = next((f for f in self.functions if f.stream_table == r.AUDIT.logical), None)
+        self._archive_busy = False
+        self.archive_stream: StreamMapping | None = None
+        """The archiver's mapping on the audit table's stream (None: no archiver, or no bucket)."""
+        if archiver is not None and settings.archive_bucket:
+            self._archiver_spec = archiver
+            self._archiver = load(archiver)
+            self.archive_stream = StreamMapping(
+                cloud.dynamodb_backend,
+                settings.table(r.AUDIT.logical),
+                FailureDestination(
+                    settings.queue("control_dlq").name, function_arn(archiver, settings.environment)
+                ),
+                max_retries=stream_retries,
+                batch_size=archiver.batch_size,
+                window_s=archiver.batch_window_s,
+                request_ids=self._request_id,
+            )
         self._sweeper_spec = next(f for f in self.functions if f.every_minute)
         self._sweeper = load(self._sweeper_spec)
         self._next_sweep = _next_minute(clock.now())
@@ -313,6 +331,7 @@ class LocalRuntime(EventSources):
         if self.sim_workers is not None:
             did |= self.sim_workers.play_due() > 0
         did |= self._relay_outbox()
+        did |= self._archive_audit()
         for mapping in self.mappings:
             did |= self._poll(mapping)
         did |= self._maybe_sweep()
@@ -331,6 +350,8 @@ class LocalRuntime(EventSources):
             candidates.append(self.sim_workers.next_due())
         if not self._relay_busy:
             candidates.append(self.stream.retry_at)
+        if self.archive_stream is not None and not self._archive_busy:
+            candidates += [self.archive_stream.retry_at, self.archive_stream.window_due]
         now = self.clock.now()
         backend = self.cloud.sqs_backend()
         with motopatch.LOCK:

@@ -31,6 +31,7 @@ record to deliver. moto's shard holds the records; the checkpoint is kept on the
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -111,12 +112,18 @@ class StreamMapping:
         max_retries: int | None = None,
         batch_size: int = STREAM_BATCH,
         request_ids: Any = None,
+        window_s: float = 0.0,
     ) -> None:
         self._backend = backend
         self.table_name = table_name
         self.destination = destination
         self.max_retries = max_retries
         self.batch_size = batch_size
+        self.window_s = window_s
+        """``MaximumBatchingWindowInSeconds``: fewer than ``batch_size`` records wait this long
+        (clock time, from the oldest) before they are delivered."""
+        self.window_due: datetime | None = None
+        """When the records waiting for the window are delivered (None: none wait)."""
         self._request_ids = request_ids
         self._range: tuple[int, int] | None = None
         self._halves: list[tuple[int, int]] = []
@@ -151,8 +158,15 @@ class StreamMapping:
                     self._range = self._halves.pop(0)
                 else:
                     available = len(shard.items) - (position - base)
+                    self.window_due = None
                     if available <= 0:
                         return None
+                    if available < self.batch_size and self.window_s > 0:
+                        oldest = _created(shard.items[position - base].record).replace(tzinfo=UTC)
+                        due = oldest + timedelta(seconds=self.window_s)
+                        if now < due:
+                            self.window_due = due
+                            return None
                     self._range = (position, position + min(available, self.batch_size) - 1)
                     self._tries = 0
             first, last = max(self._range[0], position), self._range[1]
@@ -302,11 +316,28 @@ def _created(record: dict[str, Any]) -> datetime:
 
 
 def _lambda_record(record: dict[str, Any]) -> dict[str, Any]:
-    """A stream record as Lambda hands it to the function (creation time in epoch seconds)."""
+    """A stream record as Lambda hands it to the function: creation time in epoch seconds, binary
+    attributes (an audit record's deflated ``doc``) in base64, as JSON carries them."""
     out = dict(record)
     dynamodb = dict(out["dynamodb"])
     created = dynamodb.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
         dynamodb["ApproximateCreationDateTime"] = created.replace(tzinfo=UTC).timestamp()
+    for image in ("Keys", "NewImage", "OldImage"):
+        if image in dynamodb:
+            dynamodb[image] = {k: _json_value(v) for k, v in dynamodb[image].items()}
     out["dynamodb"] = dynamodb
     return out
+
+
+def _json_value(value: dict[str, Any]) -> dict[str, Any]:
+    """One attribute value with its binary parts in base64 (``B``, ``BS``, nested in ``M``/``L``)."""
+    if isinstance(value.get("B"), bytes | bytearray):
+        return {"B": base64.b64encode(value["B"]).decode()}
+    if "BS" in value:
+        return {"BS": [base64.b64encode(b).decode() if isinstance(b, bytes) else b for b in value["BS"]]}
+    if "M" in value:
+        return {"M": {k: _json_value(v) for k, v in value["M"].items()}}
+    if "L" in value:
+        return {"L": [_json_value(v) for v in value["L"]]}
+    return value

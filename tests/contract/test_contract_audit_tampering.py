@@ -37,7 +37,7 @@ def verify(store: Store, subject: str) -> AuditResult:
     """The verdict of ``audit verify SUBJECT``, after checking that ``audit verify --all`` reaches
     it too, and that its bulk pass over the records as stored reaches it alone (a tampered chain
     that pass let through would never be verified again)."""
-    ops = AuditOps(SimpleNamespace(store=store))  # type: ignore[arg-type]
+    ops = AuditOps(SimpleNamespace(store=store, settings=SimpleNamespace(retention=None)))  # type: ignore[arg-type]
     single = ops.verify(subject)
     trails = {s: t for part in store.audit_segment_parts(0, 1) for s, t in part.items()}
     runs = {r: run for part in store.runs_segment_parts(0, 1) for r, run in part.items()}

@@ -109,11 +109,17 @@ def test_queue_consumers_report_batch_item_failures_with_a_concurrency_cap(synth
         assert mapping["BatchSize"] == spec.batch_size
 
 
-def test_outbox_relay_reads_inserts_from_the_stream_and_never_drops_a_failure_silently(
-    synth: Synth, env: str
+@pytest.mark.parametrize("logical", [f.logical for f in r.SPEC.functions if f.stream_table])
+def test_stream_functions_read_inserts_and_never_drop_a_failure_silently(
+    synth: Synth, env: str, logical: str
 ) -> None:
-    (spec,) = [f for f in r.SPEC.functions if f.stream_table]
+    """The outbox relay and the archiver: inserts only (TTL deletions are stream records too),
+    bisected and retried, and a batch given up on is named in the control DLQ (the sweeper
+    publishes or archives it again)."""
+    spec = r.SPEC.function(logical)
     (mapping,) = mappings_of(synth, env, spec.logical)
+    assert mapping.get("MaximumBatchingWindowInSeconds", 0) == spec.batch_window_s
+    assert mapping["BatchSize"] == spec.batch_size
     table = synth.logical_id(env, synth.stacks[env].state.tables[str(spec.stream_table)])
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [table, "StreamArn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]

@@ -16,7 +16,7 @@ from rebound import resources as r
 from rebound.domain.errors import ConfigError
 from rebound_infra.app import ENVIRONMENTS_DIR_CONTEXT, build_app
 from rebound_infra.config import load_environment
-from rebound_infra.constructs.audit import AUDIT_SEALED, AUDITOR_READS, RETAINED_SEALED
+from rebound_infra.constructs.audit import AUDIT_SEALED, AUDITOR_READS, RETAINED_SEALED, TTL_SEALED
 from rebound_infra.constructs.keys import ADMIN_ACTIONS
 from rebound_infra.permissions import AUDIT_REWRITES, needs_data_key, writes_audit
 
@@ -71,22 +71,29 @@ def test_the_audit_tables_resource_policy_denies_every_principal_changing_a_reco
     stack = synth.stacks[env]
     tables = synth.resources(env, "AWS::DynamoDB::Table")
     audit = tables[synth.logical_id(env, stack.state.tables[r.AUDIT.logical])]
-    [sealed] = audit["Properties"]["ResourcePolicy"]["PolicyDocument"]["Statement"]
+    sealed, expiry = audit["Properties"]["ResourcePolicy"]["PolicyDocument"]["Statement"]
     assert sealed["Effect"] == "Deny" and sealed["Principal"] == {"AWS": "*"}
     assert sealed["Resource"] == "*"  # in a table's own policy: that table
     assert "Condition" not in sealed  # no principal, administrator or service is exempt
     denied = set(as_list(sealed["Action"]))
     assert set(AUDIT_REWRITES) <= denied
     assert {"dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} <= denied
-    assert {"dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete", "dynamodb:UpdateTimeToLive"} <= denied
+    assert {"dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete"} <= denied
     # Records are added with PutItem, and the table stays readable and backed up.
     assert not {"dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem"} & denied
     # A retained table can no longer be deleted without a policy change first; otherwise the
     # stack's deletion removes it.
     assert ("dynamodb:DeleteTable" in denied) is stack.config.retain_data
     assert denied == set(AUDIT_SEALED) | (set(RETAINED_SEALED) if stack.config.retain_data else set())
-    # No TTL on the audit table: nothing is deleted by the service either.
-    assert "TimeToLiveSpecification" not in audit["Properties"]
+    # Expiry: TTL on the one attribute runs' records carry, which only CloudFormation (the
+    # deploy) may change; a TTL on seq would have the service delete every record.
+    assert expiry["Effect"] == "Deny" and expiry["Principal"] == {"AWS": "*"}
+    assert as_list(expiry["Action"]) == list(TTL_SEALED) == ["dynamodb:UpdateTimeToLive"]
+    assert expiry["Condition"] == {
+        "ForAllValues:StringNotEquals": {"aws:CalledVia": ["cloudformation.amazonaws.com"]}
+    }
+    ttl = audit["Properties"]["TimeToLiveSpecification"]
+    assert ttl == {"AttributeName": r.RECORD_TTL, "Enabled": True}
     others = [t for k, t in tables.items() if k != synth.logical_id(env, stack.state.tables[r.AUDIT.logical])]
     assert others and all("ResourcePolicy" not in t["Properties"] for t in others)
 
@@ -101,6 +108,8 @@ def test_nothing_a_role_of_the_stack_is_granted_on_the_audit_table_is_what_its_p
     for role in synth.resources(env, "AWS::IAM::Role"):
         granted |= actions_on(role_statements(synth.template(env), role), audit)
     assert "dynamodb:PutItem" in granted
+    # The stream's reads: the archiver's mapping, and the sweeper reading a range again.
+    granted -= {"dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"}
     assert granted <= {"dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:Query", "dynamodb:Scan"}, granted
     assert not granted & (set(AUDIT_SEALED) | set(RETAINED_SEALED))
 
@@ -296,8 +305,13 @@ def test_the_auditor_reads_and_may_only_verify_macs(tmp_path: Path) -> None:
         assert actions_on(allowed, table) == set(actions)
     parameter = logical(stack.resources_parameter)
     assert actions_on(allowed, parameter) == {"ssm:GetParameter"}
+    # The audit archive too (`rebound audit verify --archive`): list it, read under audit/, and
+    # decrypt with the environment's key (prod: cmk).
+    bucket = logical(stack.archive.bucket)
+    assert actions_on(allowed, bucket) == {"s3:ListBucket", "s3:GetObject"}
     granted = {a for st in allowed for a in as_list(st["Action"])}
-    assert granted == {*(a for actions in AUDITOR_READS.values() for a in actions), "ssm:GetParameter"}
+    reads = {a for actions in AUDITOR_READS.values() for a in actions}
+    assert granted == {*reads, "ssm:GetParameter", "s3:ListBucket", "s3:GetObject", "kms:Decrypt"}
     # the stack-wide deny reaches it too
     assert any(
         st["Effect"] == "Deny" and set(AUDIT_REWRITES) <= set(as_list(st["Action"])) for st in statements

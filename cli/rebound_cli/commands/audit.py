@@ -33,6 +33,12 @@ def audit() -> None:
 @click.argument("subject", required=False)
 @click.option("--all", "check_all", is_flag=True, help="every chain in the environment")
 @click.option(
+    "--archive",
+    is_flag=True,
+    help="also read the audit archive (S3): each chain is verified from #1, records expired from "
+    "the table included",
+)
+@click.option(
     "--day-keys",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="verify as an auditor: the day keys a writer exported (`rebound audit day-keys`); "
@@ -50,7 +56,7 @@ def audit() -> None:
         )
     ),
 )
-def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None) -> None:
+def verify(app: App, subject: str | None, check_all: bool, archive: bool, day_keys: Path | None) -> None:
     """Verify a run's hash chain (or any SUBJECT such as workorder#wo-...), or --all of them.
 
     Each record's MAC must verify with the environment's audit key (a record edited, inserted or
@@ -59,11 +65,16 @@ def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None
     from its trail into exactly the stored run. Exits 3 if any chain is broken or any run differs
     from its trail.
 
+    Where runs' records expire (retention), a chain whose first records expired verifies from its
+    first record in the table, and a finished run whose item expired verifies by its trail; with
+    --archive each chain is read from the archive and the table together and verified from #1.
+
     \b
     Examples:
       rebound audit verify export-ledger:20260307T090500Z
       rebound audit verify policy#critical
       rebound audit verify --all
+      rebound audit verify --all --archive
 
     JSON: a list of subject, ok, records, detail, mismatched_fields[], unkeyed_records, keying
     (keyed, partly-unkeyed or unkeyed).
@@ -75,7 +86,10 @@ def verify(app: App, subject: str | None, check_all: bool, day_keys: Path | None
     # tables and nothing else, not even the grants the rule would read.
     ops = app.audit(day_keys)
     if subject:
-        results = [ops.verify(subject)]
+        results = [ops.verify(subject, archive=archive)]
+    elif archive:
+        with out.progress("chains verified", total=None) as advance:
+            results = ops.verify_archive(progress=lambda _r: advance(1))
     else:
         # The bar's total is the number of chains, known once every scan segment is in.
         with out.progress("chains verified", total=None) as advance:

@@ -135,7 +135,8 @@ def show(app: App, run_id: str, no_dlq: bool, watching: bool, interval: float, w
 
     The trigger (schedule fire or event), every attempt with its error, retry decisions, the
     dead letter, the DLQ message, the work order and its notifications, and operator actions,
-    in time order, from the audit trail (whose hash chain is verified on the way).
+    in time order, from the audit trail (whose hash chain is verified on the way). A run that
+    expired from the table (retention) is rebuilt from its audit chain in the archive.
 
     \b
     Examples:
@@ -144,11 +145,12 @@ def show(app: App, run_id: str, no_dlq: bool, watching: bool, interval: float, w
       rebound runs show export-ledger:20260307T090500Z --watch   # until it settles
 
     \b
-    JSON fields: run (the stored run), timeline[] (at, source: trigger|run|workorder|dlq, action,
-    actor, state, detail), work_order, dlq_message, audit (ok, records, detail).
+    JSON fields: archived (rebuilt from the archive), run (the stored run), timeline[] (at,
+    source: trigger|run|workorder|dlq, action, actor, state, detail), work_order, dlq_message,
+    audit (ok, records, detail).
     """
     settled = _watch(app, run_id, interval, wait_timeout) if watching else None
-    timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq)
+    timeline = app.runs().timeline(run_id, look_in_dlq=not no_dlq, archive=True)
     if settled is not None and not out.structured(app):
         out.say(f"run {run_id} {settled.state.value} after {settled.attempt} attempt(s)")
         watch.exit_with_outcome(settled)
@@ -177,6 +179,12 @@ def show(app: App, run_id: str, no_dlq: bool, watching: bool, interval: float, w
                 (
                     "audit chain",
                     timeline.chain.detail if timeline.chain.ok else f"BROKEN: {timeline.chain.detail}",
+                ),
+                (
+                    "stored",
+                    "expired from the table; rebuilt from its audit chain in the archive"
+                    if timeline.archived
+                    else None,
                 ),
             ],
         )

@@ -225,12 +225,16 @@ def _mac_problem(fields: AuditFields, check: CheckMac) -> str | None:
     return None
 
 
-def verify_chain(subject: str, records: list[AuditRecord], check_mac: CheckMac | None = None) -> ChainCheck:
+def verify_chain(
+    subject: str, records: list[AuditRecord], check_mac: CheckMac | None = None, *, from_seq: int = 1
+) -> ChainCheck:
     """Check order, links, hashes and (with ``check_mac``) MACs of one subject's records.
 
-    Without ``check_mac`` only the unkeyed parts are checked (``macs_checked`` is false)."""
+    Without ``check_mac`` only the unkeyed parts are checked (``macs_checked`` is false). With
+    ``from_seq`` > 1 the chain is checked from that record on, whose link to the one before it
+    cannot be (records before it expired from the table: ``rebound.domain.retention``)."""
     dumped = [record.model_dump(mode="json") for record in records]
-    return _verified(subject, dumped, check_mac, record_hash)
+    return _verified(subject, dumped, check_mac, record_hash, from_seq)
 
 
 def verify_fields(subject: str, records: list[AuditFields], check_mac: CheckMac | None = None) -> ChainCheck:
@@ -247,9 +251,10 @@ def _verified(
     records: list[AuditFields],
     check_mac: CheckMac | None,
     hash_of: Callable[[AuditFields], str],
+    from_seq: int = 1,
 ) -> ChainCheck:
     try:
-        return _verify_fields(subject, records, check_mac, hash_of)
+        return _verify_fields(subject, records, check_mac, hash_of, from_seq)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         return ChainCheck(
             subject,
@@ -266,8 +271,10 @@ def _verify_fields(
     records: list[AuditFields],
     check_mac: CheckMac | None,
     hash_of: Callable[[AuditFields], str],
+    from_seq: int = 1,
 ) -> ChainCheck:
-    prev = GENESIS
+    ordered = sorted(records, key=lambda r: r["seq"])
+    prev = GENESIS if from_seq == 1 or not ordered else ordered[0]["prev_hash"]
     unkeyed = 0
     keyed_seen = False
     count = len(records)
@@ -275,7 +282,7 @@ def _verify_fields(
     def broken(detail: str) -> ChainCheck:
         return ChainCheck(subject, False, count, detail, unkeyed, check_mac is not None)
 
-    for index, stored in enumerate(sorted(records, key=lambda r: r["seq"]), start=1):
+    for index, stored in enumerate(ordered, start=from_seq):
         fields = {**_UNSET, **stored}
         seq = fields["seq"]
         if seq != index or type(seq) is not int:
@@ -295,6 +302,8 @@ def _verify_fields(
                 return broken(problem)
         prev = fields["hash"]
     detail = f"{count} records verified"
+    if from_seq > 1:
+        detail += f" from #{from_seq} (#1-#{from_seq - 1} expired from the table; --archive verifies them)"
     if unkeyed:
         detail += f" ({unkeyed} unkeyed, by hash only)"
     if check_mac is None and keyed_seen:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import datetime
+from datetime import date, datetime, timedelta
 
 from rebound.domain.timefmt import compact
 
@@ -18,6 +18,16 @@ def _digest(*parts: str, length: int = 16) -> str:
 def scheduled_run_id(task_id: str, fire_time: datetime) -> str:
     """The retry key of a scheduled run: task + logical fire time."""
     return f"{task_id}:{compact(fire_time)}"
+
+
+def scheduled_day(run_id: str) -> date | None:
+    """The day before that of a scheduled run's fire time (``scheduled_run_id``), from where its
+    audit records are in the archive; None for an id that names no time."""
+    try:
+        fired = datetime.strptime(run_id.rsplit(":", 1)[-1], "%Y%m%dT%H%M%SZ")
+    except ValueError:
+        return None
+    return fired.date() - timedelta(days=1)
 
 
 def event_run_id(task_id: str, event_id: str) -> str:

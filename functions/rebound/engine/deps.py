@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from rebound.domain.retry import jitter_rng
 from rebound.engine.ports import (
     Archive,
+    AuditArchive,
     Bus,
     Clock,
     CompletionKeys,
@@ -58,6 +59,8 @@ class Deps:
     """Reads a range of the outbox stream again (the sweeper's recovery of failed relay batches)."""
     archive: Archive | None = None
     """The DLQ archive; ``None`` where the environment has no archive table."""
+    audit_archive: AuditArchive | None = None
+    """Where audit records are kept after they expire (S3); ``None``: the environment has none."""
     completion_keys: CompletionKeys = field(default_factory=NoCompletionKey)
     """Signs and verifies the completion tokens of asynchronous attempts."""
     queue_ages: QueueAges | None = None

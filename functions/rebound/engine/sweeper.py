@@ -98,6 +98,8 @@ class SweepReport:
     dlq_recorded: list[str] = field(default_factory=list)
     dlq_scanned: int = 0
     events_republished: int = 0
+    audit_rearchived: int = 0
+    """Audit records of stream batches the archiver gave up on, archived again from the stream."""
     control_handled: list[str] = field(default_factory=list)
     sla_breaches: list[str] = field(default_factory=list)
     levels_raised: list[str] = field(default_factory=list)
@@ -125,6 +127,7 @@ class SweepReport:
             + len(self.dlq_superseded_removed)
             + len(self.dlq_recorded)
             + self.events_republished
+            + self.audit_rearchived
             + len(self.control_handled)
             + len(self.sla_breaches)
             + len(self.levels_raised)
@@ -510,8 +513,13 @@ class Sweeper:
         else:
             Escalation(self.deps, self.actor).on_workstream_failed(detail)
 
+    def _audit_stream(self, span: StreamRange) -> bool:
+        """Whether ``span`` is of the audit table's stream (the archiver's), not the outbox's."""
+        return f":table/{self.deps.settings.table('audit')}/stream/" in span.stream_arn
+
     def work_control_dlq(self, report: SweepReport) -> None:
-        """Stream batches the relay gave up on are published again from the stream; events the
+        """Stream batches the relay gave up on are published again from the stream, and those the
+        archiver gave up on are archived again from it; events the
         retry scheduler or escalation gave up on are handled again (a recovered run's
         ``task.recovered`` resolves its work order, a ``workorder.resolved`` sends the resolved
         notices still owed, an asynchronous attempt's report is answered). What is handled is
@@ -524,7 +532,12 @@ class Sweeper:
             try:
                 body = json.loads(message.body)
                 span = StreamRange.from_failure_record(body) if isinstance(body, dict) else None
-                if span is not None:
+                if span is not None and self._audit_stream(span):
+                    if self.deps.streams is None or self.deps.audit_archive is None:
+                        continue
+                    records = self.deps.streams.read(span)
+                    report.audit_rearchived += self.deps.audit_archive.archive_stream_records(records)
+                elif span is not None:
                     if self.deps.streams is None:
                         continue
                     events = self.deps.streams.read_events(span)

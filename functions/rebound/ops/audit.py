@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from functools import partial
 from queue import Queue
 from typing import Any
 
@@ -37,6 +38,7 @@ from rebound.domain.audit import (
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import RUN_PREFIX, run_subject
+from rebound.domain.retention import FINISHED
 from rebound.domain.run import Run
 from rebound.engine.deps import Deps
 from rebound.engine.ports import AuditKeys
@@ -107,13 +109,59 @@ class AuditOps:
             )
         return [mac_label((since + timedelta(days=n)).isoformat()) for n in range(days)]
 
-    def verify(self, target: str) -> AuditResult:
-        """Verify one subject: a run id, or a full subject such as ``workorder#wo-...``."""
+    def verify(self, target: str, *, archive: bool = False) -> AuditResult:
+        """Verify one subject: a run id, or a full subject such as ``workorder#wo-...``; with
+        ``archive``, its records in the audit archive and the table together, from #1."""
         subject = target if "#" in target else run_subject(target)
-        result = self._verify(subject)
+        if archive:
+            trails = self._archived(subject)
+            run_id = subject.removeprefix(RUN_PREFIX)
+            result = self._judge(subject, trails.get(subject, []), lambda: self.store.get_run(run_id))
+        else:
+            result = self._verify(subject)
         if result.records == 0:
             raise NotFound(f"no audit records for {subject}", subject=subject)
         return result
+
+    def verify_archive(self, progress: Callable[[AuditResult], None] | None = None) -> list[AuditResult]:
+        """Every chain in the audit archive and the table together, each from #1: what expired
+        from the table is read from the archive (``rebound.adapters.audit_archive``)."""
+        trails = self._archived(None)
+        results = []
+        for subject in sorted(trails):
+            result = self._judge(subject, trails[subject], partial(self.store.get_run, _run_id(subject)))
+            results.append(result)
+            if progress:
+                progress(result)
+        return results
+
+    def _archived(self, subject: str | None) -> dict[str, list[AuditRecord]]:
+        """The archive's records and the table's (of ``subject``, or all), merged by subject: a
+        record in both is one record if they are the same, two (a broken chain) if not."""
+        if self.deps.audit_archive is None:
+            raise NotFound(
+                "this environment has no audit archive (deploy this version of the stack, or run "
+                "`rebound local up` again, to create it)",
+                table="archive",
+            )
+        merged: dict[str, dict[tuple[int, str], AuditFields]] = {}
+        for name, trail in self.deps.audit_archive.trails(subject=subject).items():
+            for fields in trail:
+                merged.setdefault(name, {})[(int(fields["seq"]), str(fields["hash"]))] = fields
+        if subject is not None:
+            live = {subject: [r.model_dump(mode="json") for r in self.store.audit_trail(subject)]}
+        else:
+            live = {}
+            for segment in range(AUDIT_SEGMENTS):
+                for part in self.store.audit_segment_parts(segment, AUDIT_SEGMENTS):
+                    live.update(part)
+        for name, trail in live.items():
+            for fields in trail:
+                merged.setdefault(name, {}).setdefault((int(fields["seq"]), str(fields["hash"])), fields)
+        return {
+            name: [AuditRecord.model_validate(f) for _, f in sorted(records.items())]
+            for name, records in merged.items()
+        }
 
     def verify_all(
         self,
@@ -214,14 +262,38 @@ class AuditOps:
         return self._judge(subject, self.store.audit_trail(subject), lambda: self.store.get_run(run_id))
 
     def _judge(self, subject: str, trail: list[AuditRecord], run: Callable[[], Run | None]) -> AuditResult:
-        """The verdict on one subject's trail (for a run, ``run`` reads the stored run)."""
-        check = verify_chain(subject, trail, self.keys.check)
+        """The verdict on one subject's trail (for a run, ``run`` reads the stored run).
+
+        Where the environment expires records (``Settings.retention``), a run's trail may begin
+        after #1 (the first records expired from the table) and a finished run's item may be gone
+        (it expired before its records): both verify, and say so."""
+        retention = self.deps.settings.retention
+        expiring = retention is not None and subject.startswith(RUN_PREFIX)
+        first = trail[0].seq if trail and expiring else 1
+        check = verify_chain(subject, trail, self.keys.check, from_seq=first)
         if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
             return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
         stored = run()
+        if stored is None and expiring and trail[-1].to_state in FINISHED:
+            return AuditResult(
+                subject,
+                True,
+                check.records,
+                f"{check.detail}; the run ended {trail[-1].to_state} and expired from the table "
+                f"(retention.runs_days)",
+                unkeyed=check.unkeyed,
+            )
         if stored is None:
             return AuditResult(
                 subject, False, check.records, "the trail exists but the run does not", unkeyed=check.unkeyed
+            )
+        if first > 1:
+            return AuditResult(
+                subject,
+                True,
+                check.records,
+                f"{check.detail}; the run is not rebuilt from part of its trail",
+                unkeyed=check.unkeyed,
             )
         mismatched = trail_mismatches(stored, trail)
         if mismatched:

@@ -23,11 +23,11 @@ from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.approvals import CANCEL, SKIP, ApprovalRequest, approval_evidence
-from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, verify_chain
+from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, rebuild_run, verify_chain
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
-from rebound.domain.ids import retry_dispatch_reference, run_subject, work_order_subject
+from rebound.domain.ids import retry_dispatch_reference, run_subject, scheduled_day, work_order_subject
 from rebound.domain.run import Run, RunState, Trigger, with_changes
 from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
@@ -99,9 +99,12 @@ class RunTimeline:
     work_order: WorkOrder | None
     dlq_message: MessageDetail | None
     chain: ChainCheck
+    archived: bool = False
+    """The run expired from the table: rebuilt from its audit chain in the archive."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
+            "archived": self.archived,
             "run": {**self.run.model_dump(mode="json"), "attempts_in_budget": self.run.attempts_in_budget},
             "timeline": [e.as_dict() for e in self.entries],
             "work_order": self.work_order.model_dump(mode="json") if self.work_order else None,
@@ -249,10 +252,17 @@ class RunOps:
             },
         }
 
-    def timeline(self, run_id: str, *, look_in_dlq: bool = True) -> RunTimeline:
-        """Trigger, attempts, retries, dead letter, work order and operator actions, in time order."""
-        run = self.get(run_id)
+    def timeline(self, run_id: str, *, look_in_dlq: bool = True, archive: bool = False) -> RunTimeline:
+        """Trigger, attempts, retries, dead letter, work order and operator actions, in time order.
+        With ``archive`` (the CLI, with the operator's rights on the bucket), a run that expired
+        from the table (``rebound.domain.retention``) is rebuilt from its audit chain in the
+        archive, which its records there and in the table together verify; without (the ops API,
+        whose role does not read the archive), it is not found."""
+        stored = self.store.get_run(run_id)
+        if stored is None and not archive:
+            raise RunNotFound.of(run_id)
         trail = self.store.audit_trail(run_subject(run_id))
+        run, trail = (stored, trail) if stored is not None else self._archived_run(run_id, trail)
         entries: list[TimelineEntry] = []
         action, actor = _TRIGGER_ACTION[run.trigger]
         trigger_detail: dict[str, Any] = {"scheduled_for": iso(run.scheduled_for)}
@@ -323,7 +333,25 @@ class RunOps:
             order,
             message,
             verify_chain(run_subject(run_id), trail, self.store.audit_keys.check),
+            archived=stored is None,
         )
+
+    def _archived_run(self, run_id: str, live: list[AuditRecord]) -> tuple[Run, list[AuditRecord]]:
+        """``run_id`` rebuilt from its chain in the audit archive (and what of it the table still
+        holds); ``RunNotFound`` if neither has it. The archive is read from the day of the run's
+        scheduled time, when its id names one, else whole."""
+        archive = self.deps.audit_archive
+        if archive is None:
+            raise RunNotFound.of(run_id)
+        subject = run_subject(run_id)
+        since = scheduled_day(run_id)
+        records = {(r.seq, r.hash): r for r in live}
+        for fields in archive.trails(subject=subject, since=since).get(subject, []):
+            records.setdefault((int(fields["seq"]), str(fields["hash"])), AuditRecord.model_validate(fields))
+        if not records:
+            raise RunNotFound.of(run_id)
+        trail = [records[k] for k in sorted(records)]
+        return rebuild_run(run_id, trail), trail
 
     # --------------------------------------------------------------------------- retry
     def retry(

@@ -20,19 +20,25 @@ from collections.abc import Mapping, Sequence
 from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as ddb
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from rebound import resources as r
+from rebound_infra.nag import acknowledge, resource_finding
 from rebound_infra.permissions import AUDIT_REWRITES
 
-AUDIT_SEALED = (*AUDIT_REWRITES, "dynamodb:UpdateTimeToLive")
-"""Denied on the audit table to every principal by its resource policy. ``AUDIT_REWRITES`` (the
-single and batch updates and deletes, and PartiQL's; a transaction's items are authorized as
-``UpdateItem``/``DeleteItem`` each, so they are covered too), and ``UpdateTimeToLive``: turning
-on TTL with a number attribute such as ``seq`` would have DynamoDB itself delete every record.
-``PutItem`` cannot be denied (it is how records are added) and no condition key can require its
-``attribute_not_exists`` condition: that is the keyed chain's job."""
+AUDIT_SEALED = AUDIT_REWRITES
+"""Denied on the audit table to every principal by its resource policy: the single and batch
+updates and deletes, and PartiQL's (a transaction's items are authorized as ``UpdateItem``/
+``DeleteItem`` each, so they are covered too). ``PutItem`` cannot be denied (it is how records are
+added) and no condition key can require its ``attribute_not_exists`` condition: that is the keyed
+chain's job."""
+TTL_SEALED = ("dynamodb:UpdateTimeToLive",)
+"""Denied too, except to CloudFormation deploying the stack (``aws:CalledVia``), which sets the
+table's TTL on ``ttl`` (``rebound.domain.retention``): anyone else turning TTL on with a number
+attribute such as ``seq`` would have DynamoDB itself delete every record. TTL's own deletions are
+the service's, not a principal's, and every record it deletes was archived when it was written."""
 RETAINED_SEALED = ("dynamodb:DeleteTable",)
 """Also denied when the environment retains its data (``retain_data``)."""
 
@@ -63,6 +69,16 @@ def seal_audit_table(table: ddb.Table, *, retain: bool) -> None:
             resources=["*"],
         )
     )
+    table.add_to_resource_policy(
+        iam.PolicyStatement(
+            sid="AuditExpiryIsSetByTheStackOnly",
+            effect=iam.Effect.DENY,
+            principals=[iam.AnyPrincipal()],
+            actions=list(TTL_SEALED),
+            resources=["*"],
+            conditions={"ForAllValues:StringNotEquals": {"aws:CalledVia": ["cloudformation.amazonaws.com"]}},
+        )
+    )
 
 
 class Auditor(Construct):
@@ -77,6 +93,7 @@ class Auditor(Construct):
         principals: Sequence[str],
         tables: Mapping[str, ddb.ITable],
         resources_parameter: ssm.IStringParameter,
+        archive: s3.IBucket | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.role = iam.Role(
@@ -93,3 +110,18 @@ class Auditor(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[resources_parameter.parameter_arn])
         )
+        if archive is not None:  # `rebound audit verify --archive`: the records that expired
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["s3:ListBucket"], resources=[archive.bucket_arn])
+            )
+            self.role.add_to_policy(
+                iam.PolicyStatement(actions=["s3:GetObject"], resources=[archive.arn_for_objects("audit/*")])
+            )
+            if archive.encryption_key is not None:
+                archive.encryption_key.grant_decrypt(self.role)
+            acknowledge(
+                self.role,
+                resource_finding(self.role, "AwsSolutions-IAM5", f"{archive.bucket_arn}/audit/*"),
+                "The auditor reads the archived audit records: GetObject under audit/ of the archive "
+                "bucket, whose objects are named at run time (a day and stream sequence numbers).",
+            )

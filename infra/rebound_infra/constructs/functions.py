@@ -8,8 +8,9 @@ Triggers, from the spec:
 
 - ``queue``: an SQS event source mapping with ``ReportBatchItemFailures`` and a maximum
   concurrency; the queue's visibility timeout must be at least six times the function timeout.
-- ``stream_table``: the outbox relay's DynamoDB stream mapping: inserts only, batch item failures,
-  bisect on error, bounded retries, and an on-failure destination (the control DLQ).
+- ``stream_table``: a DynamoDB stream mapping (the outbox relay's, the archiver's): inserts only,
+  batch item failures, bisect on error, bounded retries, the spec's batching window, and an
+  on-failure destination (the control DLQ).
 - ``every_minute``: an EventBridge Scheduler schedule with a retry policy and the Scheduler DLQ.
 """
 
@@ -186,8 +187,12 @@ class Functions(Construct):
                     retry_attempts=triggers.outbox_retry_attempts,
                     max_record_age=Duration.seconds(triggers.outbox_max_record_age_s),
                     parallelization_factor=1,
+                    max_batching_window=Duration.seconds(spec.batch_window_s)
+                    if spec.batch_window_s
+                    else None,
                     on_failure=sources.SqsDlq(triggers.stream_failures),
-                    # The outbox's TTL deletions are stream records too; only inserts are events.
+                    # TTL deletions are stream records too; only inserts are events (the outbox's)
+                    # or records to archive (the audit table's).
                     filters=[
                         lambda_.FilterCriteria.filter({"eventName": lambda_.FilterRule.is_equal("INSERT")})
                     ],

@@ -61,6 +61,7 @@ ERRORS_RUNBOOKS = {
     "retry_scheduler": "retry-scheduler-errors.md",
     "escalation": "escalation-errors.md",
     "outbox_relay": "outbox-relay-errors.md",
+    "archiver": "archive-failures.md",
     "sweeper": "sweeper-errors.md",
     "ops_api": "ops-api-errors.md",
 }
@@ -301,6 +302,7 @@ class Observability(DashboardBuilder, Construct):
         dead_letter_queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         outbox_relay: lambda_.IFunction,
+        archiver: lambda_.IFunction | None = None,
     ) -> None:
         t = self.thresholds
         self.alarm(
@@ -408,6 +410,14 @@ class Observability(DashboardBuilder, Construct):
             threshold=t.outbox_iterator_age_s * 1000,
             description=f"outbox events wait more than {t.outbox_iterator_age_s}s to reach the bus",
         )
+        if archiver is not None:
+            self.alarm(
+                "ArchiveLag",
+                archiver.metric("IteratorAge", statistic="Maximum", period=QUEUE_PERIOD),
+                threshold=t.archive_iterator_age_s * 1000,
+                description=f"audit records wait more than {t.archive_iterator_age_s}s to be archived",
+                runbook="archive-failures.md",
+            )
         for logical, fn in functions.items():
             self.alarm(
                 f"{_camel(logical)}Errors",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rebound.domain.retention import Retention
 from rebound_local import pricing
 from rebound_local.bench.common import COST_SCENARIOS
 from rebound_local.bench.scenarios import bench_scenario
@@ -64,21 +65,70 @@ def bench_cost() -> dict[str, Any]:
 
 
 KEPT = ("runs", "audit", "workorders", "dlq_messages")
-"""The tables whose items never expire today (the outbox's and the control records' have a TTL)."""
+"""The tables whose items a run leaves (the outbox's and the control records' expire anyway)."""
+MONTH_DAYS = 30.4
+YEAR = 12
 
 
-def storage_per_million(section: dict[str, Any]) -> dict[str, float]:
-    """What a million runs of a class leave in DynamoDB, kept for ever today: their tables' and
-    indexes' bytes (each item and index entry with DynamoDB's 100-byte overhead), per run, and its
-    price every month after, at the standard table class's $0.25 per GB-month."""
+def storage_per_million(section: dict[str, Any]) -> dict[str, Any]:
+    """What a million runs of a class leave: in DynamoDB (their tables' and indexes' bytes, each
+    item and index entry with DynamoDB's 100-byte overhead, at the standard table class's $0.25
+    per GB-month) and in the audit archive (S3), without retention and with the defaults'.
+
+    - ``dollars_per_month``: without retention, what a million runs add to every later month;
+    - ``retained``: at a million runs a month with ``Retention()``'s days, what DynamoDB holds
+      once steady (a finished run's item and index entries for ``runs_days``, a run's records for
+      ``audit_days``), what the archive adds each month (S3 Standard for 30 days, then Glacier
+      Instant Retrieval), and the month after a year, with retention and without; and the idle
+      month after that year: the archive alone, DynamoDB emptied by TTL."""
+    runs = max(1, section["runs"])
     stored = section.get("stored_bytes") or {}
     kept = sum(size for name, size in stored.items() if name.split(".")[0] in KEPT)
-    per_run = kept / max(1, section["runs"])
+    per_run = kept / runs
     gb = per_run * 1e6 / 1024**3
+    price_gb = pricing.MONTHLY["dynamodb_storage_gb"]
+    days = Retention()
+    run_bytes = sum(size for name, size in stored.items() if name.split(".")[0] == "runs") / runs
+    audit_bytes = stored.get("audit", 0) / runs
+    other_bytes = per_run - run_bytes - audit_bytes  # work orders, DLQ records: kept
+    archive_bytes = section.get("archived_bytes", 0) / runs
+
+    def held_gb(horizon_days: float) -> float:
+        """What DynamoDB holds at a million runs a month once ``horizon_days`` of them have run."""
+        held = run_bytes * min(days.runs_days, horizon_days) + audit_bytes * min(
+            days.audit_days, horizon_days
+        )
+        return float(held) / MONTH_DAYS * 1e6 / 1024**3
+
+    steady_gb = held_gb(float("inf"))
+    year_gb = held_gb(YEAR * MONTH_DAYS)
+    archive_gb = archive_bytes * 1e6 / 1024**3
+    archive_month = archive_gb * pricing.MONTHLY["s3_standard_gb"]
+    archive_year_gb = archive_gb * YEAR
+    year_archive = archive_year_gb * pricing.MONTHLY["s3_glacier_ir_gb"] + archive_month
+    kept_gb_year = other_bytes * 1e6 / 1024**3 * YEAR
     return {
         "bytes_per_run": round(per_run, 1),
         "gb": round(gb, 3),
-        "dollars_per_month": round(gb * pricing.MONTHLY["dynamodb_storage_gb"], 3),
+        "dollars_per_month": round(gb * price_gb, 3),
+        "retained": {
+            "runs_days": days.runs_days,
+            "audit_days": days.audit_days,
+            "bytes_per_run": {
+                "runs": round(run_bytes, 1),
+                "audit": round(audit_bytes, 1),
+                "kept": round(other_bytes, 1),
+                "archive": round(archive_bytes, 1),
+            },
+            "steady_dynamodb_gb": round(steady_gb, 3),
+            "steady_dynamodb_dollars_per_month": round(steady_gb * price_gb, 3),
+            "archive_gb_added_per_month": round(archive_gb, 4),
+            "month_after_a_year_dollars": {
+                "without_retention": round(gb * YEAR * price_gb, 3),
+                "with_retention": round((year_gb + kept_gb_year) * price_gb + year_archive, 3),
+            },
+            "idle_month_after_a_year_dollars": round(kept_gb_year * price_gb + year_archive, 3),
+        },
     }
 
 

@@ -139,6 +139,13 @@ def authorizations(service: str, operation: str, params: dict[str, Any], arns: A
         return [(f"lambda:{action}", arns.function(str(name)) if name else "*")]
     if service in ("appconfig", "appconfigdata"):
         return _appconfig(operation, params, arns)
+    if service == "s3":
+        bucket = f"arn:{arns.partition}:s3:::{params.get('Bucket', '*')}"
+        if operation in ("ListObjectsV2", "ListObjects"):
+            return [("s3:ListBucket", bucket)]
+        if "Key" in params:
+            return [(f"s3:{operation}", f"{bucket}/{params['Key']}")]
+        return [(f"s3:{operation}", bucket)]
     if service == "sts":
         if operation == "AssumeRole":
             out = [("sts:AssumeRole", str(params["RoleArn"]))]

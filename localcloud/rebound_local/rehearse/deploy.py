@@ -36,6 +36,7 @@ BUNDLE = "played by the built bundle"
 PLAYED = {
     "AWS::DynamoDB::Table": CREATED,
     "AWS::SQS::Queue": CREATED,
+    "AWS::S3::Bucket": CREATED,
     "AWS::Events::EventBus": CREATED,
     "AWS::Events::Rule": CREATED,
     "AWS::Scheduler::ScheduleGroup": CREATED,
@@ -90,9 +91,13 @@ def deploy(template: Template, session: Any, endpoint_url: str | None, environme
             "ssm",
             "secretsmanager",
             "appconfig",
+            "s3",
         )
     }
     stack = template.stack_name
+
+    for logical_id in template.of_type("AWS::S3::Bucket"):
+        client["s3"].create_bucket(Bucket=template.physical_of(logical_id).ref)
 
     for logical_id in template.of_type("AWS::KMS::Key"):
         props = template.props(logical_id)
@@ -288,7 +293,7 @@ def _specs(
                 f"the template deploys no {spec.logical} function "
                 f"(no POWERTOOLS_SERVICE_NAME {r.service_name(spec.logical)})"
             )
-        queue, stream, batch, maximum = None, None, spec.batch_size, None
+        queue, stream, batch, maximum, window = None, None, spec.batch_size, None, 0
         for mapping in template.of_type("AWS::Lambda::EventSourceMapping").values():
             props = mapping["Properties"]
             if props.get("FunctionName") != {"Ref": deployed.logical_id}:
@@ -296,6 +301,7 @@ def _specs(
             source = str(template.resolve(props["EventSourceArn"]))
             batch = int(props.get("BatchSize", 10))
             maximum = (props.get("ScalingConfig") or {}).get("MaximumConcurrency")
+            window = int(props.get("MaximumBatchingWindowInSeconds", 0))
             queue = queue_by_arn.get(source, queue)
             stream = table_by_stream.get(source, stream)
         out.append(
@@ -308,6 +314,7 @@ def _specs(
                 batch_size=batch,
                 max_concurrency=int(maximum) if maximum else None,
                 stream_table=stream,
+                batch_window_s=window,
                 every_minute=deployed.arn in scheduled,
             )
         )

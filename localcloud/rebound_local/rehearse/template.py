@@ -141,6 +141,9 @@ class Template:
             name = str(props.get("TableName") or generated_name(stack, logical_id, 255))
             table = arn("dynamodb", f"table/{name}")
             return Physical(name, {"Arn": table, "StreamArn": f"{table}/stream/2026-01-01T00:00:00.000"})
+        if kind == "AWS::S3::Bucket":
+            name = str(props.get("BucketName") or generated_name(stack, logical_id, 63)).lower()
+            return Physical(name, {"Arn": f"arn:{PARTITION}:s3:::{name}"})
         if kind == "AWS::SQS::Queue":
             name = str(props.get("QueueName") or generated_name(stack, logical_id, 80))
             url = f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}"

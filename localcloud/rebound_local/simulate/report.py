@@ -214,6 +214,7 @@ class SimulationReport(SimulationChecks):
         billed["stored_bytes"] = observe.stored_bytes(
             stack.cloud, stack.settings, pricing.ITEM_OVERHEAD_BYTES
         )
+        billed["archived_bytes"] = observe.archived_bytes(stack.cloud, stack.settings)
         return billed
 
     def _message_summary(self, stack: LocalStack) -> dict[str, Any]:

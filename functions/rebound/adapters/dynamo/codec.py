@@ -22,6 +22,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from rebound.adapters import dlq_items
 from rebound.domain.jsonutil import dumps, loads, plain_loads
+from rebound.resources import RECORD_TTL as TTL
 
 Item = dict[str, Any]
 
@@ -51,8 +52,8 @@ CONTROL = "control"
 
 TOP_LEVEL: dict[str, frozenset[str]] = {
     "tasks": frozenset({"task_id", "tenant", "state", "version"}),
-    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "rev"}),
-    "audit": frozenset({"subject", "seq"}),
+    "runs": frozenset({"run_id", "task_id", "scheduled_for", "state", "updated_at", "audit_seq", "rev", TTL}),
+    "audit": frozenset({"subject", "seq", TTL}),
     "outbox": frozenset(
         {"event_id", "detail_type", "source", "detail", "subject", "created_at", "expires_at"}
     ),
@@ -169,12 +170,14 @@ def _value(value: Mapping[str, Any]) -> Any:
 
 
 def from_item(item: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
-    """A record from a DynamoDB item (as botocore parses it, or raw: ``raw_answers``). With
+    """A record from a DynamoDB item (as botocore parses it, or raw: ``raw_answers``), without its
+    ``ttl`` (``rebound.resources.RECORD_TTL``). With
     ``plain``, integral numbers in ``doc`` read as ints too (``jsonutil.plain_loads``), as the
     attributes' numbers always do."""
     # Text, most attributes, is read here rather than through a call of ``_value`` each.
     out = {key: value["S"] if "S" in value else _value(value) for key, value in item.items()}
     doc = out.pop(DOC, None)
+    out.pop(TTL, None)  # when DynamoDB may delete it: storage, not the record
     if doc is not None:
         text = unpack_doc(doc)
         out.update(plain_loads(text) if plain else loads(text))

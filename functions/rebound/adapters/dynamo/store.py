@@ -25,6 +25,7 @@ from rebound.adapters.dynamo.write_ahead import DynamoWriteAhead, runs_behind
 from rebound.adapters.errors import translate
 from rebound.adapters.staging import StagingStore
 from rebound.domain.errors import Conflict, OperationalError, Throttled
+from rebound.domain.retention import Retention
 from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import TenantSettings
@@ -81,8 +82,12 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingSt
         published: frozenset[str] | None = None,
         faults: CrashPoints | None = None,
         runs_by_task: str = r.RUNS_BY_TASK,
+        retention: Retention | None = None,
     ) -> None:
         self.client = client
+        self.retention = retention
+        """How long finished runs and runs' audit records stay (``rebound.domain.retention``): each is
+        written with its ``ttl``; None: nothing expires."""
         self.runs_by_task = runs_by_task
         """The index a task's runs are listed from (``Settings.runs_by_task``)."""
         index = {i.name: i for i in (*r.RUNS.indexes, *r.RUNS.retired_indexes)}[runs_by_task]

@@ -21,9 +21,11 @@ from rebound.domain.audit import AuditFields, bookkept
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import slot_expiry_attribute
+from rebound.domain.retention import FINISHED, audit_expiry, run_expiry
 from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
 from rebound.domain.work_order import WorkOrder
+from rebound.resources import RECORD_TTL
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb.type_defs import TransactWriteItemTypeDef
@@ -247,7 +249,9 @@ class UnitOfWork(StagingUnitOfWork):
 
     # --- internals ----------------------------------------------------------------------------
     def _stage_audit(self, record: AuditRecord, fields: AuditFields, label: str) -> None:
-        self.put("audit", fields, label, "attribute_not_exists(subject)")
+        expiry = audit_expiry(self.store.retention, record.subject, self.at)
+        data = fields if expiry is None else {**fields, RECORD_TTL: expiry}
+        self.put("audit", data, label, "attribute_not_exists(subject)")
 
     def _stage_event(self, item: dict[str, Any], label: str) -> None:
         self.put("outbox", item, label, "attribute_not_exists(event_id)")
@@ -282,6 +286,8 @@ class UnitOfWork(StagingUnitOfWork):
     def _stage_owned(
         self, table: str, key_attr: str, key: str, data: dict[str, Any], before: Run | WorkOrder | None
     ) -> None:
+        if table == "runs":
+            data = {**data, RECORD_TTL: run_expiry(self.store.retention, data["state"] in FINISHED, self.at)}
         slot = (table, key)
         if slot in self._owned:
             put = self.items[self._owned[slot]]["Put"]

@@ -36,9 +36,12 @@ from rebound.domain.audit import rolled_forward
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import run_subject
+from rebound.domain.retention import Retention, run_expiry
 from rebound.domain.run import Run
+from rebound.domain.states import TERMINAL
 from rebound.engine.ports import CrashPoints
 from rebound.engine.ports.runtime import AFTER_AUDIT_RECORD
+from rebound.resources import RECORD_TTL
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -101,6 +104,7 @@ class DynamoWriteAhead:
         client: DynamoDBClient
         tables: dict[str, str]
         faults: CrashPoints
+        retention: Retention | None
         _call: Callable[..., Any]
         _get: Callable[..., dict[str, Any] | None]
         _query: Callable[..., Iterator[dict[str, Any]]]
@@ -176,7 +180,13 @@ class DynamoWriteAhead:
             run = run.model_copy(update={"rev": (stored.rev if stored is not None else 0) + 1})
             put: dict[str, Any] = {
                 "TableName": self.tables["runs"],
-                "Item": to_item(run.model_dump(mode="json"), "runs"),
+                "Item": to_item(
+                    {
+                        **run.model_dump(mode="json"),
+                        RECORD_TTL: run_expiry(self.retention, run.state in TERMINAL, run.updated_at),
+                    },
+                    "runs",
+                ),
             }
             if stored is None:
                 put["ConditionExpression"] = "attribute_not_exists(run_id)"

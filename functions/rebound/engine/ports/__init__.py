@@ -9,7 +9,7 @@ bus, a range of the outbox stream) are declared with the port that carries them:
 
 - ``store``: ``Store`` and its ``UnitOfWork``, and the record of the DLQ (``DlqEntry``);
 - ``transport``: ``Queues``, ``QueueBatches``, ``Schedules``, ``Bus``, ``OutboxStream``;
-- ``delivery``: ``Notifier`` (and its channels), ``Archive`` (the DLQ archive);
+- ``delivery``: ``Notifier`` (and its channels), ``Archive`` (the DLQ archive), ``AuditArchive``;
 - ``targets``: ``Targets`` (a task's target, called for one attempt: ``Invocation``, ``Outcome``);
 - ``keys``: ``AuditKeys`` (the MACs of the audit chain and of actors in queue messages);
 - ``runtime``: ``Clock``, ``Metrics``, ``CrashPoints``, ``Fanout``, with their plain implementations.
@@ -23,6 +23,7 @@ from rebound.engine.ports.delivery import (
     Archive,
     ArchivedItem,
     ArchiveUnavailable,
+    AuditArchive,
     Channel,
     CompletionKeys,
     DeliveryFailed,
@@ -88,6 +89,7 @@ __all__ = [
     "Archive",
     "ArchiveUnavailable",
     "ArchivedItem",
+    "AuditArchive",
     "AuditKeys",
     "BatchResult",
     "Bus",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Protocol
 
 from rebound.domain.errors import NotFound, OperationalError
@@ -141,4 +141,20 @@ class Archive(Protocol):
 
     def mark_redriven(self, message_id: str, at: datetime, actor: str) -> bool:
         """``archived`` -> ``redriven``. False if it was not ``archived`` any more."""
+        ...
+
+
+class AuditArchive(Protocol):
+    """Where audit records are kept once DynamoDB's TTL has deleted them (docs/archive.md)."""
+
+    def archive_stream_records(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Archive the audit records a batch of the audit table's stream inserted; returns how many.
+        The same batch archived again writes the same object again (archiving is idempotent)."""
+        ...
+
+    def trails(
+        self, *, subject: str | None = None, since: date | None = None, until: date | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
+        """The archived records of every subject (or of ``subject``), each in sequence order, as
+        stored, from objects of ``since`` to ``until`` (days of the records' writing)."""
         ...

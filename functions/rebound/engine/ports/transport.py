@@ -246,7 +246,8 @@ class Bus(Protocol):
 
 @dataclass(frozen=True)
 class StreamRange:
-    """A range of the outbox table's stream that the relay gave up on."""
+    """A range of a table's stream that its function gave up on (the outbox's relay, the audit
+    table's archiver)."""
 
     stream_arn: str
     shard_id: str
@@ -271,6 +272,10 @@ class StreamRange:
 
 
 class OutboxStream(Protocol):
+    def read(self, span: StreamRange) -> list[dict[str, Any]]:
+        """Every record from ``first`` to ``last``, as Lambda hands them over, in order."""
+        ...
+
     def read_events(self, span: StreamRange) -> list[BusEvent]:
         """The outbox events (inserts) from ``first`` to ``last``, in stream order."""
         ...

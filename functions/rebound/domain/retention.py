@@ -1,0 +1,62 @@
+"""How long runs and audit records stay in DynamoDB, and the expiry each item is written with.
+
+DynamoDB's TTL deletes an item some time after its ``expires_at`` (epoch seconds) has passed, at
+no write cost. Only what the archive keeps expires (docs/archive.md):
+
+- a run's audit records expire ``audit_days`` after each was written; the archiver has copied
+  them to S3 from the audit table's stream by then, and ``rebound audit verify --archive``
+  verifies the chain there;
+- a run's item expires ``runs_days`` after it finished (succeeded, skipped, cancelled,
+  superseded): its audit chain holds every change of it, so ``rebound runs show`` rebuilds it
+  from the archive. A run that is dead-lettered, waiting or running never expires;
+- the chains of tasks, policies, work orders, workstreams and tenants do not expire: they grow
+  with what operators do, not with runs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from rebound.domain.ids import RUN_PREFIX
+from rebound.domain.states import TERMINAL
+
+DAY = timedelta(days=1)
+FINISHED: frozenset[str] = frozenset(state.value for state in TERMINAL)
+"""The states a run item expires in (values, as stored)."""
+
+
+class Retention(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    runs_days: int = Field(default=90, ge=1, le=36500, description="days a finished run stays in DynamoDB")
+    audit_days: int = Field(
+        default=400,
+        ge=1,
+        le=36500,
+        description="days a run's audit record stays in DynamoDB (the archive keeps it after)",
+    )
+
+    @model_validator(mode="after")
+    def _audit_outlives_runs(self) -> Retention:
+        if self.audit_days < self.runs_days:
+            raise ValueError(
+                f"audit_days ({self.audit_days}) must be at least runs_days ({self.runs_days}): a run "
+                "in DynamoDB is checked against its audit records there"
+            )
+        return self
+
+
+def run_expiry(retention: Retention | None, finished: bool, at: datetime) -> int | None:
+    """The ``expires_at`` of a run item written at ``at``: None while it is not finished."""
+    if retention is None or not finished:
+        return None
+    return int((at + retention.runs_days * DAY).timestamp())
+
+
+def audit_expiry(retention: Retention | None, subject: str, at: datetime) -> int | None:
+    """The ``expires_at`` of the audit record of ``subject`` written at ``at``: only a run's expire."""
+    if retention is None or not subject.startswith(RUN_PREFIX):
+        return None
+    return int((at + retention.audit_days * DAY).timestamp())

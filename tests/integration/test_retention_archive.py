@@ -1,0 +1,189 @@
+"""Retention with the audit archive, on the local cloud (docs/archive.md).
+
+Runs go through the engine as on AWS; the archiver reads the audit table's stream and archives
+each batch to S3; DynamoDB's TTL (``rebound_local.ttl``) then deletes finished runs and runs'
+records. Nothing that expires was not archived, every chain still verifies (from the archive and
+the table together, from #1), and an expired run still shows, rebuilt from its archived chain.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from rebound import resources as r
+from rebound.adapters.audit_archive import PREFIX, S3AuditArchive
+from rebound.adapters.dynamo.codec import from_item
+from rebound.domain.errors import RunNotFound
+from rebound.domain.ids import scheduled_run_id
+from rebound.domain.retention import Retention
+from rebound.domain.run import RunState
+from rebound.engine.deps import Deps
+from rebound.ops.audit import AuditOps
+from rebound.ops.runs import RunOps
+from rebound_local import ttl
+from rebound_local.clock import VirtualClock
+from rebound_local.stack import Faults, LocalStack
+from support import register, start_virtual, task
+
+pytestmark = pytest.mark.integration
+
+START = datetime(2026, 3, 7, 8, 59, 30, tzinfo=UTC)
+SHORT = Retention(runs_days=1, audit_days=2)
+FAILING = {"type": "sim", "behavior": {"terminal_error": "LEDGER_LOCKED"}}
+
+
+def start(started: list[LocalStack], **faults: Any) -> tuple[LocalStack, VirtualClock, Deps]:
+    """A stack whose functions keep runs a day and runs' records two; the operators' deps know it."""
+    stack, clock = start_virtual(started, START, faults=Faults(**faults))
+    stack.deps.store.retention = SHORT
+    ops = dataclasses.replace(stack.deps, settings=stack.settings.model_copy(update={"retention": SHORT}))
+    return stack, clock, ops
+
+
+def table_items(stack: LocalStack, logical: str) -> list[dict[str, Any]]:
+    ddb = stack.cloud.client("dynamodb")
+    pages = ddb.get_paginator("scan").paginate(TableName=stack.settings.table(logical), ConsistentRead=True)
+    return [item for page in pages for item in page["Items"]]
+
+
+def archive(stack: LocalStack) -> S3AuditArchive:
+    assert stack.deps.audit_archive is not None
+    return S3AuditArchive(lambda: stack.cloud.client("s3"), str(stack.settings.archive_bucket))
+
+
+def archived_keys(stack: LocalStack) -> set[tuple[str, int]]:
+    return {(s, int(f["seq"])) for s, trail in archive(stack).trails().items() for f in trail}
+
+
+def test_records_are_archived_as_written_expire_by_ttl_and_every_chain_verifies_from_the_archive(
+    local_stacks: list[LocalStack],
+) -> None:
+    stack, clock, ops = start(local_stacks)
+    register(stack.deps, task("acme.ok-every-five-minutes"), task("acme.fails-every-five", target=FAILING))
+    stack.runtime.run_virtual(START + timedelta(minutes=14))  # three fires each, then the 60 s window
+
+    runs = {from_item(i)["run_id"]: i for i in table_items(stack, "runs")}
+    states = {run_id: from_item(i)["state"] for run_id, i in runs.items()}
+    assert sorted(states.values()) == ["dead_lettered"] * 3 + ["succeeded"] * 3, states
+    # A finished run expires runs_days after it ended; a dead-lettered one never does.
+    for run_id, item in runs.items():
+        updated = datetime.fromisoformat(from_item(item)["updated_at"].replace("Z", "+00:00"))
+        if states[run_id] == "succeeded":
+            assert int(item[r.RECORD_TTL]["N"]) == int((updated + timedelta(days=1)).timestamp())
+        else:
+            assert r.RECORD_TTL not in item
+    records = table_items(stack, "audit")
+    for item in records:
+        subject, at = item["subject"]["S"], from_item(item)["at"]
+        written = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        if subject.startswith("run#"):
+            assert int(item[r.RECORD_TTL]["N"]) == int((written + timedelta(days=2)).timestamp())
+        else:  # tasks', work orders', policies' chains stay
+            assert r.RECORD_TTL not in item, subject
+        assert "ttl" not in from_item(item)  # storage, not part of the record
+    # Every record written is in the archive, exactly once as a record.
+    in_table = {(i["subject"]["S"], int(i["seq"]["N"])) for i in records}
+    assert in_table == archived_keys(stack)
+    objects = stack.cloud.client("s3").list_objects_v2(Bucket=stack.settings.archive_bucket, Prefix=PREFIX)
+    (first, *_) = objects["Contents"]
+    body = stack.cloud.client("s3").get_object(Bucket=stack.settings.archive_bucket, Key=first["Key"])
+    assert body["Metadata"]["format"] == "rebound-audit-archive/1"
+    assert first["Key"].startswith(f"{PREFIX}2026/03/07/") and first["Key"].endswith(".jsonl.gz")
+
+    # Three days on, DynamoDB's TTL has deleted the finished runs and every run's records.
+    clock.advance_to(START + timedelta(days=3))
+    deleted = ttl.expire(stack.cloud.dynamodb_backend, stack.settings, clock.now())
+    assert deleted["runs"] == 3 and deleted["audit"] == sum(1 for s, _ in in_table if s.startswith("run#"))
+    left = {from_item(i)["run_id"]: from_item(i)["state"] for i in table_items(stack, "runs")}
+    assert sorted(left.values()) == ["dead_lettered"] * 3
+
+    # The table alone: what is left verifies (the chains of tasks and work orders).
+    audit = AuditOps(ops)
+    assert all(result.ok for result in audit.verify_all()), [r.as_dict() for r in audit.verify_all()]
+    # The archive and the table together: every chain from #1, expired runs by their trails.
+    results = {result.subject: result for result in audit.verify_archive()}
+    assert {s for s, _ in in_table} == set(results)
+    assert all(result.ok for result in results.values()), [r.as_dict() for r in results.values() if not r.ok]
+    ended = next(s for s, result in results.items() if "expired from the table" in result.detail)
+    assert ended.startswith("run#") and states[ended.removeprefix("run#")] == "succeeded"
+
+    # An expired run still shows: rebuilt from its chain in the archive.
+    run_id = scheduled_run_id("acme.ok-every-five-minutes", datetime(2026, 3, 7, 9, 5, tzinfo=UTC))
+    with pytest.raises(RunNotFound):  # the ops API's view: its role does not read the archive
+        RunOps(ops, "test").timeline(run_id)
+    timeline = RunOps(ops, "test").timeline(run_id, archive=True)
+    assert timeline.archived and timeline.run.state is RunState.SUCCEEDED and timeline.chain.ok
+    assert [e.action for e in timeline.entries if e.source == "run"][-1] == "attempt-succeeded"
+    with pytest.raises(RunNotFound):
+        RunOps(ops, "test").timeline("acme.ok-every-five-minutes:20260307T091100Z", archive=True)
+
+    # An archived record edited in S3 breaks its chain.
+    s3 = stack.cloud.client("s3")
+    key = first["Key"]
+    lines = gzip.decompress(s3.get_object(Bucket=stack.settings.archive_bucket, Key=key)["Body"].read())
+    edited = [json.loads(line) for line in lines.splitlines()]
+    victim = next(rec for rec in edited if rec["subject"].startswith("run#"))
+    victim["actor"] = "someone-else"
+    s3.put_object(
+        Bucket=stack.settings.archive_bucket,
+        Key=key,
+        Body=gzip.compress("".join(json.dumps(rec) + "\n" for rec in edited).encode()),
+    )
+    broken = [result for result in audit.verify_archive() if not result.ok]
+    assert [result.subject for result in broken] == [victim["subject"]]
+    assert "altered" in broken[0].detail or "does not verify" in broken[0].detail
+
+
+def test_a_chain_whose_first_records_expired_verifies_from_the_first_left(
+    local_stacks: list[LocalStack],
+) -> None:
+    """A dead-lettered run skipped a day and a half later: its first records expire before its
+    last, and before its item; the table alone verifies what is left, and says so."""
+    stack, clock, ops = start(local_stacks)
+    register(stack.deps, task("acme.fails-every-five", target=FAILING, schedule={"cron": "0 9 * * *"}))
+    stack.runtime.run_virtual(START + timedelta(minutes=3))
+    run_id = scheduled_run_id("acme.fails-every-five", datetime(2026, 3, 7, 9, 0, tzinfo=UTC))
+    assert stack.deps.store.get_run(run_id).state is RunState.DEAD_LETTERED  # type: ignore[union-attr]
+    clock.advance_to(START + timedelta(days=1, hours=12))
+    RunOps(ops, "test").skip(run_id, "replaced by a manual export")
+    clock.advance_to(START + timedelta(days=2, hours=6))
+    ttl.expire(stack.cloud.dynamodb_backend, stack.settings, clock.now())
+
+    live = stack.deps.store.audit_trail(f"run#{run_id}")
+    assert live and live[0].seq > 1 and live[-1].to_state == "skipped"
+    result = AuditOps(ops).verify(run_id)
+    assert result.ok and f"from #{live[0].seq}" in result.detail, result.detail
+    whole = AuditOps(ops).verify(run_id, archive=True)
+    assert whole.ok and whole.records == live[-1].seq and "rebuilds from its trail" in whole.detail
+
+
+def test_a_batch_the_archiver_gave_up_on_is_archived_by_the_sweeper(
+    local_stacks: list[LocalStack],
+) -> None:
+    stack, _, _ = start(local_stacks, stream_retries=1)
+    archiver = stack.runtime._archiver
+    failing: list[int] = []
+
+    def broken(event: dict[str, Any], context: Any) -> Any:
+        failing.append(len(event["Records"]))
+        raise RuntimeError("s3 is down")
+
+    sweeper = stack.runtime._sweeper
+    stack.runtime._archiver = broken
+    stack.runtime._sweeper = lambda event, context: None  # until S3 is back
+    register(stack.deps, task("acme.ok-every-five-minutes"))
+    stack.runtime.run_virtual(START + timedelta(minutes=3))
+    assert failing and not archived_keys(stack)
+    assert stack.runtime.archive_stream is not None and stack.runtime.archive_stream.failure_records >= 1
+
+    # S3 is back: the sweeper reads the given-up ranges of the stream again and archives them.
+    stack.runtime._archiver, stack.runtime._sweeper = archiver, sweeper
+    stack.runtime.run_virtual(START + timedelta(minutes=5))
+    in_table = {(i["subject"]["S"], int(i["seq"]["N"])) for i in table_items(stack, "audit")}
+    assert in_table <= archived_keys(stack)
