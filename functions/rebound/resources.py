@@ -325,7 +325,7 @@ SPEC = ResourceSpec(
             HANDLER_TIMEOUT_S,
             stream_table="audit",
             batch_size=1000,
-            batch_window_s=60,
+            batch_window_s=300,
             purpose="archives audit records to S3 as they are written, before TTL expires them",
         ),
         FunctionSpec(
