@@ -185,4 +185,8 @@ def test_audit_and_notification_retries_are_for_administrators(
     assert as_(world, monkeypatch, BOB, "notifications", "plan").exit_code == 0  # a tenant may read it
     [verified] = data(as_(world, monkeypatch, ROOT, "audit", "verify", acme_run))
     assert verified["ok"]
+    # Copying every tenant's records to the archive: administrators only too.
+    assert as_(world, monkeypatch, BOB, "audit", "archive", "--dry-run").exit_code == 7
+    counted = data(as_(world, monkeypatch, ROOT, "audit", "archive", "--dry-run"))
+    assert counted["dry_run"] and counted["in_table"] >= counted["archived"] and counted["objects"] == []
     assert data(as_(world, monkeypatch, BOB, "targets")) == []  # any tenant may see the targets

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import gzip
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -202,3 +202,28 @@ def test_a_batch_the_archiver_gave_up_on_is_archived_by_the_sweeper(
     stack.runtime.run_virtual(START + timedelta(minutes=10))
     in_table = {(i["subject"]["S"], int(i["seq"]["N"])) for i in table_items(stack, "audit")}
     assert in_table <= archived_keys(stack)
+
+
+def test_records_the_stream_lost_are_archived_by_hand_once(local_stacks: list[LocalStack]) -> None:
+    """`rebound audit archive`: what the archive does not hold (here: every object lost) is
+    archived again from the table, once; a dry run counts it and writes nothing."""
+    stack, _, ops = start(local_stacks)
+    register(stack.deps, task("acme.ok-every-five-minutes", schedule={"cron": "0 9 * * *"}))
+    stack.runtime.run_virtual(START + timedelta(minutes=10))
+    s3, bucket = stack.cloud.client("s3"), str(stack.settings.archive_bucket)
+    for item in s3.list_objects_v2(Bucket=bucket)["Contents"]:
+        s3.delete_object(Bucket=bucket, Key=item["Key"])
+    in_table = {(i["subject"]["S"], int(i["seq"]["N"])) for i in table_items(stack, "audit")}
+
+    audit = AuditOps(ops)
+    counted = audit.archive_missing(dry_run=True)
+    assert (counted.archived, counted.objects, archived_keys(stack)) == (len(in_table), [], set())
+    done = audit.archive_missing()
+    assert done.archived == len(in_table) and len(done.objects) == 1
+    assert done.objects[0].startswith(f"{PREFIX}2026/03/07/backfill-")
+    assert archived_keys(stack) == in_table
+    again = audit.archive_missing()
+    assert (again.archived, again.already_archived, again.objects) == (0, len(in_table), [])
+    assert all(result.ok for result in audit.verify_archive())
+    # Only what was written on or after a day: nothing before 2026-03-08 is looked at.
+    assert audit.archive_missing(date(2026, 3, 8)).in_table == 0

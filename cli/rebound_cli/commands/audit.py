@@ -26,6 +26,7 @@ def audit() -> None:
       rebound audit verify --all
       rebound audit day-keys --since 2026-03-01 --out march.keys.json
       rebound audit verify --all --day-keys march.keys.json
+      rebound audit archive --since 2026-03-01 --yes
     """
 
 
@@ -114,6 +115,43 @@ def verify(app: App, subject: str | None, check_all: bool, archive: bool, day_ke
     out.emit(app, [r.as_dict() for r in results], render)
     if broken:
         raise click.exceptions.Exit(EXIT_UNHEALTHY)
+
+
+@audit.command("archive")
+@click.option(
+    "--since",
+    type=click.DateTime(["%Y-%m-%d"]),
+    help="only records written on this day (YYYY-MM-DD) or after; default: every record",
+)
+@click.option("--dry-run", is_flag=True, help="count what is missing, write nothing")
+@out.YES
+@click.pass_obj
+@authorized("audit:archive", Environment())  # every tenant's records
+def archive(app: App, since: datetime | None, dry_run: bool, yes: bool) -> None:
+    """Archive the audit records the archive does not hold.
+
+    The archiver copies each record to the archive bucket from the audit table's stream when it is
+    written. A record the stream lost (the archiver failed for longer than the stream's 24 hours)
+    or wrote before the stream existed is archived here, one object per day and thousand records,
+    before its TTL deletes it. Safe to run again: what is archived is left as it is.
+
+    \b
+    Examples:
+      rebound audit archive --dry-run
+      rebound audit archive --since 2026-03-01 --yes
+
+    JSON: in_table, already_archived, archived, objects[], dry_run.
+    """
+    if not dry_run:
+        out.confirm("Archive every audit record of the table the archive does not hold?", yes)
+    with out.progress("records archived", total=None) as advance:
+        fill = app.audit().archive_missing(since.date() if since else None, dry_run=dry_run, progress=advance)
+    done = f"would archive {fill.archived}" if dry_run else f"archived {fill.archived}"
+    objects = "" if dry_run else f" in {len(fill.objects)} object(s)"
+    line = (
+        f"{fill.in_table} record(s) in the table, {fill.already_archived} already archived; {done}{objects}"
+    )
+    out.emit(app, fill.as_dict(), lambda: out.say(line))
 
 
 @audit.command("day-keys")

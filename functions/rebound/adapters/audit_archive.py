@@ -9,12 +9,14 @@ gzip of JSON Lines, one record a line, each exactly as ``rebound audit verify`` 
 table (its hash and MAC verify the same). The day is that of the batch's first record. The name
 comes from the stream's sequence numbers, so a batch delivered again writes the same object again;
 a record archived twice in two objects (a split batch) reads as one. One object per batch keeps
-the S3 requests to about one per thousand records.
+the S3 requests to about one per thousand records. ``rebound audit archive`` writes what the
+stream missed as ``backfill-<digest>.jsonl.gz`` objects of the same format.
 """
 
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, timedelta
@@ -94,6 +96,27 @@ class S3AuditArchive:
         except (ClientError, BotoCoreError) as exc:
             raise translate(exc, doing) from exc
         return len(fields)
+
+    def put_records(self, records: Sequence[Mapping[str, Any]]) -> str:
+        """Archive ``records`` (as stored) that the stream did not: one object, named by the day of
+        the first and a digest of the whole (``backfill-<digest>``), so the same records again
+        write the same object. Returns its key."""
+        body = encode(records)
+        first = str(records[0]["at"])
+        digest = hashlib.sha256(body).hexdigest()[:16]
+        key = f"{PREFIX}{first[:10].replace('-', '/')}/backfill-{digest}.jsonl.gz"
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=key,
+                Body=body,
+                ContentType="application/x-ndjson",
+                ContentEncoding="gzip",
+                Metadata={"format": FORMAT, "records": str(len(records))},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise translate(exc, f"archive {len(records)} audit records to s3://{self.bucket}/{key}") from exc
+        return key
 
     def keys(self, since: date | None = None, until: date | None = None) -> Iterator[str]:
         """The archive's objects, oldest day first, of ``since`` to ``until`` (None: every day)."""

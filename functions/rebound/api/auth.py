@@ -23,6 +23,7 @@ ADMIN_ACTIONS = frozenset(
         "resources:write",  # so are workstream resources
         "notifications:retry",
         "audit:verify",  # reads any chain
+        "audit:archive",  # copies any chain to the archive
         "tenants:grant",
         "tenants:revoke",
         "tenants:migrate",

@@ -41,7 +41,7 @@ from rebound.domain.ids import RUN_PREFIX, run_subject
 from rebound.domain.retention import FINISHED
 from rebound.domain.run import Run
 from rebound.engine.deps import Deps
-from rebound.engine.ports import AuditKeys
+from rebound.engine.ports import AuditArchive, AuditKeys
 
 MAX_EXPORTED_DAYS = 3660
 """The most day keys one ``day_keys`` export derives (one ``GenerateMac`` each): ten years."""
@@ -49,6 +49,29 @@ AUDIT_SEGMENTS = 8
 """Parallel scan segments ``verify_all`` reads the audit table and the runs table in (one
 thread each)."""
 AUDIT, RUNS = "audit", "runs"
+ARCHIVE_OBJECT_RECORDS = 1000
+"""Records per object ``archive_missing`` writes (as the archiver's batches at most)."""
+
+
+@dataclass(frozen=True)
+class ArchiveFill:
+    """What ``AuditOps.archive_missing`` found and did."""
+
+    in_table: int
+    already_archived: int
+    archived: int
+    """Records written to the archive now (or that would be, in a dry run)."""
+    objects: list[str]
+    dry_run: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "in_table": self.in_table,
+            "already_archived": self.already_archived,
+            "archived": self.archived,
+            "objects": self.objects,
+            "dry_run": self.dry_run,
+        }
 
 
 @dataclass(frozen=True)
@@ -135,17 +158,56 @@ class AuditOps:
                 progress(result)
         return results
 
-    def _archived(self, subject: str | None) -> dict[str, list[AuditRecord]]:
-        """The archive's records and the table's (of ``subject``, or all), merged by subject: a
-        record in both is one record if they are the same, two (a broken chain) if not."""
+    def archive_missing(
+        self,
+        since: date | None = None,
+        *,
+        dry_run: bool = False,
+        progress: Callable[[int], None] | None = None,
+    ) -> ArchiveFill:
+        """Archive every record of the table (written on ``since`` or after) that the archive does
+        not hold: what the stream lost (the archiver failed for longer than its 24 hours), or wrote
+        before the stream existed. One object per day and thousand records; ``progress`` hears
+        how many records each object held."""
+        archive = self._archive()
+        held = {
+            (name, int(f["seq"]), str(f["hash"]))
+            for name, trail in archive.trails(since=since - timedelta(days=1) if since else None).items()
+            for f in trail
+        }
+        first = since.isoformat() if since else ""
+        live: list[AuditFields] = []
+        for segment in range(AUDIT_SEGMENTS):
+            for part in self.store.audit_segment_parts(segment, AUDIT_SEGMENTS):
+                live.extend(f for trail in part.values() for f in trail if str(f["at"]) >= first)
+        missing = [f for f in live if (str(f["subject"]), int(f["seq"]), str(f["hash"])) not in held]
+        by_day: dict[str, list[AuditFields]] = {}
+        for fields in sorted(missing, key=lambda f: (str(f["at"]), str(f["subject"]), int(f["seq"]))):
+            by_day.setdefault(str(fields["at"])[:10], []).append(fields)
+        objects: list[str] = []
+        for day_records in by_day.values():
+            for start in range(0, len(day_records), ARCHIVE_OBJECT_RECORDS):
+                chunk = day_records[start : start + ARCHIVE_OBJECT_RECORDS]
+                if not dry_run:
+                    objects.append(archive.put_records(chunk))
+                if progress:
+                    progress(len(chunk))
+        return ArchiveFill(len(live), len(live) - len(missing), len(missing), objects, dry_run)
+
+    def _archive(self) -> AuditArchive:
         if self.deps.audit_archive is None:
             raise NotFound(
                 "this environment has no audit archive (deploy this version of the stack, or run "
                 "`rebound local up` again, to create it)",
                 table="archive",
             )
+        return self.deps.audit_archive
+
+    def _archived(self, subject: str | None) -> dict[str, list[AuditRecord]]:
+        """The archive's records and the table's (of ``subject``, or all), merged by subject: a
+        record in both is one record if they are the same, two (a broken chain) if not."""
         merged: dict[str, dict[tuple[int, str], AuditFields]] = {}
-        for name, trail in self.deps.audit_archive.trails(subject=subject).items():
+        for name, trail in self._archive().trails(subject=subject).items():
             for fields in trail:
                 merged.setdefault(name, {})[(int(fields["seq"]), str(fields["hash"]))] = fields
         if subject is not None:

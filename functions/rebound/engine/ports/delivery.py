@@ -152,6 +152,10 @@ class AuditArchive(Protocol):
         The same batch archived again writes the same object again (archiving is idempotent)."""
         ...
 
+    def put_records(self, records: Sequence[Mapping[str, Any]]) -> str:
+        """Archive records the stream did not (as stored, of one day); returns the object's key."""
+        ...
+
     def trails(
         self, *, subject: str | None = None, since: date | None = None, until: date | None = None
     ) -> dict[str, list[dict[str, Any]]]:
