@@ -26,6 +26,7 @@ from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.ops.audit import AuditOps
 from rebound.ops.runs import RunOps
+from rebound.ops.state import StateOps
 from rebound_local import ttl
 from rebound_local.clock import VirtualClock
 from rebound_local.stack import Faults, LocalStack
@@ -118,7 +119,10 @@ def test_records_are_archived_as_written_expire_by_ttl_and_every_chain_verifies_
     left = {from_item(i)["run_id"]: from_item(i)["state"] for i in table_items(stack, "runs")}
     assert sorted(left.values()) == ["dead_lettered"] * 3
 
-    # The table alone: what is left verifies (the chains of tasks and work orders).
+    # The table alone: what is left verifies (the chains of tasks and work orders), and state
+    # check finds nothing to repair in runs that expired whole or in part.
+    report = StateOps(ops).check()
+    assert report.differences == [], report.as_dict()
     audit = AuditOps(ops)
     assert all(result.ok for result in audit.verify_all()), [r.as_dict() for r in audit.verify_all()]
     # The archive and the table together: every chain from #1, expired runs by their trails.
@@ -138,6 +142,18 @@ def test_records_are_archived_as_written_expire_by_ttl_and_every_chain_verifies_
     with pytest.raises(RunNotFound):
         RunOps(ops, "test").timeline("acme.ok-every-five-minutes:20260307T091100Z", archive=True)
 
+    # A finished run deleted by hand before runs_days passed is no expiry: verifying says so.
+    clock.advance_to(START + timedelta(days=3, hours=1))
+    register(stack.deps, task("acme.late", schedule={"cron": "0 * * * *"}))
+    stack.runtime.run_virtual(START + timedelta(days=3, hours=1, minutes=40))
+    late = scheduled_run_id("acme.late", datetime(2026, 3, 10, 10, 0, tzinfo=UTC))
+    assert stack.deps.store.get_run(late) is not None
+    stack.cloud.client("dynamodb").delete_item(
+        TableName=stack.settings.table("runs"), Key={"run_id": {"S": late}}
+    )
+    deleted = audit.verify(late)
+    assert not deleted.ok and deleted.detail == "the trail exists but the run does not"
+
     # An archived record edited in S3 breaks its chain.
     s3 = stack.cloud.client("s3")
     key = first["Key"]
@@ -151,7 +167,8 @@ def test_records_are_archived_as_written_expire_by_ttl_and_every_chain_verifies_
         Body=gzip.compress("".join(json.dumps(rec) + "\n" for rec in edited).encode()),
     )
     broken = [result for result in audit.verify_archive() if not result.ok]
-    assert [result.subject for result in broken] == [victim["subject"]]
+    assert [result.subject for result in broken] == sorted([victim["subject"], f"run#{late}"])
+    broken = [result for result in broken if result.subject == victim["subject"]]
     assert "altered" in broken[0].detail or "does not verify" in broken[0].detail
 
 
@@ -172,6 +189,7 @@ def test_a_chain_whose_first_records_expired_verifies_from_the_first_left(
 
     live = stack.deps.store.audit_trail(f"run#{run_id}")
     assert live and live[0].seq > 1 and live[-1].to_state == "skipped"
+    assert StateOps(ops).check().differences == []  # nothing to rebuild from part of a chain
     result = AuditOps(ops).verify(run_id)
     assert result.ok and f"from #{live[0].seq}" in result.detail, result.detail
     whole = AuditOps(ops).verify(run_id, archive=True)

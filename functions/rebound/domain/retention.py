@@ -60,3 +60,10 @@ def audit_expiry(retention: Retention | None, subject: str, at: datetime) -> int
     if retention is None or not subject.startswith(RUN_PREFIX):
         return None
     return int((at + retention.audit_days * DAY).timestamp())
+
+
+def expired(retention: Retention | None, last_state: str | None, last_at: datetime, now: datetime) -> bool:
+    """Whether a run whose chain ends in ``last_state`` at ``last_at`` is one TTL may have deleted
+    by ``now``: it finished, and ``runs_days`` have passed since. A run missing before then was
+    removed by someone, not expired."""
+    return retention is not None and last_state in FINISHED and now >= last_at + retention.runs_days * DAY

@@ -38,7 +38,7 @@ from rebound.domain.audit import (
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import NotFound, ValidationFailed
 from rebound.domain.ids import RUN_PREFIX, run_subject
-from rebound.domain.retention import FINISHED
+from rebound.domain.retention import expired
 from rebound.domain.run import Run
 from rebound.engine.deps import Deps
 from rebound.engine.ports import AuditArchive, AuditKeys
@@ -336,7 +336,7 @@ class AuditOps:
         if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
             return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
         stored = run()
-        if stored is None and expiring and trail[-1].to_state in FINISHED:
+        if stored is None and expired(retention, trail[-1].to_state, trail[-1].at, self.deps.clock.now()):
             return AuditResult(
                 subject,
                 True,

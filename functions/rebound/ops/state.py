@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound.domain.audit import verify_chain
+from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, NotFound, ValidationFailed
 from rebound.domain.ids import run_subject, task_subject, work_order_subject
 from rebound.domain.restore import (
@@ -42,6 +43,7 @@ from rebound.domain.restore import (
     work_order_differences,
     workstream_differences,
 )
+from rebound.domain.retention import DAY, expired
 from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
 from rebound.domain.work_order import WorkOrder
@@ -235,6 +237,26 @@ class StateOps:
         records = self.store.audit_trail(subject)
         return records, chain_problem(kind, item, verify_chain(subject, records, self.store.audit_keys.check))
 
+    def _expired_in_part(self, run_id: str, stored: Run | None, records: list[AuditRecord]) -> bool:
+        """Where runs expire (``Settings.retention``): a finished run whose item TTL deleted, a
+        run whose first records it deleted while what is left of its chain verifies, or a run
+        kept (dead-lettered, waiting) for longer than all its records. None is a difference, and
+        none can be rebuilt from the table alone: the archive has the rest (``rebound audit
+        verify --archive``, ``rebound runs show``)."""
+        retention = self.deps.settings.retention
+        if retention is None:
+            return False
+        now = self.deps.clock.now()
+        if not records:  # a run left waiting or dead-lettered longer than its records are kept
+            return stored is not None and now >= stored.updated_at + retention.audit_days * DAY
+        first = records[0].seq
+        if first == 1 and not (
+            stored is None and expired(retention, records[-1].to_state, records[-1].at, now)
+        ):
+            return False
+        chain = verify_chain(run_subject(run_id), records, self.store.audit_keys.check, from_seq=first)
+        return chain.ok
+
     def _evidence(self, differences: list[Difference], reason: str) -> dict[str, Any]:
         return {
             "repaired": [{"field": d.field, "was": d.stored, "now": d.chain} for d in differences],
@@ -245,6 +267,8 @@ class StateOps:
     def _run_item(self, run_id: str, stored: Run | None) -> _Item | None:
         records, broken = self._trail("run", run_id, run_subject(run_id))
         if stored is None and not records:
+            return None
+        if self._expired_in_part(run_id, stored, records):
             return None
         differences = broken or run_differences(run_id, stored, records)
 
