@@ -245,3 +245,22 @@ def test_records_the_stream_lost_are_archived_by_hand_once(local_stacks: list[Lo
     assert all(result.ok for result in audit.verify_archive())
     # Only what was written on or after a day: nothing before 2026-03-08 is looked at.
     assert audit.archive_missing(date(2026, 3, 8)).in_table == 0
+
+
+def test_a_first_record_deleted_before_it_could_expire_breaks_the_chain(
+    local_stacks: list[LocalStack],
+) -> None:
+    """Retention does not make a deleted record look expired: a run's first records may be gone
+    only ``audit_days`` after its scheduled time."""
+    stack, clock, ops = start(local_stacks)
+    register(stack.deps, task("acme.fails-every-five", target=FAILING, schedule={"cron": "0 9 * * *"}))
+    stack.runtime.run_virtual(START + timedelta(minutes=10))
+    run_id = scheduled_run_id("acme.fails-every-five", datetime(2026, 3, 7, 9, 0, tzinfo=UTC))
+    stack.cloud.client("dynamodb").delete_item(
+        TableName=stack.settings.table("audit"),
+        Key={"subject": {"S": f"run#{run_id}"}, "seq": {"N": "1"}},
+    )
+    clock.advance_to(START + timedelta(days=1))  # within audit_days (2) of 9:00
+    result = AuditOps(ops).verify(run_id)
+    assert not result.ok and "record 1 is missing" in result.detail, result.detail
+    assert [d.item for d in StateOps(ops).check().differences] == [run_id]

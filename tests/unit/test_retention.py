@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 from pydantic import ValidationError
 
 from rebound.adapters.audit_archive import decode, encode, inserted, object_key
 from rebound.adapters.dynamo.codec import from_item, to_item
-from rebound.domain.ids import scheduled_day, scheduled_run_id
-from rebound.domain.retention import FINISHED, Retention, audit_expiry, run_expiry
+from rebound.domain.ids import fire_time, scheduled_day, scheduled_run_id
+from rebound.domain.retention import (
+    FINISHED,
+    Retention,
+    audit_expiry,
+    expired,
+    records_may_have_expired,
+    run_expiry,
+)
 from rebound.resources import RECORD_TTL
 
 AT = datetime(2026, 3, 7, 9, 0, tzinfo=UTC)
@@ -67,3 +74,16 @@ def test_a_batch_is_one_object_named_by_its_day_and_sequence_numbers() -> None:
         },
     ]
     assert inserted(stream) == [records[0]]  # TTL's deletions are not records
+
+
+def test_what_is_missing_counts_as_expired_only_once_its_time_has_passed() -> None:
+    days = Retention(runs_days=10, audit_days=30)
+    assert fire_time(scheduled_run_id("acme.export", AT)) == AT
+    assert not expired(days, "succeeded", AT, AT + timedelta(days=9))  # deleted, not expired
+    assert expired(days, "succeeded", AT, AT + timedelta(days=10))
+    assert not expired(days, "dead_lettered", AT, AT + timedelta(days=400))  # never expires
+    assert not expired(None, "succeeded", AT, AT + timedelta(days=400))
+    assert not records_may_have_expired(days, AT, AT + timedelta(days=29))
+    assert records_may_have_expired(days, AT, AT + timedelta(days=30))
+    assert records_may_have_expired(days, None, AT)  # no fire time to tell by
+    assert not records_may_have_expired(None, None, AT)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from rebound.domain.timefmt import compact
 
@@ -20,14 +20,19 @@ def scheduled_run_id(task_id: str, fire_time: datetime) -> str:
     return f"{task_id}:{compact(fire_time)}"
 
 
+def fire_time(run_id: str) -> datetime | None:
+    """A scheduled run's fire time (``scheduled_run_id``); None for an id that names no time."""
+    try:
+        return datetime.strptime(run_id.rsplit(":", 1)[-1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def scheduled_day(run_id: str) -> date | None:
     """The day before that of a scheduled run's fire time (``scheduled_run_id``), from where its
     audit records are in the archive; None for an id that names no time."""
-    try:
-        fired = datetime.strptime(run_id.rsplit(":", 1)[-1], "%Y%m%dT%H%M%SZ")
-    except ValueError:
-        return None
-    return fired.date() - timedelta(days=1)
+    fired = fire_time(run_id)
+    return None if fired is None else fired.date() - timedelta(days=1)
 
 
 def event_run_id(task_id: str, event_id: str) -> str:

@@ -67,3 +67,10 @@ def expired(retention: Retention | None, last_state: str | None, last_at: dateti
     by ``now``: it finished, and ``runs_days`` have passed since. A run missing before then was
     removed by someone, not expired."""
     return retention is not None and last_state in FINISHED and now >= last_at + retention.runs_days * DAY
+
+
+def records_may_have_expired(retention: Retention | None, since: datetime | None, now: datetime) -> bool:
+    """Whether TTL may have deleted a run's first records by ``now``: its records were written on
+    or after ``since`` (its scheduled time; None: not known), and ``audit_days`` have passed since.
+    A chain missing its first records before then lost them to someone, not to TTL."""
+    return retention is not None and (since is None or now >= since + retention.audit_days * DAY)

@@ -37,8 +37,8 @@ from rebound.domain.audit import (
 )
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import NotFound, ValidationFailed
-from rebound.domain.ids import RUN_PREFIX, run_subject
-from rebound.domain.retention import expired
+from rebound.domain.ids import RUN_PREFIX, fire_time, run_subject
+from rebound.domain.retention import expired, records_may_have_expired
 from rebound.domain.run import Run
 from rebound.engine.deps import Deps
 from rebound.engine.ports import AuditArchive, AuditKeys
@@ -327,16 +327,20 @@ class AuditOps:
         """The verdict on one subject's trail (for a run, ``run`` reads the stored run).
 
         Where the environment expires records (``Settings.retention``), a run's trail may begin
-        after #1 (the first records expired from the table) and a finished run's item may be gone
-        (it expired before its records): both verify, and say so."""
+        after #1 once ``audit_days`` have passed since its scheduled time (the first records
+        expired from the table), and a finished run's item may be gone ``runs_days`` after its
+        last record (it expired before its records): both verify, and say so."""
         retention = self.deps.settings.retention
-        expiring = retention is not None and subject.startswith(RUN_PREFIX)
+        is_run = subject.startswith(RUN_PREFIX)
+        stored = run() if is_run and trail else None
+        since = stored.scheduled_for if stored is not None else fire_time(_run_id(subject))
+        now = self.deps.clock.now() if retention is not None else None
+        expiring = is_run and now is not None and records_may_have_expired(retention, since, now)
         first = trail[0].seq if trail and expiring else 1
         check = verify_chain(subject, trail, self.keys.check, from_seq=first)
-        if not check.ok or not subject.startswith(RUN_PREFIX) or not trail:
+        if not check.ok or not is_run or not trail:
             return AuditResult(subject, check.ok, check.records, check.detail, unkeyed=check.unkeyed)
-        stored = run()
-        if stored is None and expired(retention, trail[-1].to_state, trail[-1].at, self.deps.clock.now()):
+        if stored is None and now is not None and expired(retention, trail[-1].to_state, trail[-1].at, now):
             return AuditResult(
                 subject,
                 True,

@@ -29,7 +29,7 @@ from typing import Any
 from rebound.domain.audit import verify_chain
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, NotFound, ValidationFailed
-from rebound.domain.ids import run_subject, task_subject, work_order_subject
+from rebound.domain.ids import fire_time, run_subject, task_subject, work_order_subject
 from rebound.domain.restore import (
     CHAIN,
     Difference,
@@ -43,7 +43,7 @@ from rebound.domain.restore import (
     work_order_differences,
     workstream_differences,
 )
-from rebound.domain.retention import DAY, expired
+from rebound.domain.retention import DAY, expired, records_may_have_expired
 from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
 from rebound.domain.work_order import WorkOrder
@@ -250,6 +250,9 @@ class StateOps:
         if not records:  # a run left waiting or dead-lettered longer than its records are kept
             return stored is not None and now >= stored.updated_at + retention.audit_days * DAY
         first = records[0].seq
+        since = stored.scheduled_for if stored is not None else fire_time(run_id)
+        if first > 1 and not records_may_have_expired(retention, since, now):
+            return False  # lost to someone, not to TTL: the chain is broken
         if first == 1 and not (
             stored is None and expired(retention, records[-1].to_state, records[-1].at, now)
         ):
