@@ -208,10 +208,12 @@ ACCESS: dict[str, Access] = {
         list_schedules=True,
         publish_alerts=True,
         notification_secrets=True,
-        # A stream batch the archiver gave up on (a failure record in the control DLQ) is read
-        # again from the audit table's stream and archived (``Sweeper.work_control_dlq``).
+        # A stream batch the relay or the archiver gave up on (a failure record in the control
+        # DLQ) is read again from its table's stream and published, or archived
+        # (``Sweeper.work_control_dlq``).
         archive_audit=True,
-        read_streams=(r.AUDIT.logical,),
+        read_streams=(r.OUTBOX.logical, r.AUDIT.logical),
+        put_events=True,
     ),
     # Every route's calls (tests/integration/test_ops_api_rights.py): tasks registered, paused and
     # resumed with their schedules and rules; runs read, retried, skipped and cancelled; the DLQ

@@ -87,14 +87,16 @@ def test_table_rights_are_exactly_what_the_function_uses(synth: Synth, logical: 
         assert granted == set(ACCESS[logical].tables.get(spec.logical, ())), (logical, spec.logical)
 
 
-def test_only_the_outbox_relay_reads_the_outbox_stream_and_puts_events(synth: Synth) -> None:
+def test_only_the_relay_and_the_sweeper_read_the_outbox_stream_and_put_events(synth: Synth) -> None:
+    """The relay publishes from the stream; the sweeper publishes again a range of it the relay
+    gave up on (``Sweeper.work_control_dlq``), which it could not without both rights."""
     outbox = table_id(synth, "prod", r.OUTBOX.logical)
     bus = synth.logical_id("prod", synth.stacks["prod"].events.bus)
     for spec in r.SPEC.functions:
         statements = role_statements(synth.template("prod"), function_role(synth, "prod", spec.logical))
         reads_stream = "dynamodb:GetRecords" in actions_on(statements, outbox)
         puts_events = "events:PutEvents" in actions_on(statements, bus)
-        assert reads_stream is puts_events is (spec.logical == "outbox_relay"), spec.logical
+        assert reads_stream is puts_events is (spec.logical in ("outbox_relay", "sweeper")), spec.logical
 
 
 def test_retry_scheduler_creates_schedules_in_its_group_and_passes_only_the_scheduler_role(
