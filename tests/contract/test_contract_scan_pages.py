@@ -37,3 +37,15 @@ def test_work_orders_come_a_page_at_a_time_each_exactly_once(store: Store) -> No
         rest += [o.work_order_id for o in page]
     assert sorted([o.work_order_id for o in first] + rest) == [f"wo-{n}" for n in range(5)]
     assert store.scan_work_orders_page(limit=10)[0][0].level is not None, "every write records a level"
+
+
+def test_a_runs_expiry_is_set_once_and_only_over_the_revision_read(store: Store) -> None:
+    """``rebound migrate retention``'s write: storage only, guarded by the run's revision."""
+    create(store, new_run("r-exp"))
+    run = store.get_run("r-exp")
+    assert run is not None
+    assert not store.set_run_expiry("r-exp", run.rev + 1, 1_900_000_000)  # changed since read
+    assert not store.set_run_expiry("r-missing", 0, 1_900_000_000)
+    assert store.set_run_expiry("r-exp", run.rev, 1_900_000_000)
+    assert not store.set_run_expiry("r-exp", run.rev, 1_900_000_001)  # has one already
+    assert store.get_run("r-exp") == run  # nothing of the run changed

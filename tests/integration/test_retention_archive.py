@@ -19,12 +19,13 @@ import pytest
 from rebound import resources as r
 from rebound.adapters.audit_archive import PREFIX, S3AuditArchive
 from rebound.adapters.dynamo.codec import from_item
-from rebound.domain.errors import RunNotFound
+from rebound.domain.errors import RunNotFound, ValidationFailed
 from rebound.domain.ids import scheduled_run_id
 from rebound.domain.retention import Retention
 from rebound.domain.run import RunState
 from rebound.engine.deps import Deps
 from rebound.ops.audit import AuditOps
+from rebound.ops.retention import migrate_retention
 from rebound.ops.runs import RunOps
 from rebound.ops.state import StateOps
 from rebound_local import ttl
@@ -264,3 +265,36 @@ def test_a_first_record_deleted_before_it_could_expire_breaks_the_chain(
     result = AuditOps(ops).verify(run_id)
     assert not result.ok and "record 1 is missing" in result.detail, result.detail
     assert [d.item for d in StateOps(ops).check().differences] == [run_id]
+
+
+def test_runs_finished_before_retention_get_their_expiry_once(local_stacks: list[LocalStack]) -> None:
+    """`rebound migrate retention`: a stack deployed before retention wrote finished runs without
+    a ``ttl``; each gets the one it would have had, once, and nothing else of it changes."""
+    stack, _, ops = start(local_stacks)
+    stack.deps.store.retention = None  # the functions of before
+    register(
+        stack.deps,
+        task("acme.ok-every-five-minutes", schedule={"cron": "0 9 * * *"}),
+        task("acme.fails-every-five", target=FAILING, schedule={"cron": "0 9 * * *"}),
+    )
+    stack.runtime.run_virtual(START + timedelta(minutes=10))
+    before = {from_item(i)["run_id"]: i for i in table_items(stack, "runs")}
+    assert len(before) == 2 and all(r.RECORD_TTL not in item for item in before.values())
+
+    counted = migrate_retention(ops, dry_run=True)
+    assert (counted.examined, counted.finished, counted.set) == (2, 1, 1)
+    assert all(r.RECORD_TTL not in item for item in table_items(stack, "runs"))
+    done = migrate_retention(ops)
+    assert (done.set, done.skipped) == (1, 0)
+    after = {from_item(i)["run_id"]: i for i in table_items(stack, "runs")}
+    ok = scheduled_run_id("acme.ok-every-five-minutes", datetime(2026, 3, 7, 9, 0, tzinfo=UTC))
+    ended = datetime.fromisoformat(from_item(after[ok])["updated_at"].replace("Z", "+00:00"))
+    assert int(after[ok][r.RECORD_TTL]["N"]) == int((ended + timedelta(days=1)).timestamp())
+    assert {k: v for k, v in after[ok].items() if k != r.RECORD_TTL} == before[ok]  # nothing else
+    assert r.RECORD_TTL not in after[next(k for k in after if k != ok)]  # dead-lettered: kept
+    again = migrate_retention(ops)
+    assert (again.set, again.skipped) == (0, 1)
+    with pytest.raises(ValidationFailed, match="no retention"):
+        migrate_retention(
+            dataclasses.replace(ops, settings=stack.settings.model_copy(update={"retention": None}))
+        )

@@ -114,7 +114,42 @@ def migrate() -> None:
     Examples:
       rebound migrate tenancy --dry-run
       rebound migrate tenancy --yes
+      rebound migrate retention --yes
     """
+
+
+@migrate.command("retention")
+@click.option("--dry-run", is_flag=True, help="count the finished runs, change nothing")
+@out.YES
+@click.pass_obj
+@authorized("retention:migrate", Environment())
+def migrate_retention(app: App, dry_run: bool, yes: bool) -> None:
+    """Give every finished run written before retention its expiry.
+
+    A run that finished before the environment had `retention:` carries no `ttl` and would stay
+    for ever. Each gets the one it would have had (retention.runs_days after it ended). No audit
+    record is written and nothing of the run changes. Idempotent. Audit records written before
+    retention keep theirs: `rebound audit archive` copies them to the archive (docs/archive.md).
+
+    \b
+    Examples:
+      rebound migrate retention --dry-run
+      rebound migrate retention --yes
+
+    JSON fields: examined, finished, set, skipped (have one already, or changed meanwhile), dry_run.
+    """
+    from rebound.ops.retention import migrate_retention as migrate_runs
+
+    if not dry_run:
+        out.confirm("Give every finished run its expiry (retention.runs_days after it ended)?", yes)
+    with out.progress("runs examined", total=None) as advance:
+        report = migrate_runs(app.deps, dry_run=dry_run, progress=advance)
+    done = "would get" if dry_run else "got"
+    line = (
+        f"{report.examined} run(s) examined, {report.finished} finished: {report.set} {done} their "
+        f"expiry, {report.skipped} had one or changed meanwhile"
+    )
+    out.emit(app, report.as_dict(), lambda: out.say(line))
 
 
 @migrate.command("tenancy")

@@ -27,6 +27,7 @@ ADMIN_ACTIONS = frozenset(
         "tenants:grant",
         "tenants:revoke",
         "tenants:migrate",
+        "retention:migrate",  # every tenant's runs
         "state:check",  # every tenant's items against their chains
         "state:repair",
     }

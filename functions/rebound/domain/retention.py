@@ -49,14 +49,19 @@ class Retention(BaseModel):
 
 
 def run_expiry(retention: Retention | None, finished: bool, at: datetime) -> int | None:
-    """The ``expires_at`` of a run item written at ``at``: None while it is not finished."""
+    """The ``ttl`` of a run item written at ``at``: None while it is not finished."""
     if retention is None or not finished:
         return None
+    return finished_run_expiry(retention, at)
+
+
+def finished_run_expiry(retention: Retention, at: datetime) -> int:
+    """The ``ttl`` of a run that finished at ``at``."""
     return int((at + retention.runs_days * DAY).timestamp())
 
 
 def audit_expiry(retention: Retention | None, subject: str, at: datetime) -> int | None:
-    """The ``expires_at`` of the audit record of ``subject`` written at ``at``: only a run's expire."""
+    """The ``ttl`` of the audit record of ``subject`` written at ``at``: only a run's expire."""
     if retention is None or not subject.startswith(RUN_PREFIX):
         return None
     return int((at + retention.audit_days * DAY).timestamp())

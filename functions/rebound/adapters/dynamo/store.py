@@ -400,6 +400,23 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingSt
         for data in self._scan("runs", "scan runs"):
             yield Run.model_validate(data)
 
+    def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
+        try:
+            self._call(
+                f"set the expiry of run {run_id}",
+                self.client.update_item,
+                TableName=self.tables["runs"],
+                Key={"run_id": {"S": run_id}},
+                UpdateExpression="SET #t = :t",
+                ConditionExpression="attribute_exists(run_id) AND attribute_not_exists(#t) AND "
+                "(attribute_not_exists(rev) OR rev = :rev)",
+                ExpressionAttributeNames={"#t": r.RECORD_TTL},
+                ExpressionAttributeValues={":t": {"N": str(expires_at)}, ":rev": {"N": str(rev)}},
+            )
+        except Conflict:
+            return False
+        return True
+
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
         items, cursor = self._scan_page("runs", "run_id", limit, after)
         return [Run.model_validate(d) for d in items], cursor

@@ -79,6 +79,8 @@ class MemoryStore(StagingStore):
         """Called when a commit fails for any reason but a conflict (as the DynamoDB store does)."""
         self._lock = threading.RLock()
         self._tables: dict[str, dict[Hashable, Item]] = {name: {} for name in TABLES}
+        self.expiries: dict[str, int] = {}
+        """Runs' ``ttl`` set by ``set_run_expiry`` (nothing expires in memory)."""
 
     def unit_of_work(self, actor: str, at: datetime) -> MemoryUnitOfWork:
         return MemoryUnitOfWork(self, actor, at)
@@ -191,6 +193,14 @@ class MemoryStore(StagingStore):
     def scan_runs(self) -> Iterator[Run]:
         for data in self._all("runs"):
             yield Run.model_validate(data)
+
+    def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
+        with self._lock:
+            item = self._tables["runs"].get(run_id)
+            if item is None or run_id in self.expiries or int(item.get("rev", 0)) != rev:
+                return False
+            self.expiries[run_id] = expires_at
+            return True
 
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
         items, cursor = self._page("runs", "run_id", limit, after)

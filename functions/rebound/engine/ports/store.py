@@ -330,6 +330,12 @@ class Store(Protocol):
 
     def scan_runs(self) -> Iterator[Run]: ...
 
+    def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
+        """Give a finished run written before retention its ``ttl`` (epoch seconds): storage only,
+        no audit record, nothing of the run changed. False if the run changed since it was read
+        (``rev``), is gone, or has an expiry already."""
+        ...
+
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
         """Up to ``limit`` runs of a scan of the whole table, from ``after`` (the cursor of the
         page before); the cursor of the next page, ``None`` after the last."""
