@@ -90,7 +90,8 @@ def test_repair_restores_any_hand_edit_of_a_run_to_what_its_chain_says(
     records = len(store.audit_trail(f"run#{RUN}"))
     store._tables["runs"][RUN].update(edits)
     store._tables["runs"][RUN] = {k: v for k, v in store._tables["runs"][RUN].items() if v is not None}
-    ops = StateOps(SimpleNamespace(store=store, clock=Clock()), "operator")  # type: ignore[arg-type]
+    deps = SimpleNamespace(store=store, clock=Clock(), settings=SimpleNamespace(retention=None))
+    ops = StateOps(deps, "operator")  # type: ignore[arg-type]
 
     report = ops.repair(reason="property")
     changed = any(original.get(k) != v for k, v in edits.items())
