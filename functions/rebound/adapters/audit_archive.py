@@ -82,19 +82,7 @@ class S3AuditArchive:
         if not fields:
             return 0
         sequence = [str(r["dynamodb"]["SequenceNumber"]) for r in records]
-        key = object_key(str(fields[0]["at"]), sequence[0], sequence[-1])
-        doing = f"archive {len(fields)} audit records to s3://{self.bucket}/{key}"
-        try:
-            self.client.put_object(
-                Bucket=self.bucket,
-                Key=key,
-                Body=encode(fields),
-                ContentType="application/x-ndjson",
-                ContentEncoding="gzip",
-                Metadata={"format": FORMAT, "records": str(len(fields))},
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, doing) from exc
+        self._put(object_key(str(fields[0]["at"]), sequence[0], sequence[-1]), encode(fields), len(fields))
         return len(fields)
 
     def put_records(self, records: Sequence[Mapping[str, Any]]) -> str:
@@ -105,6 +93,10 @@ class S3AuditArchive:
         first = str(records[0]["at"])
         digest = hashlib.sha256(body).hexdigest()[:16]
         key = f"{PREFIX}{first[:10].replace('-', '/')}/backfill-{digest}.jsonl.gz"
+        self._put(key, body, len(records))
+        return key
+
+    def _put(self, key: str, body: bytes, count: int) -> None:
         try:
             self.client.put_object(
                 Bucket=self.bucket,
@@ -112,11 +104,10 @@ class S3AuditArchive:
                 Body=body,
                 ContentType="application/x-ndjson",
                 ContentEncoding="gzip",
-                Metadata={"format": FORMAT, "records": str(len(records))},
+                Metadata={"format": FORMAT, "records": str(count)},
             )
         except (ClientError, BotoCoreError) as exc:
-            raise translate(exc, f"archive {len(records)} audit records to s3://{self.bucket}/{key}") from exc
-        return key
+            raise translate(exc, f"archive {count} audit records to s3://{self.bucket}/{key}") from exc
 
     def keys(self, since: date | None = None, until: date | None = None) -> Iterator[str]:
         """The archive's objects, oldest day first, of ``since`` to ``until`` (None: every day)."""
