@@ -5,7 +5,7 @@ no write cost, some time after they expire).
 moto keeps TTL settings but deletes nothing. The runtime does not run this on its own (a scan of
 every table a simulated hour would cost the simulations time for items that, at the default
 retention of months, never expire in them); ``expire`` is called where expiry is the point: the
-retention tests and ``make bench``'s storage figures.
+retention tests (``tests/integration/test_retention_archive.py``).
 """
 
 from __future__ import annotations

@@ -176,10 +176,7 @@ class AuditOps:
             for f in trail
         }
         first = since.isoformat() if since else ""
-        live: list[AuditFields] = []
-        for segment in range(AUDIT_SEGMENTS):
-            for part in self.store.audit_segment_parts(segment, AUDIT_SEGMENTS):
-                live.extend(f for trail in part.values() for f in trail if str(f["at"]) >= first)
+        live = [f for trail in self._table_trails().values() for f in trail if str(f["at"]) >= first]
         missing = [f for f in live if (str(f["subject"]), int(f["seq"]), str(f["hash"])) not in held]
         by_day: dict[str, list[AuditFields]] = {}
         for fields in sorted(missing, key=lambda f: (str(f["at"]), str(f["subject"]), int(f["seq"]))):
@@ -193,6 +190,14 @@ class AuditOps:
                 if progress:
                     progress(len(chunk))
         return ArchiveFill(len(live), len(live) - len(missing), len(missing), objects, dry_run)
+
+    def _table_trails(self) -> dict[str, list[AuditFields]]:
+        """Every chain in the audit table, as stored, read a scan segment after another."""
+        trails: dict[str, list[AuditFields]] = {}
+        for segment in range(AUDIT_SEGMENTS):
+            for part in self.store.audit_segment_parts(segment, AUDIT_SEGMENTS):
+                trails.update(part)
+        return trails
 
     def _archive(self) -> AuditArchive:
         if self.deps.audit_archive is None:
@@ -213,10 +218,7 @@ class AuditOps:
         if subject is not None:
             live = {subject: [r.model_dump(mode="json") for r in self.store.audit_trail(subject)]}
         else:
-            live = {}
-            for segment in range(AUDIT_SEGMENTS):
-                for part in self.store.audit_segment_parts(segment, AUDIT_SEGMENTS):
-                    live.update(part)
+            live = self._table_trails()
         for name, trail in live.items():
             for fields in trail:
                 merged.setdefault(name, {}).setdefault((int(fields["seq"]), str(fields["hash"])), fields)
