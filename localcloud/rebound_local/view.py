@@ -63,7 +63,7 @@ def look(stack: LocalStack, events: int = 10) -> Status:
     return Status(
         now=stack.clock.now(),
         queues=observe.queue_depths(cloud, s),
-        runs=observe.count_by_index(cloud, s.table("runs"), "by_state"),
+        runs=observe.runs_by_state(cloud, s.table("runs")),
         schedules=observe.schedule_counts(cloud),
         work_orders_open=orders.get("open", 0),
         latest_work_orders=_latest_open_orders(stack, 5),

@@ -282,10 +282,10 @@ def test_runs_finished_before_retention_get_their_expiry_once(local_stacks: list
     assert len(before) == 2 and all(r.RECORD_TTL not in item for item in before.values())
 
     counted = migrate_retention(ops, dry_run=True)
-    assert (counted.examined, counted.finished, counted.set) == (2, 1, 1)
+    assert (counted.examined, counted.matched, counted.changed) == (2, 1, 1)
     assert all(r.RECORD_TTL not in item for item in table_items(stack, "runs"))
     done = migrate_retention(ops)
-    assert (done.set, done.skipped) == (1, 0)
+    assert (done.changed, done.skipped) == (1, 0)
     after = {from_item(i)["run_id"]: i for i in table_items(stack, "runs")}
     ok = scheduled_run_id("acme.ok-every-five-minutes", datetime(2026, 3, 7, 9, 0, tzinfo=UTC))
     ended = datetime.fromisoformat(from_item(after[ok])["updated_at"].replace("Z", "+00:00"))
@@ -293,7 +293,7 @@ def test_runs_finished_before_retention_get_their_expiry_once(local_stacks: list
     assert {k: v for k, v in after[ok].items() if k != r.RECORD_TTL} == before[ok]  # nothing else
     assert r.RECORD_TTL not in after[next(k for k in after if k != ok)]  # dead-lettered: kept
     again = migrate_retention(ops)
-    assert (again.set, again.skipped) == (0, 1)
+    assert (again.changed, again.skipped) == (0, 1)
     with pytest.raises(ValidationFailed, match="no retention"):
         migrate_retention(
             dataclasses.replace(ops, settings=stack.settings.model_copy(update={"retention": None}))

@@ -43,7 +43,11 @@ def runs() -> None:
 
 @runs.command("list")
 @click.option("--task", "task_id", help="only this task's runs")
-@click.option("--status", type=click.Choice(STATES), help="only runs in this state")
+@click.option(
+    "--status",
+    type=click.Choice(STATES),
+    help="only runs in this state (without --task, succeeded lists the runs that succeeded after a retry)",
+)
 @click.option("--since", help="scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
 @click.option("--until", help="scheduled at or before: ISO 8601, or a duration ago")
 @paging_options(100, after_help="the page after this cursor: a run id, as the previous page printed")

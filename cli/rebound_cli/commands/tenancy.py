@@ -3,12 +3,18 @@ stored before tenancy to their ``<tenant>.<id>`` keys. Both for administrators o
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 import click
 
 from rebound.ops.authz import Environment
 from rebound_cli import output as out
 from rebound_cli.authz import authorized
 from rebound_cli.context import App
+
+if TYPE_CHECKING:
+    from rebound.ops.layout import RunsPass
 
 
 @click.group()
@@ -115,6 +121,7 @@ def migrate() -> None:
       rebound migrate tenancy --dry-run
       rebound migrate tenancy --yes
       rebound migrate retention --yes
+      rebound migrate state-index --yes
     """
 
 
@@ -140,14 +147,53 @@ def migrate_retention(app: App, dry_run: bool, yes: bool) -> None:
     """
     from rebound.ops.retention import migrate_retention as migrate_runs
 
-    if not dry_run:
-        out.confirm("Give every finished run its expiry (retention.runs_days after it ended)?", yes)
-    with out.progress("runs examined", total=None) as advance:
-        report = migrate_runs(app.deps, dry_run=dry_run, progress=advance)
-    done = "would get" if dry_run else "got"
+    question = "Give every finished run its expiry (retention.runs_days after it ended)?"
+    report = _runs_pass(app, dry_run, yes, question, migrate_runs)
     line = (
-        f"{report.examined} run(s) examined, {report.finished} finished: {report.set} {done} their "
-        f"expiry, {report.skipped} had one or changed meanwhile"
+        f"{report.examined} run(s) examined, {report.matched} finished: {report.changed} "
+        f"{'would get' if dry_run else 'got'} their expiry, {report.skipped} had one or changed meanwhile"
+    )
+    out.emit(app, report.as_dict(), lambda: out.say(line))
+
+
+def _runs_pass(app: App, dry_run: bool, yes: bool, question: str, run: Callable[..., RunsPass]) -> RunsPass:
+    """A pass over the runs table (``rebound.ops.layout.run_pass``), confirmed unless a dry run,
+    with a progress bar of the runs examined."""
+    if not dry_run:
+        out.confirm(question, yes)
+    with out.progress("runs examined", total=None) as advance:
+        return run(app.deps, dry_run=dry_run, progress=advance)
+
+
+@migrate.command("state-index")
+@click.option("--dry-run", is_flag=True, help="count the clean successes, change nothing")
+@out.YES
+@click.pass_obj
+@authorized("runs:migrate-index", Environment())
+def migrate_state_index(app: App, dry_run: bool, yes: bool) -> None:
+    """Move runs that succeeded at their first attempt out of the by_state index.
+
+    Since this version such a run is stored without the index's keys, which saves a write a run.
+    Runs that succeeded before keep their entry until they expire or this pass moves them. Each
+    is rewritten as it is in the new layout, guarded by its revision: no audit record is written
+    and nothing of the run changes. Optional and idempotent; run it any time after the deploy.
+
+    \b
+    Examples:
+      rebound migrate state-index --dry-run
+      rebound migrate state-index --yes
+
+    JSON fields: examined, clean_successes, moved, skipped (out already, or changed meanwhile),
+    dry_run.
+    """
+    from rebound.ops.layout import migrate_state_index as migrate_runs
+
+    question = "Move every run that succeeded at its first attempt out of the by_state index?"
+    report = _runs_pass(app, dry_run, yes, question, migrate_runs)
+    line = (
+        f"{report.examined} run(s) examined, {report.matched} clean success(es): {report.changed} "
+        f"{'would move' if dry_run else 'moved'} out of the index, {report.skipped} out already or "
+        "changed meanwhile"
     )
     out.emit(app, report.as_dict(), lambda: out.say(line))
 

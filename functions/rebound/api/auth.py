@@ -28,6 +28,7 @@ ADMIN_ACTIONS = frozenset(
         "tenants:revoke",
         "tenants:migrate",
         "retention:migrate",  # every tenant's runs
+        "runs:migrate-index",  # every tenant's runs
         "state:check",  # every tenant's items against their chains
         "state:repair",
     }

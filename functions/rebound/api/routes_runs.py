@@ -95,7 +95,8 @@ def register(api: Api) -> None:
         """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
         to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by schedule
         time; runs in a state (without a task) are the ``by_state`` index, latest change first,
-        ``after`` being a cursor. Neither scans. Only the caller's tenants' runs are listed."""
+        ``after`` being a cursor (``succeeded`` lists the runs that succeeded after a retry: the
+        index leaves out a clean success). Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
@@ -134,7 +135,9 @@ def register(api: Api) -> None:
         at_most: Annotated[int, Query(ge=1, le=100_000, description="count each up to this many")] = 1000,
     ) -> dict[str, Any]:
         """Counting queries on the ``by_state`` index (never a scan), each stopping just past
-        ``at_most``: a count above it means "more than ``at_most``"."""
+        ``at_most``: a count above it means "more than ``at_most``". The index leaves out a run
+        that succeeded at its first attempt, so successes are counted as
+        ``succeeded_after_retry``."""
         return ops().recovery(at_most=at_most)
 
     @api.get("/runs/<run_id>", on_run("runs:read"), summary="A run and its whole timeline")

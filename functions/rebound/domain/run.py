@@ -3,6 +3,7 @@ outcome."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -26,6 +27,24 @@ class RunState(StrEnum):
     SUPERSEDED = "superseded"
     """A dead-lettered run whose work another run took over (a workstream ran its step again):
     closed, never redriven, replayed or retried; ``superseded_by`` names what replaced it."""
+
+
+STATE_INDEX_KEYS = frozenset({"state", "updated_at"})
+"""The keys of the runs' ``by_state`` index: stored for a run the index lists (``in_state_index``)."""
+
+
+def in_state_index(data: Mapping[str, Any]) -> bool:
+    """Whether the ``by_state`` index lists a run (its stored form): every run but a clean success.
+
+    A run that succeeded at the first attempt of its budget is stored without the index's keys
+    (DynamoDB: ``state`` and ``updated_at`` travel in ``doc``), so ``by_state`` is sparse. Such a
+    run leaves the index when it succeeds (one index write, a delete) instead of moving within it
+    (two, a delete and a write), and the index holds the runs an operator or the sweeper looks
+    for. A run that succeeded after a retry stays listed: the retry success rate reads it
+    (``rebound.ops.runs.RunOps.recovery``)."""
+    if data.get("state") != RunState.SUCCEEDED.value:
+        return True
+    return int(data.get("attempt") or 0) > int(data.get("budget_start") or 0) + 1
 
 
 class Trigger(StrEnum):

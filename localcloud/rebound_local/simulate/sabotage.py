@@ -68,6 +68,8 @@ class SimulationSabotage(SimulationState):
             return
         from moto.dynamodb.models.dynamo_type import DynamoType
 
+        from rebound.adapters.dynamo import DOC
+
         s = stack.settings
         backend = stack.cloud.dynamodb_backend()
         runs = observe.table_items(stack.cloud, s.table("runs"))
@@ -86,8 +88,15 @@ class SimulationSabotage(SimulationState):
                 self.sabotaged.setdefault("leak_slots", []).append(run["run_id"])
             stranded = done[sab.leak_slots : sab.leak_slots + sab.strand_runs]
             for n, run in enumerate(stranded):  # the first left running, the others pending
-                item = backend.get_table(s.table("runs")).items[DynamoType({"S": run["run_id"]})]
+                table = backend.get_table(s.table("runs"))
+                item = table.items[DynamoType({"S": run["run_id"]})]
+                doc = json.loads(observe.stored_doc(item.attrs[DOC]))
+                if "state" in doc:  # a clean success keeps the index's keys in doc: a bad write moved them
+                    item.attrs["updated_at"] = DynamoType({"S": doc.pop("updated_at")})
+                    doc.pop("state")
+                    observe.write_doc(item, doc)
                 item.attrs["state"] = DynamoType({"S": "running" if n == 0 else "pending"})
+                motopatch._index_of(table).place(item)
                 self.sabotaged.setdefault("strand_runs", []).append(run["run_id"])
             others = done[sab.leak_slots + sab.strand_runs :][: sab.stale_heads]
             for run in others:

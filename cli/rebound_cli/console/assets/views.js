@@ -4,7 +4,7 @@
 (() => {
   const { api, query, h, fill, say, ago, confirm, act } = Rb;
   const $ = (id) => document.getElementById(id);
-  const STATES = ["running", "retry_scheduled", "failed", "dead_lettered", "succeeded", "replayed"];
+  const STATES = ["running", "retry_scheduled", "failed", "dead_lettered", "succeeded_after_retry", "replayed"];
   const PAGE_TARGET_S = 300;
   const RECOVERY_AT_MOST = 200; /* counts stop past this ("more than 200"): a first screen stays fast */
 
@@ -61,7 +61,7 @@
       )), "no queues", 7);
       const r = await api("GET", "/runs/recovery" + query({ at_most: RECOVERY_AT_MOST }));
       const shown = (n) => (n > r.at_most ? `more than ${r.at_most}` : String(n));
-      fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replace("_", " ")),
+      fill($("run-states").tBodies[0], STATES.map((state) => h("tr", {}, h("th", { scope: "row" }, state.replaceAll("_", " ")),
         h("td", { class: "num" }, shown(r.windows.hour[state])), h("td", { class: "num" }, shown(r.windows.day[state])))), "", 3);
       const rate = r.retry_success;
       const pct = (x) => `${Math.round(x * 1000) / 10} %`;

@@ -20,6 +20,7 @@ from rebound import resources as r
 from rebound.adapters.dynamo.audit_reads import DynamoAuditReads, page_limit
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
+from rebound.adapters.dynamo.run_layout import DynamoRunLayout
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.dynamo.write_ahead import DynamoWriteAhead, runs_behind
 from rebound.adapters.errors import translate
@@ -66,7 +67,7 @@ def _flat_key(item: Mapping[str, Any]) -> FlatKey | None:
     return tuple(sorted(out))
 
 
-class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingStore):
+class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRunLayout, StagingStore):
     """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
     def __init__(
@@ -399,23 +400,6 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, StagingSt
     def scan_runs(self) -> Iterator[Run]:
         for data in self._scan("runs", "scan runs"):
             yield Run.model_validate(data)
-
-    def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
-        try:
-            self._call(
-                f"set the expiry of run {run_id}",
-                self.client.update_item,
-                TableName=self.tables["runs"],
-                Key={"run_id": {"S": run_id}},
-                UpdateExpression="SET #t = :t",
-                ConditionExpression="attribute_exists(run_id) AND attribute_not_exists(#t) AND "
-                "(attribute_not_exists(rev) OR rev = :rev)",
-                ExpressionAttributeNames={"#t": r.RECORD_TTL},
-                ExpressionAttributeValues={":t": {"N": str(expires_at)}, ":rev": {"N": str(rev)}},
-            )
-        except Conflict:
-            return False
-        return True
 
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
         items, cursor = self._scan_page("runs", "run_id", limit, after)

@@ -26,7 +26,7 @@ from rebound.domain.audit import GENESIS, AuditFields
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.jsonutil import dumps, plain_loads
-from rebound.domain.run import Run, RunState
+from rebound.domain.run import Run, RunState, in_state_index
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import TenantSettings
 from rebound.domain.timefmt import iso
@@ -165,13 +165,17 @@ class MemoryStore(StagingStore):
     ) -> list[Run]:
         """The ``by_state`` index: oldest ``updated_at`` first, ``updated_before`` excluded."""
         before = iso(updated_before) if updated_before else "\uffff"
-        items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] < before)
+        items = self._all(
+            "runs", lambda d: d["state"] == state.value and d["updated_at"] < before and in_state_index(d)
+        )
         items.sort(key=lambda d: (d["updated_at"], d["run_id"]))
         return [Run.model_validate(d) for d in items[:limit]]
 
     def _in_state(self, state: RunState, since: datetime | None) -> list[Item]:
         low = iso(since) if since else ""
-        items = self._all("runs", lambda d: d["state"] == state.value and d["updated_at"] >= low)
+        items = self._all(
+            "runs", lambda d: d["state"] == state.value and d["updated_at"] >= low and in_state_index(d)
+        )
         return sorted(items, key=lambda d: (d["updated_at"], d["run_id"]), reverse=True)
 
     def runs_in_state_page(
@@ -193,6 +197,9 @@ class MemoryStore(StagingStore):
     def scan_runs(self) -> Iterator[Run]:
         for data in self._all("runs"):
             yield Run.model_validate(data)
+
+    def unlist_clean_success(self, run_id: str) -> bool:
+        return False  # the index is a filter here (``in_state_index``): no stored layout to move
 
     def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
         with self._lock:

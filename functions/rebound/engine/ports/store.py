@@ -312,7 +312,11 @@ class Store(Protocol):
 
     def runs_in_state(
         self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None
-    ) -> list[Run]: ...
+    ) -> list[Run]:
+        """Runs in ``state`` (the ``by_state`` index), oldest change first. The index is sparse
+        (``rebound.domain.run.in_state_index``): ``SUCCEEDED`` lists the runs that succeeded after
+        a retry, never a clean success, here and in the two calls below."""
+        ...
 
     def runs_in_state_page(
         self, state: RunState, *, since: datetime | None = None, limit: int = 100, after: str | None = None
@@ -334,6 +338,12 @@ class Store(Protocol):
         """Give a finished run written before retention its ``ttl`` (epoch seconds): storage only,
         no audit record, nothing of the run changed. False if the run changed since it was read
         (``rev``), is gone, or has an expiry already."""
+        ...
+
+    def unlist_clean_success(self, run_id: str) -> bool:
+        """Move a clean success written before the sparse ``by_state`` index out of it
+        (``rebound.domain.run.in_state_index``): storage only, nothing of the run changes. False
+        if it is not such a run, is out already, or changed since it was read."""
         ...
 
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:

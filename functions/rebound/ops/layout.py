@@ -1,0 +1,90 @@
+"""One-time passes over the runs table that change how items written by an earlier version are
+stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retention``) and
+``rebound migrate state-index`` (here).
+
+**The sparse ``by_state`` index.** Since 2026-11-29 a run that succeeded at the first attempt of
+its budget is stored without the ``by_state`` index's keys (``rebound.domain.run.in_state_index``),
+so the index holds only the runs an operator or the sweeper looks for, and a clean run costs one
+index write less. Runs that succeeded before keep their entry until they expire (retention) or
+``migrate_state_index`` moves them: each is rewritten as it is in the new layout, guarded by its
+revision. No audit record is written, and a reader sees no change except that ``runs list
+--status succeeded`` and the recovery counts stop listing them. The old layout reads as it always
+did, so the pass is optional and may run at any time after the deploy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rebound.domain.run import Run, RunState, in_state_index
+from rebound.engine.deps import Deps
+
+PAGE = 100
+
+
+@dataclass
+class RunsPass:
+    """What a pass did: runs examined, those it applies to (``matched``), those it changed (or
+    would, in a dry run) and those it skipped (done already, or changed since they were read).
+    ``matched_as`` and ``changed_as`` name the two counts in the pass's JSON."""
+
+    matched_as: str
+    changed_as: str
+    dry_run: bool = False
+    examined: int = 0
+    matched: int = 0
+    changed: int = 0
+    skipped: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "examined": self.examined,
+            self.matched_as: self.matched,
+            self.changed_as: self.changed,
+            "skipped": self.skipped,
+            "dry_run": self.dry_run,
+        }
+
+
+def run_pass(
+    deps: Deps,
+    report: RunsPass,
+    applies: Callable[[Run], bool],
+    write: Callable[[Run], bool],
+    progress: Callable[[int], None] | None = None,
+) -> RunsPass:
+    """Every run of the table, a page at a time (``progress`` hears each page's size): ``write``
+    each run ``applies`` to (True: changed), unless the pass is a dry run. Idempotent when
+    ``write`` is."""
+    after: str | None = None
+    while True:
+        runs, after = deps.store.scan_runs_page(limit=PAGE, after=after)
+        for run in runs:
+            report.examined += 1
+            if not applies(run):
+                continue
+            report.matched += 1
+            if report.dry_run or write(run):
+                report.changed += 1
+            else:
+                report.skipped += 1
+        if progress:
+            progress(len(runs))
+        if after is None:
+            return report
+
+
+def migrate_state_index(
+    deps: Deps, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
+) -> RunsPass:
+    """Every clean success of the table out of ``by_state`` (``clean_successes``, ``moved``). A dry
+    run counts the clean successes: it cannot tell which are out already without a read each."""
+    return run_pass(
+        deps,
+        RunsPass("clean_successes", "moved", dry_run=dry_run),
+        lambda run: run.state is RunState.SUCCEEDED and not in_state_index(run.model_dump(mode="json")),
+        lambda run: deps.store.unlist_clean_success(run.run_id),
+        progress,
+    )
