@@ -16,6 +16,9 @@ them asks the engine what happened: they judge what is there.
 - ``at_most_one_live_message_per_run``: at every moment, at most one message that could start a
   run's next step (``LiveCarriers``); the report gives the peak.
 - ``audit_chains_verify`` and ``run_items_match_their_chains``.
+- ``audit_records_archived`` (judged in ``simulate``, on a stack with the archive): every record
+  written before the archiver's batching window and the sweeper's repair had time to pass is in
+  the S3 archive, as written (docs/archive.md).
 - ``dead_letters_have_one_work_order`` and ``dead_letters_have_one_dlq_message``: every
   dead-lettered run and every refused message has exactly one work order and exactly one message
   in the DLQ (or its archive).
@@ -49,6 +52,7 @@ from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import scheduled_run_id, work_order_id
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.dispatch import WAITING_STATES
+from rebound.resources import RECORD_TTL
 from rebound_local.invariants_orders import (
     recovered_orders_close,
     superseded_runs_stay_closed,
@@ -306,6 +310,44 @@ def chains_verify(chains: dict[str, list[dict[str, Any]]], check_mac: CheckMac |
     if broken:
         return Invariant(False, f"{len(broken)} of {len(chains)} audit chains do not verify", broken)
     return Invariant(True, f"{len(chains)} chains, {records} records verified")
+
+
+def archived_as_written(
+    chains: dict[str, list[dict[str, Any]]],
+    archived: dict[str, list[dict[str, Any]]],
+    due_before: datetime,
+) -> Invariant:
+    """Every audit record written before ``due_before`` is in the archive, and every archived record
+    is the table's record, field for field (a record edited in the table after it was written no
+    longer matches its copy; the archive holds nothing the table does not: no scenario expires
+    records). A record written later may still wait in the archiver's batch."""
+    copies: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for subject, trail in archived.items():
+        for record in trail:
+            copies.setdefault((subject, int(record["seq"])), []).append(record)
+    missing: list[str] = []
+    differ: list[str] = []
+    due = 0
+    in_table: set[tuple[str, int]] = set()
+    for subject, chain in chains.items():
+        for record in chain:
+            key = (subject, int(record["seq"]))
+            in_table.add(key)
+            found = copies.get(key)
+            written = {k: v for k, v in record.items() if k != RECORD_TTL}  # storage, not archived
+            if found is not None and any(copy != written for copy in found):
+                differ.append(f"{subject} #{key[1]}: the table's record is not the one archived")
+            if parse_utc(str(record["at"])) < due_before:
+                due += 1
+                if found is None:
+                    missing.append(f"{subject} #{key[1]} (written {record['at']})")
+    extra = [f"{s} #{n}: archived, not in the table" for s, n in sorted(set(copies) - in_table)]
+    counts = {"due": due, "archived": len(copies)}
+    wrong = missing + differ + extra
+    if wrong:
+        detail = f"{len(missing)} record(s) not archived, {len(differ)} differ, {len(extra)} only archived"
+        return Invariant(False, detail, wrong, counts)
+    return Invariant(True, f"{due} records due in the archive are there, as written", counts=counts)
 
 
 def heads_match(runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any]]]) -> Invariant:

@@ -94,6 +94,10 @@ def test_a_lost_message_and_a_tampered_audit_record_fail_the_run(tmp_path: Path)
     report = load(report_path)
     failed = {name for name, inv in report["invariants"].items() if not inv["ok"]}
     assert {"no_message_lost", "every_fire_became_a_run", "audit_chains_verify"} <= failed
+    # the archive kept the record as it was written: the table's copy no longer matches it
+    assert "audit_records_archived" in failed
+    tampered = report["faults"]["sabotage"]["tampered_audit_records"][0]
+    assert any(tampered in e for e in report["invariants"]["audit_records_archived"]["examples"])
     assert report["ok"] is False
     dropped = report["faults"]["sabotage"]["dropped_messages"][0]["message_id"]
     assert any(dropped in example for example in report["invariants"]["no_message_lost"]["examples"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +28,12 @@ from rebound_local.workers import RuntimeHung
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+
+ARCHIVE_DUE = timedelta(seconds=r.SPEC.function("archiver").batch_window_s + 600)
+"""How long after it is written an audit record must be in the archive: the archiver's batching
+window, then ten minutes for a failed batch's retries, its bisection and the sweeper's repair from
+the control DLQ (``Sweeper.work_control_dlq``)."""
 
 
 @dataclass
@@ -115,6 +121,12 @@ class SimulationReport(SimulationChecks):
                     self.workstream_fires,
                     self.operations,
                 )
+            )
+        archive = stack.deps.audit_archive
+        if archive is not None:
+            due_before = clock.now() - ARCHIVE_DUE
+            invariants["audit_records_archived"] = inv.archived_as_written(
+                chains, archive.trails(), due_before
             )
         invariants["no_message_lost"] = self._no_message_lost(stack)
         invariants["at_most_one_live_message_per_run"] = self.live.invariant()
