@@ -181,8 +181,8 @@ def test_a_hostile_window_across_midnight_finishes_though_threads_need_the_new_d
 
     text = (REPO / "scenarios" / "hostile-day.yaml").read_text()
     for day, window in (
-        ('start: "2026-03-07T00:00:00Z"', 'start: "2026-03-07T23:20:00Z"'),
-        ("duration: 24h", "duration: 40m"),
+        ('start: "2026-03-07T00:00:00Z"', 'start: "2026-03-07T23:50:00Z"'),
+        ("duration: 24h", "duration: 20m"),
         ("settle: 3h", "settle: 30m"),
     ):
         assert day in text
