@@ -119,3 +119,42 @@ def test_the_local_log_file_names_the_function_that_wrote_each_engine_line(tmp_p
     ]
     assert lines[0]["function_request_id"] == "req-executor"
     assert lines[1].get("function_request_id") != "req-executor"  # the sweeper's own keys, if any
+
+
+def test_a_handler_s_lines_carry_its_request_id_but_not_the_keys_its_log_group_says() -> None:
+    from types import SimpleNamespace
+
+    from rebound.handlers.observability import REDUNDANT_KEYS, invocation_keys
+
+    logger = logger_for("executor")
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(logger.registered_formatter.format(record))
+
+    context = SimpleNamespace(
+        function_name="rebound-prod-ExecutorFunction3F7C1B2A-AbCdEfGh1234",
+        memory_limit_in_mb=512,
+        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:rebound-prod-Executor",
+        aws_request_id="0f2b9a5e-3c1d-4e8b-9a7f-1b2c3d4e5f60",
+    )
+
+    @invocation_keys(logger)
+    def handler(event: object, context: object) -> str:
+        logging.getLogger("rebound.engine.executor").info("attempt finished", extra={"run_id": "r1"})
+        return "done"
+
+    engine = logging.getLogger("rebound.engine.executor")
+    keep, level = Keep(), engine.level
+    engine.addHandler(keep)
+    engine.setLevel(logging.INFO)
+    try:
+        assert handler({}, context) == "done" and handler({}, context) == "done"
+    finally:
+        engine.removeHandler(keep)
+        engine.setLevel(level)
+    first, second = (json.loads(line) for line in lines)
+    assert first["function_request_id"] == context.aws_request_id and first["run_id"] == "r1"
+    assert first["service"] == "rebound-executor" and second["cold_start"] is False  # once per process
+    assert not set(REDUNDANT_KEYS) & (set(first) | set(second))

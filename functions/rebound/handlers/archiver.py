@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.handlers.observability import logger_for
+from rebound.handlers.observability import invocation_keys, logger_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 logger = logger_for("archiver")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@invocation_keys(logger)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     deps = wiring.deps()
     if deps.audit_archive is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.handlers.observability import logger_for, metrics_for
+from rebound.handlers.observability import invocation_keys, logger_for, metrics_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -26,7 +26,7 @@ logger = logger_for("escalation")
 metrics = metrics_for("escalation")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@invocation_keys(logger)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     # Imported by the first invocation, not by the module's import (docs/performance.md, "Cold import").

@@ -17,7 +17,7 @@ import random
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.handlers.observability import logger_for, metrics_for
+from rebound.handlers.observability import invocation_keys, logger_for, metrics_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -36,7 +36,7 @@ def backoff_s(receive_count: int, rng: random.Random) -> float:
     return rng.uniform(ceiling / 2, ceiling)
 
 
-@logger.inject_lambda_context(clear_state=True)
+@invocation_keys(logger)
 @metrics.log_metrics(capture_cold_start_metric=True)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The engine is imported by the first invocation, not by the module's import (a cold start's

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
@@ -10,6 +13,11 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from rebound.resources import service_name
 
 NAMESPACE = "Rebound"
+REDUNDANT_KEYS = ("function_name", "function_arn", "function_memory_size")
+"""Keys of the Lambda context every line would repeat and its log group already says: about 210
+bytes of a line with CloudFormation's names, a third of a clean run's log line (docs/cost.md).
+``service`` names the function; ``function_request_id`` and ``cold_start`` stay."""
+H = TypeVar("H", bound=Callable[..., Any])
 
 
 def logger_for(function: str) -> Logger:
@@ -27,3 +35,20 @@ def logger_for(function: str) -> Logger:
 def metrics_for(function: str) -> Metrics:
     """The metrics of the function ``function``: the same service name as its logs."""
     return Metrics(namespace=NAMESPACE, service=service_name(function))
+
+
+def invocation_keys(logger: Logger, correlation_id_path: str | None = None) -> Callable[[H], H]:
+    """Powertools' ``inject_lambda_context`` (state cleared at each invocation), less the keys
+    ``REDUNDANT_KEYS``: every line of the invocation carries its request id and whether it was a
+    cold start."""
+
+    def decorate(handler: H) -> H:
+        @functools.wraps(handler)
+        def without_redundant_keys(event: Any, context: Any) -> Any:
+            logger.remove_keys(REDUNDANT_KEYS)
+            return handler(event, context)
+
+        injected = logger.inject_lambda_context(correlation_id_path=correlation_id_path, clear_state=True)
+        return injected(without_redundant_keys)  # type: ignore[return-value]
+
+    return decorate

@@ -10,7 +10,7 @@ from aws_lambda_powertools.logging import correlation_paths
 
 from rebound import resources as r
 from rebound import wiring
-from rebound.handlers.observability import logger_for
+from rebound.handlers.observability import invocation_keys, logger_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.event_handler import APIGatewayRestResolver
@@ -53,7 +53,7 @@ def app() -> APIGatewayRestResolver:
     return build_app(wiring.deps, environment=environment, continuation=continuation)
 
 
-@logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
+@invocation_keys(logger, correlation_paths.API_GATEWAY_REST)
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from rebound.ops.dlq.jobs import CONTINUE, continue_job
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.handlers.observability import logger_for, metrics_for
+from rebound.handlers.observability import invocation_keys, logger_for, metrics_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -14,7 +14,7 @@ logger = logger_for("outbox_relay")
 metrics = metrics_for("outbox_relay")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@invocation_keys(logger)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from rebound.adapters.streams import outbox_events  # at the first invocation, not at import

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from rebound import wiring
-from rebound.handlers.observability import logger_for, metrics_for
+from rebound.handlers.observability import invocation_keys, logger_for, metrics_for
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -17,7 +17,7 @@ logger = logger_for("sweeper")
 metrics = metrics_for("sweeper")
 
 
-@logger.inject_lambda_context(clear_state=True)
+@invocation_keys(logger)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from rebound.engine.sweeper import STEP_MARGIN_S, Sweeper  # at the first invocation, not at import
