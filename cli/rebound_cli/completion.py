@@ -27,15 +27,18 @@ def _app(ctx: click.Context) -> App:
     return app
 
 
-def _offer(found: Callable[[App], Iterable[tuple[str, str | None]]]) -> Callable[..., list[CompletionItem]]:
-    """A completion of ids starting with what was typed, from ``found`` (id, help); nothing when
-    the environment cannot be reached: completion never prints an error into the shell."""
+def _offer(
+    found: Callable[[App, str], Iterable[tuple[str, str | None]]],
+) -> Callable[..., list[CompletionItem]]:
+    """A completion of ids starting with what was typed, from ``found`` (id, help), which is told
+    what was typed; nothing when the environment cannot be reached: completion never prints an
+    error into the shell."""
 
     def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
         try:
             items = [
                 CompletionItem(value, help=help)
-                for value, help in found(_app(ctx))
+                for value, help in found(_app(ctx), incomplete)
                 if value.startswith(incomplete)
             ]
         except Exception:  # no credentials, no environment, throttled: offer nothing
@@ -45,20 +48,41 @@ def _offer(found: Callable[[App], Iterable[tuple[str, str | None]]]) -> Callable
     return complete
 
 
-def _tasks(app: App) -> Iterable[tuple[str, str | None]]:
+def _tasks(app: App, typed: str = "") -> Iterable[tuple[str, str | None]]:
     for stored in app.tasks().find():
         task = stored.task
         if app.sees(task.tenant):
             yield task.id, task.state.value
 
 
-def _runs(app: App) -> Iterable[tuple[str, str | None]]:
-    for run in app.runs().find(limit=SHOWN):
+ACTED_ON = ("dead_lettered", "failed", "running", "retry_scheduled")
+"""The states whose runs are offered before a task is typed: those an operator acts on."""
+
+
+def _runs(app: App, typed: str) -> Iterable[tuple[str, str | None]]:
+    """Never a scan. A run id is ``<task id>:<when, event or manual id>``: once the task's id is
+    typed up to the colon, that task's latest runs (``by_task_keys``); before, the runs an
+    operator acts on (``ACTED_ON``, latest first, from ``by_state``) and each task's id with its
+    colon, to go on typing."""
+    from rebound.domain.run import RunState
+
+    task_id, colon, _ = typed.rpartition(":")
+    ops = app.runs()
+    if colon:
+        found = ops.find(task_id=task_id, limit=SHOWN)
+    else:
+        found = [
+            r for state in ACTED_ON for r in ops.store.runs_in_state_page(RunState(state), limit=SHOWN).runs
+        ]
+    for run in found:
         if app.sees(run.tenant):
             yield run.run_id, run.state.value
+    if not colon:
+        for task_id, _state in _tasks(app):
+            yield f"{task_id}:", "runs of this task"
 
 
-def _work_orders(app: App) -> Iterable[tuple[str, str | None]]:
+def _work_orders(app: App, typed: str = "") -> Iterable[tuple[str, str | None]]:
     from rebound.domain.work_order import WorkOrderState
 
     for order in app.workorders().find(state=WorkOrderState.OPEN):

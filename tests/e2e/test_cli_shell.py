@@ -272,6 +272,24 @@ def test_completion_scripts_and_ids_from_the_environment(local_cloud: Cloud, tmp
     assert "--limit" in complete("rebound tasks list --li")
     assert complete("rebound --env nowhere tasks show a") == []  # no environment: nothing, no error
 
+    # Run ids, never from a scan of the runs table: a task's id with its colon, then its runs.
+    for token in ("complete-1", "complete-2"):
+        local_cloud.ok("tasks", "run", "shell-nightly", "--token", token)
+    local_cloud.run_for(timedelta(minutes=1))
+    runs = {r["run_id"] for r in local_cloud.json("runs", "list", "--task", "shell-nightly")}
+    assert len(runs) == 2
+    from rebound.adapters.dynamo.store import DynamoStore
+
+    def no_scan(*_: object, **__: object) -> None:
+        raise AssertionError("completion scanned the runs table")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(DynamoStore, "scan_runs", no_scan)
+        patch.setattr(DynamoStore, "scan_runs_page", no_scan)
+        assert "acme.shell-nightly:" in complete("rebound --env local runs show acme.shell-nightly")
+        assert runs <= set(complete("rebound --env local runs show acme.shell-nightly:"))
+        assert complete("rebound --env local runs show acme.shell-nightly:manual-tnothing") == []
+
 
 def test_a_reader_that_goes_away_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
