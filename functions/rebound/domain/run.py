@@ -41,7 +41,7 @@ def in_state_index(data: Mapping[str, Any]) -> bool:
     run leaves the index when it succeeds (one index write, a delete) instead of moving within it
     (two, a delete and a write), and the index holds the runs an operator or the sweeper looks
     for. A run that succeeded after a retry stays listed: the retry success rate reads it
-    (``rebound.ops.runs.RunOps.recovery``)."""
+    (``rebound.ops.recovery_view.recovery``)."""
     if data.get("state") != RunState.SUCCEEDED.value:
         return True
     return int(data.get("attempt") or 0) > int(data.get("budget_start") or 0) + 1
