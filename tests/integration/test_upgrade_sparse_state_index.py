@@ -128,7 +128,7 @@ def test_a_run_that_changed_since_it_was_read_is_left_for_its_next_write(
         earlier.setattr(codec, "in_state_index", lambda data: True)
         ended_run(deps, "r1", RunState.SUCCEEDED)
     ddb = aws.client("dynamodb")
-    real_put = deps.store.client.put_item  # type: ignore[attr-defined]
+    real_update = deps.store.client.update_item  # type: ignore[attr-defined]
 
     def raced(**kwargs: Any) -> Any:
         # an operator's action lands between the pass's read and its write
@@ -138,9 +138,9 @@ def test_a_run_that_changed_since_it_was_read_is_left_for_its_next_write(
             UpdateExpression="SET rev = rev + :one",
             ExpressionAttributeValues={":one": {"N": "1"}},
         )
-        return real_put(**kwargs)
+        return real_update(**kwargs)
 
-    monkeypatch.setattr(deps.store.client, "put_item", raced)  # type: ignore[attr-defined]
+    monkeypatch.setattr(deps.store.client, "update_item", raced)  # type: ignore[attr-defined]
     report = migrate_state_index(deps)
     assert (report.changed, report.skipped) == (0, 1)
     assert raw_runs(aws, settings)["r1"]["state"] == {"S": "succeeded"}  # still in the index

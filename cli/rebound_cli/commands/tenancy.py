@@ -174,9 +174,9 @@ def migrate_state_index(app: App, dry_run: bool, yes: bool) -> None:
     """Move runs that succeeded at their first attempt out of the by_state index.
 
     Since this version such a run is stored without the index's keys, which saves a write a run.
-    Runs that succeeded before keep their entry until they expire or this pass moves them. Each
-    is rewritten as it is in the new layout, guarded by its revision: no audit record is written
-    and nothing of the run changes. Optional and idempotent; run it any time after the deploy.
+    Runs that succeeded before keep their entry until they expire or this pass moves them, one
+    conditional update each, guarded by its revision: no audit record is written and nothing of
+    the run changes. Optional and idempotent; run it any time after the deploy.
 
     \b
     Examples:

@@ -6,10 +6,11 @@ stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retent
 its budget is stored without the ``by_state`` index's keys (``rebound.domain.run.in_state_index``),
 so the index holds only the runs an operator or the sweeper looks for, and a clean run costs one
 index write less. Runs that succeeded before keep their entry until they expire (retention) or
-``migrate_state_index`` moves them: each is rewritten as it is in the new layout, guarded by its
-revision. No audit record is written, and a reader sees no change except that ``runs list
---status succeeded`` and the recovery counts stop listing them. The old layout reads as it always
-did, so the pass is optional and may run at any time after the deploy.
+``migrate_state_index`` moves them: one conditional update each moves the index's keys into the
+item's document, guarded by the revision the scan read (no read of its own). No audit record is
+written, and a reader sees no change except that ``runs list --status succeeded`` and the recovery
+counts stop listing them. The old layout reads as it always did, so the pass is optional and may
+run at any time after the deploy.
 """
 
 from __future__ import annotations
@@ -85,6 +86,6 @@ def migrate_state_index(
         deps,
         RunsPass("clean_successes", "moved", dry_run=dry_run),
         lambda run: run.state is RunState.SUCCEEDED and not in_state_index(run.model_dump(mode="json")),
-        lambda run: deps.store.unlist_clean_success(run.run_id),
+        deps.store.unlist_clean_success,
         progress,
     )

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rebound import resources as r
-from rebound.adapters.dynamo.codec import from_item, to_item
+from rebound.adapters.dynamo.codec import DOC, to_item
 from rebound.domain.errors import Conflict
-from rebound.domain.run import in_state_index
+from rebound.domain.run import Run, RunState, in_state_index
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -42,35 +42,22 @@ class DynamoRunLayout:
             return False
         return True
 
-    def unlist_clean_success(self, run_id: str) -> bool:
-        # The item is rewritten in the sparse layout as is (its ``ttl`` kept), guarded by its
-        # revision and by the index's key still being there.
-        resp = self._call(
-            f"read run {run_id}",
-            self.client.get_item,
-            TableName=self.tables["runs"],
-            Key={"run_id": {"S": run_id}},
-            ConsistentRead=True,
-        )
-        raw = resp.get("Item")
-        if not raw or "state" not in raw:
+    def unlist_clean_success(self, run: Run) -> bool:
+        # One update, no read: the index's keys go, the document that carries them comes (as the
+        # store writes it, ``to_item``); the run's ``ttl`` and other attributes stay.
+        data = run.model_dump(mode="json")
+        if run.state is not RunState.SUCCEEDED or in_state_index(data):
             return False
-        data = from_item(raw)
-        if in_state_index(data):
-            return False
-        item = to_item(data, "runs")
-        if r.RECORD_TTL in raw:
-            item[r.RECORD_TTL] = raw[r.RECORD_TTL]
-        rev = raw.get("rev", {"N": "0"})
         try:
             self._call(
-                f"move run {run_id} out of the by_state index",
-                self.client.put_item,
+                f"move run {run.run_id} out of the by_state index",
+                self.client.update_item,
                 TableName=self.tables["runs"],
-                Item=item,
-                ConditionExpression="#s = :s AND (attribute_not_exists(rev) OR rev = :rev)",
-                ExpressionAttributeNames={"#s": "state"},
-                ExpressionAttributeValues={":s": raw["state"], ":rev": rev},
+                Key={"run_id": {"S": run.run_id}},
+                UpdateExpression="SET #d = :d REMOVE #s, updated_at",
+                ConditionExpression="attribute_exists(#s) AND (attribute_not_exists(rev) OR rev = :rev)",
+                ExpressionAttributeNames={"#s": "state", "#d": DOC},
+                ExpressionAttributeValues={":d": to_item(data, "runs")[DOC], ":rev": {"N": str(run.rev)}},
             )
         except Conflict:
             return False

@@ -198,7 +198,7 @@ class MemoryStore(StagingStore):
         for data in self._all("runs"):
             yield Run.model_validate(data)
 
-    def unlist_clean_success(self, run_id: str) -> bool:
+    def unlist_clean_success(self, run: Run) -> bool:
         return False  # the index is a filter here (``in_state_index``): no stored layout to move
 
     def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:

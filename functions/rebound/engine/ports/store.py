@@ -340,10 +340,10 @@ class Store(Protocol):
         (``rev``), is gone, or has an expiry already."""
         ...
 
-    def unlist_clean_success(self, run_id: str) -> bool:
+    def unlist_clean_success(self, run: Run) -> bool:
         """Move a clean success written before the sparse ``by_state`` index out of it
         (``rebound.domain.run.in_state_index``): storage only, nothing of the run changes. False
-        if it is not such a run, is out already, or changed since it was read."""
+        if it is not such a run, is out already, or changed since it was read (``run.rev``)."""
         ...
 
     def scan_runs_page(self, *, limit: int = 100, after: str | None = None) -> tuple[list[Run], str | None]:
