@@ -135,8 +135,13 @@ def test_records_are_archived_as_written_expire_by_ttl_and_every_chain_verifies_
 
     # An expired run still shows: rebuilt from its chain in the archive.
     run_id = scheduled_run_id("acme.ok-every-five-minutes", datetime(2026, 3, 7, 9, 5, tzinfo=UTC))
-    with pytest.raises(RunNotFound):  # the ops API's view: its role does not read the archive
+    with pytest.raises(RunNotFound) as gone:  # the ops API's view: its role does not read the archive
         RunOps(ops, "test").timeline(run_id)
+    assert f"`rebound runs show {run_id}` reads it there" in gone.value.message  # where to look
+    recent = scheduled_run_id("acme.ok-every-five-minutes", clock.now() - timedelta(hours=1))
+    with pytest.raises(RunNotFound) as missing:  # could not have expired yet: no hint
+        RunOps(ops, "test").timeline(recent)
+    assert missing.value.message == f"no run {recent!r}"
     timeline = RunOps(ops, "test").timeline(run_id, archive=True)
     assert timeline.archived and timeline.run.state is RunState.SUCCEEDED and timeline.chain.ok
     assert [e.action for e in timeline.entries if e.source == "run"][-1] == "attempt-succeeded"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
@@ -27,7 +27,13 @@ from rebound.domain.audit import CLAIM_CHANGES_SHOWN, ChainCheck, rebuild_run, v
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.basics import Severity
 from rebound.domain.errors import Conflict, ReboundError, RunNotFound, ValidationFailed
-from rebound.domain.ids import retry_dispatch_reference, run_subject, scheduled_day, work_order_subject
+from rebound.domain.ids import (
+    fire_time,
+    retry_dispatch_reference,
+    run_subject,
+    scheduled_day,
+    work_order_subject,
+)
 from rebound.domain.run import Run, RunState, Trigger, with_changes
 from rebound.domain.states import TERMINAL, closed, ensure_transition
 from rebound.domain.timefmt import iso
@@ -214,7 +220,7 @@ class RunOps:
         whose role does not read the archive), it is not found."""
         stored = self.store.get_run(run_id)
         if stored is None and not archive:
-            raise RunNotFound.of(run_id)
+            raise self._not_in_the_table(run_id)
         trail = self.store.audit_trail(run_subject(run_id))
         run, trail = (stored, trail) if stored is not None else self._archived_run(run_id, trail)
         entries: list[TimelineEntry] = []
@@ -288,6 +294,24 @@ class RunOps:
             message,
             verify_chain(run_subject(run_id), trail, self.store.audit_keys.check),
             archived=stored is None,
+        )
+
+    def _not_in_the_table(self, run_id: str) -> RunNotFound:
+        """The ops API's answer for a run the table does not hold. Where retention may have expired
+        it (no time in its id, or one more than ``runs_days`` ago), it says where to look: the same
+        answer whether such a run ever existed or not, read from the id and the settings alone."""
+        retention = self.deps.settings.retention
+        scheduled = fire_time(run_id)
+        now = self.deps.clock.now()
+        if retention is None or (
+            scheduled is not None and now < scheduled + timedelta(days=retention.runs_days)
+        ):
+            return RunNotFound.of(run_id)
+        return RunNotFound(
+            f"no run {run_id!r} in the table: a finished run expires from it {retention.runs_days} days "
+            "after it ended, and its audit chain stays in the archive "
+            f"(`rebound runs show {run_id}` reads it there)",
+            run_id=run_id,
         )
 
     def _archived_run(self, run_id: str, live: list[AuditRecord]) -> tuple[Run, list[AuditRecord]]:
