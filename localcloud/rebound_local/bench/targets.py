@@ -82,7 +82,7 @@ TARGETS = (
         "<=",
         None,
         "{:.2f}",
-        bounded_by="a run's item, its two index entries and its audit records, deflated, kept for ever",
+        bounded_by="a run's item, its index entries and its audit records, deflated, kept for ever",
     ),
     _limit(
         "storage at 1M clean runs a month, $ in the month after a year, without retention",
