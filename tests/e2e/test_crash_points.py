@@ -174,6 +174,8 @@ def test_writes_stopped_between_their_audit_record_and_their_item_lose_nothing(t
     chain says, no run is left running, and every invariant holds (the next writer rolls the item
     forward: ``rebound.adapters.dynamo.write_ahead``)."""
     data = scenario_for("after_audit_record")
-    data["faults"]["crash"].update({"rate": 0.25, "limit": 40})
+    # Some two hundred writes reach the point in this scenario; at one in two, the fortieth crash comes
+    # early in the day whatever order the threads take (at one in four it fell short on CI).
+    data["faults"]["crash"].update({"rate": 0.5, "limit": 40})
     report = simulate(data, "crash-after-audit-record-often.yaml", tmp_path)
-    assert report["faults"]["crashes"].get("after_audit_record") == 40
+    assert report["faults"]["crashes"].get("after_audit_record") == 40, report["faults"]["crashes"]
