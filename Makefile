@@ -17,24 +17,27 @@ unexport PYTHONDONTWRITEBYTECODE
 help: ## Show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-# Every install checks each file against its pinned hash (--require-hashes): pip itself, every
-# dependency, and the build of Rebound's own package (no build isolation, so setuptools is the pinned one).
+# Every install checks each file against its pinned hash (--require-hashes): pip and uv themselves,
+# every dependency, and the build of Rebound's own package (no build isolation, so setuptools is the
+# pinned one). pip installs the two pinned installers; uv installs the rest, in seconds where pip takes a minute.
 PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check
+UV_INSTALL := $(VENV)/bin/uv pip install --quiet --python $(PY)
 $(STAMP): pyproject.toml setup.py requirements/pip.txt requirements/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PIP_INSTALL) --require-hashes -r requirements/pip.txt
 	@echo "Installing pinned dependencies into $(VENV) (first run only)..."
-	@$(PIP_INSTALL) --require-hashes -r requirements/constraints.txt
-	@PYTHONWARNINGS=ignore $(PIP_INSTALL) --no-deps --no-build-isolation -e .  # quiet: setuptools warns that an editable install is editable
+	@$(UV_INSTALL) --require-hashes -r requirements/constraints.txt
+	@$(UV_INSTALL) --no-deps --no-build-isolation -e .
 	@touch $@
 
 # The IaC scanner (checkov) in a virtualenv of its own: it pins an older boto3 than Rebound's.
 SCANNER := .venv-checkov
 SCANNER_STAMP := $(SCANNER)/.installed
-$(SCANNER_STAMP): requirements/scanner.txt
+$(SCANNER_STAMP): requirements/scanner.txt requirements/pip.txt
 	@test -x $(SCANNER)/bin/python || $(PYTHON) -m venv $(SCANNER)
 	@echo "Installing the IaC scanner into $(SCANNER) (first run only)..."
-	@$(SCANNER)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements/scanner.txt
+	@$(SCANNER)/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/pip.txt
+	@$(SCANNER)/bin/uv pip install --quiet --python $(SCANNER)/bin/python -r requirements/scanner.txt
 	@touch $@
 
 scanner: $(SCANNER_STAMP) ## Install checkov, which the infra tests run on the synthesized templates

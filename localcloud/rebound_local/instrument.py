@@ -178,6 +178,9 @@ class Throttler:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self.injected: Counter[str] = Counter()
+        self.paused = False
+        """Throttle nothing while set: a simulation registers its scenario's tasks with it set, as
+        setup rather than part of what is judged (and botocore's backoff sleeps in real time)."""
 
     def attach(self, session: boto3.session.Session) -> None:
         """For clients that send over HTTP: a throttled attempt is answered before it is sent."""
@@ -191,7 +194,7 @@ class Throttler:
     def hit(self, key: str) -> bool:
         """Whether this attempt at ``key`` (``service:Operation``) is throttled."""
         rate = self.rates.get(key, 0.0)
-        if rate <= 0:
+        if rate <= 0 or self.paused:
             return False
         with self._lock:
             if self._rng.random() >= rate:

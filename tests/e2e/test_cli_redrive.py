@@ -1,6 +1,6 @@
-"""``rebound dlq redrive`` moves 400 dead letters exactly once, through an interruption, in batches.
+"""``rebound dlq redrive`` moves 250 dead letters exactly once, through an interruption, in batches.
 
-The loop itself makes the dead letters: 400 runs of a task whose target fails with a
+The loop itself makes the dead letters: 250 runs of a task whose target fails with a
 terminal error. The operator fixes the target, starts the redrive, and it dies right after one
 ``SendMessageBatch`` was accepted but before its ``DeleteMessageBatch``. Running the same command
 again finishes the job. Then every message has left the DLQ once, every run was replayed once
@@ -25,10 +25,10 @@ from rebound.domain.run import RunState
 from rebound.ops.dlq import REDRIVE_VISIBILITY_S
 
 pytestmark = pytest.mark.e2e
-# The runtime's own handlers talk to the stand-in straight into its backends, to make the 400
+# The runtime's own handlers talk to the stand-in straight into its backends, to make the 250
 # dead letters quickly; the CLI still goes over HTTP to AWS_ENDPOINT_URL like any client.
 local_cloud = cloud_fixture(transport="direct")
-RUNS = 400
+RUNS = 250
 CRASH_AFTER_SENDS = 17
 MAX_REQUESTS_PER_MESSAGE = 0.35
 
@@ -59,7 +59,7 @@ def queue_bodies(cloud: Cloud, queue: str) -> list[dict[str, Any]]:
 def test_a_redrive_of_hundreds_of_messages_survives_an_interruption_exactly_once(
     local_cloud: Cloud, tmp_path: Path
 ) -> None:
-    # Given 400 dead-lettered runs, each with its DLQ message and work order.
+    # Given 250 dead-lettered runs, each with its DLQ message and work order.
     apply(local_cloud, tmp_path, {"terminal_error": "LEDGER_LOCKED"})
     sqs = boto3.client("sqs")
     url = local_cloud.stack.settings.queue("execution").url

@@ -72,6 +72,18 @@ def test_the_report_counts_every_fault_injected_and_the_runtime_caps(tmp_path: P
     assert report["hung"] is None
 
 
+def test_registering_the_tasks_is_not_throttled_and_the_window_is() -> None:
+    """Registering the scenario's tasks is setup, not judged: its CreateSchedule calls are not
+    throttled (so none waits out botocore's backoff in real time), while the window's writes are
+    throttled as the scenario asks."""
+    data = {**QUIET, "faults": {"throttle": {"scheduler:CreateSchedule": 0.9, "dynamodb:PutItem": 0.5}}}
+    report = Simulation(parse_scenario(data, "throttled-setup.yaml")).run().report
+    throttled = report["faults"]["throttled"]
+    assert throttled.get("scheduler:CreateSchedule", 0) == 0, throttled  # only setup creates one
+    assert throttled.get("dynamodb:PutItem", 0) > 0, throttled
+    assert report["summary"]["runs_by_state"] == {"succeeded": 4}  # 09:00 to 09:03, both ends
+
+
 def test_the_same_seed_gives_the_same_hostile_run() -> None:
     first = Simulation(parse_scenario(HOSTILE, "hostile.yaml")).run().report
     again = Simulation(parse_scenario(HOSTILE, "hostile.yaml")).run().report

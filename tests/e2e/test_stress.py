@@ -1,8 +1,8 @@
 """The stress scenario: a burst of tasks due in the same minute, with AWS-like latency modelled.
 
 ``scenarios/stress-10k.yaml`` (10,000 tasks) runs in ``make bench``; here the same file, cut to
-1,000 tasks, runs in the suite. Latency is judged in virtual time, so the verdict does not depend
-on how fast this machine is.
+500 tasks (1,000 with slow calls), runs in the suite. Latency is judged in virtual time, so the
+verdict does not depend on how fast this machine is.
 """
 
 from __future__ import annotations
@@ -40,16 +40,16 @@ def test_the_shipped_stress_scenario_is_ten_thousand_tasks_in_one_minute() -> No
     assert data["expect"]["on_time_pct"] == 99
 
 
-def test_a_burst_of_a_thousand_tasks_all_run_and_start_within_a_minute(tmp_path: Path) -> None:
+def test_a_burst_of_five_hundred_tasks_all_run_and_start_within_a_minute(tmp_path: Path) -> None:
     report_path = tmp_path / "stress.json"
-    done = simulate(scenario_with(tmp_path, 1000), report_path)
+    done = simulate(scenario_with(tmp_path, 500), report_path)
     report = json.loads(report_path.read_text())
     assert done.returncode == 0, done.stdout + done.stderr
 
-    assert report["summary"]["runs_by_state"] == {"succeeded": 1000}
-    assert report["summary"]["schedule_fires"] == 1000
+    assert report["summary"]["runs_by_state"] == {"succeeded": 500}
+    assert report["summary"]["schedule_fires"] == 500
     latency = report["dispatch_latency"]
-    assert latency["scheduled_runs"] == latency["started"] == 1000
+    assert latency["scheduled_runs"] == latency["started"] == 500
     assert latency["on_time_pct"] >= 99
     assert report["invariants"]["dispatch_on_time"]["ok"]
 
@@ -78,3 +78,4 @@ def test_when_calls_are_slow_the_burst_misses_its_promise_and_the_report_says_so
     assert report["dispatch_latency"]["max_s"] > 60
     failing = [name for name, inv in report["invariants"].items() if not inv["ok"]]
     assert failing == ["dispatch_on_time"]
+    assert report["runtime"]["timeouts"].get("sweeper", 0) >= 1, report["runtime"]["timeouts"]

@@ -1,4 +1,4 @@
-"""What is installed is what was pinned: every dependency and pip itself by version and file hash,
+"""What is installed is what was pinned: every dependency, pip and uv by version and file hash,
 the CDK CLI by version, and the package's license as an SPDX expression."""
 
 from __future__ import annotations
@@ -55,14 +55,19 @@ def test_the_layer_installs_what_the_project_pins_and_what_its_functions_import(
 
 def test_every_install_checks_hashes_and_pip_and_the_cdk_cli_are_pinned() -> None:
     makefile = (REPO / "Makefile").read_text()
-    installs = [line for line in makefile.splitlines() if "$(PIP_INSTALL)" in line and "-r " in line]
-    assert installs and all("--require-hashes" in line for line in installs)
+    installs = [
+        line
+        for line in makefile.splitlines()
+        if ("$(PIP_INSTALL)" in line or "$(UV_INSTALL)" in line) and "-r " in line
+    ]
+    assert len(installs) == 2 and all("--require-hashes" in line for line in installs)
+    assert "--require-hashes -r requirements/constraints.txt" in makefile
     assert "--require-hashes -r requirements/pip.txt" in makefile
     assert "--no-build-isolation -e ." in makefile, "the package is built with the pinned setuptools"
     assert not re.search(r"pip>=|-U pip|--upgrade", makefile)
     assert re.search(r"^CDK := npx --yes aws-cdk@2\.\d+\.\d+$", makefile, re.M)
     assert "aws-cdk@2 " not in makefile
-    assert list(locked(REQUIREMENTS / "pip.txt")) == ["pip"]
+    assert list(locked(REQUIREMENTS / "pip.txt")) == ["pip", "uv"]
 
 
 def test_the_package_declares_an_spdx_license_with_its_file_and_classifiers() -> None:

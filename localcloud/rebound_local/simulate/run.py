@@ -119,8 +119,9 @@ class Simulation(SimulationSabotage, SimulationReport):
             self._watch_fires(stack)
             self._double_target_calls(stack)
             # Registering the scenario's tasks is setup, not part of what is judged: moto's faults
-            # (conflicts, index lag) start with the window.
+            # (conflicts, index lag) and the clients' throttling start with the window.
             hostile.activate(None)
+            stack.throttler.paused = True
             ops = TaskOps(stack.deps, actor="simulator")
             ops.apply_tenants(dict(self.scenario.tenants))
             ops.apply(ops.plan(ending_with(self.loaded.tasks, sc.end)))
@@ -129,6 +130,7 @@ class Simulation(SimulationSabotage, SimulationReport):
                     ending_with(self.loaded.workstreams, sc.end), self.loaded.resources
                 )
             hostile.activate(stack.moto_faults)
+            stack.throttler.paused = False
             self.window_start = (clock.now(), stack.meter.snapshot(), sum(self.ledger.sent.values()))
             self.timing["startup_s"] = time.monotonic() - started
 
