@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound_local import invocations
+from rebound_local.call_sites import call_site
 from rebound_local.bill_units import (
     PLATFORM_LOG_BYTES,
     TRANSACTION_FACTOR,
@@ -182,6 +183,7 @@ class Meter:
                     known = sizes[id(item)] = (item, item_size(item))
                 return known[1]
 
+            site = f"dynamodb.write_units.site.{call_site()}"
             written = _put_items(operation, params, len(targets), succeeded=response is not None)
             for (table, key, kind), old, put in zip(targets, before, written, strict=True):
                 # A put that succeeded stored its item as sent (moto keeps every value as given),
@@ -200,6 +202,7 @@ class Meter:
                 table_units = factor * write_units(max(old_size, new_size))
                 counted["dynamodb.write_units"] += table_units
                 counted["dynamodb.write_units.table"] += table_units
+                counted[site] += table_units
                 # Where the units go: by table and request (a transaction's items at their factor).
                 counted[_by_request(table, operation)] += table_units
                 if kind != "ConditionCheck":
@@ -208,6 +211,7 @@ class Meter:
                         counted["dynamodb.write_units"] += indexed
                         counted["dynamodb.write_units.indexes"] += indexed
                         counted[_by_index(table, name)] += indexed
+                        counted[site] += indexed
             with self._lock:
                 for unit, amount in counted.items():
                     self.units[unit] += amount
@@ -239,10 +243,13 @@ class Meter:
                 self._read(operation, TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True))
 
     def _read(self, operation: str, units: float) -> None:
-        """Read units of one read, in the total and in its request's own line (each item sized once)."""
+        """Read units of one read, in the total, in its request's own line and in its call site's
+        (each item sized once)."""
+        site = f"dynamodb.read_units.site.{call_site()}"
         with self._lock:
             self.units["dynamodb.read_units"] += units
             self.units[f"dynamodb.read_units.{operation}"] += units
+            self.units[site] += units
 
     def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         backend = self._backend()

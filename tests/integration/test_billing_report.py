@@ -82,6 +82,20 @@ def test_scheduler_deliveries_are_sqs_requests_and_scheduler_invocations(direct:
     assert units["scheduler.invocations"] >= direct["runs"] + units["scheduler.one_time_created"]
 
 
+def test_every_unit_is_attributed_to_the_call_site_that_spent_it(direct: dict[str, Any]) -> None:
+    """Write and read units by call site (``rebound_local.call_sites``) add up to the totals, and
+    name the engine's functions, never the store adapters every caller goes through."""
+    units = direct["units"]
+    for kind in ("write_units", "read_units"):
+        sites = {k: v for k, v in units.items() if k.startswith(f"dynamodb.{kind}.site.")}
+        assert sum(sites.values()) == pytest.approx(units[f"dynamodb.{kind}"]), kind
+        assert not any("adapters/" in k for k in sites), sites
+    writes = {k.removeprefix("dynamodb.write_units.site.") for k in units if ".write_units.site." in k}
+    # the claim and the outcome of every run, and the retry scheduler's decision
+    assert {"engine/executor/attempt.py:Attempts._claim_and_run"} <= writes, writes
+    assert any(site.startswith("engine/retry_scheduler") for site in writes), writes
+
+
 def test_botocore_clients_are_metered_as_the_direct_transport_meters(direct: dict[str, Any]) -> None:
     inproc = simulate("inproc")
     # Read units are left out: how often the handlers read tenant settings again varies with the

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rebound_local.bench import history
+from rebound_local.bench import cost_page, history
 from rebound_local.bench.common import COST_SCENARIOS, GROUPS, OUTAGE_SCENARIO, REPO, SCENARIOS
 from rebound_local.bench.cost import bench_cost
 from rebound_local.bench.imports import HANDLERS, bench_imports, first_call_modules
@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--page", type=Path, default=history.PAGE)
     parser.add_argument(
+        "--cost-page", type=Path, default=cost_page.PAGE, help="where the cost group's tables go"
+    )
+    parser.add_argument(
         "--only",
         choices=GROUPS,
         action="append",
@@ -187,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     history.append(args.history, history.entry(results, wanted, history.commit_of()))
     history.write_page(args.page, history.read(args.history))
     print(f"history -> {args.history}; today's table -> {args.page}")
+    if "cost" in wanted:
+        cost_page.write_page(args.cost_page, results["cost"])
+        print(f"units by call site -> {args.cost_page}")
     return 0
 
 
