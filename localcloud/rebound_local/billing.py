@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rebound_local import invocations
-from rebound_local.call_sites import call_site
 from rebound_local.bill_units import (
     PLATFORM_LOG_BYTES,
     TRANSACTION_FACTOR,
@@ -51,6 +50,7 @@ from rebound_local.bill_units import (
     utf8_len,
     write_units,
 )
+from rebound_local.call_sites import call_site
 from rebound_local.logformat import ByFunction
 
 
