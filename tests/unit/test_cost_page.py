@@ -1,26 +1,23 @@
-"""docs/cost.md's tables of units by call site are what the last ``make bench ONLY=cost`` measured
-(``rebound_local.bench.cost_page``)."""
+"""docs/cost.md's tables of units by call site are what the latest ``make bench ONLY=cost``
+recorded in bench/history.jsonl (``rebound_local.bench.cost_page``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from rebound_local.bench import cost_page
-from rebound_local.bench.common import REPO
-
-RESULTS = REPO / "bench" / "results.json"
+from rebound_local.bench import cost_page, history
 
 
-def test_the_page_shows_the_call_sites_bench_results_records() -> None:
-    cost = json.loads(RESULTS.read_text())["cost"]
+def test_the_page_shows_the_call_sites_the_history_records() -> None:
+    measured = cost_page.latest(history.read(history.HISTORY))
+    assert measured is not None, "no bench line with call sites: run make bench ONLY=cost"
     text = cost_page.PAGE.read_text()
     shown = text.split(cost_page.START, 1)[1].split(cost_page.END, 1)[0].strip()
-    assert shown == cost_page.render(cost)
+    assert shown == cost_page.render(measured)
     for name in cost_page.CLASSES:  # every class was measured with its sites
-        assert cost_page.call_sites(cost["per_million_runs"][name]["units_per_run"]), name
+        assert measured[name]["sites"], name
 
 
 def test_call_sites_gather_both_kinds_of_unit_by_site_most_writes_first() -> None:
@@ -38,8 +35,15 @@ def test_call_sites_gather_both_kinds_of_unit_by_site_most_writes_first() -> Non
     }
 
 
+def test_the_latest_line_with_call_sites_is_the_one_shown() -> None:
+    older = {"call_sites": {"clean": "older"}}
+    newer = {"call_sites": {"clean": "newer"}}
+    assert cost_page.latest([older, newer, {"rows": []}]) == {"clean": "newer"}
+    assert cost_page.latest([{"rows": []}]) is None
+
+
 def test_a_page_without_the_markers_is_refused_naming_them(tmp_path: Path) -> None:
     page = tmp_path / "cost.md"
     page.write_text("# cost\n")
     with pytest.raises(ValueError, match="markers"):
-        cost_page.write_page(page, {"per_million_runs": {}})
+        cost_page.write_page(page, {})

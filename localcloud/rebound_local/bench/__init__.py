@@ -187,11 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"\nfigures -> {args.out}")
-    history.append(args.history, history.entry(results, wanted, history.commit_of()))
+    line = history.entry(results, wanted, history.commit_of())
+    if "cost" in wanted:
+        line["call_sites"] = cost_page.figures(results["cost"])
+    history.append(args.history, line)
     history.write_page(args.page, history.read(args.history))
     print(f"history -> {args.history}; today's table -> {args.page}")
     if "cost" in wanted:
-        cost_page.write_page(args.cost_page, results["cost"])
+        cost_page.write_page(args.cost_page, line["call_sites"])
         print(f"units by call site -> {args.cost_page}")
     return 0
 
