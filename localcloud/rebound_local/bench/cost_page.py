@@ -32,7 +32,11 @@ def call_sites(units_per_run: dict[str, float]) -> dict[str, dict[str, float]]:
             if line.startswith(prefix):
                 site = out.setdefault(line.removeprefix(prefix), {"write_units": 0.0, "read_units": 0.0})
                 site[kind] = value
-    return dict(sorted(out.items(), key=lambda kv: (-kv[1]["write_units"], -kv[1]["read_units"], kv[0])))
+    return dict(sorted(out.items(), key=_most_writes_first))
+
+
+def _most_writes_first(kv: tuple[str, dict[str, float]]) -> tuple[float, float, str]:
+    return (-kv[1]["write_units"], -kv[1]["read_units"], kv[0])
 
 
 def figures(cost: dict[str, Any]) -> dict[str, Any]:
@@ -66,7 +70,7 @@ def render(by_class: dict[str, Any]) -> str:
             "| call site | write units | read units |",
             "|---|---|---|",
         ]
-        for site, units in measured["sites"].items():
+        for site, units in sorted(measured["sites"].items(), key=_most_writes_first):
             if abs(units["write_units"]) < SHOWN and abs(units["read_units"]) < SHOWN:
                 continue
             out.append(f"| `{site}` | {units['write_units']:.2f} | {units['read_units']:.2f} |")
