@@ -5,6 +5,7 @@ route table and the command tree, and read each one's declared rule."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -178,9 +179,17 @@ NAME_KINDS = {
 object is still called with acme's, and fails on what it shows."""
 
 
+@functools.cache
+def api_document() -> dict[str, Any]:
+    """The ops API's OpenAPI document, built once: it depends on the route table alone, and takes
+    about a second to generate. Read it, never change it."""
+    return openapi_document(build_app(lambda: None))
+
+
+@functools.cache
 def routes() -> list[tuple[str, str, dict[str, Any]]]:
     """(method, path as the OpenAPI document writes it, its operation) of every route."""
-    document = openapi_document(build_app(lambda: None))
+    document = api_document()
     return [
         (method.upper(), path, operation)
         for path, operations in sorted(document["paths"].items())

@@ -29,6 +29,7 @@ from api_support import call
 from authz_cases import (
     FIELD_VALUES,
     OBJECT_KINDS,
+    api_document,
     expected,
     leaks,
     named,
@@ -41,7 +42,7 @@ from click.testing import CliRunner
 from tenancy_world import BOB, NOBODY, ROOT, World, acme_items, build
 
 from rebound import wiring
-from rebound.api.app import build_app, openapi_document, route_rules
+from rebound.api.app import build_app, route_rules
 from rebound.engine.deps import Deps
 from rebound.ops.authz import Public, Rule
 from rebound_cli.app import cli
@@ -79,7 +80,7 @@ def test_every_route_and_command_declares_a_rule() -> None:
 def test_every_route_answers_another_tenants_caller_as_its_rule_says(api: Any, deps: Deps, who: str) -> None:
     world = build(deps)
     app = build_app(lambda: deps)
-    document = openapi_document(app)
+    document = api_document()
     rules = route_rules(app)
     caller = CALLERS[who]
     before = acme_items(deps, world)

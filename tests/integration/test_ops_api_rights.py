@@ -21,6 +21,7 @@ plumbing that comes with the grants (``rights.PLUMBING``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -95,16 +96,25 @@ def route_tests() -> list[tuple[str, Callable[..., Any], dict[str, Any]]]:
     return out
 
 
+@functools.cache
 def routes() -> list[tuple[str, str]]:
-    """The route table: (METHOD, path template) for every route."""
+    """The route table: (METHOD, path template) for every route. Built once: the OpenAPI document
+    of the whole app takes a second to generate, and every recorded call asks for its route."""
     document = openapi_document(build_app(lambda: None))
     return sorted((method.upper(), path) for path, ops in document["paths"].items() for method in ops)
 
 
+@functools.cache
+def _patterns() -> list[tuple[str, str, re.Pattern[str]]]:
+    return [
+        (method, template, re.compile("^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"))
+        for method, template in routes()
+    ]
+
+
 def route_of(method: str, path: str) -> str | None:
-    for route_method, template in routes():
-        pattern = "^" + re.sub(r"\{[^}]+\}", "[^/]+", template) + "$"
-        if route_method == method and re.match(pattern, path):
+    for route_method, template, pattern in _patterns():
+        if route_method == method and pattern.match(path):
             return f"{route_method} {template}"
     return None
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 from api_support import call
-from authz_cases import expected, leaks, registered, request_of, routes
+from authz_cases import api_document, expected, leaks, registered, request_of, routes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tenancy_world import ACCOUNT, ROOT, Mix, build_tenant, items_of, world_of
 
 from rebound import wiring
-from rebound.api.app import build_app, openapi_document, route_rules
+from rebound.api.app import build_app, route_rules
 from rebound.engine.deps import Deps
 from rebound.ops.authz import Public
 
@@ -68,7 +68,7 @@ def test_nothing_of_one_tenant_is_visible_to_or_changeable_by_another(
     mine = build_tenant(deps, other, second)
     world = world_of(theirs, pick)
     app = build_app(lambda: deps)
-    document = openapi_document(app)
+    document = api_document()
     rules = route_rules(app)
     before = items_of(deps, theirs)
     for method, template, operation in routes():
