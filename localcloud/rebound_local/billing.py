@@ -216,13 +216,16 @@ class Meter:
                 for unit, amount in counted.items():
                     self.units[unit] += amount
             return
+        if operation not in _READS:
+            return
         consistent = bool(params.get("ConsistentRead"))
+        site = call_site()
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
             whole = self._stored_size(params["TableName"], params["Key"]) if response is not None else 0
-            self._read(operation, read_units(whole, consistent))
+            self._read(operation, site, read_units(whole, consistent))
         elif operation in ("Query", "Scan"):
             items = (response or {}).get("Items") or []
-            self._read(operation, read_units(sum(item_size(i) for i in items), consistent))
+            self._read(operation, site, read_units(sum(item_size(i) for i in items), consistent))
         elif operation == "BatchGetItem":
             requests = params.get("RequestItems") or {}
             for table, items in ((response or {}).get("Responses") or {}).items():
@@ -237,19 +240,20 @@ class Meter:
                         if projected
                         else item_size(item)
                     )
-                    self._read(operation, read_units(whole, consistent_here))
+                    self._read(operation, site, read_units(whole, consistent_here))
         elif operation == "TransactGetItems":
             for entry in (response or {}).get("Responses") or []:
-                self._read(operation, TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True))
+                self._read(
+                    operation, site, TRANSACTION_FACTOR * read_units(item_size(entry.get("Item")), True)
+                )
 
-    def _read(self, operation: str, units: float) -> None:
+    def _read(self, operation: str, site: str, units: float) -> None:
         """Read units of one read, in the total, in its request's own line and in its call site's
         (each item sized once)."""
-        site = f"dynamodb.read_units.site.{call_site()}"
         with self._lock:
             self.units["dynamodb.read_units"] += units
             self.units[f"dynamodb.read_units.{operation}"] += units
-            self.units[site] += units
+            self.units[f"dynamodb.read_units.site.{site}"] += units
 
     def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         backend = self._backend()
@@ -441,6 +445,7 @@ def _by_index(table: str, index: str) -> str:
 
 
 _WRITES = {"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"}
+_READS = {"GetItem", "Query", "Scan", "BatchGetItem", "TransactGetItems"}
 
 
 def _write_targets(

@@ -16,7 +16,7 @@ from pathlib import Path
 import rebound
 
 PACKAGE = str(Path(rebound.__file__).resolve().parent) + os.sep
-_PASSED_THROUGH = tuple(PACKAGE + part + os.sep for part in ("adapters",))
+_ADAPTERS = PACKAGE + "adapters" + os.sep
 OTHER = "other"
 
 
@@ -31,7 +31,7 @@ def call_site() -> str:
     while frame is not None:
         code = frame.f_code
         name = code.co_filename
-        if name.startswith(PACKAGE) and not name.startswith(_PASSED_THROUGH):
+        if name.startswith(PACKAGE) and not name.startswith(_ADAPTERS):
             return _label(name, code.co_qualname)
         frame = frame.f_back  # type: ignore[assignment]
     return OTHER

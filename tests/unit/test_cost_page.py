@@ -45,5 +45,6 @@ def test_the_latest_line_with_call_sites_is_the_one_shown() -> None:
 def test_a_page_without_the_markers_is_refused_naming_them(tmp_path: Path) -> None:
     page = tmp_path / "cost.md"
     page.write_text("# cost\n")
+    measured = {name: {"write_units": 1.0, "read_units": 1.0, "sites": {}} for name in cost_page.CLASSES}
     with pytest.raises(ValueError, match="markers"):
-        cost_page.write_page(page, {})
+        cost_page.write_page(page, measured)

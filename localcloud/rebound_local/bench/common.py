@@ -33,3 +33,14 @@ GROUPS = (
     "conflicts",
 )
 APPLY_TARGET_TASKS = 10_000
+
+
+def write_between(page: Path, start: str, end: str, body: str) -> None:
+    """Replace what stands between a page's two marker lines with ``body``; a page without both
+    markers is refused, naming them."""
+    text = page.read_text(encoding="utf-8")
+    if start not in text or end not in text:
+        raise ValueError(f"{page}: the markers {start!r} and {end!r} are missing")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    page.write_text(f"{head}{start}\n{body}\n{end}{tail}", encoding="utf-8")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rebound_local.bench.common import REPO
+from rebound_local.bench.common import REPO, write_between
 
 PAGE = REPO / "docs" / "cost.md"
 START = "<!-- call sites: written by make bench ONLY=cost from bench/history.jsonl -->"
@@ -80,9 +80,4 @@ def render(by_class: dict[str, Any]) -> str:
 
 def write_page(page: Path, by_class: dict[str, Any]) -> None:
     """Replace the tables between the page's markers with ``render(by_class)``."""
-    text = page.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        raise ValueError(f"{page}: the markers {START!r} and {END!r} are missing")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    page.write_text(f"{head}{START}\n{render(by_class)}\n{END}{tail}", encoding="utf-8")
+    write_between(page, START, END, render(by_class))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rebound_local.bench.common import REPO
+from rebound_local.bench.common import REPO, write_between
 from rebound_local.bench.targets import TARGETS
 
 HISTORY = REPO / "bench" / "history.jsonl"
@@ -109,9 +109,4 @@ def render(history: list[dict[str, Any]]) -> str:
 
 def write_page(page: Path, history: list[dict[str, Any]]) -> None:
     """Replace the table between the page's markers with ``render(history)``."""
-    text = page.read_text(encoding="utf-8")
-    if START not in text or END not in text:
-        raise ValueError(f"{page}: the markers {START!r} and {END!r} are missing")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    page.write_text(f"{head}{START}\n{render(history)}\n{END}{tail}", encoding="utf-8")
+    write_between(page, START, END, render(history))
