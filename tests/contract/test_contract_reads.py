@@ -77,6 +77,7 @@ def test_runs_are_read_by_id_alone_or_in_a_batch(store: Store) -> None:
     assert store.existing_runs(["r1", "nope", "r3", "r1"]) == {"r1", "r3"}
     assert store.existing_runs([f"r{n}" for n in range(250)]) == {"r1", "r2", "r3"}  # past 100 keys
     assert store.existing_runs([]) == set()
+    assert store.existing_runs(["r1", "nope", "r2"], consistent=False) == {"r1", "r2"}
     assert store.get_run("nope") is None
     assert sorted(r.run_id for r in store.scan_runs()) == ["r1", "r2", "r3"]
 

@@ -297,6 +297,43 @@ def test_the_ledger_finds_a_missed_fire_and_catches_up(deps: Deps, clock: Manual
     assert reconcile(deps).missed == []  # accounted for once
 
 
+def test_a_run_an_eventually_consistent_read_has_not_seen_yet_is_not_a_missed_fire(
+    deps: Deps, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ledger reads the fires' runs eventually consistent (half the price); the ones it did not
+    find it reads again strongly consistent, so a run written a moment before is never missed,
+    and when every run is found there is no second read."""
+    clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
+    register(deps, task("job", schedule={"cron": "*/5 * * * *"}, catch_up={"policy": "all", "max_runs": 5}))
+    reconcile(deps)  # sets the watermark at 08:57
+    clock.sleep(9 * 60)  # 09:08
+    deliver(deps, "job", "2026-03-07T09:00:00Z")
+    deliver(deps, "job", "2026-03-07T09:05:00Z")
+    real = deps.store.existing_runs
+    reads: list[tuple[list[str], bool]] = []
+    lagging = {"job:20260307T090500Z"}  # written, not yet replicated to every read
+
+    def existing_runs(run_ids: list[str], *, consistent: bool = True) -> set[str]:
+        reads.append((list(run_ids), consistent))
+        found = real(run_ids, consistent=consistent)
+        return found if consistent else found - lagging
+
+    monkeypatch.setattr(deps.store, "existing_runs", existing_runs)
+    report = reconcile(deps)
+    assert report.missed == [] and report.caught_up == []
+    assert reads == [
+        (["job:20260307T090000Z", "job:20260307T090500Z"], False),
+        (["job:20260307T090500Z"], True),
+    ]
+    reads.clear()
+    lagging.clear()
+    clock.sleep(5 * 60)  # 09:13: the 09:10 fire arrived and the first read sees it
+    deliver(deps, "job", "2026-03-07T09:10:00Z")
+    assert reconcile(deps).missed == []
+    assert reads == [(["job:20260307T091000Z"], False)]
+    assert "task.scheduler.missed_total" not in deps.metrics.counts
+
+
 def test_the_ledger_skip_policy_records_missed_fires_as_skipped_runs(deps: Deps, clock: ManualClock) -> None:
     clock.set(datetime(2026, 3, 7, 8, 59, tzinfo=UTC))
     register(deps, task("job", schedule={"cron": "*/5 * * * *"}, catch_up={"policy": "skip"}))

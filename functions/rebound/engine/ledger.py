@@ -112,7 +112,7 @@ class Ledger:
                 due.append((stored, lag, fires))
         run_ids = [f.run_id for _, _, fires in due for f in fires]
         report.expected = len(run_ids)
-        existing = self.store.existing_runs(run_ids) if run_ids else set()  # one read: keys only
+        existing = self._existing(run_ids)
         first_open: datetime | None = None
         for stored, lag, fires in due:
             missing = [f for f in fires if f.run_id not in existing]
@@ -201,6 +201,17 @@ class Ledger:
         for at in skip[-MAX_SKIPPED_RECORDS:]:
             if self._record_skipped(stored, at, now):
                 report.skipped.append(scheduled_run_id(stored.task.id, at))
+
+    def _existing(self, run_ids: list[str]) -> set[str]:
+        """Which of the expected fires' runs exist: an eventually consistent read of their keys (half
+        the price of a strongly consistent one, every fire, every minute), then a strongly
+        consistent one of those it did not find, so a run written a moment before is never taken
+        for a missed fire."""
+        if not run_ids:
+            return set()
+        existing = self.store.existing_runs(run_ids, consistent=False)
+        unseen = [r for r in run_ids if r not in existing]
+        return existing | self.store.existing_runs(unseen) if unseen else existing
 
     def resume(self, before: StoredTask, resumed_at: datetime) -> LedgerReport:
         """After a pause: catch up on the fires of the pause, and send the retries that were held."""

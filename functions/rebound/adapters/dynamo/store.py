@@ -242,12 +242,12 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         return sorted(tasks, key=lambda s: s.task.id)
 
     def _batch_get(
-        self, table: str, key_attr: str, ids: list[str], *, keys_only: bool = False
+        self, table: str, key_attr: str, ids: list[str], *, keys_only: bool = False, consistent: bool = True
     ) -> Iterator[dict[str, Any]]:
         """The items among ``ids``; with ``keys_only``, each item's key alone
         (``ProjectionExpression``: read units as for the whole item, but no more is sent or parsed)."""
         name = self.tables[table]
-        request: dict[str, Any] = {"ConsistentRead": True}
+        request: dict[str, Any] = {"ConsistentRead": consistent}
         if keys_only:
             request |= {"ProjectionExpression": "#k", "ExpressionAttributeNames": {"#k": key_attr}}
         for start in range(0, len(ids), 100):
@@ -377,9 +377,10 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         runs = (Run.model_validate(data) for data in self._batch_get("runs", "run_id", run_ids))
         return {run.run_id: run for run in runs}
 
-    def existing_runs(self, run_ids: list[str]) -> set[str]:
+    def existing_runs(self, run_ids: list[str], *, consistent: bool = True) -> set[str]:
         """Which of ``run_ids`` exist: the keys alone, 100 a call (no run is read whole or parsed)."""
-        return {str(data["run_id"]) for data in self._batch_get("runs", "run_id", run_ids, keys_only=True)}
+        found = self._batch_get("runs", "run_id", run_ids, keys_only=True, consistent=consistent)
+        return {str(data["run_id"]) for data in found}
 
     def runs_segment_parts(
         self, segment: int, segments: int, page_size: int | None = None

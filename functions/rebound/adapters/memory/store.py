@@ -135,7 +135,7 @@ class MemoryStore(StagingStore):
             d["run_id"]: Run.model_validate(d) for d in self._all("runs", lambda d: d["run_id"] in wanted)
         }
 
-    def existing_runs(self, run_ids: list[str]) -> set[str]:
+    def existing_runs(self, run_ids: list[str], *, consistent: bool = True) -> set[str]:
         wanted = set(run_ids)
         return {str(d["run_id"]) for d in self._all("runs", lambda d: d["run_id"] in wanted)}
 

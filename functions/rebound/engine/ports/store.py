@@ -287,9 +287,10 @@ class Store(Protocol):
 
     def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
 
-    def existing_runs(self, run_ids: list[str]) -> set[str]:
+    def existing_runs(self, run_ids: list[str], *, consistent: bool = True) -> set[str]:
         """Which of ``run_ids`` exist, without reading the runs (the ledger's check of every
-        expected fire, each minute)."""
+        expected fire, each minute). ``consistent=False``: an eventually consistent read, at half
+        the price, which may miss a run written a moment before."""
         ...
 
     def runs_segment_parts(
