@@ -79,6 +79,8 @@ class Meter:
         self.namespace = namespace
         self._usage: dict[int, _Usage] = {}
         self._index_cache: dict[str, list[tuple[str, IndexShape]]] = {}
+        self.sites = False
+        """Also count DynamoDB units by call site (``dynamodb.write_units.site.<site>``, ...)."""
         self._key_cache: dict[str, list[str]] = {}
 
     # ---- generic
@@ -183,7 +185,7 @@ class Meter:
                     known = sizes[id(item)] = (item, item_size(item))
                 return known[1]
 
-            site = f"dynamodb.write_units.site.{call_site()}"
+            site = f"dynamodb.write_units.site.{call_site()}" if self.sites else ""
             written = _put_items(operation, params, len(targets), succeeded=response is not None)
             for (table, key, kind), old, put in zip(targets, before, written, strict=True):
                 # A put that succeeded stored its item as sent (moto keeps every value as given),
@@ -202,7 +204,8 @@ class Meter:
                 table_units = factor * write_units(max(old_size, new_size))
                 counted["dynamodb.write_units"] += table_units
                 counted["dynamodb.write_units.table"] += table_units
-                counted[site] += table_units
+                if site:
+                    counted[site] += table_units
                 # Where the units go: by table and request (a transaction's items at their factor).
                 counted[_by_request(table, operation)] += table_units
                 if kind != "ConditionCheck":
@@ -211,7 +214,8 @@ class Meter:
                         counted["dynamodb.write_units"] += indexed
                         counted["dynamodb.write_units.indexes"] += indexed
                         counted[_by_index(table, name)] += indexed
-                        counted[site] += indexed
+                        if site:
+                            counted[site] += indexed
             with self._lock:
                 for unit, amount in counted.items():
                     self.units[unit] += amount
@@ -219,7 +223,7 @@ class Meter:
         if operation not in _READS:
             return
         consistent = bool(params.get("ConsistentRead"))
-        site = call_site()
+        site = call_site() if self.sites else ""
         if operation == "GetItem":  # the whole item bills, whatever the projection returns
             whole = self._stored_size(params["TableName"], params["Key"]) if response is not None else 0
             self._read(operation, site, read_units(whole, consistent))
@@ -253,7 +257,8 @@ class Meter:
         with self._lock:
             self.units["dynamodb.read_units"] += units
             self.units[f"dynamodb.read_units.{operation}"] += units
-            self.units[f"dynamodb.read_units.site.{site}"] += units
+            if site:
+                self.units[f"dynamodb.read_units.site.{site}"] += units
 
     def _stored(self, table: str, key: Mapping[str, Any]) -> dict[str, Any] | None:
         backend = self._backend()

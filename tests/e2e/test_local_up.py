@@ -48,7 +48,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _eventually(check: Callable[[], Any], timeout: float = 60.0, every: float = 0.1) -> Any:
+def _eventually(check: Callable[[], Any], timeout: float = 60.0, every: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:

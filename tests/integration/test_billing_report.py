@@ -38,7 +38,7 @@ SCENARIO: dict[str, Any] = {
 
 
 def simulate(transport: str) -> dict[str, Any]:
-    result = Simulation(parse_scenario(SCENARIO, "billing.yaml"), transport=transport).run()
+    result = Simulation(parse_scenario(SCENARIO, "billing.yaml"), transport=transport, call_sites=True).run()
     assert result.ok, result.failed
     billing: dict[str, Any] = result.report["billing"]
     return billing
@@ -94,6 +94,16 @@ def test_every_unit_is_attributed_to_the_call_site_that_spent_it(direct: dict[st
     # the claim and the outcome of every run, and the retry scheduler's decision
     assert {"engine/executor/attempt.py:Attempts._claim_and_run"} <= writes, writes
     assert any(site.startswith("engine/retry_scheduler") for site in writes), writes
+
+
+def test_call_sites_are_counted_only_when_asked() -> None:
+    """The attribution walks the stack on every DynamoDB call: a simulation does it only when asked
+    (the cost bench asks)."""
+    short = {**SCENARIO, "duration": "5m", "settle": "10m", "tasks": SCENARIO["tasks"][:1]}
+    result = Simulation(parse_scenario(short, "billing-short.yaml")).run()
+    units = result.report["billing"]["units"]
+    assert units["dynamodb.write_units"] > 0
+    assert not [line for line in units if ".site." in line]
 
 
 def test_botocore_clients_are_metered_as_the_direct_transport_meters(direct: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ def bench_cost() -> dict[str, Any]:
     sections: dict[str, dict[str, Any]] = {}
     held: dict[str, bool] = {}
     for name, path in COST_SCENARIOS.items():
-        figures = bench_scenario(path, aws_sized=True)
+        figures = bench_scenario(path, aws_sized=True, call_sites=True)
         sections[name] = figures["billing"]
         held[name] = bool(figures["invariants_held"])
     idle = sections["idle"]

@@ -10,9 +10,12 @@ from typing import Any
 from rebound_local.bench.common import OUTAGE_SCENARIO, REPO
 
 
-def bench_scenario(path: Path, transport: str = "direct", *, aws_sized: bool = False) -> dict[str, Any]:
+def bench_scenario(
+    path: Path, transport: str = "direct", *, aws_sized: bool = False, call_sites: bool = False
+) -> dict[str, Any]:
     """``aws_sized``: resources named as CloudFormation names them and the audit key by its ARN,
-    so every item has its size on AWS (the cost figures)."""
+    so every item has its size on AWS (the cost figures); ``call_sites``: the bill's DynamoDB units
+    by call site too."""
     from rebound_local.scenario import load_scenario
     from rebound_local.simulate import Simulation
 
@@ -20,7 +23,7 @@ def bench_scenario(path: Path, transport: str = "direct", *, aws_sized: bool = F
     cpu = time.process_time()
     loaded = load_scenario(path)
     load_s = time.monotonic() - wall
-    result = Simulation(loaded, transport=transport, aws_sized=aws_sized).run()
+    result = Simulation(loaded, transport=transport, aws_sized=aws_sized, call_sites=call_sites).run()
     return scenario_figures(path, transport, result, wall, cpu, load_s)
 
 

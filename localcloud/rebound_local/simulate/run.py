@@ -59,9 +59,13 @@ class Simulation(SimulationSabotage, SimulationReport):
         progress: Progress | None = None,
         stall_wall_s: float = STALL_WALL_S,
         aws_sized: bool = False,
+        call_sites: bool = False,
     ) -> None:
         self.loaded = loaded
         self.aws_sized = aws_sized
+        self.call_sites = call_sites
+        """Attribute the bill's DynamoDB units to call sites too (``rebound_local.call_sites``):
+        the cost bench's tables; a frame walk on every DynamoDB call, so off unless asked."""
         self.scenario = loaded.scenario
         self.seed = self.scenario.seed if seed is None else seed
         self.transport = transport
@@ -113,6 +117,7 @@ class Simulation(SimulationSabotage, SimulationReport):
             keeper.stop()
             raise
         self._stack = stack
+        stack.meter.sites = self.call_sites
         self.live.queue = stack.settings.queue("execution").name
         motopatch.track_messages(Tee(self.ledger, self.live))
         try:
