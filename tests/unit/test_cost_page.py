@@ -20,7 +20,7 @@ def test_the_page_shows_the_call_sites_the_history_records() -> None:
         assert measured[name]["sites"], name
 
 
-def test_call_sites_gather_both_kinds_of_unit_by_site_most_writes_first() -> None:
+def test_call_sites_gather_both_kinds_of_unit_by_site_and_render_most_writes_first() -> None:
     units = {
         "dynamodb.write_units": 3.0,
         "dynamodb.write_units.site.engine/a.py:f": 1.0,
@@ -33,6 +33,10 @@ def test_call_sites_gather_both_kinds_of_unit_by_site_most_writes_first() -> Non
         "engine/a.py:f": {"write_units": 1.0, "read_units": 0.5},
         "ops/c.py:h": {"write_units": 0.0, "read_units": 0.25},
     }
+    measured = {"write_units": 3.0, "read_units": 0.75, "sites": cost_page.call_sites(units)}
+    rows = cost_page.render(dict.fromkeys(cost_page.CLASSES, measured)).splitlines()
+    first = [line.split("`")[1] for line in rows if line.startswith("| `")][:3]
+    assert first == ["engine/b.py:g", "engine/a.py:f", "ops/c.py:h"]
 
 
 def test_the_latest_line_with_call_sites_is_the_one_shown() -> None:

@@ -24,7 +24,7 @@ SHOWN = 0.005
 
 
 def call_sites(units_per_run: dict[str, float]) -> dict[str, dict[str, float]]:
-    """``site -> {"write_units", "read_units"}`` from a class's units a run, most writes first."""
+    """``site -> {"write_units", "read_units"}`` from a class's units a run (``render`` orders them)."""
     out: dict[str, dict[str, float]] = {}
     for kind in ("write_units", "read_units"):
         prefix = f"dynamodb.{kind}.site."
@@ -32,7 +32,7 @@ def call_sites(units_per_run: dict[str, float]) -> dict[str, dict[str, float]]:
             if line.startswith(prefix):
                 site = out.setdefault(line.removeprefix(prefix), {"write_units": 0.0, "read_units": 0.0})
                 site[kind] = value
-    return dict(sorted(out.items(), key=_most_writes_first))
+    return out
 
 
 def _most_writes_first(kv: tuple[str, dict[str, float]]) -> tuple[float, float, str]:
