@@ -9,6 +9,7 @@ from typing import Any
 from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Store
+from rebound.ops import running
 
 RETRY_SUCCESS_TARGET = 0.9
 """The share of retried runs that should end up succeeding."""
@@ -35,7 +36,7 @@ def recovery(
     windows = {"hour": now - timedelta(hours=1), "day": now - timedelta(days=1)}
     counts = {
         name: {
-            COUNTED_AS.get(s, s.value): store.count_runs_in_state(s, since=since, at_most=at_most)
+            COUNTED_AS.get(s, s.value): running.count(store, s, now, since=since, at_most=at_most)
             for s in RunState
         }
         for name, since in windows.items()

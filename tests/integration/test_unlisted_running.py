@@ -1,0 +1,172 @@
+"""A run running a clean attempt is not in ``by_state`` (two index writes fewer a clean run):
+its own message, kept invisible until the lease ends, finds it if its worker dies, and the
+operations layer lists it through ``by_task_keys`` (``rebound.ops.running``)."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from rebound.domain.run import AttemptOutcome, RunState, in_state_index, unlisted_running
+from rebound.engine.deps import Deps
+from rebound.engine.sweeper import Sweeper
+from rebound.handlers import executor
+from rebound.ops import running
+from rebound.ops.layout import relist_running
+from rebound.ops.runs import RunOps
+from rebound_local.instrument import CrashPlan, SimulatedCrash
+from support import (
+    Context,
+    delete_done,
+    fire,
+    outbox_events,
+    queue_messages,
+    receive_event,
+    register,
+    task,
+    visible_at_ms,
+)
+
+pytestmark = pytest.mark.integration
+RUN_ID = "job:20260307T090000Z"
+TIMEOUT_S = 30
+LEASE_S = TIMEOUT_S + 30  # the task's timeout and the lease's grace
+
+
+def claim_and_die(deps: Deps) -> str:
+    """Deliver the fire as the event source mapping does; the worker dies after its claim."""
+    deps.queues.send("execution", fire("job"))
+    event = receive_event(deps)
+    deps.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
+    try:
+        with pytest.raises(SimulatedCrash):
+            executor.lambda_handler(event, Context())
+    finally:
+        deps.faults = CrashPlan(frozenset(), 0.0)
+    return str(event["Records"][0]["messageId"])
+
+
+def deliver(deps: Deps) -> dict[str, object]:
+    event = receive_event(deps)
+    assert event["Records"], "nothing was visible on the execution queue"
+    response = executor.lambda_handler(event, Context())
+    delete_done(deps, event, response)
+    return response
+
+
+def test_a_dead_workers_clean_attempt_is_failed_by_its_own_message_when_the_lease_ends(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    t0 = wired.clock.now()
+    message_id = claim_and_die(wired)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.RUNNING and unlisted_running(run)
+    assert wired.store.runs_in_state(RunState.RUNNING) == []  # no index entry came and went
+    # The claim kept the message invisible until a second after the lease's end (not 30 minutes).
+    back_in_s = visible_at_ms(wired, "execution", message_id) / 1000 - t0.timestamp()
+    assert back_in_s == pytest.approx(LEASE_S + 1, abs=1)
+
+    wired.clock.sleep(LEASE_S - 5)
+    assert receive_event(wired)["Records"] == []  # nothing comes back while the lease holds
+    wired.clock.sleep(7)
+    assert deliver(wired) == {"batchItemFailures": []}
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.FAILED
+    assert run.attempts[-1].outcome is AttemptOutcome.TIMEOUT and run.last_error_code == "TIMEOUT"
+    assert in_state_index(run.model_dump(mode="json"))  # failed: listed, so the sweeper sees it
+    failed = [d for t, d in outbox_events(wired) if t == "task.execution.failed"]
+    assert failed[-1]["retryable"] is True and failed[-1]["outcome"] == "timeout"
+    [record] = [r for r in wired.store.audit_trail(f"run#{RUN_ID}") if r.action == "lease-expired"]
+    assert record.actor == "executor"
+    assert [m for m in queue_messages(wired, "execution") if m["id"] == message_id] == []  # deleted
+
+
+def test_a_copy_of_the_message_while_the_attempt_runs_comes_back_at_the_lease_end(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    claim_and_die(wired)
+    t1 = wired.clock.now()
+    wired.queues.send("execution", fire("job"))  # a second copy (SQS delivers at least once)
+    response = deliver(wired)
+    [failed] = response["batchItemFailures"]  # type: ignore[index]
+    copy = str(failed["itemIdentifier"])  # type: ignore[index]
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.RUNNING and run.attempt == 1  # no second attempt
+    back_in_s = visible_at_ms(wired, "execution", copy) / 1000 - t1.timestamp()
+    assert LEASE_S - 1 <= back_in_s <= LEASE_S + 2
+
+
+def test_runs_listed_as_running_include_a_clean_attempt(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    claim_and_die(wired)
+    now = wired.clock.now()
+    assert [r.run_id for r in running.running(wired.store, now)] == [RUN_ID]
+    assert [r.run_id for r in running.page(wired.store, RunState.RUNNING, now).runs] == [RUN_ID]
+    assert running.count(wired.store, RunState.RUNNING, now) == 1
+    found = RunOps(wired, actor="test").find(state=RunState.RUNNING)
+    assert [r.run_id for r in found] == [RUN_ID]
+    # Two hours later (its worker long dead and its message not yet back, at worst),
+    # the read still reaches back far enough.
+    later = now + timedelta(minutes=134)
+    assert [r.run_id for r in running.running(wired.store, later)] == [RUN_ID]
+
+
+def test_a_run_the_sweeper_must_watch_while_it_runs_stays_listed(wired: Deps) -> None:
+    """A duration SLA (judged by the sweeper while the run runs) and a claim long after the fire
+    keep a running run in ``by_state``: the sweeper's lease check finds it, as before."""
+    register(wired, task("job", timeout_s=TIMEOUT_S, sla={"max_duration": "20s"}))
+    claim_and_die(wired)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.watched and not unlisted_running(run)
+    assert [r.run_id for r in wired.store.runs_in_state(RunState.RUNNING)] == [RUN_ID]
+    wired.clock.sleep(LEASE_S + 1)
+    assert Sweeper(wired).sweep(scan_dlq=False).leases_expired == [RUN_ID]
+
+
+def test_a_clean_attempt_claimed_long_after_its_fire_stays_listed(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    wired.clock.sleep(20 * 60)  # the fire arrives 20 minutes late (a backed-up queue)
+    claim_and_die(wired)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.RUNNING and not unlisted_running(run)
+    assert [r.run_id for r in wired.store.runs_in_state(RunState.RUNNING)] == [RUN_ID]
+
+
+def test_a_clean_attempts_message_that_reached_the_dlq_fails_it_once_the_lease_ends(wired: Deps) -> None:
+    """SQS moved the claim's message to the DLQ (it had used up its receives): the DLQ check is
+    then what finds the run, as no index lists it; not before its lease ends."""
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    claim_and_die(wired)
+    poison = json.dumps(fire("job"))
+    wired.queues.client.send_message(QueueUrl=wired.settings.queue("dlq").url, MessageBody=poison)
+    wired.clock.sleep(1)
+    first = Sweeper(wired).sweep(ledger=False)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.RUNNING and first.dlq_escalated == []
+    wired.clock.sleep(11 * 60)  # past the lease; the next full check reads the DLQ again
+    Sweeper(wired).sweep(ledger=False)
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.last_error_code == "TIMEOUT"
+    assert run.attempts[0].outcome is AttemptOutcome.TIMEOUT and run.state is not RunState.RUNNING
+
+
+def test_relisting_before_a_rollback_lets_an_earlier_sweeper_find_a_dead_workers_run(wired: Deps) -> None:
+    """``rebound migrate relist-running``: a version from before 2026-11-30 finds running runs
+    through ``by_state`` alone; relisted, the sweeper's lease check fails the dead worker's run."""
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    claim_and_die(wired)
+    assert relist_running(wired, dry_run=True).as_dict() == {
+        "examined": 1,
+        "running_unlisted": 1,
+        "relisted": 1,
+        "skipped": 0,
+        "dry_run": True,
+    }
+    assert wired.store.runs_in_state(RunState.RUNNING) == []  # a dry run changes nothing
+    assert relist_running(wired).changed == 1
+    [listed] = wired.store.runs_in_state(RunState.RUNNING)
+    assert listed == wired.store.get_run(RUN_ID)  # nothing of the run changed
+    again = relist_running(wired)
+    assert (again.changed, again.skipped) == (0, 1)  # idempotent
+    wired.clock.sleep(LEASE_S + 1)
+    assert Sweeper(wired).sweep(scan_dlq=False, ledger=False).leases_expired == [RUN_ID]
