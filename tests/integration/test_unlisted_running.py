@@ -13,7 +13,7 @@ from rebound.domain.run import AttemptOutcome, RunState, in_state_index, unliste
 from rebound.engine.deps import Deps
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor
-from rebound.ops import running
+from rebound.ops import recovery_view, running
 from rebound.ops.layout import relist_running
 from rebound.ops.runs import RunOps
 from rebound_local.instrument import CrashPlan, SimulatedCrash
@@ -102,7 +102,8 @@ def test_runs_listed_as_running_include_a_clean_attempt(wired: Deps) -> None:
     now = wired.clock.now()
     assert [r.run_id for r in running.running(wired.store, now)] == [RUN_ID]
     assert [r.run_id for r in running.page(wired.store, RunState.RUNNING, now).runs] == [RUN_ID]
-    assert running.count(wired.store, RunState.RUNNING, now) == 1
+    counted = recovery_view.recovery(wired.store, now)["windows"]
+    assert counted["hour"]["running"] == counted["day"]["running"] == 1
     found = RunOps(wired, actor="test").find(state=RunState.RUNNING)
     assert [r.run_id for r in found] == [RUN_ID]
     # Two hours later (its worker long dead and its message not yet back, at worst),

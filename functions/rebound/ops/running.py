@@ -69,12 +69,3 @@ def page(
         runs = [r for r in runs if (iso(r.updated_at), r.run_id) < bound]
     shown = runs[:limit]
     return RunPage(shown, run_cursor(shown[-1]) if len(runs) > limit else None)
-
-
-def count(
-    store: Store, state: RunState, now: datetime, *, since: datetime | None = None, at_most: int | None = None
-) -> int:
-    """``Store.count_runs_in_state``, with every running run for ``running``."""
-    if state is not RunState.RUNNING:
-        return store.count_runs_in_state(state, since=since, at_most=at_most)
-    return sum(1 for r in running(store, now) if since is None or r.updated_at >= since)
