@@ -260,15 +260,6 @@ def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z"
     deps.faults = saved
 
 
-def crashed_message_returns(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z") -> str:
-    """What the execution queue does once the lease of a run ``start_and_crash`` left ends: the
-    claim's message, kept invisible until then, comes back and fails the attempt (``TIMEOUT``)."""
-    from rebound.engine.executor import Executor, QueueMessage
-
-    body = json.dumps(fire(task_id, when))
-    return Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", body, receive_count=2), 300)
-
-
 def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[Any, Any]:
     """A local stack on a fresh moto and a ``VirtualClock`` at ``start`` (``direct`` transport
     unless ``transport`` says otherwise); kept in ``started`` (the ``local_stacks`` fixture)."""

@@ -65,7 +65,6 @@ def _runs(app: App, typed: str) -> Iterable[tuple[str, str | None]]:
     operator acts on (``ACTED_ON``, latest first, from ``by_state``) and each task's id with its
     colon, to go on typing."""
     from rebound.domain.run import RunState
-    from rebound.ops import running
 
     task_id, colon, _ = typed.rpartition(":")
     ops = app.runs()
@@ -73,9 +72,7 @@ def _runs(app: App, typed: str) -> Iterable[tuple[str, str | None]]:
         found = ops.find(task_id=task_id, limit=SHOWN)
     else:
         found = [
-            r
-            for state in ACTED_ON
-            for r in running.page(ops.store, RunState(state), ops.deps.clock.now(), limit=SHOWN).runs
+            r for state in ACTED_ON for r in ops.store.runs_in_state_page(RunState(state), limit=SHOWN).runs
         ]
     for run in found:
         if app.sees(run.tenant):

@@ -16,7 +16,6 @@ from rebound.domain.basics import MAX_TASK_TIMEOUT_S, TaskKey
 from rebound.domain.errors import ValidationFailed
 from rebound.domain.run import Run, RunState
 from rebound.domain.tenancy import ALL_TENANTS, tenant_of
-from rebound.ops import running
 from rebound.ops.authz import FirstOf, Listing, Rule, RunOf, rule
 from rebound.ops.common import parse_when
 from rebound.ops.runs import RunOps, run_view
@@ -97,9 +96,7 @@ def register(api: Api) -> None:
         to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by schedule
         time; runs in a state (without a task) are the ``by_state`` index, latest change first,
         ``after`` being a cursor (``succeeded`` lists the runs that succeeded after a retry: the
-        index leaves out a clean success; ``running`` also reads each task's runs of the last two
-        hours, as the index leaves out a clean attempt). Neither scans. Only the caller's tenants'
-        runs are listed."""
+        index leaves out a clean success). Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
@@ -114,7 +111,7 @@ def register(api: Api) -> None:
                     "until: runs by state page back from the latest change; bound them with since",
                     field="until",
                 )
-            found = running.page(run_ops.store, state, now, since=since_at, limit=limit, after=after)
+            found = run_ops.store.runs_in_state_page(state, since=since_at, limit=limit, after=after)
             return _page([r for r in found.runs if api.sees(r.tenant)], found.cursor)
         if task_id is not None and not api.sees(tenant_of(task_id) or ALL_TENANTS):
             return _page([], None)  # another tenant's task lists as one that has no runs
@@ -140,8 +137,7 @@ def register(api: Api) -> None:
         """Counting queries on the ``by_state`` index (never a scan), each stopping just past
         ``at_most``: a count above it means "more than ``at_most``". The index leaves out a run
         that succeeded at its first attempt, so successes are counted as
-        ``succeeded_after_retry``; ``running`` is counted with the clean attempts it leaves out,
-        read through each task's recent runs."""
+        ``succeeded_after_retry``."""
         return ops().recovery(at_most=at_most)
 
     @api.get("/runs/<run_id>", on_run("runs:read"), summary="A run and its whole timeline")

@@ -1,6 +1,6 @@
 """One-time passes over the runs table that change how items written by an earlier version are
-stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retention``),
-``rebound migrate state-index`` and ``rebound migrate relist-running`` (here).
+stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retention``) and
+``rebound migrate state-index`` (here).
 
 **The sparse ``by_state`` index.** Since 2026-11-29 a run that succeeded at the first attempt of
 its budget is stored without the ``by_state`` index's keys (``rebound.domain.run.in_state_index``),
@@ -21,7 +21,6 @@ from typing import Any
 
 from rebound.domain.run import Run, RunState, in_state_index
 from rebound.engine.deps import Deps
-from rebound.ops import running
 
 PAGE = 100
 
@@ -90,19 +89,3 @@ def migrate_state_index(
         deps.store.unlist_clean_success,
         progress,
     )
-
-
-def relist_running(deps: Deps, *, dry_run: bool = False) -> RunsPass:
-    """Every run running a clean attempt back in ``by_state`` (``running_unlisted``, ``relisted``):
-    before a rollback to a version from before 2026-11-30, whose sweeper and executor find a running
-    run through the index alone, and once more after it (a run claimed meanwhile). Reads only the
-    runs that can be such (``rebound.ops.running.unlisted``), not the table."""
-    report = RunsPass("running_unlisted", "relisted", dry_run=dry_run)
-    runs = running.unlisted(deps.store, deps.clock.now())
-    report.examined = report.matched = len(runs)
-    for run in runs:
-        if dry_run or deps.store.relist_running(run):
-            report.changed += 1
-        else:
-            report.skipped += 1
-    return report

@@ -9,7 +9,6 @@ from typing import Any
 from rebound.domain.run import RunState
 from rebound.domain.timefmt import iso
 from rebound.engine.ports import Store
-from rebound.ops import running
 
 RETRY_SUCCESS_TARGET = 0.9
 """The share of retried runs that should end up succeeding."""
@@ -34,15 +33,11 @@ def recovery(
     dead-lettered, over the latest ``sample`` finished runs of each, also hour by hour (``by_hour``,
     the last 24 hours, oldest first). Never a scan."""
     windows = {"hour": now - timedelta(hours=1), "day": now - timedelta(days=1)}
-    live = running.running(store, now)  # read once for both windows: the index misses some
-
-    def count(state: RunState, since: datetime) -> int:
-        if state is RunState.RUNNING:
-            return sum(1 for r in live if r.updated_at >= since)
-        return store.count_runs_in_state(state, since=since, at_most=at_most)
-
     counts = {
-        name: {COUNTED_AS.get(s, s.value): count(s, since) for s in RunState}
+        name: {
+            COUNTED_AS.get(s, s.value): store.count_runs_in_state(s, since=since, at_most=at_most)
+            for s in RunState
+        }
         for name, since in windows.items()
     }
     retried: dict[str, int] = {}

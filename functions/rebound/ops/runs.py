@@ -45,7 +45,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.escalation import count_resolution, stage_closing_resolution
 from rebound.engine.ports import BATCH, UnitOfWork
-from rebound.ops import recovery_view, running
+from rebound.ops import recovery_view
 from rebound.ops.approvals import Approvals
 from rebound.ops.common import when
 from rebound.ops.dlq import DlqOps, MessageDetail
@@ -196,7 +196,7 @@ class RunOps:
         elif state is not None:
             runs = [
                 r
-                for r in running.in_state(self.store, state, self.deps.clock.now())
+                for r in self.store.runs_in_state(state)
                 if (since is None or r.scheduled_for >= since) and (until is None or r.scheduled_for <= until)
             ]
         else:

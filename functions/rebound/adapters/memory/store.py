@@ -198,9 +198,6 @@ class MemoryStore(StagingStore):
         for data in self._all("runs"):
             yield Run.model_validate(data)
 
-    def relist_running(self, run: Run) -> bool:
-        return False  # the index is a filter here (``in_state_index``): no stored layout to move
-
     def unlist_clean_success(self, run: Run) -> bool:
         return False  # the index is a filter here (``in_state_index``): no stored layout to move
 

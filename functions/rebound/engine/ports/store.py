@@ -316,8 +316,7 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs in ``state`` (the ``by_state`` index), oldest change first. The index is sparse
         (``rebound.domain.run.in_state_index``): ``SUCCEEDED`` lists the runs that succeeded after
-        a retry, never a clean success, and ``RUNNING`` never a clean attempt, here and in the two
-        calls below (``rebound.ops.running`` lists and counts every running run)."""
+        a retry, never a clean success, here and in the two calls below."""
         ...
 
     def runs_in_state_page(
@@ -340,13 +339,6 @@ class Store(Protocol):
         """Give a finished run written before retention its ``ttl`` (epoch seconds): storage only,
         no audit record, nothing of the run changed. False if the run changed since it was read
         (``rev``), is gone, or has an expiry already."""
-        ...
-
-    def relist_running(self, run: Run) -> bool:
-        """Put a run running a clean attempt back in ``by_state`` (its keys as top-level
-        attributes again), for a version before 2026-11-30 that finds running runs there alone:
-        storage only, nothing of the run changes. False if it is listed already, or changed
-        since it was read (``run.rev``)."""
         ...
 
     def unlist_clean_success(self, run: Run) -> bool:
