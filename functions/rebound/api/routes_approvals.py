@@ -10,7 +10,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel, Field
 
 from rebound.api.app import Api
-from rebound.ops.approvals import Approvals
+from rebound.domain.approvals import REDRIVE
+from rebound.ops.approval_carriers import redrive_as_job
+from rebound.ops.approvals import Approvals, default_carriers
 from rebound.ops.authz import ApprovalOf, Rule, rule
 
 
@@ -20,7 +22,9 @@ class Decision(BaseModel):
 
 def register(api: Api) -> None:
     def ops() -> Approvals:
-        return Approvals(api.deps(), api.caller.actor)
+        # An approved redrive starts a redrive job: this call has 29 s, the redrive may not.
+        carriers = {**default_carriers(), REDRIVE: redrive_as_job(api.continuation)}
+        return Approvals(api.deps(), api.caller.actor, carriers)
 
     @api.get("/approvals", rule("approvals:read"), summary="Requests waiting for a second operator")
     def list_approvals(
@@ -40,6 +44,8 @@ def register(api: Api) -> None:
         summary="Approve a request and carry its action out (never the requester's own)",
     )
     def approve(request_id: str, body: Decision | None = None) -> dict[str, Any]:
+        """A redrive is started as a redrive job that acts as the approver: its outcome names the
+        job (``redrive_job``); poll ``GET /dlq/redrive-jobs/{job_id}``."""
         return ops().approve(request_id, (body or Decision()).note).view()
 
     @api.post(

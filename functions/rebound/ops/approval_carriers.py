@@ -4,12 +4,15 @@ its audit record names the request, the requester and the approver."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rebound.domain.approvals import CANCEL, POLICY, REDRIVE, RESOLVE, SKIP, ApprovalRequest
 from rebound.domain.work_order import Resolution
 from rebound.engine.deps import Deps
 from rebound.ops.approvals import Carrier
+
+if TYPE_CHECKING:
+    from rebound.ops.dlq.jobs import Continuation
 
 
 def _skip(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
@@ -48,22 +51,35 @@ def _policy(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
 
 
 def _redrive(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
-    """The redrive, run through once as the approver. Run again after a crash, it moves what still
-    matches: a message moved is out of the DLQ, so none is moved twice."""
-    from rebound.domain.timefmt import parse_utc
-    from rebound.ops.dlq import DlqFilter, DlqOps
+    """The redrive, run through once as the approver (the CLI: no call has a time limit). Run
+    again after a crash, it moves what still matches: a message moved is out of the DLQ, so none
+    is moved twice."""
+    from rebound.ops.dlq import DlqOps
+    from rebound.ops.dlq.jobs import filters_from
 
-    given = dict(request.args["filters"])
-    filters = DlqFilter(
-        task_id=given.get("task_id"),
-        tenant=given.get("tenant"),
-        error_code=given.get("error_code"),
-        since=parse_utc(given["since"]) if given.get("since") else None,
-        until=parse_utc(given["until"]) if given.get("until") else None,
-    )
     limit, rate = request.args.get("limit"), request.args.get("rate")
-    report = DlqOps(deps, actor, wait_s=0, approval=request).redrive(filters, limit=limit, rate=rate)
+    ops = DlqOps(deps, actor, wait_s=0, approval=request)
+    report = ops.redrive(filters_from(dict(request.args["filters"])), limit=limit, rate=rate)
     return {"redrive": report.as_dict().get("outcomes", {})}
+
+
+def redrive_as_job(continuation: Continuation) -> Carrier:
+    """The approved redrive started as a redrive job (``rebound.ops.dlq.jobs``), as the ops API
+    carries it out: one API call lives 29 s, and a redrive large enough to need approval takes
+    longer. The job's record names the request; its chunks act as the approver."""
+
+    def carry(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
+        from rebound.ops.dlq import DlqOps
+        from rebound.ops.dlq.jobs import RedriveJobs, filters_from
+
+        ops = DlqOps(deps, actor, wait_s=0, approval=request)
+        filters = filters_from(dict(request.args["filters"]))
+        job = RedriveJobs(ops, continuation).start(
+            filters, rate=request.args.get("rate"), limit=request.args.get("limit")
+        )
+        return {"redrive_job": job.job_id, "total": job.total, "poll": f"/dlq/redrive-jobs/{job.job_id}"}
+
+    return carry
 
 
 CARRIERS: dict[str, Carrier] = {

@@ -350,7 +350,8 @@
           await act(async () => {
             try {
               const out = await api("POST", `/approvals/${encodeURIComponent(r.request_id)}/${verb}`, { note: $("approval-note").value.trim() });
-              const result = out.outcome ? (out.outcome.ok ? "carried out" : `failed: ${out.outcome.message}`) : out.state;
+              const started = out.outcome && out.outcome.redrive_job ? `redrive job ${out.outcome.redrive_job} started (${out.outcome.total} messages)` : null;
+              const result = out.outcome ? (out.outcome.ok ? started || "carried out" : `failed: ${out.outcome.message}`) : out.state;
               say(`${r.request_id} ${verb === "approve" ? "approved" : "rejected"}: ${result}`, "ok");
             } catch (error) {
               say(`${r.request_id} not ${verb}d: ${error.message}`, "bad");

@@ -37,6 +37,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Protocol
 
+from rebound.domain.approvals import approval_evidence
 from rebound.domain.errors import NotFound
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine.deps import Deps
@@ -213,7 +214,13 @@ class RedriveJobs:
             remaining=total if limit is None else min(total, limit),
         )
         self._save(job)
-        self._audit(job, "dlq-redrive-job-started", {"filters": job.filters, "rate": rate, "limit": limit})
+        started = {
+            "filters": job.filters,
+            "rate": rate,
+            "limit": limit,
+            **approval_evidence(self.ops.approval),
+        }
+        self._audit(job, "dlq-redrive-job-started", started)
         self.continuation(job.job_id)
         return job
 
