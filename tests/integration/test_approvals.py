@@ -186,3 +186,27 @@ def test_a_redrive_of_more_messages_than_the_rule_allows_waits_and_is_carried_ou
     assert done.outcome is not None and done.outcome["ok"] and deps.queues.counts("dlq").total == 0
     replayed = {r: deps.store.get_run(r).state for r in [*run_ids, *more]}  # type: ignore[union-attr]
     assert set(replayed.values()) == {RunState.REPLAYED}, replayed
+
+
+def test_an_approved_redrive_starts_its_job_once_however_often_it_is_carried_out(deps: Deps) -> None:
+    """As the ops API carries a redrive out (``redrive_as_job``): the job is named by the request,
+    so carrying it out again (approved again after a crash before the request was marked done)
+    continues that job instead of starting a second one."""
+    from rebound.ops.approval_carriers import redrive_as_job
+    from rebound.ops.dlq import DlqFilter, DlqOps
+    from support import dead_letters
+
+    deps.settings = deps.settings.model_copy(update={"approvals": ApprovalRules(redrive_over=2)})
+    dead_letters(deps, 5)
+    request = held(lambda: DlqOps(deps, ALICE, wait_s=0).redrive(DlqFilter()))
+    continued: list[str] = []
+    carry = redrive_as_job(continued.append)
+    first = carry(deps, BOB, request)
+    again = carry(deps, BOB, request)
+    job_id = first["redrive_job"]
+    assert again["redrive_job"] == job_id and first["total"] == again["total"] == 5
+    trail = deps.store.audit_trail(f"redrive-job#{job_id}")
+    assert [r.action for r in trail] == ["dlq-redrive-job-started"]
+    assert trail[0].evidence["approval"] == request.request_id
+    assert continued == [job_id, job_id]  # continued again: a continuation lost in the crash is made good
+    assert deps.queues.counts("dlq").total == 5  # the job's chunks move them, not the approval

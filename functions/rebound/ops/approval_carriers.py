@@ -4,6 +4,7 @@ its audit record names the request, the requester and the approver."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import TYPE_CHECKING, Any
 
 from rebound.domain.approvals import CANCEL, POLICY, REDRIVE, RESOLVE, SKIP, ApprovalRequest
@@ -66,7 +67,9 @@ def _redrive(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]
 def redrive_as_job(continuation: Continuation) -> Carrier:
     """The approved redrive started as a redrive job (``rebound.ops.dlq.jobs``), as the ops API
     carries it out: one API call lives 29 s, and a redrive large enough to need approval takes
-    longer. The job's record names the request; its chunks act as the approver."""
+    longer. The job's record names the request; its chunks act as the approver. The job's id
+    derives from the request's, so carrying the request out again (approved again after a crash
+    between the job's start and the request's ``done``) finds the job instead of starting another."""
 
     def carry(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
         from rebound.ops.dlq import DlqOps
@@ -74,8 +77,10 @@ def redrive_as_job(continuation: Continuation) -> Carrier:
 
         ops = DlqOps(deps, actor, wait_s=0, approval=request)
         filters = filters_from(dict(request.args["filters"]))
+        # Named by the request: approved again after a crash, the request finds its job.
+        named = hashlib.sha256(request.request_id.encode()).hexdigest()[:12]
         job = RedriveJobs(ops, continuation).start(
-            filters, rate=request.args.get("rate"), limit=request.args.get("limit")
+            filters, rate=request.args.get("rate"), limit=request.args.get("limit"), job_id=named
         )
         return {"redrive_job": job.job_id, "total": job.total, "poll": f"/dlq/redrive-jobs/{job.job_id}"}
 

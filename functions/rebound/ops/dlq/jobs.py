@@ -197,13 +197,28 @@ class RedriveJobs:
         uow.append_audit(JOB_PREFIX + job.job_id, action=action, evidence=evidence)
         uow.commit()
 
-    def start(self, filters: DlqFilter, *, rate: float | None = None, limit: int | None = None) -> RedriveJob:
-        """Record a job for ``filters`` (what matches now is its ``total``) and continue it."""
+    def start(
+        self,
+        filters: DlqFilter,
+        *,
+        rate: float | None = None,
+        limit: int | None = None,
+        job_id: str | None = None,
+    ) -> RedriveJob:
+        """Record a job for ``filters`` (what matches now is its ``total``) and continue it.
+
+        ``job_id``: a job named by its cause (an approved request), started at most once: if it
+        exists, it is continued (a chunk under way makes that a no-op) and returned as it is."""
+        if job_id is not None and (found := self.store.get_key(JOB_PREFIX + job_id)) is not None:
+            job = RedriveJob.from_record(found)
+            if not job.done:
+                self.continuation(job.job_id)
+            return job
         now = self._now()
         self.ops.hold_large_redrive(filters, limit, rate)
         total = self.ops.count(filters)
         job = RedriveJob(
-            job_id=uuid.uuid4().hex[:12],
+            job_id=job_id or uuid.uuid4().hex[:12],
             filters=filters.as_dict(),
             rate=rate,
             limit=limit,
