@@ -210,3 +210,37 @@ def test_an_approved_redrive_starts_its_job_once_however_often_it_is_carried_out
     assert trail[0].evidence["approval"] == request.request_id
     assert continued == [job_id, job_id]  # continued again: a continuation lost in the crash is made good
     assert deps.queues.counts("dlq").total == 5  # the job's chunks move them, not the approval
+
+
+def test_an_approved_redrive_job_whose_start_crashed_before_its_record_gets_it_when_carried_out_again(
+    deps: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash between saving the job and writing its start's audit record: carried out again,
+    the request finds its job and writes the missing record, once."""
+    from rebound.ops.approval_carriers import redrive_as_job
+    from rebound.ops.dlq import DlqFilter, DlqOps
+    from rebound.ops.dlq.jobs import RedriveJobs
+    from rebound_local.instrument import SimulatedCrash
+    from support import dead_letters
+
+    deps.settings = deps.settings.model_copy(update={"approvals": ApprovalRules(redrive_over=2)})
+    dead_letters(deps, 3)
+    request = held(lambda: DlqOps(deps, ALICE, wait_s=0).redrive(DlqFilter()))
+    carry = redrive_as_job(lambda job_id: None)
+    real = RedriveJobs._audit
+
+    def dies(self: RedriveJobs, job: Any, action: str, evidence: dict[str, Any]) -> None:
+        raise SimulatedCrash("after the job was saved")
+
+    monkeypatch.setattr(RedriveJobs, "_audit", dies)
+    with pytest.raises(SimulatedCrash):
+        carry(deps, BOB, request)
+    monkeypatch.setattr(RedriveJobs, "_audit", real)
+    job_id = carry(deps, BOB, request)["redrive_job"]
+    carry(deps, BOB, request)
+    [started] = deps.store.audit_trail(f"redrive-job#{job_id}")
+    assert (started.action, started.actor, started.evidence["approval"]) == (
+        "dlq-redrive-job-started",
+        BOB,
+        request.request_id,
+    )

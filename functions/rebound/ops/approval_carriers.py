@@ -13,6 +13,7 @@ from rebound.engine.deps import Deps
 from rebound.ops.approvals import Carrier
 
 if TYPE_CHECKING:
+    from rebound.ops.dlq import DlqFilter, DlqOps
     from rebound.ops.dlq.jobs import Continuation
 
 
@@ -51,16 +52,20 @@ def _policy(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
     return {"policy": policy.name, "version": policy.version}
 
 
+def _redrive_of(deps: Deps, actor: str, request: ApprovalRequest) -> tuple[DlqOps, DlqFilter]:
+    """The operations the approver carries a held redrive out with, and the redrive's filters."""
+    from rebound.ops.dlq import DlqOps
+    from rebound.ops.dlq.jobs import filters_from
+
+    return DlqOps(deps, actor, wait_s=0, approval=request), filters_from(dict(request.args["filters"]))
+
+
 def _redrive(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
     """The redrive, run through once as the approver (the CLI: no call has a time limit). Run
     again after a crash, it moves what still matches: a message moved is out of the DLQ, so none
     is moved twice."""
-    from rebound.ops.dlq import DlqOps
-    from rebound.ops.dlq.jobs import filters_from
-
-    limit, rate = request.args.get("limit"), request.args.get("rate")
-    ops = DlqOps(deps, actor, wait_s=0, approval=request)
-    report = ops.redrive(filters_from(dict(request.args["filters"])), limit=limit, rate=rate)
+    ops, filters = _redrive_of(deps, actor, request)
+    report = ops.redrive(filters, limit=request.args.get("limit"), rate=request.args.get("rate"))
     return {"redrive": report.as_dict().get("outcomes", {})}
 
 
@@ -72,11 +77,9 @@ def redrive_as_job(continuation: Continuation) -> Carrier:
     between the job's start and the request's ``done``) finds the job instead of starting another."""
 
     def carry(deps: Deps, actor: str, request: ApprovalRequest) -> dict[str, Any]:
-        from rebound.ops.dlq import DlqOps
-        from rebound.ops.dlq.jobs import RedriveJobs, filters_from
+        from rebound.ops.dlq.jobs import RedriveJobs
 
-        ops = DlqOps(deps, actor, wait_s=0, approval=request)
-        filters = filters_from(dict(request.args["filters"]))
+        ops, filters = _redrive_of(deps, actor, request)
         # Named by the request: approved again after a crash, the request finds its job.
         named = hashlib.sha256(request.request_id.encode()).hexdigest()[:12]
         job = RedriveJobs(ops, continuation).start(

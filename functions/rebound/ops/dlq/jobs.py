@@ -64,6 +64,7 @@ LEASE_S = 60
 STALE_S = 90
 """A running job whose record has not changed for this long lost its continuation."""
 JOB_PREFIX = "redrive-job#"
+JOB_STARTED = "dlq-redrive-job-started"
 CONTINUE = "rebound-redrive-job"
 """The key of the event that continues a job (``{"rebound-redrive-job": "<id>"}``)."""
 
@@ -208,9 +209,13 @@ class RedriveJobs:
         """Record a job for ``filters`` (what matches now is its ``total``) and continue it.
 
         ``job_id``: a job named by its cause (an approved request), started at most once: if it
-        exists, it is continued (a chunk under way makes that a no-op) and returned as it is."""
+        exists, it is continued (a chunk under way makes that a no-op) and returned as it is, its
+        start's audit record written if a crash left it unwritten."""
         if job_id is not None and (found := self.store.get_key(JOB_PREFIX + job_id)) is not None:
             job = RedriveJob.from_record(found)
+            trail = self.store.audit_trail(JOB_PREFIX + job_id)
+            if not any(r.action == JOB_STARTED for r in trail):
+                self._audit(job, JOB_STARTED, self._started(job))
             if not job.done:
                 self.continuation(job.job_id)
             return job
@@ -229,15 +234,18 @@ class RedriveJobs:
             remaining=total if limit is None else min(total, limit),
         )
         self._save(job)
-        started = {
-            "filters": job.filters,
-            "rate": rate,
-            "limit": limit,
-            **approval_evidence(self.ops.approval),
-        }
-        self._audit(job, "dlq-redrive-job-started", started)
+        self._audit(job, JOB_STARTED, self._started(job))
         self.continuation(job.job_id)
         return job
+
+    def _started(self, job: RedriveJob) -> dict[str, Any]:
+        """The evidence of a job's start: its filters, and the request it carries out, if any."""
+        return {
+            "filters": job.filters,
+            "rate": job.rate,
+            "limit": job.limit,
+            **approval_evidence(self.ops.approval),
+        }
 
     def get(self, job_id: str) -> RedriveJob:
         data = self.store.get_key(JOB_PREFIX + job_id)
