@@ -26,11 +26,22 @@ from rebound.ops.tasks import TaskOps
 START = datetime(2026, 3, 7, 9, 0, tzinfo=UTC)
 
 
+@dataclass
+class _ManualTimer:
+    when: datetime
+    fn: Callable[[], object]
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
 class ManualClock:
     """Time stands still until a test moves it; ``sleep`` moves it."""
 
     def __init__(self, start: datetime = START) -> None:
         self._now = start
+        self._timers: list[_ManualTimer] = []
 
     def now(self) -> datetime:
         return self._now
@@ -40,7 +51,17 @@ class ManualClock:
 
     def advance(self, seconds: float) -> datetime:
         self._now += timedelta(seconds=seconds)
+        due = [t for t in self._timers if t.when <= self._now]
+        self._timers = [t for t in self._timers if t.when > self._now]
+        for timer in sorted(due, key=lambda t: t.when):
+            if not timer.cancelled:
+                timer.fn()  # in the thread that moved time on, as it passes
         return self._now
+
+    def call_at(self, when: datetime, fn: Callable[[], object]) -> _ManualTimer:
+        timer = _ManualTimer(when, fn)
+        self._timers.append(timer)
+        return timer
 
     def set(self, when: datetime) -> None:
         self._now = when
@@ -258,6 +279,15 @@ def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z"
     with pytest.raises(SimulatedCrash):
         Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", json.dumps(fire(task_id, when))), 300)
     deps.faults = saved
+
+
+def crashed_message_returns(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z") -> str:
+    """What the execution queue does once the lease of a run ``start_and_crash`` left ends: the
+    claim's message, kept invisible until then, comes back and fails the attempt (``TIMEOUT``)."""
+    from rebound.engine.executor import Executor, QueueMessage
+
+    body = json.dumps(fire(task_id, when))
+    return Executor(deps).process(QueueMessage(f"m-{task_id}-{when}", body, receive_count=2), 300)
 
 
 def start_virtual(started: list[Any], start: datetime, **kwargs: Any) -> tuple[Any, Any]:

@@ -171,13 +171,14 @@ def count_by_index(cloud: LocalCloud, table_name: str, index: str) -> dict[str, 
 
 def runs_by_state(cloud: LocalCloud, table_name: str) -> dict[str, int]:
     """Runs per state: the ``by_state`` index's counts, plus the runs it leaves out (a clean
-    success, ``rebound.domain.run.in_state_index``) counted as ``succeeded``."""
+    success, a clean attempt running: ``rebound.domain.run.in_state_index``), read from their
+    items."""
     counts = count_by_index(cloud, table_name, "by_state")
     with motopatch.LOCK:
-        total = len(_table(cloud, table_name).items)
-    unlisted = total - sum(counts.values())
-    if unlisted > 0:
-        counts["succeeded"] = counts.get("succeeded", 0) + unlisted
+        unlisted = [item for item in iter_items(_table(cloud, table_name)) if "state" not in item.attrs]
+        states = [str(decode_item(item).get("state") or "succeeded") for item in unlisted]
+    for state in states:
+        counts[state] = counts.get(state, 0) + 1
     return counts
 
 

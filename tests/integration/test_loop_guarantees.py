@@ -39,6 +39,7 @@ from support import (
     Context,
     ManualClock,
     bus_event,
+    crashed_message_returns,
     delete_done,
     fire,
     outbox_events,
@@ -283,10 +284,14 @@ def test_a_waiting_run_keeps_exactly_one_message_through_polls_and_sweeps(
 ) -> None:
     register(wired, task("a", mutex_group="g", timeout_s=270), task("job", mutex_group="g"))
     start_and_crash(wired, "a")  # holds the mutex for its lease: 300 s
+    lease_ends = clock.now() + timedelta(seconds=300)
     executor.lambda_handler(sqs_event(fire("job")), Context())
     peak = len(messages_for(wired, RUN))
     for _ in range(16):  # eight minutes: a poll every 30 s, a sweep every minute
         clock.sleep(30)
+        if lease_ends is not None and clock.now() > lease_ends:  # a's message comes back
+            assert crashed_message_returns(wired, "a") == "lease-expired"
+            lease_ends = None
         drain(wired)
         if clock.now().second == 0:
             Sweeper(wired).sweep(scan_dlq=False, ledger=False)
@@ -358,7 +363,9 @@ def test_a_run_with_a_policy_this_deployment_does_not_know_is_dead_lettered_and_
 
 
 def test_one_item_that_fails_is_counted_and_the_others_go_on(wired: Deps, clock: ManualClock) -> None:
-    register(wired, task("a", timeout_s=30), task("b", timeout_s=30))
+    # A duration SLA keeps a running run in by_state, where the sweeper's lease check reads it.
+    watched = {"max_duration": "10m"}
+    register(wired, task("a", timeout_s=30, sla=watched), task("b", timeout_s=30, sla=watched))
     start_and_crash(wired, "a")
     start_and_crash(wired, "b")
     clock.sleep(120)
@@ -392,8 +399,10 @@ def test_a_crash_after_a_wait_is_recorded_loses_nothing(wired: Deps, clock: Manu
     with crashing_at(wired, cp.AFTER_WAIT):
         Executor(wired).process(QueueMessage("m1", json.dumps(fire("job"))), 300)
     assert run_of(wired).waiting and messages_for(wired, RUN) == []  # recorded, never sent
-    for _ in range(8):
+    for minute in range(8):
         clock.sleep(60)
+        if minute == 1:  # a's lease has ended: its message comes back
+            assert crashed_message_returns(wired, "a") == "lease-expired"
         Sweeper(wired).sweep(scan_dlq=False, ledger=False)
         drain(wired, rounds=3)
     assert run_of(wired).state is RunState.SUCCEEDED

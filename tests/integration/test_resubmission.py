@@ -9,12 +9,12 @@ import pytest
 
 from rebound.domain.run import Run, RunState
 from rebound.engine.deps import Deps
-from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor, retry_scheduler
 from rebound_local.instrument import RecordingTargets
 from support import (
     Context,
     bus_event,
+    crashed_message_returns,
     fire,
     outbox_events,
     queue_messages,
@@ -105,7 +105,9 @@ def test_resubmitting_a_running_run_reuses_it(wired: Deps, calls: RecordingTarge
     seen, runs = snapshot(wired), all_runs(wired)
 
     for _ in range(2):
-        assert resubmit() == {"batchItemFailures": []}
+        # Held back until the lease ends, when it finds the attempt over or fails it (TIMEOUT).
+        [held] = resubmit()["batchItemFailures"]
+        assert held["itemIdentifier"]
         wired.clock.sleep(5)  # the lease is still valid
 
     assert calls.calls == []  # the crashed attempt never reached the target, and nothing else did
@@ -134,8 +136,8 @@ def test_resubmitting_a_waiting_run_neither_queues_a_second_waiter_nor_runs_it_t
     waiting = [t for t, d in outbox_events(wired) if t == "task.execution.waiting" and d["run_id"] == RUN_ID]
     assert len(waiting) == 1 and get(wired).waits == 1
 
-    wired.clock.sleep(30 + 30 + 1)  # a's lease expires; the sweeper frees the mutex
-    assert Sweeper(wired).sweep(scan_dlq=False, ledger=False).leases_expired == ["a:20260307T090000Z"]
+    wired.clock.sleep(30 + 30 + 1)  # a's lease expires; its message comes back and frees the mutex
+    assert crashed_message_returns(wired, "a") == "lease-expired"
     assert resubmit("job") == {"batchItemFailures": []}  # and a duplicate after it is free
     assert calls.calls == [] and get(wired).state is RunState.PENDING
     mine = [m for m in queue_messages(wired, "execution") if m["body"].get("run_id") == RUN_ID]

@@ -24,6 +24,7 @@ from support import (
     Context,
     ManualClock,
     bus_event,
+    crashed_message_returns,
     delete_done,
     fire,
     open_order_on,
@@ -108,8 +109,10 @@ def test_overlap_buffer_one_keeps_one_run_waiting_and_skips_the_next(deps: Deps,
         and waiting.waits == 1
     )
     assert slot(deps, "slots#buffer#job") == ["job:20260307T090500Z"]
-    # The running one's lease expires; the waiting one gets its turn when its message returns.
+    # The running one's lease expires (its message comes back and fails it); the waiting one
+    # gets its turn when its own message returns.
     clock.sleep(120)
+    assert crashed_message_returns(deps, "job") == "lease-expired"
     Sweeper(deps).sweep(scan_dlq=False, ledger=False)
     retry = [m for m in queue_messages(deps, "execution") if m["body"].get("run_id") == waiting.run_id]
     assert retry and retry[0]["body"]["attempt"] == 1
@@ -154,7 +157,7 @@ def test_slots_are_left_when_the_attempt_ends_and_when_its_lease_expires(
     start_and_crash(deps, "b")
     assert slot(deps, "slots#mutex#g") == ["b:20260307T090000Z"]
     clock.sleep(120)
-    Sweeper(deps).sweep(scan_dlq=False, ledger=False)
+    assert crashed_message_returns(deps, "b") == "lease-expired"
     assert slot(deps, "slots#mutex#g") == []
 
 

@@ -16,14 +16,25 @@ from rebound.engine.retry_scheduler import RetryScheduler
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor
 from rebound_local.instrument import CrashPlan, SimulatedCrash
-from support import Context, fire, outbox_events, queue_messages, register, sqs_event, task
+from support import (
+    Context,
+    crashed_message_returns,
+    fire,
+    outbox_events,
+    queue_messages,
+    register,
+    sqs_event,
+    task,
+)
 
 pytestmark = pytest.mark.integration
 RUN_ID = "job:20260307T090000Z"
 
 
 def test_an_attempt_whose_invocation_died_is_failed_with_timeout_when_its_lease_expires(wired: Deps) -> None:
-    register(wired, task("job", timeout_s=30))
+    """A run ``by_state`` lists while it runs (here: its task's duration SLA is watched); a clean
+    attempt's own message finds it instead (``test_unlisted_running.py``)."""
+    register(wired, task("job", timeout_s=30, sla={"max_duration": "10m"}))
     wired.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
     with pytest.raises(SimulatedCrash):
         Executor(wired).process(QueueMessage("m1", json.dumps(fire("job"))), 120)
@@ -48,7 +59,7 @@ def test_a_late_outcome_after_the_lease_expired_is_discarded(wired: Deps) -> Non
     with pytest.raises(SimulatedCrash):
         executor_.process(QueueMessage("m1", json.dumps(fire("job"))), 120)
     wired.clock.sleep(120)
-    Sweeper(wired).sweep(scan_dlq=False)
+    assert crashed_message_returns(wired, "job") == "lease-expired"
     run = wired.store.get_run(RUN_ID)
     assert (
         run is not None

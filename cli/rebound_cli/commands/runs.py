@@ -46,7 +46,8 @@ def runs() -> None:
 @click.option(
     "--status",
     type=click.Choice(STATES),
-    help="only runs in this state (without --task, succeeded lists the runs that succeeded after a retry)",
+    help="only runs in this state (without --task, succeeded lists the runs that succeeded after a "
+    "retry, and running those running for more than 10 s)",
 )
 @click.option("--since", help="scheduled at or after: ISO 8601, or a duration ago (2h, 1d)")
 @click.option("--until", help="scheduled at or before: ISO 8601, or a duration ago")

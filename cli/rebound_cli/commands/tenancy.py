@@ -198,6 +198,41 @@ def migrate_state_index(app: App, dry_run: bool, yes: bool) -> None:
     out.emit(app, report.as_dict(), lambda: out.say(line))
 
 
+@migrate.command("relist-running")
+@click.option("--dry-run", is_flag=True, help="count the runs, change nothing")
+@out.YES
+@click.pass_obj
+@authorized("runs:migrate-index", Environment())
+def migrate_relist_running(app: App, dry_run: bool, yes: bool) -> None:
+    """Put runs running a clean attempt back in the by_state index, for a rollback.
+
+    Since this version such a run enters the index only once it has run for 10 s: its own
+    message finds it if its worker dies. An earlier version finds a running run through the
+    index alone. Run this before rolling back to one, and once more right after (a run claimed
+    meanwhile): one conditional update a run, guarded by its revision; no audit record, nothing
+    of the run changes. It reads each task's runs of the last two hours, not the whole table.
+
+    \b
+    Examples:
+      rebound migrate relist-running --dry-run
+      rebound migrate relist-running --yes
+
+    JSON fields: examined, running_unlisted, relisted, skipped (listed already, or changed
+    meanwhile), dry_run.
+    """
+    from rebound.ops.layout import relist_running
+
+    if not dry_run:
+        out.confirm("Put every run running a clean attempt back in the by_state index?", yes)
+    report = relist_running(app.deps, dry_run=dry_run)
+    line = (
+        f"{report.matched} run(s) running a clean attempt: {report.changed} "
+        f"{'would go' if dry_run else 'went'} back in the index, {report.skipped} listed already or "
+        "changed meanwhile"
+    )
+    out.emit(app, report.as_dict(), lambda: out.say(line))
+
+
 @migrate.command("tenancy")
 @click.option("--dry-run", is_flag=True, help="list what would move, change nothing")
 @out.YES

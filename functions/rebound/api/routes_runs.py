@@ -96,7 +96,8 @@ def register(api: Api) -> None:
         to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by schedule
         time; runs in a state (without a task) are the ``by_state`` index, latest change first,
         ``after`` being a cursor (``succeeded`` lists the runs that succeeded after a retry: the
-        index leaves out a clean success). Neither scans. Only the caller's tenants' runs are listed."""
+        index leaves out a clean success; ``running`` the runs running for more than 10 s, and
+        every attempt the sweeper watches). Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
@@ -137,7 +138,7 @@ def register(api: Api) -> None:
         """Counting queries on the ``by_state`` index (never a scan), each stopping just past
         ``at_most``: a count above it means "more than ``at_most``". The index leaves out a run
         that succeeded at its first attempt, so successes are counted as
-        ``succeeded_after_retry``."""
+        ``succeeded_after_retry``, and a clean attempt until it has run for 10 s."""
         return ops().recovery(at_most=at_most)
 
     @api.get("/runs/<run_id>", on_run("runs:read"), summary="A run and its whole timeline")

@@ -4,6 +4,7 @@ outcome."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -11,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rebound.domain import tenancy
 from rebound.domain.basics import MAX_TASK_TIMEOUT_S
-from rebound.domain.timefmt import UtcDatetime
+from rebound.domain.timefmt import UtcDatetime, parse_utc
 
 
 class RunState(StrEnum):
@@ -33,18 +34,71 @@ STATE_INDEX_KEYS = frozenset({"state", "updated_at"})
 """The keys of the runs' ``by_state`` index: stored for a run the index lists (``in_state_index``)."""
 
 
-def in_state_index(data: Mapping[str, Any]) -> bool:
-    """Whether the ``by_state`` index lists a run (its stored form): every run but a clean success.
+UNLISTED_CLAIM_WINDOW = timedelta(minutes=15)
+"""A running attempt is stored out of ``by_state`` only if it started within this time of the
+run's ``scheduled_for`` (``in_state_index``): ``running_unlisted_since`` bounds the read that finds
+such runs by the ``by_task_keys`` index (``rebound migrate relist-running``)."""
+UNLISTED_RUNNING_FOR = timedelta(hours=2)
+"""How long a run stays ``running`` out of ``by_state`` at most, with room to spare: its lease
+(at most 300 s and its grace) until its message comes back; at worst (keeping the message
+invisible failed) the queue's 30-minute visibility timeout, then the executor's backoffs up to
+``maxReceiveCount``, then the DLQ check that fails it (``rebound.engine.dlq_arrivals``)."""
 
-    A run that succeeded at the first attempt of its budget is stored without the index's keys
-    (DynamoDB: ``state`` and ``updated_at`` travel in ``doc``), so ``by_state`` is sparse. Such a
-    run leaves the index when it succeeds (one index write, a delete) instead of moving within it
-    (two, a delete and a write), and the index holds the runs an operator or the sweeper looks
-    for. A run that succeeded after a retry stays listed: the retry success rate reads it
-    (``rebound.ops.recovery_view.recovery``)."""
-    if data.get("state") != RunState.SUCCEEDED.value:
+
+def in_state_index(data: Mapping[str, Any]) -> bool:
+    """Whether the ``by_state`` index lists a run (its stored form): every run but a clean success
+    and a run running a clean attempt.
+
+    Such a run is stored without the index's keys (DynamoDB: ``state`` and ``updated_at`` travel
+    in ``doc``), so ``by_state`` is sparse, and a clean run never enters it: no entry at its claim,
+    none to remove at its outcome (two index writes fewer).
+
+    - A clean success: one that succeeded at the first attempt of its budget. A run that succeeded
+      after a retry stays listed: the retry success rate reads it
+      (``rebound.ops.recovery_view.recovery``).
+    - A running attempt that nothing but its own message needs to watch: synchronous (an
+      asynchronous one's heartbeats are checked by the sweeper), not ``watched`` (its task has no
+      duration SLA the sweeper judges while it runs) and started within ``UNLISTED_CLAIM_WINDOW`` of
+      its ``scheduled_for``. Its message is kept invisible until its lease ends
+      (``rebound.engine.executor.attempt``); a worker that dies leaves the message to come back
+      then, and the executor fails the attempt (``rebound.engine.leases``). One still running
+      after 10 s is put in the index then (``Attempts._list_if_long``), so listings of running
+      runs show every run running longer; ``rebound migrate relist-running`` finds the others
+      through ``by_task_keys`` (``running_unlisted_since``)."""
+    state = data.get("state")
+    if state == RunState.RUNNING.value:
+        return not _unlisted_running(data)
+    if state != RunState.SUCCEEDED.value:
         return True
     return int(data.get("attempt") or 0) > int(data.get("budget_start") or 0) + 1
+
+
+def _unlisted_running(data: Mapping[str, Any]) -> bool:
+    if data.get("async_token_id") or data.get("watched") or not data.get("lease_expires_at"):
+        return False
+    attempts = data.get("attempts") or []
+    if not attempts or not attempts[-1].get("started_at") or not data.get("scheduled_for"):
+        return False
+    started = parse_utc(attempts[-1]["started_at"])
+    return started - parse_utc(data["scheduled_for"]) <= UNLISTED_CLAIM_WINDOW
+
+
+def unlisted_running(run: Run) -> bool:
+    """``in_state_index``'s rule for a running run, read from the model: True if ``by_state``
+    does not list it (a clean attempt, watched by its own message alone)."""
+    return (
+        run.state is RunState.RUNNING
+        and run.async_token_id is None
+        and not run.watched
+        and run.lease_expires_at is not None
+        and bool(run.attempts)
+        and run.attempts[-1].started_at - run.scheduled_for <= UNLISTED_CLAIM_WINDOW
+    )
+
+
+def running_unlisted_since(now: datetime) -> datetime:
+    """The earliest ``scheduled_for`` a run running out of ``by_state`` can have at ``now``."""
+    return now - UNLISTED_CLAIM_WINDOW - UNLISTED_RUNNING_FOR
 
 
 class Trigger(StrEnum):
@@ -155,6 +209,11 @@ class Run(BaseModel):
     )
     superseded_by: str | None = Field(
         default=None, description="what took this run's work over when it was superseded (a run id)"
+    )
+    watched: bool | None = Field(
+        default=None,
+        description="the running attempt is judged by the sweeper while it runs (its task has a "
+        "duration SLA), so the run stays in the by_state index (in_state_index)",
     )
     audit_seq: int = 0
     audit_head: str = "0" * 64

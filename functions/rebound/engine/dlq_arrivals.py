@@ -27,9 +27,10 @@ from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.ids import message_subject, run_subject
 from rebound.domain.retry import Reason
-from rebound.domain.run import Run, RunState, Trigger
+from rebound.domain.run import Run, RunState, Trigger, unlisted_running
 from rebound.domain.timefmt import iso, parse_utc
 from rebound.engine import crashpoints as cp
+from rebound.engine import leases
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.dlq_record import dlq_entry, read_message
@@ -121,6 +122,8 @@ class DlqArrivals:
             key = f"dlq-seen#{message.message_id}"
             if self.store.get_key(key) is None:
                 escalated = self._escalate_arrival(message)
+                if escalated is None:
+                    return  # its run is running under a lease yet: a later check reads it again
                 self.deps.faults.reached(cp.AFTER_ARRIVAL_ESCALATED)
                 self.store.claim_key(key, now, DLQ_SEEN_TTL, {"receive_count": message.receive_count})
                 if escalated:
@@ -181,7 +184,7 @@ class DlqArrivals:
             return kept is not None and kept != message.message_id
         return False
 
-    def _escalate_arrival(self, message: PeekedMessage) -> bool:
+    def _escalate_arrival(self, message: PeekedMessage) -> bool | None:
         detail = f"SQS moved the message to the DLQ after {message.receive_count} receives"
         try:
             parsed = parse_execution_message(message.body)
@@ -249,7 +252,14 @@ class DlqArrivals:
             return self.store.get_run(run_id)
         return saved
 
-    def _dead_letter_run(self, run: Run, message: PeekedMessage) -> bool:
+    def _dead_letter_run(self, run: Run, message: PeekedMessage) -> bool | None:
+        if unlisted_running(run):
+            # No index lists it, so no lease check will: this arrival is the message that was to
+            # find it. Past its lease the attempt fails and is retried; before, None (not yet).
+            if not leases.expired(run, self.clock.now()):
+                return None
+            leases.expire(self.deps, self.actor, run)
+            return False
         if run.state in (
             RunState.RUNNING,
             RunState.SUCCEEDED,

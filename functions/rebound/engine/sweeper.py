@@ -3,8 +3,10 @@
 - **The queue's evidence.** It looks at the execution queue's counts first; a quiet queue
   (nothing visible, nothing in flight) is what tells a lost message from a late one
   (``rebound.engine.dispatch.Evidence``).
-- **Expired leases.** A ``running`` attempt whose lease has expired (its invocation crashed or
-  ran out of time) is failed with ``TIMEOUT`` and goes down the retry path; its slots are left.
+- **Expired leases.** A ``running`` attempt the ``by_state`` index lists whose lease has expired
+  (its invocation crashed or ran out of time) is failed with ``TIMEOUT`` and goes down the retry
+  path; its slots are left. A run running a clean attempt is not listed: its own message comes
+  back when its lease ends (``rebound.engine.leases``).
 - **Stuck failures.** A ``failed`` run that no retry decision picked up (its event was lost, or
   the retry scheduler kept failing) is decided again.
 - **Held runs of unhealthy targets** (``rebound.engine.target_budgets``): probed, released at
@@ -38,21 +40,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from rebound.domain import events as ev
 from rebound.domain.errors import Conflict, ReboundError
 from rebound.domain.events import EventType
 from rebound.domain.flags import TASK_SLA_MONITOR
-from rebound.domain.ids import run_subject
-from rebound.domain.run import AttemptOutcome, Run, RunState
+from rebound.domain.run import Run, RunState
 from rebound.domain.schedules import WORKSTREAM_START
-from rebound.domain.states import ensure_transition
 from rebound.domain.task import Task
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
-from rebound.engine import recovery, sla
+from rebound.engine import leases, recovery, sla
 from rebound.engine import telemetry as m
-from rebound.engine.async_attempts import HEARTBEAT_TIMEOUT, timeout_code
-from rebound.engine.concurrency import leave
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
 from rebound.engine.dispatch import OVERDUE_AFTER, WAITING_STATES, Dispatcher, Evidence, observe_queue
@@ -68,7 +65,7 @@ from rebound.engine.workstreams import Workstreams
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TIMEOUT = "TIMEOUT"
+TIMEOUT = leases.TIMEOUT
 STUCK_FAILED_AFTER = timedelta(minutes=2)
 CONTROL_SCAN_LIMIT = 50
 PERIODIC_S = 300
@@ -279,84 +276,8 @@ class Sweeper:
         return run.lease_expires_at is not None and run.lease_expires_at < now
 
     def fail_expired(self, run: Run) -> bool:
-        """Fail a running attempt whose lease ran out, with ``TIMEOUT`` (an asynchronous attempt
-        whose heartbeats stopped: ``HEARTBEAT_TIMEOUT``); it is then retried."""
-        now = self.clock.now()
-        current = run.attempts[-1]
-        asynchronous = run.async_token_id is not None
-        code = timeout_code(run, now) if asynchronous else TIMEOUT
-        if code == HEARTBEAT_TIMEOUT:
-            last = iso(run.heartbeat_at or current.started_at)
-            message = f"no heartbeat for {run.heartbeat_timeout_s or 0:g}s (the last at {last})"
-        elif asynchronous:
-            ended = iso(run.async_ends_at or now)
-            message = f"the asynchronous attempt ran past its max_duration (it ended at {ended})"
-        else:
-            message = "lease expired: the attempt's invocation crashed or ran out of time"
-        finished = current.model_copy(
-            update={
-                "ended_at": now,
-                "outcome": AttemptOutcome.TIMEOUT,
-                "error_code": code,
-                "error_message": message,
-                "retryable": True,
-                "duration_ms": int((now - current.started_at).total_seconds() * 1000),
-            }
-        )
-        after = run.model_copy(
-            update={
-                "state": RunState.FAILED,
-                "attempts": [*run.attempts[:-1], finished],
-                "lease_expires_at": None,
-                "lease_owner": None,
-                "slots": [],
-                "async_token_id": None,
-                "last_error_code": code,
-                "last_error_message": finished.error_message,
-                "last_error_retryable": True,
-            }
-        )
-        task: Task | None = None
-        breach: sla.Breach | None = None
-        if asynchronous and code == TIMEOUT:
-            stored = self.store.get_task(run.task_id)
-            task = stored.task if stored else None
-            # Timed out at its max_duration: at (not only past) the limit, which is a breach.
-            limit = sla.duration_limit(task)
-            ran_s = (now - current.started_at).total_seconds()
-            judged = self.deps.flags.enabled(TASK_SLA_MONITOR)
-            if judged and limit is not None and ran_s >= limit and "duration" not in run.sla_breaches:
-                breach = sla.Breach("duration", ran_s, limit)
-            if breach is not None:
-                after = sla.with_breach(after, breach)
-        ensure_transition(run.state, after.state, run.run_id)
-        uow = self.store.unit_of_work(self.actor, now)
-        saved = uow.save_run(
-            run,
-            after,
-            action="lease-expired",
-            evidence={
-                "attempt": run.attempt,
-                "outcome": AttemptOutcome.TIMEOUT.value,
-                "lease_expires_at": iso(run.lease_expires_at or now),
-                "lease_owner": run.lease_owner,
-                "error_code": code,
-            },
-        )
-        subject = run_subject(run.run_id)
-        uow.emit(ev.execution_updated(saved, RunState.RUNNING, now), subject)
-        uow.emit(ev.execution_failed(saved, retryable=True, at=now), subject)
-        for key in run.slots:
-            leave(uow, key, run.run_id)
-        if breach is not None:
-            sla.stage_breach(uow, run, saved, breach, self.deps.metrics)
-        try:
-            uow.commit()
-        except Conflict:
-            return False
-        self.deps.metrics.count(m.LEASE_EXPIRED)
-        log.warning("lease expired", extra={"run_id": run.run_id, "attempt": run.attempt, "error_code": code})
-        return True
+        """Fail a running attempt whose lease ran out (``rebound.engine.leases.expire``)."""
+        return leases.expire(self.deps, self.actor, run) is not None
 
     # --------------------------------------------------------------------------- SLAs
     def check_slas(self, report: SweepReport, running: list[Run] | None = None) -> None:

@@ -1,6 +1,6 @@
 """One-time passes over the runs table that change how items written by an earlier version are
-stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retention``) and
-``rebound migrate state-index`` (here).
+stored, never what they say: ``rebound migrate retention`` (``rebound.ops.retention``),
+``rebound migrate state-index`` and ``rebound migrate relist-running`` (here).
 
 **The sparse ``by_state`` index.** Since 2026-11-29 a run that succeeded at the first attempt of
 its budget is stored without the ``by_state`` index's keys (``rebound.domain.run.in_state_index``),
@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from rebound.domain.run import Run, RunState, in_state_index
+from rebound.domain.run import Run, RunState, in_state_index, running_unlisted_since, unlisted_running
 from rebound.engine.deps import Deps
+from rebound.engine.ports import Store
 
 PAGE = 100
 
@@ -89,3 +91,32 @@ def migrate_state_index(
         deps.store.unlist_clean_success,
         progress,
     )
+
+
+def relist_running(deps: Deps, *, dry_run: bool = False) -> RunsPass:
+    """Every run running a clean attempt back in ``by_state`` (``running_unlisted``, ``relisted``):
+    before a rollback to an earlier version, whose sweeper and executor find a running run through
+    the index alone, and once more after it (a run claimed meanwhile). Reads only the runs that can
+    be such (``unlisted``), not the table."""
+    report = RunsPass("running_unlisted", "relisted", dry_run=dry_run)
+    runs = unlisted(deps.store, deps.clock.now())
+    report.examined = report.matched = len(runs)
+    for run in runs:
+        if dry_run or deps.store.relist_running(run):
+            report.changed += 1
+        else:
+            report.skipped += 1
+    return report
+
+
+def unlisted(store: Store, now: datetime) -> list[Run]:
+    """The runs running a clean attempt that ``by_state`` does not list: each task's runs
+    scheduled since ``running_unlisted_since`` (a query of ``by_task_keys`` and a ``BatchGetItem``
+    of what it names) hold every one of them."""
+    since = running_unlisted_since(now)
+    return [
+        run
+        for stored in store.list_tasks()
+        for run in store.runs_for_task(stored.task.id, since=since)
+        if unlisted_running(run)
+    ]

@@ -24,8 +24,10 @@ import io
 import json
 import os
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,12 @@ class Clock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
+
+    def call_at(self, when: datetime, fn: Callable[[], object]) -> threading.Timer:
+        timer = threading.Timer(max((when - self.now()).total_seconds(), 0.0), fn)
+        timer.daemon = True
+        timer.start()
+        return timer
 
 
 class InjectedCrash(BaseException):

@@ -11,14 +11,16 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.adapters.dynamo.codec import DOC, to_item
 from rebound.domain.errors import Conflict
-from rebound.domain.run import Run, RunState, in_state_index
+from rebound.domain.run import Run, RunState, in_state_index, unlisted_running
+from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
 
 class DynamoRunLayout:
-    """``set_run_expiry`` and ``unlist_clean_success`` (``rebound.engine.ports.Store``)."""
+    """``set_run_expiry``, ``unlist_clean_success`` and ``relist_running``
+    (``rebound.engine.ports.Store``)."""
 
     if TYPE_CHECKING:  # what it uses of ``DynamoStore``
         client: DynamoDBClient
@@ -37,6 +39,31 @@ class DynamoRunLayout:
                 "(attribute_not_exists(rev) OR rev = :rev)",
                 ExpressionAttributeNames={"#t": r.RECORD_TTL},
                 ExpressionAttributeValues={":t": {"N": str(expires_at)}, ":rev": {"N": str(rev)}},
+            )
+        except Conflict:
+            return False
+        return True
+
+    def relist_running(self, run: Run) -> bool:
+        # The document keeps its copy of both keys; a later write of the run stores it as the
+        # version writing it does.
+        if not unlisted_running(run):
+            return False
+        try:
+            self._call(
+                f"put run {run.run_id} back in the by_state index",
+                self.client.update_item,
+                TableName=self.tables["runs"],
+                Key={"run_id": {"S": run.run_id}},
+                UpdateExpression="SET #s = :s, updated_at = :u",
+                ConditionExpression="attribute_exists(run_id) AND attribute_not_exists(#s) AND "
+                "(attribute_not_exists(rev) OR rev = :rev)",
+                ExpressionAttributeNames={"#s": "state"},
+                ExpressionAttributeValues={
+                    ":s": {"S": run.state.value},
+                    ":u": {"S": iso(run.updated_at)},
+                    ":rev": {"N": str(run.rev)},
+                },
             )
         except Conflict:
             return False

@@ -81,6 +81,8 @@ class MemoryStore(StagingStore):
         self._tables: dict[str, dict[Hashable, Item]] = {name: {} for name in TABLES}
         self.expiries: dict[str, int] = {}
         """Runs' ``ttl`` set by ``set_run_expiry`` (nothing expires in memory)."""
+        self.relisted: dict[str, int] = {}
+        """Runs ``relist_running`` put in ``by_state``, with the revision it did it at."""
 
     def unit_of_work(self, actor: str, at: datetime) -> MemoryUnitOfWork:
         return MemoryUnitOfWork(self, actor, at)
@@ -166,7 +168,7 @@ class MemoryStore(StagingStore):
         """The ``by_state`` index: oldest ``updated_at`` first, ``updated_before`` excluded."""
         before = iso(updated_before) if updated_before else "\uffff"
         items = self._all(
-            "runs", lambda d: d["state"] == state.value and d["updated_at"] < before and in_state_index(d)
+            "runs", lambda d: d["state"] == state.value and d["updated_at"] < before and self._indexed(d)
         )
         items.sort(key=lambda d: (d["updated_at"], d["run_id"]))
         return [Run.model_validate(d) for d in items[:limit]]
@@ -174,7 +176,7 @@ class MemoryStore(StagingStore):
     def _in_state(self, state: RunState, since: datetime | None) -> list[Item]:
         low = iso(since) if since else ""
         items = self._all(
-            "runs", lambda d: d["state"] == state.value and d["updated_at"] >= low and in_state_index(d)
+            "runs", lambda d: d["state"] == state.value and d["updated_at"] >= low and self._indexed(d)
         )
         return sorted(items, key=lambda d: (d["updated_at"], d["run_id"]), reverse=True)
 
@@ -197,6 +199,19 @@ class MemoryStore(StagingStore):
     def scan_runs(self) -> Iterator[Run]:
         for data in self._all("runs"):
             yield Run.model_validate(data)
+
+    def _indexed(self, data: Item) -> bool:
+        """Whether ``by_state`` lists a stored run: ``in_state_index``, or put there by
+        ``relist_running`` since its last write (a write of the run stores it anew)."""
+        return in_state_index(data) or self.relisted.get(data["run_id"]) == data.get("rev", 0)
+
+    def relist_running(self, run: Run) -> bool:
+        with self._lock:
+            data = self._tables["runs"].get(run.run_id)
+            if data is None or data.get("rev", 0) != run.rev or self._indexed(data):
+                return False
+            self.relisted[run.run_id] = run.rev
+            return True
 
     def unlist_clean_success(self, run: Run) -> bool:
         return False  # the index is a filter here (``in_state_index``): no stored layout to move

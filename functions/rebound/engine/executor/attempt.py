@@ -11,7 +11,10 @@ Owns the claim and what follows it:
 - The claim sets a lease: the attempt's deadline (the task timeout, never cut: an attempt that
   would not fit in what the invocation has left is *released* instead, under a new dispatch
   token, at most ``MAX_RELEASES`` times) plus a grace period. An attempt whose lease expires is
-  failed with ``TIMEOUT`` by the sweeper and retried; a run is never left ``running``.
+  failed with ``TIMEOUT`` and retried; a run is never left ``running``. The sweeper finds it if
+  ``by_state`` lists it; a clean attempt is not listed, and its claim keeps its message invisible
+  until the lease ends instead, so the message comes back to find it
+  (``rebound.engine.leases``).
 - The outcome is written only if the run is still this attempt, under this lease, and leaves the
   slots. A write that meets contention is tried again until it lands; the outcome is never thrown
   away because another write happened to touch the same item. A long attempt is recorded as an
@@ -20,6 +23,7 @@ Owns the claim and what follows it:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -27,12 +31,12 @@ from rebound.domain import events as ev
 from rebound.domain import tracing
 from rebound.domain.basics import MAX_PAYLOAD_BYTES
 from rebound.domain.completion import ASYNC_PAYLOAD_KEY
-from rebound.domain.errors import Conflict, OperationalError
+from rebound.domain.errors import Conflict, OperationalError, ReboundError
 from rebound.domain.flags import TASK_SLA_MONITOR
 from rebound.domain.ids import run_subject
 from rebound.domain.jsonutil import canonical_bytes
 from rebound.domain.retry import Reason
-from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger, with_changes
+from rebound.domain.run import Attempt, AttemptOutcome, Run, RunState, Trigger, unlisted_running, with_changes
 from rebound.domain.schedule_spec import OverlapPolicy
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
@@ -62,14 +66,20 @@ from rebound.engine.concurrency import (
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.executor.admission import UNKNOWN_TASK, Admission, log, waited
 from rebound.engine.executor.capacity import RESERVE_TIMEOUT_S, reservation_spec, reserve
-from rebound.engine.executor.delivery import delivery
+from rebound.engine.executor.delivery import delivery, keep_invisible
 from rebound.engine.ports import Metrics, UnitOfWork
+from rebound.engine.ports.runtime import call_after
 from rebound.engine.ports.targets import Invocation, Outcome
 
 LEASE_GRACE_S = 30
 SAFETY_MARGIN_S = 10
 MIN_ATTEMPT_S = 5
 RELEASE_DELAY_S = 1.0
+LEASE_RETURN_S = 1.0
+"""An unlisted attempt's message comes back this long after its lease ends (a second, so the
+executor that receives it finds the lease expired)."""
+LIST_RUNNING_AFTER_S = 10.0
+"""A clean attempt still running after this long is put in ``by_state`` (``_list_if_long``)."""
 MAX_RELEASES = 3
 RECORD_ATTEMPTS = 14
 """Tries of the outcome write under contention: about 10 s of backoff, well inside the lease's grace."""
@@ -124,9 +134,12 @@ class Attempts(Admission):
         if asynchronous is not None:
             lease_end = asynchronous["lease_expires_at"]
             slot_until = asynchronous["async_ends_at"] + SLOT_GRACE
+        judge_sla = self.deps.flags.enabled(TASK_SLA_MONITOR)
         running = run.model_copy(
             update={
                 **(asynchronous or ASYNC_CLEARED),
+                # the sweeper judges its duration while it runs: keep it in by_state
+                "watched": True if judge_sla and sla.duration_limit(task) is not None else None,
                 "state": RunState.RUNNING,
                 "attempt": n,
                 "attempts": [*run.attempts, Attempt(n=n, started_at=now)],
@@ -140,7 +153,6 @@ class Attempts(Admission):
                 "wait_polls": 0,
             }
         )
-        judge_sla = self.deps.flags.enabled(TASK_SLA_MONITOR)
         breach = sla.start_delay_breach(task, running, now) if judge_sla else None
         if breach is not None:
             running = sla.with_breach(running, breach)
@@ -182,6 +194,11 @@ class Attempts(Admission):
             leave(uow, key, run.run_id)  # a buffered run leaves the buffer as it starts
         if breach is not None:
             sla.stage_breach(uow, run, claimed, breach, self.deps.metrics)
+        if unlisted_running(running):
+            # No index lists this run while it runs (``in_state_index``): its message, kept
+            # invisible until the lease ends, is what finds it if this worker dies. Before the
+            # commit, so no moment has the run claimed and its message due back in 30 minutes.
+            keep_invisible(self.deps.queues, (lease_end - now).total_seconds() + LEASE_RETURN_S)
         try:
             uow.commit()
         except Conflict as exc:
@@ -231,7 +248,11 @@ class Attempts(Admission):
                 deadline=now + timedelta(seconds=attempt_s),
                 trace_id=tracing.trace_id(run.run_id, run.scheduled_for),
             )
-            outcome = self.deps.targets.invoke(task.target, call)
+            cancel = self._list_if_long(claimed)
+            try:
+                outcome = self.deps.targets.invoke(task.target, call)
+            finally:
+                cancel()
         self.deps.faults.reached(cp.AFTER_TARGET)
         if asynchronous is not None and outcome.ok:
             # The work has started and reports for itself (rebound.engine.async_reports); the run
@@ -239,6 +260,25 @@ class Attempts(Admission):
             log.info("asynchronous attempt started", extra={"run_id": run.run_id, "attempt": n})
             return "started-async"
         return self._record(claimed, outcome, task)
+
+    def _list_if_long(self, claimed: Run) -> Callable[[], None]:
+        """A clean attempt is not in ``by_state`` (``unlisted_running``); one still running after
+        ``LIST_RUNNING_AFTER_S`` is put there (one conditional update, guarded by the claim's
+        revision, so an outcome written first wins), so that listings of running runs show every
+        run running longer. Returns what cancels it, once the target has answered."""
+        if not unlisted_running(claimed):
+            return lambda: None
+
+        def relist() -> None:
+            try:
+                if self.store.relist_running(claimed):
+                    log.info("running run listed", extra={"run_id": claimed.run_id})
+            except ReboundError as exc:  # only the listing waits: its message still watches it
+                log.warning(
+                    "could not list a running run", extra={"run_id": claimed.run_id, "error": exc.message}
+                )
+
+        return call_after(self.deps.clock, LIST_RUNNING_AFTER_S, relist)
 
     def _blocked(
         self,
@@ -411,6 +451,7 @@ def stage_outcome(
         "lease_owner": None,
         "slots": [],
         "async_token_id": None,
+        "watched": None,
     }
     if not outcome.ok:
         update.update(

@@ -7,6 +7,9 @@ processed, so the attempt's audit record names it), and the routing of each kind
   conditional transaction (or found to exist already: a duplicate delivery); a fire for a task
   nobody registered fails the run with ``UNKNOWN_TASK``;
 - an attempt message starts the run's next attempt if it carries the run's current dispatch token;
+- a message that finds its run running a clean attempt, which no index lists, fails the attempt
+  if its lease has ended (the claim's own message, back because its worker died), else comes
+  back when it ends (``_running``);
 - a replay message starts an operator's replay, or a replay redriven from the DLQ;
 - a message Rebound cannot run is refused: it goes to the DLQ with its reason, once.
 """
@@ -22,16 +25,17 @@ from rebound.domain.errors import Conflict, ValidationFailed
 from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.ids import run_subject
 from rebound.domain.retry import Reason
-from rebound.domain.run import Run, RunState, Trigger
+from rebound.domain.run import Run, RunState, Trigger, unlisted_running
 from rebound.domain.states import ensure_transition
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.engine import crashpoints as cp
+from rebound.engine import leases
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.dispatch import accepts
-from rebound.engine.executor.admission import UNKNOWN_TASK, held_by_pause, log, staggered
-from rebound.engine.executor.attempt import Attempts
+from rebound.engine.executor.admission import UNKNOWN_TASK, Deferred, held_by_pause, log, staggered
+from rebound.engine.executor.attempt import LEASE_RETURN_S, Attempts
 from rebound.engine.executor.delivery import _DELIVERY, QueueMessage
 from rebound.engine.messages import (
     AttemptMessage,
@@ -123,6 +127,8 @@ class Intake(Attempts):
         if stored is None or stored.paused_for(scheduled_for):
             # Rare paths: check first whether this run exists already (a duplicate delivery).
             existing = self.store.get_run(run_id)
+            if existing is not None and unlisted_running(existing):
+                return self._running(existing)  # paused since its claim: its attempt still ends
             if existing is not None:
                 log.info(
                     "duplicate delivery: run exists", extra={"run_id": run_id, "state": existing.state.value}
@@ -169,8 +175,25 @@ class Intake(Attempts):
             result = self._claim_and_run(existing, existing, stored, ends_at)
             if result != "claim-lost":
                 return result
+        if existing is not None and unlisted_running(existing):
+            return self._running(existing)
         log.info("duplicate delivery: run exists", extra={"run_id": run_id})
         return "duplicate"
+
+    def _running(self, run: Run) -> str:
+        """A message that finds its run running a clean attempt (``unlisted_running``): the
+        claim's own message, back at the lease's end because its worker died, or a copy.
+
+        Past the lease, the attempt is failed with ``TIMEOUT`` and retried
+        (``rebound.engine.leases``): no index lists the run, so this message is what finds it.
+        Before, the message comes back when the lease ends, in case the worker dies yet."""
+        now = self.clock.now()
+        if not leases.expired(run, now):
+            left = ((run.lease_expires_at or now) - now).total_seconds()
+            raise Deferred(
+                f"run {run.run_id} is running; its lease ends in {left:.0f}s", left + LEASE_RETURN_S
+            )
+        return "lease-expired" if leases.expire(self.deps, "executor", run) is not None else "duplicate"
 
     def _unknown_task(self, run: Run) -> str:
         """A fire for a task nobody registered: a terminal failure, escalated like any other."""
@@ -207,6 +230,8 @@ class Intake(Attempts):
             run = self.store.get_run(msg.run_id)
             if run is None:
                 return self.refuse(message, UNKNOWN_RUN.lower(), f"no run {msg.run_id!r}")
+            if unlisted_running(run):
+                return self._running(run)
             if not accepts(run, msg.attempt, msg.dispatch):
                 log.info(
                     "stale or duplicate attempt message",
@@ -249,6 +274,8 @@ class Intake(Attempts):
                     log.info("stale replay message", extra={"run_id": run.run_id})
                     return "duplicate"
                 result = self._replay_from_queue(run, stored, msg, ends_at)
+            elif unlisted_running(run):
+                return self._running(run)
             else:
                 log.info(
                     "replay skipped: run is not waiting for this replay",

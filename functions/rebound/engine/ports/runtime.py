@@ -4,10 +4,11 @@ implementations a Lambda container uses (the local cloud and the tests bring the
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Final, Protocol, TypeVar
 
 T = TypeVar("T")
@@ -27,6 +28,25 @@ class SystemClock:
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds)
+
+    def call_at(self, when: datetime, fn: Callable[[], object]) -> threading.Timer:
+        """Run ``fn`` on a timer thread at ``when`` (``cancel()`` the timer to drop it)."""
+        timer = threading.Timer(max((when - self.now()).total_seconds(), 0.0), fn)
+        timer.daemon = True
+        timer.start()
+        return timer
+
+
+def call_after(clock: Clock, seconds: float, fn: Callable[[], object]) -> Callable[[], None]:
+    """Run ``fn`` once ``seconds`` of ``clock``'s time have passed, unless the returned callable is
+    called first to cancel it. The clock runs it (``call_at``: a timer thread on AWS, the local
+    runtime's own time locally); a clock without timers never runs it."""
+    call_at = getattr(clock, "call_at", None)
+    if call_at is None:
+        return lambda: None
+    timer = call_at(clock.now() + timedelta(seconds=seconds), fn)
+    cancel: Callable[[], None] = timer.cancel
+    return cancel
 
 
 class Metrics(Protocol):

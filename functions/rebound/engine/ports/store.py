@@ -316,7 +316,8 @@ class Store(Protocol):
     ) -> list[Run]:
         """Runs in ``state`` (the ``by_state`` index), oldest change first. The index is sparse
         (``rebound.domain.run.in_state_index``): ``SUCCEEDED`` lists the runs that succeeded after
-        a retry, never a clean success, here and in the two calls below."""
+        a retry, never a clean success, and ``RUNNING`` never a clean attempt, here and in the two
+        calls below (``rebound.ops.running`` lists and counts every running run)."""
         ...
 
     def runs_in_state_page(
@@ -339,6 +340,14 @@ class Store(Protocol):
         """Give a finished run written before retention its ``ttl`` (epoch seconds): storage only,
         no audit record, nothing of the run changed. False if the run changed since it was read
         (``rev``), is gone, or has an expiry already."""
+        ...
+
+    def relist_running(self, run: Run) -> bool:
+        """Put a run running a clean attempt in ``by_state`` (its keys as top-level attributes):
+        the executor's once the attempt has run for 10 s, and ``rebound migrate
+        relist-running``'s for an earlier version, which finds running runs there alone.
+        Storage only, nothing of the run changes (its next write stores it anew). False if it is
+        listed already, or changed since it was read (``run.rev``)."""
         ...
 
     def unlist_clean_success(self, run: Run) -> bool:
