@@ -283,7 +283,7 @@ def start_and_crash(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z"
 
 def crashed_message_returns(deps: Deps, task_id: str, when: str = "2026-03-07T09:00:00Z") -> str:
     """What the execution queue does once the lease of a run ``start_and_crash`` left ends: the
-    claim's message, kept invisible until then, comes back and fails the attempt (``TIMEOUT``)."""
+    claim's message, kept invisible until after then, comes back and fails the attempt (``TIMEOUT``)."""
     from rebound.engine.executor import Executor, QueueMessage
 
     body = json.dumps(fire(task_id, when))

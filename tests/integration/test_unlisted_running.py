@@ -9,8 +9,10 @@ from datetime import timedelta
 
 import pytest
 
+from rebound.domain.errors import Throttled
 from rebound.domain.run import AttemptOutcome, RunState, in_state_index, unlisted_running
 from rebound.engine.deps import Deps
+from rebound.engine.executor import HOLD_PAST_INVOCATION_S
 from rebound.engine.sweeper import Sweeper
 from rebound.handlers import executor
 from rebound.ops import recovery_view
@@ -35,14 +37,15 @@ TIMEOUT_S = 30
 LEASE_S = TIMEOUT_S + 30  # the task's timeout and the lease's grace
 
 
-def claim_and_die(deps: Deps) -> str:
-    """Deliver the fire as the event source mapping does; the worker dies after its claim."""
+def claim_and_die(deps: Deps, left_s: int = 300) -> str:
+    """Deliver the fire as the event source mapping does, to an invocation with ``left_s`` to
+    run; the worker dies after its claim."""
     deps.queues.send("execution", fire("job"))
     event = receive_event(deps)
     deps.faults = CrashPlan(frozenset({"after_claim"}), 1.0)
     try:
         with pytest.raises(SimulatedCrash):
-            executor.lambda_handler(event, Context())
+            executor.lambda_handler(event, Context(remaining_ms=left_s * 1000))
     finally:
         deps.faults = CrashPlan(frozenset(), 0.0)
     return str(event["Records"][0]["messageId"])
@@ -56,19 +59,24 @@ def deliver(deps: Deps) -> dict[str, object]:
     return response
 
 
-def test_a_dead_workers_clean_attempt_is_failed_by_its_own_message_when_the_lease_ends(wired: Deps) -> None:
+@pytest.mark.parametrize("left_s", [300, 100])
+def test_a_dead_workers_clean_attempt_is_failed_by_its_own_message_after_its_invocation(
+    wired: Deps, left_s: int
+) -> None:
     register(wired, task("job", timeout_s=TIMEOUT_S))
     t0 = wired.clock.now()
-    message_id = claim_and_die(wired)
+    message_id = claim_and_die(wired, left_s)
     run = wired.store.get_run(RUN_ID)
     assert run is not None and run.state is RunState.RUNNING and unlisted_running(run)
     assert wired.store.runs_in_state(RunState.RUNNING) == []  # no index entry came and went
-    # The claim kept the message invisible until a second after the lease's end (not 30 minutes).
+    # The batch's messages were kept invisible, with one request, until 21 s after the invocation
+    # could end (not the queue's 30 minutes): by then the lease its claim set has run out.
     back_in_s = visible_at_ms(wired, "execution", message_id) / 1000 - t0.timestamp()
-    assert back_in_s == pytest.approx(LEASE_S + 1, abs=1)
+    assert back_in_s == pytest.approx(left_s + HOLD_PAST_INVOCATION_S, abs=1)
+    assert back_in_s > LEASE_S
 
-    wired.clock.sleep(LEASE_S - 5)
-    assert receive_event(wired)["Records"] == []  # nothing comes back while the lease holds
+    wired.clock.sleep(back_in_s - 5)
+    assert receive_event(wired)["Records"] == []  # nothing comes back while the invocation may live
     wired.clock.sleep(7)
     assert deliver(wired) == {"batchItemFailures": []}
     run = wired.store.get_run(RUN_ID)
@@ -80,6 +88,27 @@ def test_a_dead_workers_clean_attempt_is_failed_by_its_own_message_when_the_leas
     [record] = [r for r in wired.store.audit_trail(f"run#{RUN_ID}") if r.action == "lease-expired"]
     assert record.actor == "executor"
     assert [m for m in queue_messages(wired, "execution") if m["id"] == message_id] == []  # deleted
+
+
+def test_if_sqs_refuses_to_hold_the_batch_the_claim_keeps_its_own_message_until_the_lease_ends(
+    wired: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    batches = wired.queues.batches()
+
+    def refuse(*_: object, **__: object) -> None:
+        raise Throttled("the batch request was throttled")
+
+    monkeypatch.setattr(batches, "set_visibility", refuse)
+    monkeypatch.setattr(wired.queues, "batches", lambda: batches)
+    t0 = wired.clock.now()
+    message_id = claim_and_die(wired)
+    back_in_s = visible_at_ms(wired, "execution", message_id) / 1000 - t0.timestamp()
+    assert back_in_s == pytest.approx(LEASE_S + 1, abs=1)  # its claim's own request, not 30 minutes
+    wired.clock.sleep(LEASE_S + 2)
+    assert deliver(wired) == {"batchItemFailures": []}
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.last_error_code == "TIMEOUT"
 
 
 def test_a_copy_of_the_message_while_the_attempt_runs_comes_back_at_the_lease_end(wired: Deps) -> None:

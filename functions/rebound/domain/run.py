@@ -59,8 +59,8 @@ def in_state_index(data: Mapping[str, Any]) -> bool:
     - A running attempt that nothing but its own message needs to watch: synchronous (an
       asynchronous one's heartbeats are checked by the sweeper), not ``watched`` (its task has no
       duration SLA the sweeper judges while it runs) and started within ``UNLISTED_CLAIM_WINDOW`` of
-      its ``scheduled_for``. Its message is kept invisible until its lease ends
-      (``rebound.engine.executor.attempt``); a worker that dies leaves the message to come back
+      its ``scheduled_for``. Its message is kept invisible until after its lease
+      (``rebound.engine.executor.delivery``); a worker that dies leaves the message to come back
       then, and the executor fails the attempt (``rebound.engine.leases``). One still running
       after 10 s is put in the index then (``Attempts._list_if_long``), so listings of running
       runs show every run running longer; ``rebound migrate relist-running`` finds the others

@@ -3,9 +3,9 @@
 Two readers find such a run. The sweeper reads the running runs the ``by_state`` index lists
 each minute (an asynchronous attempt, one its task's duration SLA watches, one started long
 after its fire). A run running a clean attempt is not listed (``rebound.domain.run.in_state_index``):
-its claim kept its message invisible until the lease's end, so a worker that died leaves the
-message to come back then, and the executor that receives it fails the attempt here
-(``rebound.engine.executor.intake``). Either way the write is guarded by the run's revision, so
+its message is kept invisible until after the lease (``rebound.engine.executor.delivery``), so
+a worker that died leaves the message to come back then, and the executor that receives it
+fails the attempt here (``rebound.engine.executor.intake``). Either way the write is guarded by the run's revision, so
 one of them wins.
 """
 

@@ -5,9 +5,11 @@ has: an attempt's deadline never depends on its place in the batch. Powertools'
 ``BatchProcessor`` handles records one after another, so this handler builds the partial batch
 response itself.
 
-A message that reports a failure comes back: a staggered fire at its offset, any other failure
-(a throttle, contention that outlasted its retries, a bug) after a short backoff that grows with
-its receive count, instead of the queue's 30-minute visibility timeout.
+The batch's messages are kept invisible, with one request, until just after the invocation can
+end (``rebound.engine.executor.delivery.hold``), not the queue's 30 minutes: a message whose
+worker died comes back then and finds its run. A message that reports a failure comes back
+sooner: a staggered fire at its offset, any other failure (a throttle, contention that outlasted
+its retries, a bug) after a short backoff that grows with its receive count.
 """
 
 from __future__ import annotations
@@ -43,21 +45,23 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # init stays small; docs/performance.md, "Cold import"). Later calls find it in sys.modules.
     from rebound.adapters.queues import read_attributes
     from rebound.domain.errors import ReboundError
-    from rebound.engine.executor import Deferred, Executor, QueueMessage
+    from rebound.engine.executor import HOLD_PAST_INVOCATION_S, Deferred, Executor, QueueMessage, hold
 
     deps = wiring.deps()
     executor = Executor(deps, request_id=context.aws_request_id)
 
-    def handle(record: dict[str, Any]) -> str | None:
-        """Process one record; the message id if it must come back, else None."""
+    def message_of(record: dict[str, Any]) -> QueueMessage:
         system = record.get("attributes") or {}
-        message = QueueMessage(
+        return QueueMessage(
             message_id=str(record["messageId"]),
             body=str(record.get("body", "")),
             receive_count=int(system.get("ApproximateReceiveCount") or 1),
             receipt_handle=str(record.get("receiptHandle", "")),
             attributes=read_attributes(record.get("messageAttributes") or {}),
         )
+
+    def handle(message: QueueMessage) -> str | None:
+        """Process one message; its id if it must come back, else None."""
         try:
             executor.process(message, context.get_remaining_time_in_millis() / 1000)
             return None
@@ -78,5 +82,9 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             log.warning("could not set the message's visibility: %s", exc.message)
         return message.message_id
 
-    failed = deps.fanout.map(handle, list(event.get("Records", [])))
+    messages = [message_of(record) for record in event.get("Records", [])]
+    # One request keeps the whole batch invisible until after this invocation can end: a message
+    # whose worker dies comes back then to find its run (a claim need not extend its own).
+    left_s = context.get_remaining_time_in_millis() / 1000
+    failed = deps.fanout.map(handle, hold(deps.queues, messages, left_s + HOLD_PAST_INVOCATION_S))
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed if message_id]}

@@ -28,6 +28,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.dispatch import Dispatcher
 from rebound.engine.executor.admission import TENANT_CACHE_S, UNKNOWN_TASK, WAIT_EXHAUSTED, WAIT_S, Deferred
 from rebound.engine.executor.attempt import (
+    HOLD_PAST_INVOCATION_S,
     LEASE_GRACE_S,
     MAX_RELEASES,
     MIN_ATTEMPT_S,
@@ -37,11 +38,12 @@ from rebound.engine.executor.attempt import (
     RELEASE_DELAY_S,
     SAFETY_MARGIN_S,
 )
-from rebound.engine.executor.delivery import QueueMessage
+from rebound.engine.executor.delivery import QueueMessage, hold
 from rebound.engine.executor.intake import CLAIM_RETRIES, UNKNOWN_RUN, Intake
 
 __all__ = [
     "CLAIM_RETRIES",
+    "HOLD_PAST_INVOCATION_S",
     "LEASE_GRACE_S",
     "MAX_RELEASES",
     "MIN_ATTEMPT_S",
@@ -58,6 +60,7 @@ __all__ = [
     "Deferred",
     "Executor",
     "QueueMessage",
+    "hold",
 ]
 
 

@@ -12,9 +12,9 @@ Owns the claim and what follows it:
   would not fit in what the invocation has left is *released* instead, under a new dispatch
   token, at most ``MAX_RELEASES`` times) plus a grace period. An attempt whose lease expires is
   failed with ``TIMEOUT`` and retried; a run is never left ``running``. The sweeper finds it if
-  ``by_state`` lists it; a clean attempt is not listed, and its claim keeps its message invisible
-  until the lease ends instead, so the message comes back to find it
-  (``rebound.engine.leases``).
+  ``by_state`` lists it; a clean attempt is not listed for its first 10 s, and its message is
+  kept invisible until after the lease instead (with the whole batch, by the handler:
+  ``delivery.hold``), so the message comes back to find it (``rebound.engine.leases``).
 - The outcome is written only if the run is still this attempt, under this lease, and leaves the
   slots. A write that meets contention is tried again until it lands; the outcome is never thrown
   away because another write happened to touch the same item. A long attempt is recorded as an
@@ -78,6 +78,11 @@ RELEASE_DELAY_S = 1.0
 LEASE_RETURN_S = 1.0
 """An unlisted attempt's message comes back this long after its lease ends (a second, so the
 executor that receives it finds the lease expired)."""
+HOLD_PAST_INVOCATION_S = LEASE_GRACE_S - SAFETY_MARGIN_S + LEASE_RETURN_S
+"""How long after its invocation can end a batch's messages are kept invisible
+(``delivery.hold``): a claim leaves at least ``SAFETY_MARGIN_S`` of the invocation after its
+attempt's deadline, and its lease ends ``LEASE_GRACE_S`` after that deadline, so a message
+coming back then finds any lease its invocation set run out."""
 LIST_RUNNING_AFTER_S = 10.0
 """A clean attempt still running after this long is put in ``by_state`` (``_list_if_long``)."""
 MAX_RELEASES = 3
@@ -196,8 +201,9 @@ class Attempts(Admission):
             sla.stage_breach(uow, run, claimed, breach, self.deps.metrics)
         if unlisted_running(running):
             # No index lists this run while it runs (``in_state_index``): its message, kept
-            # invisible until the lease ends, is what finds it if this worker dies. Before the
-            # commit, so no moment has the run claimed and its message due back in 30 minutes.
+            # invisible until the lease ends, is what finds it if this worker dies (held with its
+            # batch already, as a rule: then no request). Before the commit, so no moment has the
+            # run claimed and its message due back in 30 minutes.
             keep_invisible(self.deps.queues, (lease_end - now).total_seconds() + LEASE_RETURN_S)
         try:
             uow.commit()
