@@ -5,8 +5,8 @@ each minute (an asynchronous attempt, one its task's duration SLA watches, one s
 after its fire). A run running a clean attempt is not listed (``rebound.domain.run.in_state_index``):
 its message is kept invisible until after the lease (``rebound.engine.executor.delivery``), so
 a worker that died leaves the message to come back then, and the executor that receives it
-fails the attempt here (``rebound.engine.executor.intake``). Either way the write is guarded by the run's revision, so
-one of them wins.
+fails the attempt here (``rebound.engine.executor.intake``). Either way the write is guarded by
+the run's revision, so one of them wins.
 """
 
 from __future__ import annotations
