@@ -14,9 +14,10 @@ import pytest
 from rebound.domain.run import RunState
 from rebound.domain.work_order import DeliveryStatus
 from rebound.engine import telemetry as m
+from rebound.engine.executor import HOLD_PAST_INVOCATION_S
 from rebound.engine.executor import intake as executor_engine
 from rebound.engine.health.report import Thresholds
-from rebound.resources import EXECUTION_VISIBILITY_S, MAX_RECEIVE_COUNT
+from rebound.resources import EXECUTOR_TIMEOUT_S, MAX_RECEIVE_COUNT
 from rebound_local.clock import VirtualClock
 from rebound_local.cloud import reset_moto
 from rebound_local.instrument import SimulatedCrash
@@ -27,6 +28,9 @@ pytestmark = pytest.mark.e2e
 START = datetime(2026, 3, 7, 8, 59, tzinfo=UTC)
 RUN_ID = "job:20260307T090000Z"
 POISON = json.dumps(fire("job"))
+BACK_S = EXECUTOR_TIMEOUT_S + HOLD_PAST_INVOCATION_S
+"""How long after each receive the message comes back: the executor keeps its batch invisible
+until just after the invocation can end (``rebound.engine.executor.delivery.hold``)."""
 
 
 @pytest.fixture
@@ -58,9 +62,9 @@ def test_a_message_the_executor_always_dies_on_is_redriven_by_sqs_and_escalated_
     sqs = stack.cloud.client("sqs")
     sent = sqs.send_message(QueueUrl=stack.settings.queue("execution").url, MessageBody=POISON)["MessageId"]
 
-    # Each receive crashes the executor; the message comes back after each visibility timeout.
-    # Just before the last one, nothing has been escalated and the message is still in the queue.
-    almost = START + timedelta(seconds=(MAX_RECEIVE_COUNT - 1) * EXECUTION_VISIBILITY_S - 60)
+    # Each receive crashes the executor; the message comes back once that invocation could have
+    # ended. Just before the last one, nothing has been escalated and the message is still in the queue.
+    almost = START + timedelta(seconds=(MAX_RECEIVE_COUNT - 1) * BACK_S - 60)
     stack.runtime.run_virtual(almost)
     assert stack.runtime.stats.crashes["executor"] == MAX_RECEIVE_COUNT - 1
     assert [msg["id"] for msg in queue_messages(deps, "execution")] == [sent]
@@ -69,7 +73,7 @@ def test_a_message_the_executor_always_dies_on_is_redriven_by_sqs_and_escalated_
 
     # The fifth receive crashes too; the next receive finds maxReceiveCount exceeded and SQS
     # moves the message itself; the sweeper's next pass finds it there.
-    moved = START + timedelta(seconds=MAX_RECEIVE_COUNT * EXECUTION_VISIBILITY_S)
+    moved = START + timedelta(seconds=MAX_RECEIVE_COUNT * BACK_S)
     stack.runtime.run_virtual(moved + timedelta(minutes=3))
     assert stack.runtime.stats.crashes["executor"] == MAX_RECEIVE_COUNT
     assert queue_messages(deps, "execution") == []

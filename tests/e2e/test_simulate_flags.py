@@ -50,10 +50,14 @@ def test_retries_and_the_sla_monitor_switched_off_and_on_hold_every_invariant(tm
     assert {(run["final_state"], len(run["attempts"])) for run in while_off} == {("dead_lettered", 1)}
     orders = {order["run_id"]: order for order in report["work_orders"]}
     assert all(orders[run["run_id"]]["reason"] == "retries_disabled_by_flag" for run in while_off)
-    # On (before and after): retried; the run whose every attempt a crash or a conflict spent is
-    # dead-lettered with its budget spent, never for the flag.
-    assert sum(run["final_state"] == "succeeded" for run in otherwise) >= len(otherwise) - 3
+    # On (before and after): retried; the run whose every retry a crash or a conflict spent (a
+    # crashed invocation takes its batch's other attempts with it) is dead-lettered with its whole
+    # budget spent, never for the flag. Which runs those are depends on the seed's draws.
     assert all(len(run["attempts"]) >= 2 for run in otherwise)
+    spent = [run for run in otherwise if run["final_state"] != "succeeded"]
+    assert all(run["final_state"] == "dead_lettered" and len(run["attempts"]) == 3 for run in spent)
+    assert all(a["outcome"] == "timeout" for run in spent for a in run["attempts"][1:])
+    assert len(spent) <= len(otherwise) // 10
     assert all(
         orders[run["run_id"]]["reason"] != "retries_disabled_by_flag"
         for run in otherwise
