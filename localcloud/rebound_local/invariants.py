@@ -50,6 +50,7 @@ from typing import Any
 from rebound.domain.audit import CheckMac, verify_chain, verify_fields
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import scheduled_run_id, work_order_id
+from rebound.domain.retention import FINISHED
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.dispatch import WAITING_STATES
 from rebound.resources import RECORD_TTL
@@ -357,6 +358,13 @@ def heads_match(runs: list[dict[str, Any]], chains: dict[str, list[dict[str, Any
         head = chain[-1] if chain else None
         if head is None or int(run["audit_seq"]) != int(head["seq"]) or run["audit_head"] != head["hash"]:
             wrong.append(f"{run['run_id']}: item at seq {run['audit_seq']}, chain at {len(chain)}")
+    # A claim may commit its record alone (``item_may_wait``); its item must follow: a run whose
+    # chain says it is not finished has one.
+    ids = {f"run#{run['run_id']}" for run in runs}
+    for subject, chain in chains.items():
+        unfinished = bool(chain) and chain[-1].get("to_state") not in FINISHED
+        if subject.startswith("run#") and subject not in ids and unfinished:
+            wrong.append(f"{subject.removeprefix('run#')}: chain at {len(chain)}, no item")
     if wrong:
         return Invariant(False, f"{len(wrong)} run(s) do not point at the head of their chain", wrong)
     return Invariant(True, f"{len(runs)} runs point at the head of their audit chain")

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 import pytest
 
+from rebound.adapters.dynamo.store import DynamoStore
 from rebound.domain.errors import Throttled
 from rebound.domain.run import AttemptOutcome, RunState, in_state_index, unlisted_running
 from rebound.engine.deps import Deps
@@ -109,6 +110,40 @@ def test_if_sqs_refuses_to_hold_the_batch_the_claim_keeps_its_own_message_until_
     assert deliver(wired) == {"batchItemFailures": []}
     run = wired.store.get_run(RUN_ID)
     assert run is not None and run.last_error_code == "TIMEOUT"
+
+
+def test_a_new_runs_clean_claim_commits_its_record_alone_and_whoever_reads_the_run_writes_its_item(
+    wired: Deps,
+) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    claim_and_die(wired)
+    store = wired.store
+    assert isinstance(store, DynamoStore)
+    assert store.stored_run(RUN_ID) is None  # no item: the claim wrote its audit record alone
+    [record] = store.audit_trail(f"run#{RUN_ID}")
+    assert (record.action, record.to_state, record.evidence["created"]) == (
+        "attempt-started",
+        "running",
+        True,
+    )
+    assert store.existing_runs([RUN_ID]) == {RUN_ID}  # the ledger sees it: no missed fire
+    run = store.get_run(RUN_ID)  # rolled forward from the record, its item written now
+    assert run is not None and run.state is RunState.RUNNING and (run.rev, run.audit_seq) == (1, 1)
+    assert run.attempts[0].started_at == record.at and run.lease_expires_at is not None
+    assert store.stored_run(RUN_ID) == run
+
+
+def test_a_clean_run_writes_its_item_once_at_its_outcome(wired: Deps) -> None:
+    register(wired, task("job", timeout_s=TIMEOUT_S))
+    wired.queues.send("execution", fire("job"))
+    assert deliver(wired) == {"batchItemFailures": []}
+    run = wired.store.get_run(RUN_ID)
+    assert run is not None and run.state is RunState.SUCCEEDED
+    assert (run.rev, run.audit_seq) == (2, 2)  # two records; the item's first write is its outcome
+    assert [r.action for r in wired.store.audit_trail(f"run#{RUN_ID}")] == [
+        "attempt-started",
+        "attempt-succeeded",
+    ]
 
 
 def test_a_copy_of_the_message_while_the_attempt_runs_comes_back_at_the_lease_end(wired: Deps) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from rebound_local.invariants import Notice
+from rebound_local.invariants import Notice, heads_match
 from rebound_local.invariants_orders import recovered_orders_close
 
 pytestmark = pytest.mark.unit
@@ -140,3 +140,17 @@ def test_a_cancel_by_rebound_itself_must_resolve_the_order_too() -> None:
     held = judge(run=cancelled, order=order, records=[OPENED, record], run_chain=by_executor)
     assert held.ok, held.examples
     assert held.counts["cancelled"] == 1
+
+
+def test_a_run_chain_without_its_item_fails_heads_match_unless_the_run_finished() -> None:
+    """A claim may commit its record alone; its item must follow. A chain whose run is not finished
+    and has no item is a run nobody would find: ``heads_match`` says so. A finished run's item may
+    have expired (retention) while its chain stays."""
+    claim = {"seq": 1, "hash": "h1", "to_state": "running"}
+    item = {"run_id": "a:1", "audit_seq": 1, "audit_head": "h1"}
+    assert heads_match([item], {"run#a:1": [claim]}).ok
+    missing = heads_match([], {"run#a:1": [claim]})
+    assert not missing.ok and missing.examples == ["a:1: chain at 1, no item"]
+    succeeded = {"seq": 2, "hash": "h2", "to_state": "succeeded"}
+    assert heads_match([], {"run#a:1": [claim, succeeded]}).ok
+    assert heads_match([], {"reports#a:1": [claim]}).ok  # not a run's own chain

@@ -206,11 +206,13 @@ def migrate_state_index(app: App, dry_run: bool, yes: bool) -> None:
 def migrate_relist_running(app: App, dry_run: bool, yes: bool) -> None:
     """Put runs running a clean attempt back in the by_state index, for a rollback.
 
-    Since this version such a run enters the index only once it has run for 10 s: its own
-    message finds it if its worker dies. An earlier version finds a running run through the
-    index alone. Run this before rolling back to one, and once more right after (a run claimed
-    meanwhile): one conditional update a run, guarded by its revision; no audit record, nothing
-    of the run changes. It reads each task's runs of the last two hours, not the whole table.
+    Since this version such a run enters the index only once it has run for 10 s (its own
+    message finds it if its worker dies), and a new run's claim may commit its audit record
+    before its item. An earlier version finds a running run through the index alone. Run this
+    before rolling back to one, and once more right after (a run claimed meanwhile): each such
+    run's item is written from its record, then one conditional update a run, guarded by its
+    revision; no audit record, nothing of the run changes. It reads each task's runs of the
+    last two hours and scans the audit table once.
 
     \b
     Examples:

@@ -60,6 +60,8 @@ class StagingUnitOfWork(ABC):
     _events: int = 0
     """Outbox events staged so far (the index of the next one's id)."""
     _owned: dict[tuple[str, str], int] = field(default_factory=dict)
+    deferred_items: set[str] = field(default_factory=set)
+    """New runs whose item may wait for their next write (``save_run``'s ``defer_item``)."""
     """Where each run or work order staged so far is, by (table, key)."""
 
     # --- owned subjects: the item holds its chain head --------------------------------------
@@ -72,8 +74,14 @@ class StagingUnitOfWork(ABC):
         evidence: dict[str, Any] | None = None,
         from_state: RunState | None = None,
         head: tuple[int, str] | None = None,
+        defer_item: bool = False,
     ) -> Run:
         """Stage ``after`` and its audit record; returns ``after`` with its new chain head.
+
+        ``defer_item`` (a new run only: ``before`` is ``None``): a store may commit the record
+        alone, if it is all the unit writes, and leave the item to the run's next write, which
+        creates it (its guard lets a running run at revision 1 be absent), or to whoever reads
+        the run first (``roll_forward``). The record is the commit point either way.
 
         ``from_state`` names the state left when ``before`` is ``None`` (a run created and moved
         on in one write). ``head`` is the chain head to append to when it is not ``before``'s
@@ -96,6 +104,8 @@ class StagingUnitOfWork(ABC):
             update={"audit_seq": record.seq, "audit_head": record.hash, "rev": self._rev(before)}
         )
         self._stage_owned("runs", "run_id", after.run_id, saved.model_dump(mode="json"), before)
+        if defer_item and before is None:
+            self.deferred_items.add(after.run_id)
         if saved.workstream_run is not None and (before is None or before.state is not saved.state):
             ended = step_ended(saved, self.at)
             if ended is not None:  # a workstream's step ended: the workstream hears it from the outbox

@@ -73,6 +73,13 @@ def in_state_index(data: Mapping[str, Any]) -> bool:
     return int(data.get("attempt") or 0) > int(data.get("budget_start") or 0) + 1
 
 
+def item_may_wait(run: Run) -> bool:
+    """Whether ``run``'s item may not be written yet: a run created by its claim (running at its
+    first revision) whose record was committed alone (``UnitOfWork.save_run``'s ``defer_item``).
+    Its next write creates the item; a reader that finds none rolls it forward from the record."""
+    return run.rev == 1 and run.state is RunState.RUNNING
+
+
 def _unlisted_running(data: Mapping[str, Any]) -> bool:
     if data.get("async_token_id") or data.get("watched") or not data.get("lease_expires_at"):
         return False

@@ -21,8 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from rebound.domain.run import Run, RunState, in_state_index, running_unlisted_since, unlisted_running
+from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.engine.ports import Store
+
+AUDIT_SEGMENTS = 4
+"""Parallel scan segments of the audit table ``claimed_alone`` reads, one after another."""
 
 PAGE = 100
 
@@ -112,11 +116,35 @@ def relist_running(deps: Deps, *, dry_run: bool = False) -> RunsPass:
 def unlisted(store: Store, now: datetime) -> list[Run]:
     """The runs running a clean attempt that ``by_state`` does not list: each task's runs
     scheduled since ``running_unlisted_since`` (a query of ``by_task_keys`` and a ``BatchGetItem``
-    of what it names) hold every one of them."""
+    of what it names), and those whose claim committed its record alone (``claimed_alone``)."""
     since = running_unlisted_since(now)
-    return [
-        run
+    found = {
+        run.run_id: run
         for stored in store.list_tasks()
         for run in store.runs_for_task(stored.task.id, since=since)
         if unlisted_running(run)
+    }
+    for run in claimed_alone(store, since):
+        found.setdefault(run.run_id, run)
+    return [run for run in found.values() if unlisted_running(run)]
+
+
+def claimed_alone(store: Store, since: datetime) -> list[Run]:
+    """The new runs whose claim committed its audit record alone, since ``since``, whose item is
+    not written yet (``rebound.domain.run.item_may_wait``): a scan of the audit table for run
+    trails of one record that started an attempt, each then read with ``get_run``, which writes
+    its item from the record."""
+    low = iso(since)
+    candidates = [
+        subject.removeprefix("run#")
+        for segment in range(AUDIT_SEGMENTS)
+        for part in store.audit_segment_parts(segment, AUDIT_SEGMENTS)
+        for subject, trail in part.items()
+        if subject.startswith("run#")
+        and len(trail) == 1
+        and trail[0].get("to_state") == RunState.RUNNING.value
+        and str(trail[0].get("at")) >= low
     ]
+    stored = store.existing_runs(candidates, consistent=False) if candidates else set()
+    runs = [store.get_run(run_id) for run_id in candidates if run_id not in stored]
+    return [run for run in runs if run is not None]

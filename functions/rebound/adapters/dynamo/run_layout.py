@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.adapters.dynamo.codec import DOC, to_item
 from rebound.domain.errors import Conflict
-from rebound.domain.run import Run, RunState, in_state_index, unlisted_running
+from rebound.domain.run import Run, RunState, in_state_index, item_may_wait, unlisted_running
 from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
@@ -26,6 +26,10 @@ class DynamoRunLayout:
         client: DynamoDBClient
         tables: dict[str, str]
         _call: Callable[..., Any]
+
+        def stored_run(self, run_id: str) -> Run | None: ...
+
+        def get_run(self, run_id: str) -> Run | None: ...
 
     def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
         try:
@@ -46,8 +50,11 @@ class DynamoRunLayout:
 
     def relist_running(self, run: Run) -> bool:
         # The document keeps its copy of both keys; a later write of the run stores it as the
-        # version writing it does.
+        # version writing it does. A claim that committed its record alone has no item yet: it is
+        # written first (``get_run`` rolls it forward).
         if not unlisted_running(run):
+            return False
+        if item_may_wait(run) and self.stored_run(run.run_id) is None and self.get_run(run.run_id) is None:
             return False
         try:
             self._call(

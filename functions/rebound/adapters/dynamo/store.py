@@ -270,6 +270,13 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
 
     # --- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
+        """The run's item; with none, a new run whose claim committed its record alone
+        (``rebound.domain.run.item_may_wait``) as that record says, its item written now; else
+        ``None`` (a run deleted or expired is not brought back: ``runs restore`` does that)."""
+        return self.stored_run(run_id) or self.claimed_alone(run_id)
+
+    def stored_run(self, run_id: str) -> Run | None:
+        """The run's item as stored (``None`` if there is none, whatever its chain holds)."""
         data = self._get("runs", {"run_id": run_id})
         return Run.model_validate(data) if data else None
 
@@ -380,7 +387,10 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
     def existing_runs(self, run_ids: list[str], *, consistent: bool = True) -> set[str]:
         """Which of ``run_ids`` exist: the keys alone, 100 a call (no run is read whole or parsed)."""
         found = self._batch_get("runs", "run_id", run_ids, keys_only=True, consistent=consistent)
-        return {str(data["run_id"]) for data in found}
+        existing = {str(data["run_id"]) for data in found}
+        if consistent:  # a claim may have committed its record alone (``get_run``)
+            existing |= {r for r in run_ids if r not in existing and self.get_run(r) is not None}
+        return existing
 
     def runs_segment_parts(
         self, segment: int, segments: int, page_size: int | None = None

@@ -10,7 +10,7 @@ What is staged, and under which label, is ``rebound.adapters.staging``; how, is 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import slot_expiry_attribute
 from rebound.domain.retention import FINISHED, audit_expiry, run_expiry
-from rebound.domain.run import Run
+from rebound.domain.run import Run, item_may_wait
 from rebound.domain.stored import StoredTask
 from rebound.domain.work_order import WorkOrder
 from rebound.resources import RECORD_TTL
@@ -235,6 +235,8 @@ class UnitOfWork(StagingUnitOfWork):
             return
         self._check_size(len(self.items))
         plan = write_ahead_plan(self.items, self.labels, self._touchable)
+        if plan is not None and plan.run_id in self.deferred_items and plan.creates:
+            plan = replace(plan, run=None)  # the record alone: the item waits (``save_run``)
         if plan is not None:
             try:
                 self.store.write_ahead(plan, attempts)
@@ -301,7 +303,10 @@ class UnitOfWork(StagingUnitOfWork):
         elif isinstance(before, Run):
             # ``rev`` changes on every write, bookkeeping included; items written before it
             # existed are guarded by their audit sequence number alone.
-            op["ConditionExpression"] = "audit_seq = :seq AND (attribute_not_exists(rev) OR rev = :rev)"
+            guard = "audit_seq = :seq AND (attribute_not_exists(rev) OR rev = :rev)"
+            if item_may_wait(before):  # its claim may have committed its record alone
+                guard = f"attribute_not_exists(run_id) OR ({guard})"
+            op["ConditionExpression"] = guard
             op["ExpressionAttributeValues"] = {
                 ":seq": {"N": str(before.audit_seq)},
                 ":rev": {"N": str(before.rev)},

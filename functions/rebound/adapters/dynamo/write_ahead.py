@@ -37,7 +37,7 @@ from rebound.domain.audit_record import AuditRecord
 from rebound.domain.errors import Conflict, OperationalError
 from rebound.domain.ids import run_subject
 from rebound.domain.retention import Retention, run_expiry
-from rebound.domain.run import Run
+from rebound.domain.run import Run, RunState
 from rebound.domain.states import TERMINAL
 from rebound.engine.ports import CrashPoints
 from rebound.engine.ports.runtime import AFTER_AUDIT_RECORD
@@ -61,8 +61,14 @@ class WriteAhead:
     records: list[dict[str, Any]]
     """The ``Put`` of each record, in chain order."""
     labels: list[str]
-    run: dict[str, Any]
-    """The ``Put`` of the run's item, with its guard."""
+    run: dict[str, Any] | None
+    """The ``Put`` of the run's item, with its guard; ``None`` when the item waits for the run's
+    next write (a new run's claim: ``UnitOfWork.save_run``'s ``defer_item``)."""
+
+    @property
+    def creates(self) -> bool:
+        """Whether the item's put creates the run (guarded by its not existing)."""
+        return self.run is not None and self.run.get("ConditionExpression") == "attribute_not_exists(run_id)"
 
 
 def write_ahead_plan(
@@ -111,7 +117,7 @@ class DynamoWriteAhead:
 
         def retrying(self, attempts: int, call: Callable[[], T]) -> T: ...
 
-        def get_run(self, run_id: str) -> Run | None: ...
+        def stored_run(self, run_id: str) -> Run | None: ...
 
     def write_ahead(self, plan: WriteAhead, attempts: int) -> None:
         """Commit ``plan``: its records, then its item (see the module's docstring), each write
@@ -120,6 +126,8 @@ class DynamoWriteAhead:
         for put, label in zip(plan.records, plan.labels, strict=True):
             self._put_record(plan.run_id, put, label, attempts)
         self.faults.reached(AFTER_AUDIT_RECORD)
+        if plan.run is None:
+            return  # the record commits the run; its item waits (``WriteAhead.run``)
         try:
             self._put(f"write run {plan.run_id}", plan.run, attempts)
         except Conflict:
@@ -165,13 +173,32 @@ class DynamoWriteAhead:
         held = self._get("audit", {"subject": ours["subject"], "seq": ours["seq"]})
         return held is not None and held.get("hash") == ours["hash"]
 
+    def claimed_alone(self, run_id: str) -> Run | None:
+        """The run rolled forward from its chain if the chain is a lone record that started a
+        running attempt and there is no item (one strongly consistent query of two records)."""
+        subject = run_subject(run_id)
+        first = list(
+            self._query(
+                "audit",
+                f"read the first records of {subject}",
+                KeyConditionExpression="subject = :s",
+                ExpressionAttributeValues={":s": {"S": subject}},
+                ConsistentRead=True,
+                Limit=2,
+                max_items=2,
+            )
+        )
+        if len(first) != 1 or first[0].get("to_state") != RunState.RUNNING.value:
+            return None
+        return self.roll_forward(run_id)
+
     def roll_forward(self, run_id: str) -> Run | None:
         """Bring ``run_id``'s item up to its chain: apply each record after the item's head (a
         run whose item was never written is rebuilt from its whole chain). Returns the run as
         it now is (``None``: no item and no chain)."""
         subject = run_subject(run_id)
         for _ in range(ROLL_ATTEMPTS):
-            stored = self.get_run(run_id)
+            stored = self.stored_run(run_id)
             after = stored.audit_seq if stored is not None else 0
             records = self._records_after(subject, after)
             if not records:

@@ -189,8 +189,15 @@ class Attempts(Admission):
             }
         # A new run is created pending and claimed in the same atomic write; one audit record
         # and one event describe both (``created: true``), as nothing could observe it pending.
+        # A clean attempt of a new run commits its record alone: the item waits for the outcome
+        # (``item_may_wait``), one write unit and its index entry fewer while it runs.
         claimed = uow.save_run(
-            before, running, action="attempt-started", evidence=evidence, from_state=run.state
+            before,
+            running,
+            action="attempt-started",
+            evidence=evidence,
+            from_state=run.state,
+            defer_item=before is None and unlisted_running(running),
         )
         uow.emit(ev.execution_updated(claimed, run.state, now), subject)
         for slot in slots:

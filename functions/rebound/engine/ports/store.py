@@ -166,9 +166,11 @@ class UnitOfWork(Protocol):
         evidence: dict[str, Any] | None = None,
         from_state: RunState | None = None,
         head: tuple[int, str] | None = None,
+        defer_item: bool = False,
     ) -> Run:
         """Stage ``after`` (guarded by ``before`` as stored) and its audit record, appended after
-        ``head`` when given (a repair of a stale head), else after ``before``'s."""
+        ``head`` when given (a repair of a stale head), else after ``before``'s. ``defer_item``:
+        a new run's item may wait for its next write (``rebound.domain.run.item_may_wait``)."""
         ...
 
     def touch_run(self, before: Run, after: Run) -> Run: ...
