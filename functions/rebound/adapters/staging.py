@@ -60,9 +60,9 @@ class StagingUnitOfWork(ABC):
     _events: int = 0
     """Outbox events staged so far (the index of the next one's id)."""
     _owned: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Where each run or work order staged so far is, by (table, key)."""
     deferred_items: set[str] = field(default_factory=set)
     """New runs whose item may wait for their next write (``save_run``'s ``defer_item``)."""
-    """Where each run or work order staged so far is, by (table, key)."""
 
     # --- owned subjects: the item holds its chain head --------------------------------------
     def save_run(

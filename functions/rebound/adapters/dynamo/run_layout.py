@@ -27,8 +27,6 @@ class DynamoRunLayout:
         tables: dict[str, str]
         _call: Callable[..., Any]
 
-        def stored_run(self, run_id: str) -> Run | None: ...
-
         def get_run(self, run_id: str) -> Run | None: ...
 
     def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
@@ -54,7 +52,7 @@ class DynamoRunLayout:
         # written first (``get_run`` rolls it forward).
         if not unlisted_running(run):
             return False
-        if item_may_wait(run) and self.stored_run(run.run_id) is None and self.get_run(run.run_id) is None:
+        if item_may_wait(run) and self.get_run(run.run_id) is None:
             return False
         try:
             self._call(
