@@ -93,11 +93,12 @@ def register(api: Api) -> None:
         after: Annotated[str | None, Query(description="the X-Next-After of the page before")] = None,
     ) -> Response[str]:
         """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
-        to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by schedule
-        time; runs in a state (without a task) are the ``by_state`` index, latest change first,
-        ``after`` being a cursor (``succeeded`` lists the runs that succeeded after a retry: the
-        index leaves out a clean success; ``running`` the runs running for more than 10 s, and
-        every attempt the sweeper watches). Neither scans. Only the caller's tenants' runs are listed."""
+        to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by
+        schedule time (a new run's first attempt shows once it ends or has run 10 s); runs in a
+        state (without a task) are the ``by_state`` index, latest change first, ``after`` being a
+        cursor (``succeeded`` lists the runs that succeeded after a retry: the index leaves out a
+        clean success; ``running`` the runs running for more than 10 s, and every attempt the
+        sweeper watches). Neither scans. Only the caller's tenants' runs are listed."""
         if task_id is None and state is None:
             raise ValidationFailed(
                 "give task_id or state (listing every run would scan the table)", field="task_id"
