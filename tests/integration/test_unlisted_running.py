@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -136,7 +137,20 @@ def test_a_new_runs_clean_claim_commits_its_record_alone_and_whoever_reads_the_r
 def test_a_clean_run_writes_its_item_once_at_its_outcome(wired: Deps) -> None:
     register(wired, task("job", timeout_s=TIMEOUT_S))
     wired.queues.send("execution", fire("job"))
-    assert deliver(wired) == {"batchItemFailures": []}
+    store = wired.store
+    assert isinstance(store, DynamoStore)
+    writes: list[tuple[str, str]] = []
+
+    def seen(params: dict[str, Any], model: Any, **_: Any) -> None:
+        writes.append((model.name, params.get("TableName", "")))
+
+    store.client.meta.events.register("provide-client-params.dynamodb.*", seen)
+    try:
+        assert deliver(wired) == {"batchItemFailures": []}
+    finally:
+        store.client.meta.events.unregister("provide-client-params.dynamodb.*", seen)
+    runs_table = wired.settings.tables["runs"]
+    assert [op for op, table in writes if table == runs_table and op != "GetItem"] == ["PutItem"]
     run = wired.store.get_run(RUN_ID)
     assert run is not None and run.state is RunState.SUCCEEDED
     assert (run.rev, run.audit_seq) == (2, 2)  # two records; the item's first write is its outcome

@@ -26,7 +26,7 @@ from rebound.engine.deps import Deps
 from rebound.engine.ports import Store
 
 AUDIT_SEGMENTS = 4
-"""Parallel scan segments of the audit table ``claimed_alone`` reads, one after another."""
+"""Parallel scan segments of the audit table ``unwritten_claims`` reads, one after another."""
 
 PAGE = 100
 
@@ -116,7 +116,7 @@ def relist_running(deps: Deps, *, dry_run: bool = False) -> RunsPass:
 def unlisted(store: Store, now: datetime) -> list[Run]:
     """The runs running a clean attempt that ``by_state`` does not list: each task's runs
     scheduled since ``running_unlisted_since`` (a query of ``by_task_keys`` and a ``BatchGetItem``
-    of what it names), and those whose claim committed its record alone (``claimed_alone``)."""
+    of what it names), and those whose claim committed its record alone (``unwritten_claims``)."""
     since = running_unlisted_since(now)
     found = {
         run.run_id: run
@@ -124,12 +124,12 @@ def unlisted(store: Store, now: datetime) -> list[Run]:
         for run in store.runs_for_task(stored.task.id, since=since)
         if unlisted_running(run)
     }
-    for run in claimed_alone(store, since):
+    for run in unwritten_claims(store, since):
         found.setdefault(run.run_id, run)
     return [run for run in found.values() if unlisted_running(run)]
 
 
-def claimed_alone(store: Store, since: datetime) -> list[Run]:
+def unwritten_claims(store: Store, since: datetime) -> list[Run]:
     """The new runs whose claim committed its audit record alone, since ``since``, whose item is
     not written yet (``rebound.domain.run.item_may_wait``): a scan of the audit table for run
     trails of one record that started an attempt, each then read with ``get_run``, which writes

@@ -242,16 +242,24 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         return sorted(tasks, key=lambda s: s.task.id)
 
     def _batch_get(
-        self, table: str, key_attr: str, ids: list[str], *, keys_only: bool = False, consistent: bool = True
+        self,
+        table: str,
+        key_attr: str,
+        ids: list[Any],
+        *,
+        keys_only: bool = False,
+        consistent: bool = True,
+        key_of: Callable[[Any], dict[str, Any]] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """The items among ``ids``; with ``keys_only``, each item's key alone
-        (``ProjectionExpression``: read units as for the whole item, but no more is sent or parsed)."""
+        """The items among ``ids`` (``key_of`` an id's whole key, if not ``key_attr`` alone); with
+        ``keys_only``, ``key_attr`` alone (read units as for the whole item, no more sent or parsed)."""
         name = self.tables[table]
         request: dict[str, Any] = {"ConsistentRead": consistent}
         if keys_only:
             request |= {"ProjectionExpression": "#k", "ExpressionAttributeNames": {"#k": key_attr}}
+        key = key_of or (lambda i: {key_attr: i})
         for start in range(0, len(ids), 100):
-            keys: list[Any] = [to_item({key_attr: i}) for i in dict.fromkeys(ids[start : start + 100])]
+            keys: list[Any] = [to_item(key(i)) for i in dict.fromkeys(ids[start : start + 100])]
             for attempt in range(WRITE_ATTEMPTS + 1):
                 if not keys:
                     break
@@ -270,9 +278,8 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
 
     # --- runs -------------------------------------------------------------------------------
     def get_run(self, run_id: str) -> Run | None:
-        """The run's item; with none, a new run whose claim committed its record alone
-        (``rebound.domain.run.item_may_wait``) as that record says, its item written now; else
-        ``None`` (a run deleted or expired is not brought back: ``runs restore`` does that)."""
+        """The run's item; with none, a new run whose claim committed its record alone (``item_may_wait``)
+        as that record says, its item written now; else ``None`` (``runs restore`` brings one back)."""
         return self.stored_run(run_id) or self.claimed_alone(run_id)
 
     def stored_run(self, run_id: str) -> Run | None:
@@ -388,9 +395,8 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         """Which of ``run_ids`` exist: the keys alone, 100 a call (no run is read whole or parsed)."""
         found = self._batch_get("runs", "run_id", run_ids, keys_only=True, consistent=consistent)
         existing = {str(data["run_id"]) for data in found}
-        if consistent:  # a claim may have committed its record alone (``get_run``)
-            existing |= {r for r in run_ids if r not in existing and self.get_run(r) is not None}
-        return existing
+        unseen = [r for r in run_ids if r not in existing]  # a claim may have committed its record alone:
+        return existing | (self.chains_begun(unseen) if consistent and unseen else set())
 
     def runs_segment_parts(
         self, segment: int, segments: int, page_size: int | None = None

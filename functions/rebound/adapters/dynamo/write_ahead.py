@@ -17,6 +17,10 @@ and two written one after the other. The order keeps what the transaction gave:
    half-way, the sweeper's lease check, an operator's next action. ``rebound state check`` finds
    the rest.
 
+A new run's clean claim stops after step 1 on purpose (``WriteAhead.run`` is ``None``): its
+outcome creates the item, and ``get_run`` writes it from the lone record for a reader that comes
+first (``claimed_alone``).
+
 A unit with anything else in it (slots, counters, a work order, outbox events) stays one
 transaction: only the change of one run with its records is written this way.
 """
@@ -119,6 +123,17 @@ class DynamoWriteAhead:
 
         def stored_run(self, run_id: str) -> Run | None: ...
 
+        def _batch_get(
+            self,
+            table: str,
+            key_attr: str,
+            ids: list[Any],
+            *,
+            keys_only: bool = False,
+            consistent: bool = True,
+            key_of: Callable[[Any], dict[str, Any]] | None = None,
+        ) -> Iterator[dict[str, Any]]: ...
+
     def write_ahead(self, plan: WriteAhead, attempts: int) -> None:
         """Commit ``plan``: its records, then its item (see the module's docstring), each write
         tried up to ``attempts`` times under contention. ``Conflict`` when another writer's record
@@ -172,6 +187,18 @@ class DynamoWriteAhead:
         ours = from_item(put["Item"])
         held = self._get("audit", {"subject": ours["subject"], "seq": ours["seq"]})
         return held is not None and held.get("hash") == ours["hash"]
+
+    def chains_begun(self, run_ids: list[str]) -> set[str]:
+        """Which of ``run_ids`` have a first audit record (a run exists from its first record; a
+        claim may have committed it alone): a keys-only ``BatchGetItem``, 100 a call."""
+        first = self._batch_get(
+            "audit",
+            "subject",
+            run_ids,
+            keys_only=True,
+            key_of=lambda r: {"subject": run_subject(r), "seq": 1},
+        )
+        return {str(data["subject"]).removeprefix(run_subject("")) for data in first}
 
     def claimed_alone(self, run_id: str) -> Run | None:
         """The run rolled forward from its chain if the chain is a lone record that started a

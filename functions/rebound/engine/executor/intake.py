@@ -182,7 +182,7 @@ class Intake(Attempts):
 
     def _running(self, run: Run) -> str:
         """A message that finds its run running a clean attempt (``unlisted_running``): the
-        claim's own message, back at the lease's end because its worker died, or a copy.
+        claim's own message, back after its invocation's end because its worker died, or a copy.
 
         Past the lease, the attempt is failed with ``TIMEOUT`` and retried
         (``rebound.engine.leases``): no index lists the run, so this message is what finds it.
