@@ -85,7 +85,11 @@ class SqsBatches:
             for index, (_, handle) in enumerate(messages)
         ]
         return self._batch(
-            queue, "release messages on", "change_message_visibility_batch", entries, [k for k, _ in messages]
+            queue,
+            "change the visibility of messages on",
+            "change_message_visibility_batch",
+            entries,
+            [k for k, _ in messages],
         )
 
     def _batch(self, queue: str, doing: str, method: str, entries: list[Any], keys: list[str]) -> BatchResult:
