@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from rebound import resources as r
 from rebound.adapters.dynamo.codec import DOC, to_item
 from rebound.domain.errors import Conflict
+from rebound.domain.retention import Retention, run_expiry
 from rebound.domain.run import Run, RunState, in_state_index, item_may_wait, unlisted_running
 from rebound.domain.timefmt import iso
 
@@ -27,7 +28,7 @@ class DynamoRunLayout:
         tables: dict[str, str]
         _call: Callable[..., Any]
 
-        def get_run(self, run_id: str) -> Run | None: ...
+        retention: Retention | None
 
     def set_run_expiry(self, run_id: str, rev: int, expires_at: int) -> bool:
         try:
@@ -48,12 +49,12 @@ class DynamoRunLayout:
 
     def relist_running(self, run: Run) -> bool:
         # The document keeps its copy of both keys; a later write of the run stores it as the
-        # version writing it does. A claim that committed its record alone has no item yet: it is
-        # written first (``get_run`` rolls it forward).
+        # version writing it does. A claim that committed its record alone has no item yet: the
+        # run as claimed is its item, written listed (``_put_listed``).
         if not unlisted_running(run):
             return False
-        if item_may_wait(run) and self.get_run(run.run_id) is None:
-            return False
+        if item_may_wait(run) and self._put_listed(run):
+            return True
         try:
             self._call(
                 f"put run {run.run_id} back in the by_state index",
@@ -69,6 +70,26 @@ class DynamoRunLayout:
                     ":u": {"S": iso(run.updated_at)},
                     ":rev": {"N": str(run.rev)},
                 },
+            )
+        except Conflict:
+            return False
+        return True
+
+    def _put_listed(self, run: Run) -> bool:
+        """Write the item of a run whose claim committed its record alone, as claimed (what its
+        record says) and listed in ``by_state``; False if it has an item already."""
+        item = to_item(
+            {**run.model_dump(mode="json"), r.RECORD_TTL: run_expiry(self.retention, False, run.updated_at)},
+            "runs",
+        )
+        item.update({"state": {"S": run.state.value}, "updated_at": {"S": iso(run.updated_at)}})
+        try:
+            self._call(
+                f"write run {run.run_id} as claimed, listed",
+                self.client.put_item,
+                TableName=self.tables["runs"],
+                Item=item,
+                ConditionExpression="attribute_not_exists(run_id)",
             )
         except Conflict:
             return False
