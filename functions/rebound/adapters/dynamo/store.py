@@ -252,12 +252,13 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         key_of: Callable[[Any], dict[str, Any]] | None = None,
     ) -> Iterator[dict[str, Any]]:
         """The items among ``ids`` (``key_of`` an id's whole key, if not ``key_attr`` alone); with
-        ``keys_only``, ``key_attr`` alone (read units as for the whole item, no more sent or parsed)."""
+        ``keys_only``, their keys alone (read units as for the whole item, no more sent or parsed)."""
         name = self.tables[table]
         request: dict[str, Any] = {"ConsistentRead": consistent}
-        if keys_only:
-            request |= {"ProjectionExpression": "#k", "ExpressionAttributeNames": {"#k": key_attr}}
         key = key_of or (lambda i: {key_attr: i})
+        if keys_only and ids:  # every attribute of the key (``key_attr`` alone, or ``key_of``'s)
+            names = {f"#k{n}": name for n, name in enumerate(key(ids[0]))}
+            request |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
         for start in range(0, len(ids), 100):
             keys: list[Any] = [to_item(key(i)) for i in dict.fromkeys(ids[start : start + 100])]
             for attempt in range(WRITE_ATTEMPTS + 1):
