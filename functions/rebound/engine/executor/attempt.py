@@ -276,7 +276,7 @@ class Attempts(Admission):
 
     def _list_if_long(self, claimed: Run) -> Callable[[], None]:
         """A clean attempt is not in ``by_state`` (``unlisted_running``); one still running after
-        ``LIST_RUNNING_AFTER_S`` is put there (one conditional update, guarded by the claim's
+        ``LIST_RUNNING_AFTER_S`` is put there (one conditional write, guarded by the claim's
         revision, so an outcome written first wins), so that listings of running runs show every
         run running longer. Returns what cancels it, once the target has answered."""
         if not unlisted_running(claimed):
