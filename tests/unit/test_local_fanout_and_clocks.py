@@ -103,7 +103,7 @@ def test_children_work_for_the_parents_invocation_and_a_crash_abandons_it() -> N
         if index == 0:
             raise SimulatedCrash("a crash point")
         try:
-            clock.sleep(60)  # 0.6 s of wall time, cut short
+            clock.sleep(1000)  # 10 s of wall time, cut short
             seen.append("slept")
         except SimulatedCrash:
             seen.append("woken to crash")
@@ -114,7 +114,7 @@ def test_children_work_for_the_parents_invocation_and_a_crash_abandons_it() -> N
         fanout.map(child, [0, 1])
     assert seen == ["woken to crash"]
     assert parent.invocation.reason == "crash"
-    assert time.monotonic() - began < 0.5
+    assert time.monotonic() - began < 5.0  # woken, not slept out (a loaded machine takes a second)
 
 
 def test_a_cli_reads_the_clock_local_up_publishes_as_the_cloud_reads_it() -> None:
