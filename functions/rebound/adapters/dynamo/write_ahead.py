@@ -118,21 +118,11 @@ class DynamoWriteAhead:
         _call: Callable[..., Any]
         _get: Callable[..., dict[str, Any] | None]
         _query: Callable[..., Iterator[dict[str, Any]]]
+        _batch_get: Callable[..., Iterator[dict[str, Any]]]
 
         def retrying(self, attempts: int, call: Callable[[], T]) -> T: ...
 
         def stored_run(self, run_id: str) -> Run | None: ...
-
-        def _batch_get(
-            self,
-            table: str,
-            key_attr: str,
-            ids: list[Any],
-            *,
-            keys_only: bool = False,
-            consistent: bool = True,
-            key_of: Callable[[Any], dict[str, Any]] | None = None,
-        ) -> Iterator[dict[str, Any]]: ...
 
     def write_ahead(self, plan: WriteAhead, attempts: int) -> None:
         """Commit ``plan``: its records, then its item (see the module's docstring), each write
