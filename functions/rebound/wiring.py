@@ -157,6 +157,7 @@ def build_deps(
         faults=faults,
         runs_by_task=settings.runs_by_task,
         retention=settings.retention,
+        now=clock.now,
     )
     queues = SqsQueues(
         session.client("sqs", **kwargs), {name: ref.url for name, ref in settings.queues.items()}

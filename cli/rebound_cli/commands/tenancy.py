@@ -235,6 +235,40 @@ def migrate_relist_running(app: App, dry_run: bool, yes: bool) -> None:
     out.emit(app, report.as_dict(), lambda: out.say(line))
 
 
+@migrate.command("relist-by-fire")
+@click.option("--dry-run", is_flag=True, help="count the runs, change nothing")
+@out.YES
+@click.pass_obj
+@authorized("runs:migrate-index", Environment())
+def migrate_relist_by_fire(app: App, dry_run: bool, yes: bool) -> None:
+    """Put clean scheduled successes back in the by_task_keys index, for a rollback.
+
+    Since this version a run that succeeded at its first attempt, for a fire its task's schedule
+    owed, is listed with its task by that fire, not by an index entry. An earlier version lists a
+    task's runs from the index alone. Run this before rolling back to one, and once more right
+    after (a run that succeeded meanwhile): a scan of the runs table, then one conditional update
+    a run, guarded by its revision; no audit record, nothing of the run changes.
+
+    \b
+    Examples:
+      rebound migrate relist-by-fire --dry-run
+      rebound migrate relist-by-fire --yes
+
+    JSON fields: examined, found_by_fire, relisted, skipped (listed already, or changed
+    meanwhile), dry_run.
+    """
+    from rebound.ops.layout import relist_by_fire
+
+    question = "Put every clean success found by its fire back in the by_task_keys index?"
+    report = _runs_pass(app, dry_run, yes, question, relist_by_fire)
+    line = (
+        f"{report.examined} run(s) examined, {report.matched} found by their fire: {report.changed} "
+        f"{'would go' if dry_run else 'went'} back in the index, {report.skipped} listed already or "
+        "changed meanwhile"
+    )
+    out.emit(app, report.as_dict(), lambda: out.say(line))
+
+
 @migrate.command("tenancy")
 @click.option("--dry-run", is_flag=True, help="list what would move, change nothing")
 @out.YES

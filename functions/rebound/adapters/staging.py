@@ -27,6 +27,7 @@ from rebound.domain.events import DomainEvent, step_ended
 from rebound.domain.ids import outbox_event_id, run_subject, task_subject, tenant_subject, work_order_subject
 from rebound.domain.jsonutil import dumps
 from rebound.domain.restore import work_order_changes
+from rebound.domain.retention import Retention, forgotten_runs_before
 from rebound.domain.run import Run, RunState
 from rebound.domain.stored import StoredTask
 from rebound.domain.task import Task, TenantSettings
@@ -191,6 +192,7 @@ class StagingUnitOfWork(ABC):
             schedule_names=schedule_names,
             audit_seq=record.seq,
             audit_head=record.hash,
+            forget_before=forgotten_runs_before(self.store.retention, self.at),
         )
         self._stage_task(stored, previous)
         return stored
@@ -381,6 +383,8 @@ class StagingStore(ABC):
     streaming: Callable[[], bool] | None = None
     """Whether events only outside subscribers consume are published (the ``audit-streaming``
     flag; ``None``: they are). Events a rule of Rebound's own stack consumes always are."""
+    retention: Retention | None = None
+    """How long finished runs and audit records stay (``rebound.domain.retention``; ``None``: for ever)."""
     check_unpublished: bool = False
     """Whether an event it does not publish is validated all the same (``DomainEvent.detail``).
     A deployed store skips the work, as the event is never written; the in-memory store the

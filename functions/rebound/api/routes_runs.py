@@ -93,8 +93,9 @@ def register(api: Api) -> None:
         after: Annotated[str | None, Query(description="the X-Next-After of the page before")] = None,
     ) -> Response[str]:
         """Runs come a page at a time: when more remain, the ``X-Next-After`` header is the value
-        to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index by
-        schedule time (a new run's first attempt shows once it ends or has run 10 s); runs in a
+        to pass as ``after`` for the next page. A task's runs are its ``by_task_keys`` index and the
+        runs of the fires its schedule owed, by schedule time (a new run's first attempt shows once
+        it ends or has run 10 s); runs in a
         state (without a task) are the ``by_state`` index, latest change first, ``after`` being a
         cursor (``succeeded`` lists the runs that succeeded after a retry: the index leaves out a
         clean success; ``running`` the runs running for more than 10 s, and every attempt the

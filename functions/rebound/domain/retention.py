@@ -60,6 +60,15 @@ def finished_run_expiry(retention: Retention, at: datetime) -> int:
     return int((at + retention.runs_days * DAY).timestamp())
 
 
+def forgotten_runs_before(retention: Retention | None, at: datetime) -> datetime | None:
+    """Before when a clean run found by its fire has expired by ``at`` (it finished within
+    minutes of its fire; TTL deletes within two days): a task forgets the fire segments that
+    ended earlier (``rebound.domain.fire_segments``). None: nothing expires."""
+    if retention is None:
+        return None
+    return at - (retention.runs_days + 3) * DAY
+
+
 def audit_expiry(retention: Retention | None, subject: str, at: datetime) -> int | None:
     """The ``ttl`` of the audit record of ``subject`` written at ``at``: only a run's expire."""
     if retention is None or not subject.startswith(RUN_PREFIX):

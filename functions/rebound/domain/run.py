@@ -34,6 +34,18 @@ STATE_INDEX_KEYS = frozenset({"state", "updated_at"})
 """The keys of the runs' ``by_state`` index: stored for a run the index lists (``in_state_index``)."""
 
 
+TASK_INDEX_KEYS = frozenset({"task_id", "scheduled_for"})
+"""The keys of the runs' ``by_task_keys`` index: stored for a run the index lists (``found_by_fire``)."""
+
+
+def found_by_fire(data: Mapping[str, Any]) -> bool:
+    """Whether a run (its stored form) is listed with its task by its fire, not by ``by_task_keys``:
+    a clean success (``in_state_index`` is false) whose claim found its fire owed
+    (``Run.by_fire``, ``rebound.domain.fire_segments``). Such a run is stored without the index's
+    keys (they travel in ``doc``): one index write fewer. Any other state lists it again."""
+    return bool(data.get("by_fire")) and data.get("state") == RunState.SUCCEEDED.value
+
+
 UNLISTED_CLAIM_WINDOW = timedelta(minutes=15)
 """A running attempt is stored out of ``by_state`` only if it started within this time of the
 run's ``scheduled_for`` (``in_state_index``): ``running_unlisted_since`` bounds the read that finds
@@ -221,6 +233,11 @@ class Run(BaseModel):
         default=None,
         description="the running attempt is judged by the sweeper while it runs (its task has a "
         "duration SLA), so the run stays in the by_state index (in_state_index)",
+    )
+    by_fire: bool | None = Field(
+        default=None,
+        description="its claim found its fire owed by its task's schedule, so while it is a clean "
+        "success it is listed with its task by that fire, not by_task_keys (found_by_fire)",
     )
     audit_seq: int = 0
     audit_head: str = "0" * 64

@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from rebound.domain.run import Run, RunState, in_state_index, running_unlisted_since, unlisted_running
+from rebound.domain.run import (
+    Run,
+    RunState,
+    found_by_fire,
+    in_state_index,
+    running_unlisted_since,
+    unlisted_running,
+)
 from rebound.domain.timefmt import iso
 from rebound.engine.deps import Deps
 from rebound.engine.ports import Store
@@ -93,6 +100,21 @@ def migrate_state_index(
         RunsPass("clean_successes", "moved", dry_run=dry_run),
         lambda run: run.state is RunState.SUCCEEDED and not in_state_index(run.model_dump(mode="json")),
         deps.store.unlist_clean_success,
+        progress,
+    )
+
+
+def relist_by_fire(
+    deps: Deps, *, dry_run: bool = False, progress: Callable[[int], None] | None = None
+) -> RunsPass:
+    """Every clean success found by its fire back in ``by_task_keys`` (``found_by_fire``,
+    ``relisted``): before a rollback to an earlier version, which lists a task's runs from the
+    index alone, and once more after it (a run that succeeded meanwhile)."""
+    return run_pass(
+        deps,
+        RunsPass("found_by_fire", "relisted", dry_run=dry_run),
+        lambda run: found_by_fire(run.model_dump(mode="json")),
+        deps.store.relist_by_fire,
         progress,
     )
 

@@ -1,9 +1,9 @@
 """The SLA report: on time, missed fires, SLA breaches and start delays per task and tenant.
 
 ``rebound sla report --since 7d [--tenant T] [--rebuild]`` and ``GET /sla/report`` read the run
-ledger: each task's runs scheduled in the window, one ``by_task_keys`` query per task (paginated by
-the store), never a scan of the runs table. For every scheduled run due in the window (its
-``due_at``, else its fire time):
+ledger: each task's runs scheduled in the window, one ``by_task_keys`` query per task and a read by
+key of the runs of its fires (``Store.runs_for_task``), never a scan of the runs table. For every
+scheduled run due in the window (its ``due_at``, else its fire time):
 
 - **on time**: its first attempt started within ``sla.on_time_within`` (default 60 s, as the
   on-time metric) of when it was due, measured as the engine measures a start delay

@@ -22,7 +22,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from rebound.adapters import dlq_items
 from rebound.domain.jsonutil import dumps, loads, plain_loads
-from rebound.domain.run import STATE_INDEX_KEYS, in_state_index
+from rebound.domain.run import STATE_INDEX_KEYS, TASK_INDEX_KEYS, found_by_fire, in_state_index
 from rebound.resources import RECORD_TTL as TTL
 
 Item = dict[str, Any]
@@ -136,6 +136,8 @@ def to_item(data: Mapping[str, Any], table: str | None = None) -> Item:
     keep = TOP_LEVEL.get(table) if table is not None else None
     if table == "runs" and keep is not None and not in_state_index(flat):
         keep = keep - STATE_INDEX_KEYS
+        if found_by_fire(flat):
+            keep = keep - TASK_INDEX_KEYS
     if keep is not None:
         doc = {key: value for key, value in flat.items() if key not in keep}
         flat = {key: value for key, value in flat.items() if key in keep}

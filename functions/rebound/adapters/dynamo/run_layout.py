@@ -12,7 +12,7 @@ from rebound import resources as r
 from rebound.adapters.dynamo.codec import DOC, to_item
 from rebound.domain.errors import Conflict
 from rebound.domain.retention import Retention, run_expiry
-from rebound.domain.run import Run, RunState, in_state_index, item_may_wait, unlisted_running
+from rebound.domain.run import Run, RunState, found_by_fire, in_state_index, item_may_wait, unlisted_running
 from rebound.domain.timefmt import iso
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class DynamoRunLayout:
-    """``set_run_expiry``, ``unlist_clean_success`` and ``relist_running``
+    """``set_run_expiry``, ``unlist_clean_success``, ``relist_running`` and ``relist_by_fire``
     (``rebound.engine.ports.Store``)."""
 
     if TYPE_CHECKING:  # what it uses of ``DynamoStore``
@@ -90,6 +90,30 @@ class DynamoRunLayout:
                 TableName=self.tables["runs"],
                 Item=item,
                 ConditionExpression="attribute_not_exists(run_id)",
+            )
+        except Conflict:
+            return False
+        return True
+
+    def relist_by_fire(self, run: Run) -> bool:
+        # The document keeps its copy of both keys; a later write of the run stores it as the
+        # version writing it does.
+        if not found_by_fire(run.model_dump(mode="json")):
+            return False
+        try:
+            self._call(
+                f"put run {run.run_id} back in the {r.RUNS_BY_TASK} index",
+                self.client.update_item,
+                TableName=self.tables["runs"],
+                Key={"run_id": {"S": run.run_id}},
+                UpdateExpression="SET task_id = :t, scheduled_for = :s",
+                ConditionExpression="attribute_exists(run_id) AND attribute_not_exists(task_id) AND "
+                "(attribute_not_exists(rev) OR rev = :rev)",
+                ExpressionAttributeValues={
+                    ":t": {"S": run.task_id},
+                    ":s": {"S": iso(run.scheduled_for)},
+                    ":rev": {"N": str(run.rev)},
+                },
             )
         except Conflict:
             return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -21,6 +21,7 @@ from rebound.adapters.dynamo.audit_reads import DynamoAuditReads, page_limit
 from rebound.adapters.dynamo.codec import CONTROL, from_item, to_item
 from rebound.adapters.dynamo.dlq_record import DynamoDlqRecord
 from rebound.adapters.dynamo.run_layout import DynamoRunLayout
+from rebound.adapters.dynamo.task_runs import DynamoTaskRuns
 from rebound.adapters.dynamo.unit_of_work import WRITE_ATTEMPTS, UnitOfWork
 from rebound.adapters.dynamo.write_ahead import DynamoWriteAhead, runs_behind
 from rebound.adapters.errors import translate
@@ -67,7 +68,9 @@ def _flat_key(item: Mapping[str, Any]) -> FlatKey | None:
     return tuple(sorted(out))
 
 
-class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRunLayout, StagingStore):
+class DynamoStore(
+    DynamoWriteAhead, DynamoTaskRuns, DynamoDlqRecord, DynamoAuditReads, DynamoRunLayout, StagingStore
+):
     """Every read and write Rebound makes to DynamoDB (the DLQ's record: ``DynamoDlqRecord``)."""
 
     def __init__(
@@ -84,6 +87,7 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         faults: CrashPoints | None = None,
         runs_by_task: str = r.RUNS_BY_TASK,
         retention: Retention | None = None,
+        now: Callable[[], datetime] | None = None,
     ) -> None:
         self.client = client
         self.retention = retention
@@ -101,6 +105,8 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         self.tables = dict(tables)
         self.event_source = event_source
         self.sleep = sleep
+        self.now = now or (lambda: datetime.now(UTC))
+        """What time it is (the engine's clock locally): how far a task's fires are enumerated."""
         """How to wait between tries of a contended write (the engine's clock locally)."""
         self._rng = rng or random.Random()
         # Every commit carries an audit record, so a commit that fails for any reason but a
@@ -287,42 +293,6 @@ class DynamoStore(DynamoWriteAhead, DynamoDlqRecord, DynamoAuditReads, DynamoRun
         """The run's item as stored (``None`` if there is none, whatever its chain holds)."""
         data = self._get("runs", {"run_id": run_id})
         return Run.model_validate(data) if data else None
-
-    def runs_for_task(
-        self,
-        task_id: str,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        newest_first: bool = True,
-        limit: int | None = None,
-    ) -> list[Run]:
-        cond = "task_id = :t"
-        values: dict[str, Any] = {":t": task_id}
-        if since and until:
-            cond += " AND scheduled_for BETWEEN :a AND :b"
-            values.update({":a": iso(since), ":b": iso(until)})
-        elif since:
-            cond += " AND scheduled_for >= :a"
-            values[":a"] = iso(since)
-        elif until:
-            cond += " AND scheduled_for <= :b"
-            values[":b"] = iso(until)
-        items = self._query(
-            "runs",
-            f"list runs of {task_id}",
-            IndexName=self.runs_by_task,
-            KeyConditionExpression=cond,
-            ExpressionAttributeValues=to_item(values),
-            ScanIndexForward=not newest_first,
-            max_items=limit,
-        )
-        if not self._by_task_keys_only:
-            return [Run.model_validate(d) for d in items]
-        # Keys alone: the runs themselves, read in the index's order (a run the index still lists
-        # but that is gone by now is left out).
-        run_ids = [str(d["run_id"]) for d in items]
-        found = self.get_runs(run_ids)
-        return [found[i] for i in run_ids if i in found]
 
     def runs_in_state(
         self, state: RunState, *, updated_before: datetime | None = None, limit: int | None = None

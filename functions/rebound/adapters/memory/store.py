@@ -213,6 +213,9 @@ class MemoryStore(StagingStore):
             self.relisted[run.run_id] = run.rev
             return True
 
+    def relist_by_fire(self, run: Run) -> bool:
+        return False  # a task's runs are a filter here: every run is listed with its task
+
     def unlist_clean_success(self, run: Run) -> bool:
         return False  # the index is a filter here (``in_state_index``): no stored layout to move
 

@@ -161,6 +161,11 @@ class Attempts(Admission):
         breach = sla.start_delay_breach(task, running, now) if judge_sla else None
         if breach is not None:
             running = sla.with_breach(running, breach)
+        # A new run whose fire its task's schedule owes is listed with the task by that fire
+        # while it is a clean success: no by_task_keys entry (``rebound.domain.fire_segments``).
+        new_clean = before is None and stored is not None and unlisted_running(running)
+        if new_clean and stored is not None and stored.lists_by_fire(run.run_id, run.scheduled_for):
+            running = running.model_copy(update={"by_fire": True})
         ensure_transition(run.state, RunState.RUNNING, run.run_id)
         subject = run_subject(run.run_id)
         uow = self.store.unit_of_work("executor", now)

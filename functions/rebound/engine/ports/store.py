@@ -352,6 +352,13 @@ class Store(Protocol):
         listed already, or changed since it was read (``run.rev``)."""
         ...
 
+    def relist_by_fire(self, run: Run) -> bool:
+        """Put a clean success found by its fire (``rebound.domain.run.found_by_fire``) in
+        ``by_task_keys``, for a rollback to an earlier version, which lists a task's runs from the
+        index alone (``rebound migrate relist-by-fire``): storage only, nothing of the run changes.
+        False if it is not such a run, is listed already, or changed since it was read."""
+        ...
+
     def unlist_clean_success(self, run: Run) -> bool:
         """Move a clean success written before the sparse ``by_state`` index out of it
         (``rebound.domain.run.in_state_index``): storage only, nothing of the run changes. False
