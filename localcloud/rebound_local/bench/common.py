@@ -15,6 +15,7 @@ SCENARIOS = {
 COST_SCENARIOS = {
     "idle": REPO / "scenarios" / "cost-idle.yaml",
     "clean": REPO / "scenarios" / "cost-clean.yaml",
+    "clean_low_volume": REPO / "scenarios" / "cost-clean-low-volume.yaml",
     "one_retry": REPO / "scenarios" / "cost-one-retry.yaml",
     "dead_letter": REPO / "scenarios" / "cost-dead-letter.yaml",
 }

@@ -23,7 +23,7 @@ def bench_cost() -> dict[str, Any]:
     idle_rate = {line: amount / idle["seconds"] for line, amount in idle["units"].items()}
     idle_monthly = pricing.fixed_monthly(idle)
     per_class: dict[str, Any] = {}
-    for name in ("clean", "one_retry", "dead_letter"):
+    for name in ("clean", "clean_low_volume", "one_retry", "dead_letter"):
         section = sections[name]
         runs = max(1, section["runs"])
         marginal = {

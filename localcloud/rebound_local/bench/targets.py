@@ -63,6 +63,13 @@ TARGETS = (
         bounded_by=WRITES,
     ),
     _limit(
+        "$ per 1M clean runs at 173,000 a month (the archive's batches are fixed by time)",
+        (*PER_MILLION, "clean_low_volume", "dollars"),
+        "<=",
+        None,
+        bounded_by="the archive's S3 PUTs: one a 5-minute batch however few records it holds",
+    ),
+    _limit(
         "$ per 1M runs with one retry",
         (*PER_MILLION, "one_retry", "dollars"),
         "<=",
