@@ -40,6 +40,7 @@ from rebound.engine.executor.attempt import (
 )
 from rebound.engine.executor.delivery import QueueMessage, hold
 from rebound.engine.executor.intake import CLAIM_RETRIES, UNKNOWN_RUN, Intake
+from rebound.engine.executor.task_cache import InvocationTasks
 
 __all__ = [
     "CLAIM_RETRIES",
@@ -72,4 +73,5 @@ class Executor(Intake):
         self.store = deps.store
         self.clock = deps.clock
         self.request_id = request_id
+        self.tasks = InvocationTasks(deps)
         self.dispatcher = Dispatcher(deps, "executor")

@@ -37,6 +37,7 @@ from rebound.engine.dispatch import accepts
 from rebound.engine.executor.admission import UNKNOWN_TASK, Deferred, held_by_pause, log, staggered
 from rebound.engine.executor.attempt import LEASE_RETURN_S, Attempts
 from rebound.engine.executor.delivery import _DELIVERY, QueueMessage
+from rebound.engine.executor.task_cache import InvocationTasks
 from rebound.engine.messages import (
     AttemptMessage,
     EventMessage,
@@ -55,6 +56,9 @@ moved back, by the SQS console's redrive for one): who moved it is in CloudTrail
 
 class Intake(Attempts):
     """The executor's entry: ``process`` a message, ``refuse`` one it cannot run."""
+
+    tasks: InvocationTasks
+    """The tasks of this invocation's new runs (``rebound.engine.executor.task_cache``)."""
 
     def process(self, message: QueueMessage, remaining_s: float) -> str:
         """Handle one message. Returns what happened; raises to have the message redelivered
@@ -123,7 +127,7 @@ class Intake(Attempts):
         ends_at: datetime,
         catch_up: bool = False,
     ) -> str:
-        stored = self.store.get_task(task_id)
+        stored = self.tasks.get(task_id)
         if stored is None or stored.paused_for(scheduled_for):
             # Rare paths: check first whether this run exists already (a duplicate delivery).
             existing = self.store.get_run(run_id)
