@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rebound.domain.retention import Retention
 from rebound.domain.run import RunState
 from rebound.domain.task import TaskState
 from rebound.engine.deps import Deps
@@ -124,3 +125,27 @@ def test_relisting_before_a_rollback_puts_each_clean_success_back_in_the_index_o
     assert listed(wired) == ["job:20260307T090100Z", "job:20260307T090000Z"]
     run = wired.store.get_run("job:20260307T090000Z")
     assert run is not None and run.rev == 2 and run.by_fire  # nothing of the run changed
+
+
+def test_a_listing_reads_no_fire_older_than_the_runs_retention_lets_a_clean_success_live(
+    wired: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(wired, task("job"))
+    run_fire(wired, "2026-03-07T09:00:00Z")
+    wired.store.retention = Retention(runs_days=1, audit_days=1)
+    asked: list[int] = []
+    get_runs = wired.store.get_runs
+
+    def counted(run_ids: list[str]) -> Any:
+        asked.append(len(run_ids))
+        return get_runs(run_ids)
+
+    monkeypatch.setattr(wired.store, "get_runs", counted)
+    wired.clock.set(START + timedelta(days=3, hours=12))
+    assert listed(wired) == ["job:20260307T090000Z"]  # 09:00 is within 1 + 3 days
+    fires_a_day = 24 * 12
+    assert fires_a_day * 3 < sum(asked) <= fires_a_day * 4 + 3
+    asked.clear()
+    wired.clock.set(START + timedelta(days=10))
+    assert listed(wired) == []  # expired by then (TTL deletes it): its fire is not read
+    assert sum(asked) <= fires_a_day * 4 + 3

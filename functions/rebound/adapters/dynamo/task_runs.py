@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from rebound.adapters.dynamo.codec import to_item
 from rebound.domain.fire_segments import fire_windows
+from rebound.domain.retention import Retention, forgotten_runs_before
 from rebound.domain.run import Run
 from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
@@ -24,6 +25,7 @@ class DynamoTaskRuns:
         runs_by_task: str
         _by_task_keys_only: bool
         now: Callable[[], datetime]
+        retention: Retention | None
         _query: Callable[..., Iterator[dict[str, Any]]]
 
         def get_runs(self, run_ids: list[str]) -> dict[str, Run]: ...
@@ -98,10 +100,12 @@ class DynamoTaskRuns:
         stored = self.get_task(task_id)
         if stored is None or not stored.fire_segments:
             return []
+        now = self.now()
+        expired = forgotten_runs_before(self.retention, now)  # a clean success is gone by then
+        if expired is not None:
+            since = expired if since is None else max(since, expired)
         runs: list[Run] = []
-        windows = fire_windows(
-            stored.fire_segments, task_id, since, until, self.now(), newest_first=newest_first
-        )
+        windows = fire_windows(stored.fire_segments, task_id, since, until, now, newest_first=newest_first)
         for window in windows:
             for start in range(0, len(window), BATCH):
                 ids = [run_id for _, run_id in window[start : start + BATCH]]
