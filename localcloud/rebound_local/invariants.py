@@ -51,6 +51,7 @@ from rebound.domain.audit import CheckMac, verify_chain, verify_fields
 from rebound.domain.audit_record import AuditRecord
 from rebound.domain.ids import scheduled_run_id, work_order_id
 from rebound.domain.retention import FINISHED
+from rebound.domain.run import found_by_fire
 from rebound.domain.timefmt import parse_utc
 from rebound.engine.dispatch import WAITING_STATES
 from rebound.resources import RECORD_TTL
@@ -151,6 +152,34 @@ def judge(world: World, chains_verified: Callable[[], Invariant] | None = None) 
         chains_verified() if chains_verified is not None else chains_verify(world.chains, world.check_mac)
     )
     return judged
+
+
+def listed_with_their_tasks(runs: list[dict[str, Any]], listed: Callable[[str], list[str]]) -> Invariant:
+    """Every run is listed with its task, and nothing else is (``Store.runs_for_task``): a clean
+    success by its fire (``rebound.domain.fire_segments``), every other run by ``by_task_keys``.
+    ``listed`` answers a task's run ids, as the store lists them."""
+    by_task: dict[str, set[str]] = {}
+    for run in runs:
+        by_task.setdefault(str(run["task_id"]), set()).add(str(run["run_id"]))
+    missing: list[str] = []
+    extra: list[str] = []
+    for task_id, expected in sorted(by_task.items()):
+        found = listed(task_id)
+        missing += sorted(expected - set(found))
+        extra += sorted(set(found) - expected)
+        if len(found) != len(set(found)):
+            extra.append(f"{task_id}: listed twice")
+    by_fire = sum(1 for run in runs if found_by_fire(run))
+    if missing or extra:
+        return Invariant(
+            False,
+            f"{len(missing)} run(s) missing from their task's list, {len(extra)} extra",
+            [*missing[:5], *extra[:5]],
+        )
+    return Invariant(
+        True,
+        f"{len(runs)} run(s) of {len(by_task)} task(s), each listed with its task ({by_fire} by its fire)",
+    )
 
 
 def no_run_left_running(runs: list[dict[str, Any]]) -> Invariant:

@@ -155,6 +155,9 @@ class Sabotage(_Strict):
     )
     remove_work_orders: int = Field(default=0, ge=0, description="dead letters whose work order is deleted")
     stale_heads: int = Field(default=0, ge=0, description="runs whose item names a wrong chain head")
+    forget_fire_segments: int = Field(
+        default=0, ge=0, description="tasks with clean successes whose fire segments are removed at the end"
+    )
     reopen_work_orders: int = Field(
         default=0, ge=0, description="resolved work orders of runs set back to open at the end"
     )

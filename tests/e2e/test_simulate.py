@@ -25,6 +25,7 @@ REQUIRED_INVARIANTS = {
     "no_slot_held_by_an_idle_run",
     "no_message_lost",
     "at_most_one_live_message_per_run",
+    "runs_listed_with_their_tasks",
 }
 SABOTAGED = """
 description: breaks invariants on purpose
@@ -124,6 +125,7 @@ sabotage:
   remove_dlq_messages: 1
   remove_work_orders: 1
   skip_delivered_fires: 1
+  forget_fire_segments: 1
 """
 EACH_CHECK = {
     "at_most_one_live_message_per_run": "duplicate_fires",
@@ -136,6 +138,7 @@ EACH_CHECK = {
     "dlq_record_matches_the_queue": "remove_dlq_messages",
     "dead_letters_have_one_work_order": "remove_work_orders",
     "every_fire_became_a_run": "skip_delivered_fires",
+    "runs_listed_with_their_tasks": "forget_fire_segments",
 }
 
 

@@ -60,6 +60,7 @@ class SimulationSabotage(SimulationState):
                 sab.skip_delivered_fires,
                 sab.remove_work_orders,
                 sab.stale_heads,
+                sab.forget_fire_segments,
                 sab.reopen_work_orders,
                 sab.rerun_completed_steps,
                 sab.reopen_superseded_orders,
@@ -103,6 +104,7 @@ class SimulationSabotage(SimulationState):
                 item = backend.get_table(s.table("runs")).items[DynamoType({"S": run["run_id"]})]
                 item.attrs["audit_seq"] = DynamoType({"N": str(int(run["audit_seq"]) + 1)})
                 self.sabotaged.setdefault("stale_heads", []).append(run["run_id"])
+            self._forget_segments(stack, runs, sab.forget_fire_segments)
             orders = backend.get_table(s.table("workorders"))
             linked = [
                 r["work_order_id"] for r in runs if r["state"] == "dead_lettered" and r.get("work_order_id")
@@ -128,6 +130,24 @@ class SimulationSabotage(SimulationState):
             self._skip_delivered(
                 stack, [r for r in done if r["run_id"] in delivered][-sab.skip_delivered_fires :]
             )
+
+    def _forget_segments(self, stack: LocalStack, runs: list[dict[str, Any]], count: int) -> None:
+        """The fire segments of ``count`` tasks with clean successes listed by their fires are
+        gone, as a write that lost them would leave (the caller holds ``motopatch.LOCK``)."""
+        if not count:
+            return
+        from moto.dynamodb.models.dynamo_type import DynamoType
+
+        from rebound.adapters.dynamo import DOC
+        from rebound.domain.run import found_by_fire
+
+        table = stack.cloud.dynamodb_backend().get_table(stack.settings.table("tasks"))
+        for task_id in sorted({str(r["task_id"]) for r in runs if found_by_fire(r)})[:count]:
+            item = table.items[DynamoType({"S": task_id})]
+            doc = json.loads(observe.stored_doc(item.attrs[DOC]))
+            doc.pop("fire_segments", None)
+            observe.write_doc(item, doc)
+            self.sabotaged.setdefault("forget_fire_segments", []).append(task_id)
 
     def _rerun_steps(self, stack: LocalStack, runs: list[dict[str, Any]], count: int) -> None:
         """A second succeeded run of ``count`` succeeded workstream steps, as a completed step run
