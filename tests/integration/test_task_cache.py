@@ -4,7 +4,9 @@ invocation, and the task itself only when the epoch has moved since this contain
 
 from __future__ import annotations
 
+import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -74,3 +76,25 @@ def test_a_container_keeps_at_most_its_bound_of_tasks_the_oldest_read_going_firs
         assert tasks.get(task_id) is not None
     assert list(tasks._cached()) == ["b", "c"]
     assert tasks.get("missing") is None and "missing" not in tasks._cached()
+
+
+def test_the_batchs_threads_read_the_epoch_once_between_them(
+    wired: Deps, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler runs a batch's messages in parallel threads: one reads the epoch, the others wait."""
+    register(wired, *(task(name) for name in "abcde"))
+    store = wired.store
+    reads: list[int] = []
+    epoch = store.tasks_epoch
+
+    def slow_epoch() -> int:
+        reads.append(1)
+        time.sleep(0.2)  # every thread asks while the first read is still on its way
+        return epoch()
+
+    monkeypatch.setattr(store, "tasks_epoch", slow_epoch)
+    tasks = task_cache.InvocationTasks(wired)
+    with ThreadPoolExecutor(5) as pool:
+        found = list(pool.map(tasks.get, "abcde"))
+    assert [s.task.id for s in found if s is not None] == list("abcde")
+    assert len(reads) == 1

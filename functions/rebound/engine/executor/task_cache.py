@@ -24,6 +24,8 @@ CACHE_KEY = "tasks#by_id"
 MAX_CACHED = 2_000
 """Tasks a container keeps at most (about 2 KB each parsed): the oldest read goes first."""
 _LOCK = threading.Lock()
+EPOCH_WAIT_S = 0.005
+"""How long a thread of the batch waits, on the engine's clock, while another reads the epoch."""
 
 
 class InvocationTasks:
@@ -32,24 +34,39 @@ class InvocationTasks:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
         self.epoch: int | None = None
+        self._reading = threading.Lock()
 
     def get(self, task_id: str) -> StoredTask | None:
         """The task as stored when this invocation first asked (``None``: no such task)."""
-        if self.epoch is None:
-            self.epoch = self.deps.store.tasks_epoch()
+        epoch = self._epoch()
         with _LOCK:
             cached = self._cached().get(task_id)
-        if cached is not None and cached[0] == self.epoch:
+        if cached is not None and cached[0] == epoch:
             return cached[1]
         stored = self.deps.store.get_task(task_id)  # read after the epoch: at least as new
         if stored is not None:
             with _LOCK:
                 tasks = self._cached()
                 tasks.pop(task_id, None)
-                tasks[task_id] = (self.epoch, stored)
+                tasks[task_id] = (epoch, stored)
                 while len(tasks) > MAX_CACHED:
                     del tasks[next(iter(tasks))]
         return stored
+
+    def _epoch(self) -> int:
+        """The epoch, read once for the invocation. The batch's messages are handled in parallel
+        threads: one reads, the others wait for it on the engine's clock, not on the lock (the
+        local runtime's virtual clock moves only when no thread it counts is working, and a thread
+        blocked on a lock counts as working; ``rebound.adapters.audit_keys`` waits the same way)."""
+        if self.epoch is None:
+            while not self._reading.acquire(blocking=False):
+                self.deps.clock.sleep(EPOCH_WAIT_S)
+            try:
+                if self.epoch is None:
+                    self.epoch = self.deps.store.tasks_epoch()
+            finally:
+                self._reading.release()
+        return self.epoch
 
     def _cached(self) -> dict[str, tuple[int, StoredTask]]:
         entry = self.deps.cache.get(CACHE_KEY)
