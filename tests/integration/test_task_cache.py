@@ -4,9 +4,9 @@ invocation, and the task itself only when the epoch has moved since this contain
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
@@ -81,20 +81,25 @@ def test_a_container_keeps_at_most_its_bound_of_tasks_the_oldest_read_going_firs
 def test_the_batchs_threads_read_the_epoch_once_between_them(
     wired: Deps, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The handler runs a batch's messages in parallel threads: one reads the epoch, the others wait."""
-    register(wired, *(task(name) for name in "abcde"))
+    """The handler runs a batch's messages in parallel threads; it reads the epoch before it starts
+    them (``InvocationTasks.prime``), so they share one read."""
+    names = [f"t{n}" for n in range(5)]
+    register(wired, *(task(name) for name in names))
     store = wired.store
-    reads: list[int] = []
+    reads: list[str] = []
     epoch = store.tasks_epoch
 
     def slow_epoch() -> int:
-        reads.append(1)
-        time.sleep(0.2)  # every thread asks while the first read is still on its way
+        reads.append(threading.current_thread().name)
+        time.sleep(0.2)  # a thread that read it itself would ask while this read is on its way
         return epoch()
 
     monkeypatch.setattr(store, "tasks_epoch", slow_epoch)
-    tasks = task_cache.InvocationTasks(wired)
-    with ThreadPoolExecutor(5) as pool:
-        found = list(pool.map(tasks.get, "abcde"))
-    assert [s.task.id for s in found if s is not None] == list("abcde")
+    for name in names:
+        wired.queues.send("execution", fire(name))
+    event = receive_event(wired)
+    assert len(event["Records"]) == 5
+    delete_done(wired, event, executor.lambda_handler(event, Context()))
     assert len(reads) == 1
+    runs = [wired.store.get_run(f"{name}:20260307T090000Z") for name in names]
+    assert all(run is not None and run.state is RunState.SUCCEEDED for run in runs)

@@ -1,7 +1,8 @@
 """The task a new run starts from, read once per container while no task is written.
 
 Every task write adds one to the tasks epoch in the same transaction (``Store.tasks_epoch``). An
-invocation reads the epoch once, strongly consistent, at its first new run; a task this container
+invocation reads the epoch once, strongly consistent: before the handler runs its batch's
+messages in parallel threads (``prime``), or at its first new run; a task this container
 read after an epoch that is still the epoch is the task as stored now, so it is not read again. A
 batch of five new runs then costs one read unit, not five.
 
@@ -24,8 +25,6 @@ CACHE_KEY = "tasks#by_id"
 MAX_CACHED = 2_000
 """Tasks a container keeps at most (about 2 KB each parsed): the oldest read goes first."""
 _LOCK = threading.Lock()
-EPOCH_WAIT_S = 0.005
-"""How long a thread of the batch waits, on the engine's clock, while another reads the epoch."""
 
 
 class InvocationTasks:
@@ -34,7 +33,6 @@ class InvocationTasks:
     def __init__(self, deps: Deps) -> None:
         self.deps = deps
         self.epoch: int | None = None
-        self._reading = threading.Lock()
 
     def get(self, task_id: str) -> StoredTask | None:
         """The task as stored when this invocation first asked (``None``: no such task)."""
@@ -53,19 +51,14 @@ class InvocationTasks:
                     del tasks[next(iter(tasks))]
         return stored
 
+    def prime(self) -> None:
+        """Read the epoch now: the handler does, before it runs a batch's messages in parallel
+        threads, so that they share one read (``get`` reads it at its first call otherwise)."""
+        self._epoch()
+
     def _epoch(self) -> int:
-        """The epoch, read once for the invocation. The batch's messages are handled in parallel
-        threads: one reads, the others wait for it on the engine's clock, not on the lock (the
-        local runtime's virtual clock moves only when no thread it counts is working, and a thread
-        blocked on a lock counts as working; ``rebound.adapters.audit_keys`` waits the same way)."""
         if self.epoch is None:
-            while not self._reading.acquire(blocking=False):
-                self.deps.clock.sleep(EPOCH_WAIT_S)
-            try:
-                if self.epoch is None:
-                    self.epoch = self.deps.store.tasks_epoch()
-            finally:
-                self._reading.release()
+            self.epoch = self.deps.store.tasks_epoch()
         return self.epoch
 
     def _cached(self) -> dict[str, tuple[int, StoredTask]]:
