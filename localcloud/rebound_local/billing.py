@@ -94,6 +94,18 @@ class Meter:
             out["metrics.distinct"] = len(self.metric_names)
             return out
 
+    @contextmanager
+    def unbilled(self) -> Iterator[None]:
+        """What runs inside is left out of the bill: the judge's own reads of a settled simulation
+        (``invariants.listed_with_their_tasks`` lists each task's runs through the store)."""
+        with self._lock:
+            kept = dict(self.units)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.units = defaultdict(float, kept)
+
     # ---- AWS calls
     def attach(self, session: Any) -> None:
         """Meter every call of a botocore session's clients (the direct transport calls ``before``
