@@ -4,8 +4,6 @@ invocation, and the task itself only when the epoch has moved since this contain
 
 from __future__ import annotations
 
-import threading
-import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -50,11 +48,13 @@ def invoke(deps: Deps, *fires: tuple[str, str]) -> Counter[str]:
 
 def test_a_task_is_read_once_while_the_epoch_stands_and_again_after_a_pause(wired: Deps) -> None:
     register(wired, task("a"), task("b"))
-    first = invoke(wired, ("a", "2026-03-07T09:00:00Z"), ("b", "2026-03-07T09:00:00Z"))
-    assert (first["control"], first["tasks"]) == (1, 2)  # the epoch, then each task once
+    for name in "ab":  # one message an invocation: a batch's threads may each read the epoch
+        first = invoke(wired, (name, "2026-03-07T09:00:00Z"))
+        assert (first["control"], first["tasks"]) == (1, 1)  # the epoch, then the task
     wired.clock.set(START + timedelta(minutes=5))
-    again = invoke(wired, ("a", "2026-03-07T09:05:00Z"), ("b", "2026-03-07T09:05:00Z"))
-    assert (again["control"], again["tasks"]) == (1, 0)  # the epoch alone: no task was written
+    for name in "ab":
+        again = invoke(wired, (name, "2026-03-07T09:05:00Z"))
+        assert (again["control"], again["tasks"]) == (1, 0)  # the epoch alone: no task was written
     wired.clock.set(START + timedelta(minutes=7))
     TaskOps(wired, actor="test").set_state("a", TaskState.PAUSED)
     wired.clock.set(START + timedelta(minutes=10))
@@ -76,30 +76,3 @@ def test_a_container_keeps_at_most_its_bound_of_tasks_the_oldest_read_going_firs
         assert tasks.get(task_id) is not None
     assert list(tasks._cached()) == ["b", "c"]
     assert tasks.get("missing") is None and "missing" not in tasks._cached()
-
-
-def test_the_batchs_threads_read_the_epoch_once_between_them(
-    wired: Deps, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The handler runs a batch's messages in parallel threads; it reads the epoch before it starts
-    them (``InvocationTasks.prime``), so they share one read."""
-    names = [f"t{n}" for n in range(5)]
-    register(wired, *(task(name) for name in names))
-    store = wired.store
-    reads: list[str] = []
-    epoch = store.tasks_epoch
-
-    def slow_epoch() -> int:
-        reads.append(threading.current_thread().name)
-        time.sleep(0.2)  # a thread that read it itself would ask while this read is on its way
-        return epoch()
-
-    monkeypatch.setattr(store, "tasks_epoch", slow_epoch)
-    for name in names:
-        wired.queues.send("execution", fire(name))
-    event = receive_event(wired)
-    assert len(event["Records"]) == 5
-    delete_done(wired, event, executor.lambda_handler(event, Context()))
-    assert len(reads) == 1
-    runs = [wired.store.get_run(f"{name}:20260307T090000Z") for name in names]
-    assert all(run is not None and run.state is RunState.SUCCEEDED for run in runs)

@@ -86,7 +86,5 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # One request keeps the whole batch invisible until after this invocation can end: a message
     # whose worker dies comes back then to find its run (a claim need not extend its own).
     left_s = context.get_remaining_time_in_millis() / 1000
-    if len(messages) > 1:
-        executor.tasks.prime()  # the batch's threads share one read of the tasks epoch
     failed = deps.fanout.map(handle, hold(deps.queues, messages, left_s + HOLD_PAST_INVOCATION_S))
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed if message_id]}

@@ -1,10 +1,10 @@
 """The task a new run starts from, read once per container while no task is written.
 
 Every task write adds one to the tasks epoch in the same transaction (``Store.tasks_epoch``). An
-invocation reads the epoch once, strongly consistent: before the handler runs its batch's
-messages in parallel threads (``prime``), or at its first new run; a task this container
+invocation reads the epoch, strongly consistent, at its first new run (each of a batch's parallel
+threads may, if they start together); a task this container
 read after an epoch that is still the epoch is the task as stored now, so it is not read again. A
-batch of five new runs then costs one read unit, not five.
+batch of five new runs then costs one to five read units of the epoch, not five of tasks.
 
 Why reading the epoch once per invocation keeps a pause's meaning: every message of the batch was
 received before the invocation began, and a fire is received no earlier than it is due. A pause
@@ -50,11 +50,6 @@ class InvocationTasks:
                 while len(tasks) > MAX_CACHED:
                     del tasks[next(iter(tasks))]
         return stored
-
-    def prime(self) -> None:
-        """Read the epoch now: the handler does, before it runs a batch's messages in parallel
-        threads, so that they share one read (``get`` reads it at its first call otherwise)."""
-        self._epoch()
 
     def _epoch(self) -> int:
         if self.epoch is None:
