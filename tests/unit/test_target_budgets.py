@@ -21,7 +21,7 @@ from rebound.domain.run import RunState
 from rebound.domain.work_order import WorkOrderState
 from rebound.engine.sweeper import Sweeper
 from rebound.engine.target_budgets import INDEX_KEY, TargetBudgets, held_by_target
-from support import START, fire, register, task
+from support import START, crashed_message_returns, fire, register, start_and_crash, task
 
 pytestmark = pytest.mark.unit
 
@@ -216,6 +216,45 @@ def test_a_terminal_error_is_not_counted_against_the_target(world: MemoryWorld) 
         world.execute(fire(i), message_id=f"m-{i}")
     assert world.relay() == ["dead-lettered"] * 5
     assert world.store.get_key("target#sim:db") is None
+
+
+def died(world: MemoryWorld, task_id: str) -> None:
+    """``task_id``'s run: claimed, its worker dead before the target was called, its lease over
+    and its message back: the attempt failed with ``TIMEOUT``."""
+    start_and_crash(world.deps, task_id)
+    world.clock.advance(30 + 30 + 1)  # the lease: the timeout and its grace
+    assert crashed_message_returns(world.deps, task_id) == "lease-expired"
+
+
+def test_workers_that_died_do_not_trip_a_healthy_target(world: MemoryWorld) -> None:
+    """Five runs whose workers died (a crash says nothing of the target): each is retried as its
+    policy says, and the target counts none of them (no record is even written)."""
+    register(
+        world.deps,
+        *(
+            task(
+                i, timeout_s=30, target={"type": "sim", "name": "db"}, retry_policy={"target_budget": BUDGET}
+            )
+            for i in IDS
+        ),
+    )
+    for i in IDS:
+        died(world, i)
+    assert world.relay() == ["retry-scheduled"] * 5
+    assert world.store.get_key("target#sim:db") is None
+    assert world.store.work_orders() == []
+
+
+def test_a_run_whose_worker_died_is_held_while_its_target_is_unhealthy(world: MemoryWorld) -> None:
+    all_held(world)
+    register(
+        world.deps,
+        task("f", timeout_s=30, target={"type": "sim", "name": "db"}, retry_policy={"target_budget": BUDGET}),
+    )
+    died(world, "f")
+    assert world.relay() == ["held"]
+    assert held_by_target(world.store.get_run(run_id("f")))
+    assert len(world.store.work_orders()) == 1
 
 
 def test_held_runs_an_operator_cancels_leave_nothing_held_and_the_target_closes(world: MemoryWorld) -> None:

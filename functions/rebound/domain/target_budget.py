@@ -101,14 +101,18 @@ def order_subject(target: str, episode: int) -> str:
 
 
 def record_failure(
-    state: TargetState, run_id: str, now: datetime, budget: TargetBudget
+    state: TargetState, run_id: str, now: datetime, budget: TargetBudget, *, counted: bool = True
 ) -> tuple[TargetState, Verdict]:
     """A failure of ``run_id`` on this target that a retry would follow: the new state, and what
-    to do with the run. An unhealthy target's state changes only when the failure is its probe's."""
+    to do with the run. An unhealthy target's state changes only when the failure is its probe's.
+    A failure that says nothing of the target (``counted=False``: its worker died) is held while
+    the target is unhealthy, like any other, but is not counted toward a trip."""
     if state.health is Health.UNHEALTHY:
         if state.probe_run == run_id:
             return state.model_copy(update={"probe_run": None, "changed_at": now}), Verdict.HOLD
         return state, Verdict.HOLD
+    if not counted:
+        return state, Verdict.RETRY
     since = now - timedelta(seconds=budget.window)
     recent = [f for f in state.failures if f.at > since]
     recent = [*recent, Failure(at=now, run_id=run_id)][-budget.threshold :]

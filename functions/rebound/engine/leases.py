@@ -31,10 +31,20 @@ from rebound.engine.deps import Deps
 log = logging.getLogger(__name__)
 
 TIMEOUT = "TIMEOUT"
+DIED = "lease expired: the attempt's invocation crashed or ran out of time"
+"""The error message of a synchronous attempt whose worker died (``worker_died``)."""
 
 
 def expired(run: Run, now: datetime) -> bool:
     return run.state is RunState.RUNNING and run.lease_expires_at is not None and run.lease_expires_at < now
+
+
+def worker_died(run: Run) -> bool:
+    """Whether ``run`` failed because its synchronous attempt's worker died (its lease ran out):
+    a crash, a kill or an invocation out of time, which says nothing of its target. A target that
+    hangs is timed out by the worker itself (its own ``TIMEOUT``), and an asynchronous attempt's
+    silence is the target's (``HEARTBEAT_TIMEOUT``, or ``TIMEOUT`` past its ``max_duration``)."""
+    return run.state is RunState.FAILED and run.last_error_message == DIED
 
 
 def expire(deps: Deps, actor: str, run: Run) -> Run | None:
@@ -52,7 +62,7 @@ def expire(deps: Deps, actor: str, run: Run) -> Run | None:
         ended = iso(run.async_ends_at or now)
         message = f"the asynchronous attempt ran past its max_duration (it ended at {ended})"
     else:
-        message = "lease expired: the attempt's invocation crashed or ran out of time"
+        message = DIED
     finished = current.model_copy(
         update={
             "ended_at": now,

@@ -47,6 +47,7 @@ from rebound.domain.stored import StoredTask
 from rebound.domain.timefmt import iso
 from rebound.domain.work_order import Resolution, WorkOrder
 from rebound.engine import crashpoints as cp
+from rebound.engine import leases
 from rebound.engine import telemetry as m
 from rebound.engine.dead_letters import DeadLetters
 from rebound.engine.deps import Deps
@@ -142,7 +143,11 @@ class TargetBudgets:
         for _ in range(WRITE_TRIES):
             now = self.clock.now()
             state, version = self.read(target)
-            after, verdict = tb.record_failure(state, run.run_id, now, budget)
+            after, verdict = tb.record_failure(
+                state, run.run_id, now, budget, counted=not leases.worker_died(run)
+            )
+            if after == state and verdict is tb.Verdict.RETRY:
+                return None  # not counted: nothing to write
             uow = self.store.unit_of_work(self.actor, now)
             if verdict is tb.Verdict.RETRY:
                 self._stage_state(uow, after, version)
