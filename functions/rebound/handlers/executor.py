@@ -86,5 +86,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
     # One request keeps the whole batch invisible until after this invocation can end: a message
     # whose worker dies comes back then to find its run (a claim need not extend its own).
     left_s = context.get_remaining_time_in_millis() / 1000
-    failed = deps.fanout.map(handle, hold(deps.queues, messages, left_s + HOLD_PAST_INVOCATION_S))
+    held = hold(deps.queues, messages, left_s + HOLD_PAST_INVOCATION_S)
+    executor.prime(held)  # after the hold, which must come first; the threads share one epoch read
+    failed = deps.fanout.map(handle, held)
     return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed if message_id]}

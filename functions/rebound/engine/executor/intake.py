@@ -16,12 +16,13 @@ processed, so the attempt's audit record names it), and the routing of each kind
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from rebound.domain import events as ev
 from rebound.domain.audit import verified_actor
-from rebound.domain.errors import Conflict, ValidationFailed
+from rebound.domain.errors import Conflict, ReboundError, ValidationFailed
 from rebound.domain.flags import TASK_SCHEDULER_V3
 from rebound.domain.ids import run_subject
 from rebound.domain.retry import Reason
@@ -59,6 +60,24 @@ class Intake(Attempts):
 
     tasks: InvocationTasks
     """The tasks of this invocation's new runs (``rebound.engine.executor.task_cache``)."""
+
+    def prime(self, messages: Sequence[QueueMessage]) -> None:
+        """Read the tasks epoch now if two or more of ``messages`` start new runs. The handler
+        calls this before it processes a batch's messages in parallel threads, which would
+        otherwise each read it at once; a failed read is left for the threads to make."""
+        starts = 0
+        for message in messages:
+            try:
+                parsed = parse_execution_message(message.body)
+            except ValidationFailed:
+                continue
+            starts += isinstance(parsed, FireMessage | EventMessage | ManualMessage)
+        if starts < 2:
+            return
+        try:
+            self.tasks.prime()
+        except ReboundError as exc:
+            log.warning("could not read the tasks epoch ahead of the batch", extra={"error": exc.message})
 
     def process(self, message: QueueMessage, remaining_s: float) -> str:
         """Handle one message. Returns what happened; raises to have the message redelivered

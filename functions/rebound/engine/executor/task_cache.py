@@ -1,10 +1,10 @@
 """The task a new run starts from, read once per container while no task is written.
 
 Every task write adds one to the tasks epoch in the same transaction (``Store.tasks_epoch``). An
-invocation reads the epoch, strongly consistent, at its first new run (each of a batch's parallel
-threads may, if they start together); a task this container
-read after an epoch that is still the epoch is the task as stored now, so it is not read again. A
-batch of five new runs then costs one to five read units of the epoch, not five of tasks.
+invocation reads the epoch once, strongly consistent: before the handler starts a batch's parallel
+threads when two or more of its messages start new runs (``prime``), else at its first new run. A
+task this container read after an epoch that is still the epoch is the task as stored now, so it
+is not read again. A batch of five new runs then costs one read unit, not five.
 
 Why reading the epoch once per invocation keeps a pause's meaning: every message of the batch was
 received before the invocation began, and a fire is received no earlier than it is due. A pause
@@ -50,6 +50,11 @@ class InvocationTasks:
                 while len(tasks) > MAX_CACHED:
                     del tasks[next(iter(tasks))]
         return stored
+
+    def prime(self) -> None:
+        """Read the epoch now (``Executor.prime``, before a batch's threads start), so that the
+        threads share one read; ``get`` reads it at its first call otherwise."""
+        self._epoch()
 
     def _epoch(self) -> int:
         if self.epoch is None:
