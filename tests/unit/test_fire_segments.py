@@ -67,7 +67,7 @@ def test_every_fire_any_writer_relied_on_is_enumerated_in_order_within_the_bound
     segments = advance(segments, RATE_7, True, minutes(40), minutes(40))
     segments = advance(segments, EVERY_10, True, minutes(40), minutes(61))
     now = minutes(24 * 60 * 3)  # three days later: the listing walks back a day at a time
-    relied = [minutes(m) for m in range(3 * 24 * 60) if any(s.owes(minutes(m)) for s in segments)]
+    relied = [minutes(m) for m in range(3 * 24 * 60) if any(s.owes("job", minutes(m)) for s in segments)]
     assert relied[:3] == [minutes(0), minutes(5), minutes(10)] and minutes(47) in relied
     enumerated = listed(segments, now)
     assert set(relied) <= set(enumerated)

@@ -42,11 +42,11 @@ class FireSegment:
     """A rate schedule's first fire (the task's ``active_since`` when the segment opened)."""
     schedule: ScheduleSpec
 
-    def owes(self, at: datetime) -> bool:
-        """Whether ``at`` is a fire of this segment (the writer's test)."""
+    def owes(self, task_id: str, at: datetime) -> bool:
+        """Whether ``at`` is a fire of this segment of ``task_id``'s schedule (the writer's test)."""
         if at < self.since or (self.until is not None and at > self.until):
             return False
-        fires = expected_fires("", self.schedule, at - timedelta(microseconds=1), at, origin=self.origin)
+        fires = expected_fires(task_id, self.schedule, at - timedelta(microseconds=1), at, origin=self.origin)
         return any(f.at == at for f in fires)
 
     def to_record(self) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def advance(
 def lists_by_fire(segments: tuple[FireSegment, ...], task_id: str, run_id: str, at: datetime) -> bool:
     """Whether a run is found by its fire: its id is its task's scheduled id for ``at``, and a
     segment owes that fire."""
-    return run_id == scheduled_run_id(task_id, at) and any(s.owes(at) for s in segments)
+    return run_id == scheduled_run_id(task_id, at) and any(s.owes(task_id, at) for s in segments)
 
 
 def fire_windows(

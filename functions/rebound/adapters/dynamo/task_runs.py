@@ -4,6 +4,7 @@ successes found by their fires (``rebound.domain.fire_segments``), merged in tim
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,16 @@ from rebound.domain.timefmt import iso
 
 BATCH = 100
 """Keys a ``BatchGetItem`` reads at most."""
+
+
+@dataclass(frozen=True)
+class _Page:
+    """The part of a task's runs a listing asks for (``runs_for_task``'s arguments)."""
+
+    since: datetime | None
+    until: datetime | None
+    newest_first: bool
+    limit: int | None
 
 
 class DynamoTaskRuns:
@@ -41,8 +52,9 @@ class DynamoTaskRuns:
     ) -> list[Run]:
         """The task's runs by ``scheduled_for`` (both bounds included): those ``by_task_keys``
         lists, and those found by the fires of its schedule's segments, at most ``limit``."""
-        listed = self._listed(task_id, since, until, newest_first, limit)
-        fired = self._fired(task_id, since, until, newest_first, limit)
+        page = _Page(since, until, newest_first, limit)
+        listed = self._listed(task_id, page)
+        fired = self._fired(task_id, page)
         if not fired:
             return listed
         merged = {run.run_id: run for run in (*listed, *fired)}
@@ -51,14 +63,8 @@ class DynamoTaskRuns:
         )
         return ordered[:limit] if limit is not None else ordered
 
-    def _listed(
-        self,
-        task_id: str,
-        since: datetime | None,
-        until: datetime | None,
-        newest_first: bool,
-        limit: int | None,
-    ) -> list[Run]:
+    def _listed(self, task_id: str, page: _Page) -> list[Run]:
+        since, until = page.since, page.until
         cond = "task_id = :t"
         values: dict[str, Any] = {":t": task_id}
         if since and until:
@@ -76,8 +82,8 @@ class DynamoTaskRuns:
             IndexName=self.runs_by_task,
             KeyConditionExpression=cond,
             ExpressionAttributeValues=to_item(values),
-            ScanIndexForward=not newest_first,
-            max_items=limit,
+            ScanIndexForward=not page.newest_first,
+            max_items=page.limit,
         )
         if not self._by_task_keys_only:
             return [Run.model_validate(d) for d in items]
@@ -87,25 +93,20 @@ class DynamoTaskRuns:
         found = self.get_runs(run_ids)
         return [found[i] for i in run_ids if i in found]
 
-    def _fired(
-        self,
-        task_id: str,
-        since: datetime | None,
-        until: datetime | None,
-        newest_first: bool,
-        limit: int | None,
-    ) -> list[Run]:
+    def _fired(self, task_id: str, page: _Page) -> list[Run]:
         """The runs of the fires the task's segments owe in the window, in order, read by key a
         day of fires at a time (``BatchGetItem``, 100 keys a call) until ``limit`` are found."""
         stored = self.get_task(task_id)
         if stored is None or not stored.fire_segments:
             return []
-        now = self.now()
+        now, since, limit = self.now(), page.since, page.limit
         expired = forgotten_runs_before(self.retention, now)  # a clean success is gone by then
         if expired is not None:
             since = expired if since is None else max(since, expired)
         runs: list[Run] = []
-        windows = fire_windows(stored.fire_segments, task_id, since, until, now, newest_first=newest_first)
+        windows = fire_windows(
+            stored.fire_segments, task_id, since, page.until, now, newest_first=page.newest_first
+        )
         for window in windows:
             for start in range(0, len(window), BATCH):
                 ids = [run_id for _, run_id in window[start : start + BATCH]]
