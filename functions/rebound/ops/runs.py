@@ -316,13 +316,17 @@ class RunOps:
 
     def _archived_run(self, run_id: str, live: list[AuditRecord]) -> tuple[Run, list[AuditRecord]]:
         """``run_id`` rebuilt from its chain in the audit archive (and what of it the table still
-        holds); ``RunNotFound`` if neither has it. The archive is read from the day of the run's
-        scheduled time, when its id names one, else whole."""
+        holds); ``RunNotFound`` if neither has it. The archive is read from the day before the
+        run's scheduled time, when its id names one, or before its first record, when the table
+        still holds that; else whole (every record is archived when it is written)."""
         archive = self.deps.audit_archive
         if archive is None:
             raise RunNotFound.of(run_id)
         subject = run_subject(run_id)
         since = scheduled_day(run_id)
+        first = min(live, key=lambda record: record.seq, default=None)
+        if since is None and first is not None and first.seq == 1:
+            since = first.at.date() - timedelta(days=1)
         records = {(r.seq, r.hash): r for r in live}
         for fields in archive.trails(subject=subject, since=since).get(subject, []):
             records.setdefault((int(fields["seq"]), str(fields["hash"])), AuditRecord.model_validate(fields))
