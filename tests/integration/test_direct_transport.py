@@ -652,6 +652,11 @@ def sqs(t: Transcript) -> None:
         t.call("receive released", sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, **ALL)
     )
     t.call("extend", sqs.change_message_visibility, QueueUrl=url, ReceiptHandle=handle, VisibilityTimeout=45)
+    hold = [
+        {"Id": "held", "ReceiptHandle": handle, "VisibilityTimeout": 45},  # as "extend", at the same time
+        {"Id": "too-long", "ReceiptHandle": handle, "VisibilityTimeout": 12 * 3600 + 1},
+    ]
+    t.call("hold a batch", sqs.change_message_visibility_batch, QueueUrl=url, Entries=hold)
     t.advance(40)
     t.call("receive while extended", sqs.receive_message, QueueUrl=url, MaxNumberOfMessages=10, **ALL)
     t.advance(10)
