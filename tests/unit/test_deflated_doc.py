@@ -4,6 +4,7 @@ before read as they always did."""
 
 from __future__ import annotations
 
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -50,6 +51,32 @@ def test_a_short_document_stays_text_and_a_long_one_is_stored_smaller() -> None:
     assert to_item({"run_id": "r1", "doc_field": long}, "runs")["doc"] == {
         "B": pack_doc(dumps({"doc_field": long}))
     }
+
+
+def full_window(raw: bytes) -> bytes:
+    """What deflating with zlib's whole 32 KB window and its default memory gives."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    return packer.compress(raw) + packer.flush()
+
+
+@given(
+    st.lists(
+        st.sampled_from(["run#", "acme.", "2026-03-07T09:", "attempt", '"n": ', "ab", "\u00e9"]),
+        max_size=3000,
+    )
+)
+def test_a_document_inflates_back_and_is_no_larger_than_with_the_whole_window(parts: list[str]) -> None:
+    """The window is sized to the document (the compressor's state is a tenth as large): what it
+    stores reads back with the same inflater, and is never larger than the whole window makes."""
+    text = dumps({"parts": parts})
+    packed = pack_doc(text)
+    raw = text.encode()
+    if isinstance(packed, str):  # short, or no smaller deflated
+        assert packed == text
+        assert len(raw) < DEFLATE_FROM or len(full_window(raw)) >= len(raw)
+        return
+    assert from_item({"run_id": {"S": "r1"}, "doc": {"B": packed}}) == {"run_id": "r1", "parts": parts}
+    assert len(packed) <= len(full_window(raw))
 
 
 def claim_record(task_key: str) -> dict[str, Any]:
