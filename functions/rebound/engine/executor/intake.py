@@ -65,6 +65,8 @@ class Intake(Attempts):
         """Read the tasks epoch now if two or more of ``messages`` start new runs. The handler
         calls this before it processes a batch's messages in parallel threads, which would
         otherwise each read it at once; a failed read is left for the threads to make."""
+        if len(messages) < 2:
+            return  # one thread: it reads the epoch when it needs it, and a message is parsed once
         starts = 0
         for message in messages:
             try:
