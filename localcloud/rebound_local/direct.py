@@ -7,8 +7,8 @@ in moto's DynamoDB backend; a ``GetItem`` is ~1.8 ms against 0.006 ms. The simul
 of thousands of runs, so for the calls every run makes (DynamoDB item reads and writes,
 transactions, SQS sends and the executor's batch holds, EventBridge puts) this module calls the
 same backend methods moto's response layer calls, under the same lock, and shapes the result like
-boto3 does. Every other
-operation falls through to a regular in-process boto3 client, so nothing is missing.
+boto3 does. Every other operation falls through to a regular in-process boto3 client, so nothing
+is missing.
 
 What stays exactly as on the wire: moto's condition and transaction semantics, stream records,
 SQS delays, visibility and redrive, rule routing. What is skipped: botocore's client-side
